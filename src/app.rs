@@ -1,0 +1,32 @@
+//! Top-level dispatch from parsed arguments to a run.
+
+use anyhow::Result;
+
+use crate::cli::Cli;
+use crate::headless;
+use crate::scenario::BUILTIN;
+
+pub fn main(cli: Cli) -> Result<()> {
+    let args = cli.run;
+    if args.list {
+        for (name, text) in BUILTIN {
+            let s = crate::scenario::parse(text, name)?;
+            println!(
+                "{name:<10}{} ({} cells, {} devices)",
+                s.description,
+                s.cells,
+                s.split.len()
+            );
+        }
+        return Ok(());
+    }
+    let scenario = headless::scenario_from(&args)?;
+    // Until the TUI exists every run is headless.
+    let summary = headless::run(&scenario, &args)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        print!("{}", summary.to_text());
+    }
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! The sim runtime's cost model. Defaults come from the H200 figures measured on the
+//! target machine (shared/GPU.md); a scenario's `[cost]` table overrides any of them.
+
+use serde::{Deserialize, Serialize};
+
+/// Durations in microseconds, bandwidths in GB/s (10^9 bytes per second).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CostModel {
+    /// Host time to issue a kernel launch.
+    pub launch_host_us: f64,
+    /// Host time to issue any other asynchronous call (record, wait, peer copy).
+    pub api_host_us: f64,
+    /// Shortest kernel on the device: an empty kernel back to back on one stream (3.98 µs).
+    pub kernel_min_us: f64,
+    /// Memory bandwidth a Yee kernel reaches (130 Gcells/s × 28 B/cell ≈ 3650 GB/s).
+    pub kernel_bandwidth_gbs: f64,
+    /// Latency of a small peer copy (7.3 µs for 4 B … 64 KiB).
+    pub peer_latency_us: f64,
+    /// Bandwidth of a large peer copy (394 GB/s at 512 MiB).
+    pub peer_bandwidth_gbs: f64,
+    /// Host time from a stream's last completion to a synchronize call returning
+    /// (10.7 µs for copy + sync, minus the 7.3 µs copy).
+    pub sync_wake_us: f64,
+    /// Host time for the last thread to leave a host barrier after it arrives.
+    pub barrier_us: f64,
+    /// Relative spread of `--jitter`: each duration is scaled by a factor in
+    /// `[1 - jitter, 1 + jitter]`.
+    pub jitter: f64,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        CostModel {
+            launch_host_us: 2.0,
+            api_host_us: 1.0,
+            kernel_min_us: 3.98,
+            kernel_bandwidth_gbs: 3650.0,
+            peer_latency_us: 7.3,
+            peer_bandwidth_gbs: 394.0,
+            sync_wake_us: 3.4,
+            barrier_us: 1.0,
+            jitter: 0.5,
+        }
+    }
+}
+
+impl CostModel {
+    /// Checks every figure; on error returns `(field, reason)`.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let fields = [
+            ("launch_host_us", self.launch_host_us),
+            ("api_host_us", self.api_host_us),
+            ("kernel_min_us", self.kernel_min_us),
+            ("peer_latency_us", self.peer_latency_us),
+            ("sync_wake_us", self.sync_wake_us),
+            ("barrier_us", self.barrier_us),
+        ];
+        for (name, v) in fields {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err((
+                    name,
+                    format!("a duration must be zero or positive µs, got {v}"),
+                ));
+            }
+        }
+        for (name, v) in [
+            ("kernel_bandwidth_gbs", self.kernel_bandwidth_gbs),
+            ("peer_bandwidth_gbs", self.peer_bandwidth_gbs),
+        ] {
+            if !(v > 0.0 && v.is_finite()) {
+                return Err((name, format!("a bandwidth must be positive GB/s, got {v}")));
+            }
+        }
+        if !(0.0..1.0).contains(&self.jitter) {
+            return Err((
+                "jitter",
+                format!("the jitter spread must be in [0, 1), got {}", self.jitter),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Modelled duration of a kernel moving `bytes`.
+    pub fn kernel_us(&self, bytes: f64) -> f64 {
+        self.kernel_min_us + bytes / (self.kernel_bandwidth_gbs * 1e3)
+    }
+
+    /// Modelled duration of a peer copy of `bytes`.
+    pub fn peer_copy_us(&self, bytes: f64) -> f64 {
+        self.peer_latency_us + bytes / (self.peer_bandwidth_gbs * 1e3)
+    }
+}

@@ -1,0 +1,353 @@
+//! Domain decomposition: each device owns a contiguous range of cells plus one halo cell
+//! per side, and runs the three kernels over cells it owns. Halo values arrive from
+//! outside — the runtimes move them; this module only says where they live.
+//!
+//! Local layout of every per-device array: index `i` holds global cell `lo − 1 + i`, so
+//! index 0 is the left halo, `1..=m` are the owned cells and `m + 1` is the right halo.
+//! The kernels need exactly two halos: `update_h` on the last owned cell reads `Ex` of the
+//! right neighbour's first cell, and `update_e` on the first owned cell reads `Hy` of the
+//! left neighbour's last cell.
+
+use std::ops::Range;
+
+use crate::physics::{self, Coefficients, EndCondition, PlacedSource};
+use crate::scenario::Scenario;
+
+/// Which field an operation touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Field {
+    Ex,
+    Hy,
+}
+
+impl Field {
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::Ex => "ex",
+            Field::Hy => "hy",
+        }
+    }
+}
+
+/// The kernels of one step, in the order `physics` documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Kernel {
+    UpdateH,
+    UpdateE,
+    SourcesBoundaries,
+}
+
+impl Kernel {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::UpdateH => "update_h",
+            Kernel::UpdateE => "update_e",
+            Kernel::SourcesBoundaries => "sources_boundaries",
+        }
+    }
+
+    /// Bytes a kernel moves per cell (f32 reads + writes), for the cost model.
+    pub fn bytes_per_cell(self) -> f64 {
+        match self {
+            Kernel::UpdateH => 12.0,          // read ex, read+write hy
+            Kernel::UpdateE => 20.0,          // read hy, ca, cb, read+write ex
+            Kernel::SourcesBoundaries => 0.0, // a handful of cells
+        }
+    }
+}
+
+/// One device's share of the grid, with its own copy of the fields and coefficients.
+#[derive(Debug, Clone)]
+pub struct DeviceState {
+    pub index: usize,
+    /// Global range of owned cells.
+    pub lo: usize,
+    pub hi: usize,
+    /// Cells in the whole grid.
+    pub n: usize,
+    pub ex: Vec<f32>,
+    pub hy: Vec<f32>,
+    ca: Vec<f32>,
+    cb: Vec<f32>,
+    ch: f32,
+    sources: Vec<(usize, PlacedSource)>,
+    left_end: Option<EndCondition>,
+    right_end: Option<EndCondition>,
+    prev_left: f32,
+    prev_right: f32,
+}
+
+impl DeviceState {
+    pub fn new(index: usize, cells: Range<usize>, s: &Scenario, c: &Coefficients) -> Self {
+        let (lo, hi, n) = (cells.start, cells.end, s.cells);
+        let m = hi - lo;
+        let coef = |v: &[f32]| -> Vec<f32> {
+            (0..m + 2)
+                .map(|i| {
+                    let k = (lo + i).checked_sub(1);
+                    k.filter(|&k| k < n).map_or(0.0, |k| v[k])
+                })
+                .collect()
+        };
+        let sources = s
+            .sources
+            .iter()
+            .filter(|src| cells.contains(&src.position))
+            .map(|src| {
+                let placed = PlacedSource {
+                    position: src.position,
+                    kind: src.kind,
+                    injection: src.injection,
+                    amplitude: src.amplitude,
+                };
+                (src.position + 1 - lo, placed)
+            })
+            .collect();
+        DeviceState {
+            index,
+            lo,
+            hi,
+            n,
+            ex: vec![0.0; m + 2],
+            hy: vec![0.0; m + 2],
+            ca: coef(&c.ca),
+            cb: coef(&c.cb),
+            ch: c.ch,
+            sources,
+            left_end: (lo == 0).then(|| EndCondition::new(s.left, c.mur_left)),
+            right_end: (hi == n).then(|| EndCondition::new(s.right, c.mur_right)),
+            prev_left: 0.0,
+            prev_right: 0.0,
+        }
+    }
+
+    /// Number of owned cells.
+    pub fn cells(&self) -> usize {
+        self.hi - self.lo
+    }
+
+    /// Local index of global cell `k` (halos included).
+    pub fn local(&self, k: usize) -> usize {
+        k + 1 - self.lo
+    }
+
+    /// Owned cells of `cells` on which a kernel is defined, as local indices.
+    fn clamp(&self, cells: &Range<usize>, valid: Range<usize>) -> Range<usize> {
+        let a = cells.start.max(self.lo).max(valid.start);
+        let b = cells.end.min(self.hi).min(valid.end);
+        if a >= b {
+            0..0
+        } else {
+            self.local(a)..self.local(b)
+        }
+    }
+
+    /// `update_h` over the owned part of the global range `cells`.
+    pub fn update_h(&mut self, cells: &Range<usize>) {
+        let r = self.clamp(cells, 0..self.n - 1);
+        if !r.is_empty() {
+            physics::update_h(
+                &mut self.hy[r.clone()],
+                &self.ex[r.start..r.end + 1],
+                self.ch,
+            );
+        }
+    }
+
+    /// `update_e` over the owned part of the global range `cells`.
+    pub fn update_e(&mut self, cells: &Range<usize>) {
+        let r = self.clamp(cells, 1..self.n - 1);
+        if !r.is_empty() {
+            let (a, b) = (r.start, r.end);
+            physics::update_e(
+                &mut self.ex[a..b],
+                &self.hy[a - 1..b],
+                &self.ca[a..b],
+                &self.cb[a..b],
+            );
+        }
+    }
+
+    /// Sources on owned cells, then the grid ends this device holds.
+    pub fn sources_boundaries(&mut self, step: u64) {
+        for (i, src) in &self.sources {
+            src.apply(&mut self.ex[*i], step);
+        }
+        if let Some(cond) = self.left_end {
+            let inner = self.ex[2];
+            physics::apply_end(cond, &mut self.ex[1], inner, &mut self.prev_left);
+        }
+        if let Some(cond) = self.right_end {
+            let m = self.cells();
+            let inner = self.ex[m - 1];
+            physics::apply_end(cond, &mut self.ex[m], inner, &mut self.prev_right);
+        }
+    }
+
+    /// Runs one kernel.
+    pub fn run(&mut self, kernel: Kernel, cells: &Range<usize>, step: u64) {
+        match kernel {
+            Kernel::UpdateH => self.update_h(cells),
+            Kernel::UpdateE => self.update_e(cells),
+            Kernel::SourcesBoundaries => self.sources_boundaries(step),
+        }
+    }
+
+    pub fn field(&self, f: Field) -> &[f32] {
+        match f {
+            Field::Ex => &self.ex,
+            Field::Hy => &self.hy,
+        }
+    }
+
+    pub fn field_mut(&mut self, f: Field) -> &mut [f32] {
+        match f {
+            Field::Ex => &mut self.ex,
+            Field::Hy => &mut self.hy,
+        }
+    }
+
+    /// Values of `f` at global cells `cells` (owned or halo).
+    pub fn read(&self, f: Field, cells: &Range<usize>) -> &[f32] {
+        &self.field(f)[self.local(cells.start)..self.local(cells.end)]
+    }
+
+    /// Writes `values` into `f` at global cells starting at `start` (owned or halo).
+    pub fn write(&mut self, f: Field, start: usize, values: &[f32]) {
+        let i = self.local(start);
+        self.field_mut(f)[i..i + values.len()].copy_from_slice(values);
+    }
+
+    /// The owned part of a field.
+    pub fn owned(&self, f: Field) -> &[f32] {
+        &self.field(f)[1..=self.cells()]
+    }
+
+    /// Sets the owned part of both fields (tests, initial conditions).
+    pub fn set_owned(&mut self, ex: &[f32], hy: &[f32]) {
+        let m = self.cells();
+        self.ex[1..=m].copy_from_slice(&ex[self.lo..self.hi]);
+        self.hy[1..=m].copy_from_slice(&hy[self.lo..self.hi]);
+    }
+}
+
+/// Where each halo comes from: for the boundary between device `d` and `d + 1`,
+/// `Hy` of `d`'s last cell goes to `d + 1`'s left halo (after `update_h`), and `Ex` of
+/// `d + 1`'s first cell goes to `d`'s right halo (after `update_e` and the sources).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interface {
+    /// The left device; its right neighbour is `left + 1`.
+    pub left: usize,
+    /// Global index of the left device's last cell.
+    pub last_of_left: usize,
+}
+
+impl Interface {
+    /// `(src device, src cell, dst device, dst cell)` of the halo copy of `f`.
+    pub fn copy(&self, f: Field) -> (usize, usize, usize, usize) {
+        let k = self.last_of_left;
+        match f {
+            Field::Hy => (self.left, k, self.left + 1, k),
+            Field::Ex => (self.left + 1, k + 1, self.left, k + 1),
+        }
+    }
+}
+
+/// The whole grid as a set of devices.
+#[derive(Debug, Clone)]
+pub struct Domain {
+    pub devices: Vec<DeviceState>,
+}
+
+impl Domain {
+    pub fn new(s: &Scenario, c: &Coefficients) -> Self {
+        let devices = s
+            .ranges()
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| DeviceState::new(i, r, s, c))
+            .collect();
+        Domain { devices }
+    }
+
+    /// The single-domain reference: one device, no halos to move.
+    pub fn reference(s: &Scenario, c: &Coefficients) -> Self {
+        Domain {
+            devices: vec![DeviceState::new(0, 0..s.cells, s, c)],
+        }
+    }
+
+    pub fn interfaces(&self) -> Vec<Interface> {
+        self.devices
+            .windows(2)
+            .map(|w| Interface {
+                left: w[0].index,
+                last_of_left: w[0].hi - 1,
+            })
+            .collect()
+    }
+
+    /// Copies one halo value as the runtimes do, immediately.
+    pub fn copy_halo(&mut self, i: Interface, f: Field) {
+        let (src, k_src, dst, k_dst) = i.copy(f);
+        let v = self.devices[src].read(f, &(k_src..k_src + 1))[0];
+        self.devices[dst].write(f, k_dst, &[v]);
+    }
+
+    /// One step with the plainest correct exchange: every kernel of a phase on every
+    /// device, then that phase's halos. The reference ordering the runtimes must match.
+    pub fn step(&mut self, step: u64) {
+        let all = 0..usize::MAX;
+        let faces = self.interfaces();
+        for d in &mut self.devices {
+            d.update_h(&all);
+        }
+        for &i in &faces {
+            self.copy_halo(i, Field::Hy);
+        }
+        for d in &mut self.devices {
+            d.update_e(&all);
+            d.sources_boundaries(step);
+        }
+        for &i in &faces {
+            self.copy_halo(i, Field::Ex);
+        }
+    }
+
+    /// The whole field, owned cells of every device in order.
+    pub fn gather(&self, f: Field) -> Vec<f32> {
+        self.devices
+            .iter()
+            .flat_map(|d| d.owned(f).iter().copied())
+            .collect()
+    }
+
+    /// Sets both fields everywhere, halos included (initial conditions).
+    pub fn set_fields(&mut self, ex: &[f32], hy: &[f32]) {
+        for d in &mut self.devices {
+            d.set_owned(ex, hy);
+        }
+        for i in self.interfaces() {
+            self.copy_halo(i, Field::Hy);
+            self.copy_halo(i, Field::Ex);
+        }
+    }
+}
+
+/// Largest |a − b| over two equally long fields, and the first index where they differ.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> (f32, Option<usize>) {
+    let mut max = 0.0f32;
+    let mut first = None;
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        if x.to_bits() != y.to_bits() {
+            first.get_or_insert(i);
+            let d = (x - y).abs();
+            max = if d.is_nan() {
+                f32::INFINITY
+            } else {
+                max.max(d)
+            };
+        }
+    }
+    (max, first)
+}

@@ -1,0 +1,24 @@
+//! Errors a caller must tell apart: bad input (exit code 2) versus failures (exit code 1).
+
+use std::fmt;
+
+/// A bad argument or input file that is not a scenario (those are `ScenarioError`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// The process exit code for an error: 2 for bad input, 1 otherwise.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    let bad_input = e.chain().any(|c| {
+        c.downcast_ref::<UsageError>().is_some()
+            || c.downcast_ref::<crate::scenario::ScenarioError>().is_some()
+    });
+    if bad_input { 2 } else { 1 }
+}

@@ -1,0 +1,13 @@
+//! haloscope: watch a multi-GPU 1D FDTD simulation and learn CUDA stream/event ordering
+//! from it. See the README and DESIGN.md for the architecture.
+#![deny(unsafe_code)]
+
+pub mod app;
+pub mod cli;
+pub mod cost;
+pub mod decomp;
+pub mod error;
+pub mod headless;
+pub mod npy;
+pub mod physics;
+pub mod scenario;

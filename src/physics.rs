@@ -1,0 +1,185 @@
+//! 1D Yee (FDTD) physics in float32: coefficients, sources and the three kernels.
+//!
+//! Fields are normalised so that `Hy` carries `η0·H`; then both update coefficients in
+//! vacuum are the Courant number `S = c·dt/dx`. Cell `k` holds `Ex[k]` at `x = k·dx` and
+//! `Hy[k]` at `x = (k + ½)·dx`.
+//!
+//! # Order of operations in one step (the only place it is written down)
+//!
+//! 1. `update_h` for every cell `k` in `0..n-1`: `Hy[k] = Hy[k] + S·(Ex[k] − Ex[k+1])`.
+//!    `Hy[n-1]` lies beyond the last `Ex` node and stays 0.
+//! 2. `update_e` for every cell `k` in `1..n-1`:
+//!    `Ex[k] = ca[k]·Ex[k] + cb[k]·(Hy[k-1] − Hy[k])`. `Ex[0]` and `Ex[n-1]` belong to the
+//!    boundaries.
+//! 3. `sources`, in scenario order: soft `Ex[p] = Ex[p] + f(t)`, hard `Ex[p] = f(t)`,
+//!    with `t = step + 1` (the time level `Ex` has just reached), `f` evaluated in f64 and
+//!    rounded once to f32.
+//! 4. `boundaries`: PEC sets the end node to 0; first-order Mur sets
+//!    `Ex[0] = prev1 + m·(Ex[1] − Ex[0])` where `prev1` is `Ex[1]` of the previous step and
+//!    `m = (c − 1)/(c + 1)`, `c` the local Courant number (mirrored at the right end).
+//!
+//! Every expression is written as plain `+`, `−`, `·` on f32: Rust never contracts them
+//! into fused multiply-adds, and the CUDA kernels are built with `--fmad=false`, so every
+//! implementation of these steps agrees bit for bit.
+
+use crate::scenario::{Boundary, Injection, Scenario, SourceKind};
+
+/// Speed of light in vacuum, m/s.
+pub const C0: f64 = 299_792_458.0;
+/// Vacuum permittivity, F/m.
+pub const EPS0: f64 = 8.854_187_812_8e-12;
+
+/// Per-cell update coefficients of the whole grid, computed once from the scenario.
+#[derive(Debug, Clone)]
+pub struct Coefficients {
+    /// `Ex` self coefficient (1 without conductivity).
+    pub ca: Vec<f32>,
+    /// `Ex` curl coefficient (`S/eps_r` without conductivity).
+    pub cb: Vec<f32>,
+    /// `Hy` curl coefficient (the Courant number; `mu_r` is 1 everywhere).
+    pub ch: f32,
+    /// Mur coefficient at the left end, `(c − 1)/(c + 1)`.
+    pub mur_left: f32,
+    /// Mur coefficient at the right end.
+    pub mur_right: f32,
+}
+
+impl Coefficients {
+    pub fn new(s: &Scenario) -> Self {
+        let n = s.cells;
+        let mut eps = vec![1.0f64; n];
+        let mut sigma = vec![0.0f64; n];
+        // Later regions win where they overlap.
+        for m in &s.materials {
+            for k in m.start..m.end {
+                eps[k] = m.eps_r;
+                sigma[k] = m.sigma;
+            }
+        }
+        let dt = s.courant * s.dx / C0;
+        let mut ca = Vec::with_capacity(n);
+        let mut cb = Vec::with_capacity(n);
+        for k in 0..n {
+            let loss = sigma[k] * dt / (2.0 * EPS0 * eps[k]);
+            ca.push(((1.0 - loss) / (1.0 + loss)) as f32);
+            cb.push((s.courant / eps[k] / (1.0 + loss)) as f32);
+        }
+        let mur = |e: f64| {
+            let c = s.courant / e.sqrt();
+            ((c - 1.0) / (c + 1.0)) as f32
+        };
+        Coefficients {
+            ca,
+            cb,
+            ch: s.courant as f32,
+            mur_left: mur(eps[0]),
+            mur_right: mur(eps[n - 1]),
+        }
+    }
+}
+
+/// Source waveform value at time `t` (in steps).
+pub fn waveform(kind: &SourceKind, t: f64) -> f64 {
+    match *kind {
+        SourceKind::Gaussian { delay, width } => {
+            let x = (t - delay) / width;
+            (-0.5 * x * x).exp()
+        }
+        SourceKind::Ricker { delay, period } => {
+            let a = std::f64::consts::PI * (t - delay) / period;
+            (1.0 - 2.0 * a * a) * (-a * a).exp()
+        }
+        SourceKind::Sinusoid { period } => (2.0 * std::f64::consts::PI * t / period).sin(),
+    }
+}
+
+/// `Hy[j] = Hy[j] + ch·(Ex[j] − Ex[j+1])` for every `j` of `hy`; `ex` is one longer.
+#[inline]
+pub fn update_h(hy: &mut [f32], ex: &[f32], ch: f32) {
+    let n = hy.len();
+    let (e0, e1) = (&ex[..n], &ex[1..n + 1]);
+    for j in 0..n {
+        hy[j] = hy[j] + ch * (e0[j] - e1[j]);
+    }
+}
+
+/// `Ex[j] = ca[j]·Ex[j] + cb[j]·(Hy[j-1] − Hy[j])`; `hy` starts one cell to the left and
+/// is one longer than `ex`.
+#[inline]
+pub fn update_e(ex: &mut [f32], hy: &[f32], ca: &[f32], cb: &[f32]) {
+    let n = ex.len();
+    let (h0, h1, ca, cb) = (&hy[..n], &hy[1..n + 1], &ca[..n], &cb[..n]);
+    for j in 0..n {
+        ex[j] = ca[j] * ex[j] + cb[j] * (h0[j] - h1[j]);
+    }
+}
+
+/// One source placed on a cell, ready to apply.
+#[derive(Debug, Clone)]
+pub struct PlacedSource {
+    pub position: usize,
+    pub kind: SourceKind,
+    pub injection: Injection,
+    pub amplitude: f64,
+}
+
+impl PlacedSource {
+    /// The f32 value this source contributes after step `step` (0-based).
+    pub fn value(&self, step: u64) -> f32 {
+        (self.amplitude * waveform(&self.kind, step as f64 + 1.0)) as f32
+    }
+
+    pub fn apply(&self, cell: &mut f32, step: u64) {
+        let v = self.value(step);
+        match self.injection {
+            Injection::Soft => *cell = *cell + v,
+            Injection::Hard => *cell = v,
+        }
+    }
+}
+
+/// What one end of the grid does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum EndCondition {
+    Pec,
+    /// First-order Mur with its coefficient.
+    Mur(f32),
+}
+
+impl EndCondition {
+    pub fn new(b: Boundary, mur: f32) -> Self {
+        match b {
+            Boundary::Pec => EndCondition::Pec,
+            Boundary::Mur => EndCondition::Mur(mur),
+        }
+    }
+}
+
+/// Applies one end condition. `end` is the boundary node, `inner` its neighbour (already
+/// updated this step), `prev_inner` the neighbour's value after the previous step, which is
+/// then advanced.
+#[inline]
+pub fn apply_end(cond: EndCondition, end: &mut f32, inner: f32, prev_inner: &mut f32) {
+    match cond {
+        EndCondition::Pec => *end = 0.0,
+        EndCondition::Mur(m) => *end = *prev_inner + m * (inner - *end),
+    }
+    *prev_inner = inner;
+}
+
+/// Discrete electromagnetic energy of a lossless grid, conserved exactly by the Yee
+/// scheme: `Σ eps_r·Ex^n² + Σ Hy^(n−½)·Hy^(n+½)` (up to the constant factor `dx·eps0/2`).
+/// `eps_r[k]` is `S/cb[k]` for lossless cells.
+pub fn staggered_energy(ex: &[f32], hy_before: &[f32], hy_after: &[f32], eps_r: &[f64]) -> f64 {
+    let e: f64 = ex
+        .iter()
+        .zip(eps_r)
+        .map(|(&e, &r)| r * f64::from(e) * f64::from(e))
+        .sum();
+    let h: f64 = hy_before
+        .iter()
+        .zip(hy_after)
+        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+        .sum();
+    e + h
+}

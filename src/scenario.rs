@@ -1,0 +1,691 @@
+//! Scenarios: TOML in, a validated [`Scenario`] out, or a [`ScenarioError`] that names
+//! the file, the line and column, the field and the reason.
+
+use serde::Deserialize;
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+use toml::Spanned;
+
+use crate::cost::CostModel;
+
+/// The scenarios shipped with haloscope, `(name, TOML text)`; the first is the default.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("pulse", include_str!("../assets/scenarios/pulse.toml")),
+    ("fresnel", include_str!("../assets/scenarios/fresnel.toml")),
+    ("cavity", include_str!("../assets/scenarios/cavity.toml")),
+    ("uneven", include_str!("../assets/scenarios/uneven.toml")),
+];
+
+/// A bad scenario or argument, explained for the person who wrote it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioError {
+    /// The file (or `built-in scenario `name``) the problem is in.
+    pub origin: String,
+    /// 1-based line and column, where known.
+    pub location: Option<(usize, usize)>,
+    /// The field, as a dotted TOML path (`grid.courant`, `sources[1].position`).
+    pub field: Option<String>,
+    pub reason: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.origin)?;
+        if let Some((line, col)) = self.location {
+            write!(f, ":{line}:{col}")?;
+        }
+        write!(f, ": ")?;
+        if let Some(field) = &self.field {
+            write!(f, "`{field}`: ")?;
+        }
+        write!(f, "{}", self.reason)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Boundary {
+    /// First-order Mur absorbing boundary.
+    Mur,
+    /// Perfect electric conductor: `Ex = 0` at the end node.
+    Pec,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Injection {
+    /// Added to the field.
+    #[default]
+    Soft,
+    /// Imposed on the field.
+    Hard,
+}
+
+/// A source waveform; times are in steps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SourceKind {
+    Gaussian { delay: f64, width: f64 },
+    Ricker { delay: f64, period: f64 },
+    Sinusoid { period: f64 },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Source {
+    pub kind: SourceKind,
+    pub position: usize,
+    pub injection: Injection,
+    pub amplitude: f64,
+}
+
+/// A region `[start, end)` of cells with its material.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Material {
+    pub start: usize,
+    pub end: usize,
+    pub eps_r: f64,
+    /// Conductivity in S/m.
+    pub sigma: f64,
+}
+
+/// A validated scenario: every field is in range and consistent with the others.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub cells: usize,
+    pub courant: f64,
+    /// Steps of a headless run.
+    pub steps: u64,
+    /// Cell size in metres (sets the time step, hence what a conductivity means).
+    pub dx: f64,
+    /// Cells per device, in order; sums to `cells`.
+    pub split: Vec<usize>,
+    pub sources: Vec<Source>,
+    pub materials: Vec<Material>,
+    pub left: Boundary,
+    pub right: Boundary,
+    pub cost: CostModel,
+}
+
+// ---- raw TOML shapes -------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Option<String>,
+    description: Option<String>,
+    grid: RawGrid,
+    devices: Option<RawDevices>,
+    #[serde(default)]
+    sources: Vec<Spanned<RawSource>>,
+    #[serde(default)]
+    materials: Vec<Spanned<RawMaterial>>,
+    boundaries: Option<RawBoundaries>,
+    cost: Option<Spanned<CostModel>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGrid {
+    cells: Spanned<i64>,
+    courant: Spanned<f64>,
+    steps: Option<Spanned<i64>>,
+    dx: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDevices {
+    count: Option<Spanned<i64>>,
+    split: Option<Spanned<RawSplit>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawSplit {
+    Named(String),
+    Cells(Vec<i64>),
+}
+
+// Internally tagged: serde buffers the table, so fields cannot carry spans; errors point
+// at the `[[sources]]` table and name the key.
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+enum RawSource {
+    Gaussian {
+        position: i64,
+        #[serde(default)]
+        injection: Injection,
+        amplitude: Option<f64>,
+        delay: f64,
+        width: f64,
+    },
+    Ricker {
+        position: i64,
+        #[serde(default)]
+        injection: Injection,
+        amplitude: Option<f64>,
+        delay: f64,
+        period: f64,
+    },
+    Sinusoid {
+        position: i64,
+        #[serde(default)]
+        injection: Injection,
+        amplitude: Option<f64>,
+        period: f64,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMaterial {
+    start: Spanned<i64>,
+    end: Spanned<i64>,
+    eps_r: Spanned<f64>,
+    #[serde(default)]
+    sigma: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBoundaries {
+    left: Option<Boundary>,
+    right: Option<Boundary>,
+}
+
+// ---- loading ---------------------------------------------------------------------------
+
+/// Where a scenario's text came from, for error messages.
+struct Ctx<'a> {
+    origin: String,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn line_col(&self, offset: usize) -> (usize, usize) {
+        let before = &self.text[..offset.min(self.text.len())];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        (line, col)
+    }
+
+    fn err(
+        &self,
+        span: Option<Range<usize>>,
+        field: &str,
+        reason: impl Into<String>,
+    ) -> ScenarioError {
+        ScenarioError {
+            origin: self.origin.clone(),
+            location: span.map(|s| self.line_col(s.start)),
+            field: (!field.is_empty()).then(|| field.to_string()),
+            reason: reason.into(),
+        }
+    }
+
+    fn at<T>(&self, v: &Spanned<T>, field: &str, reason: impl Into<String>) -> ScenarioError {
+        self.err(Some(v.span()), field, reason)
+    }
+}
+
+/// Resolves `--scenario`: a built-in name (`pulse`, `fresnel`, …) or a path to a TOML file.
+pub fn load(spec: Option<&str>) -> Result<Scenario, ScenarioError> {
+    let spec = spec.unwrap_or(BUILTIN[0].0);
+    if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == spec)
+        && !Path::new(spec).exists()
+    {
+        return parse(text, &format!("built-in scenario `{name}`"));
+    }
+    load_file(Path::new(spec))
+}
+
+/// Reads and validates a scenario file.
+pub fn load_file(path: &Path) -> Result<Scenario, ScenarioError> {
+    let origin = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| {
+        let names: Vec<_> = BUILTIN.iter().map(|(n, _)| *n).collect();
+        let hint = if e.kind() == std::io::ErrorKind::NotFound {
+            format!(" (built-in scenarios: {})", names.join(", "))
+        } else {
+            String::new()
+        };
+        ScenarioError {
+            origin: origin.clone(),
+            location: None,
+            field: None,
+            reason: format!("cannot read scenario file: {e}{hint}"),
+        }
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| ScenarioError {
+        origin: origin.clone(),
+        location: None,
+        field: None,
+        reason: format!("cannot read scenario file: not UTF-8 text ({e})"),
+    })?;
+    parse(&text, &origin)
+}
+
+/// Parses and validates scenario text; `origin` names it in errors.
+pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+    let cx = Ctx {
+        origin: origin.to_string(),
+        text,
+    };
+    let raw: RawScenario = toml::from_str(text).map_err(|e| {
+        let field = field_at(text, e.span());
+        cx.err(e.span(), &field, e.message().trim_end().to_string())
+    })?;
+    validate(&cx, raw)
+}
+
+/// The dotted key path of the TOML line an error points into, best effort: the nearest
+/// `[table]` header above it and the key on the line itself.
+fn field_at(text: &str, span: Option<Range<usize>>) -> String {
+    let Some(span) = span else {
+        return String::new();
+    };
+    let start = span.start.min(text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = text[line_start..line_end].trim();
+    let mut table = String::new();
+    let mut index_of: std::collections::HashMap<String, usize> = Default::default();
+    for l in text[..line_start].lines() {
+        let l = l.trim();
+        if let Some(name) = l.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
+            let name = name.trim().to_string();
+            let i = index_of
+                .entry(name.clone())
+                .and_modify(|i| *i += 1)
+                .or_insert(0);
+            table = format!("{name}[{i}]");
+        } else if let Some(name) = l.strip_prefix('[').and_then(|r| r.split(']').next()) {
+            table = name.trim().to_string();
+        }
+    }
+    if line.starts_with('[') {
+        return line
+            .trim_matches(|c| c == '[' || c == ']')
+            .trim()
+            .to_string();
+    }
+    let key = line.split('=').next().unwrap_or("").trim();
+    match (table.is_empty(), key.is_empty()) {
+        (_, true) => table,
+        (true, false) => key.to_string(),
+        (false, false) => format!("{table}.{key}"),
+    }
+}
+
+fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
+    let g = &raw.grid;
+    let cells = *g.cells.get_ref();
+    if cells < 3 {
+        return Err(cx.at(
+            &g.cells,
+            "grid.cells",
+            format!("{cells} cells: a grid needs at least 3"),
+        ));
+    }
+    let cells = cells as usize;
+    let courant = *g.courant.get_ref();
+    if !(courant > 0.0 && courant <= 1.0) {
+        return Err(cx.at(
+            &g.courant,
+            "grid.courant",
+            format!(
+                "Courant number {courant} is outside (0, 1]: the 1D Yee scheme is unstable above 1"
+            ),
+        ));
+    }
+    let steps = match &g.steps {
+        Some(s) if *s.get_ref() < 0 => {
+            return Err(cx.at(s, "grid.steps", "the number of steps cannot be negative"));
+        }
+        Some(s) => *s.get_ref() as u64,
+        None => 1000,
+    };
+    let dx = match &g.dx {
+        Some(d) if !(*d.get_ref() > 0.0 && d.get_ref().is_finite()) => {
+            return Err(cx.at(
+                d,
+                "grid.dx",
+                "the cell size must be a positive number of metres",
+            ));
+        }
+        Some(d) => *d.get_ref(),
+        None => 1e-3,
+    };
+
+    let split = match &raw.devices {
+        None => vec![cells],
+        Some(d) => device_split(cx, d, cells)?,
+    };
+
+    let mut sources = Vec::new();
+    for (i, s) in raw.sources.iter().enumerate() {
+        sources.push(source(cx, i, s, cells)?);
+    }
+    let mut materials = Vec::new();
+    for (i, m) in raw.materials.iter().enumerate() {
+        materials.push(material(cx, i, m, cells)?);
+    }
+    let b = raw.boundaries.as_ref();
+    let left = b.and_then(|b| b.left).unwrap_or(Boundary::Mur);
+    let right = b.and_then(|b| b.right).unwrap_or(Boundary::Mur);
+    let cost = match raw.cost {
+        Some(c) => {
+            c.get_ref()
+                .validate()
+                .map_err(|(field, why)| cx.at(&c, &format!("cost.{field}"), why))?;
+            c.into_inner()
+        }
+        None => CostModel::default(),
+    };
+    let s = Scenario {
+        name: raw.name.unwrap_or_else(|| "unnamed".into()),
+        description: raw.description.unwrap_or_default(),
+        cells,
+        courant,
+        steps,
+        dx,
+        split,
+        sources,
+        materials,
+        left,
+        right,
+        cost,
+    };
+    check_split(&s).map_err(|why| {
+        let span = raw
+            .devices
+            .as_ref()
+            .and_then(|d| d.split.as_ref().map(|s| s.span()));
+        cx.err(span, "devices.split", why)
+    })?;
+    Ok(s)
+}
+
+fn device_split(cx: &Ctx, d: &RawDevices, cells: usize) -> Result<Vec<usize>, ScenarioError> {
+    let count = match &d.count {
+        Some(c) if *c.get_ref() < 1 => {
+            return Err(cx.at(
+                c,
+                "devices.count",
+                format!("{} devices: at least one is needed", c.get_ref()),
+            ));
+        }
+        Some(c) if *c.get_ref() as u64 > cells as u64 => {
+            return Err(cx.at(
+                c,
+                "devices.count",
+                format!(
+                    "{} devices but only {cells} cells: more devices than cells",
+                    c.get_ref()
+                ),
+            ));
+        }
+        Some(c) => Some(*c.get_ref() as usize),
+        None => None,
+    };
+    match &d.split {
+        None => Ok(even_split(cells, count.unwrap_or(1))),
+        Some(sp) => match sp.get_ref() {
+            RawSplit::Named(n) if n == "even" => Ok(even_split(cells, count.unwrap_or(1))),
+            RawSplit::Named(n) => Err(cx.at(
+                sp,
+                "devices.split",
+                format!(
+                    "unknown split \"{n}\": use \"even\" or a list of cell counts, one per device"
+                ),
+            )),
+            RawSplit::Cells(v) => {
+                if v.is_empty() {
+                    return Err(cx.at(
+                        sp,
+                        "devices.split",
+                        "an empty split: at least one device is needed",
+                    ));
+                }
+                if let Some((i, c)) = v.iter().enumerate().find(|(_, c)| **c < 1) {
+                    return Err(cx.at(
+                        sp,
+                        "devices.split",
+                        format!("device {i} gets {c} cells: every device needs at least one"),
+                    ));
+                }
+                if let Some(n) = count
+                    && n != v.len()
+                {
+                    return Err(cx.at(
+                        sp,
+                        "devices.split",
+                        format!(
+                            "{} entries but devices.count = {n}: give one cell count per device",
+                            v.len()
+                        ),
+                    ));
+                }
+                let sum: i64 = v.iter().sum();
+                if sum as u64 != cells as u64 {
+                    return Err(cx.at(
+                        sp,
+                        "devices.split",
+                        format!("the split sums to {sum} cells but grid.cells = {cells}"),
+                    ));
+                }
+                Ok(v.iter().map(|&c| c as usize).collect())
+            }
+        },
+    }
+}
+
+/// Splits `cells` into `devices` parts whose sizes differ by at most one, larger first.
+pub fn even_split(cells: usize, devices: usize) -> Vec<usize> {
+    let devices = devices.max(1);
+    (0..devices)
+        .map(|d| cells / devices + usize::from(d < cells % devices))
+        .collect()
+}
+
+/// Checks a split against the grid and the boundaries (also after `--devices`).
+fn check_split(s: &Scenario) -> Result<(), String> {
+    let n = s.split.len();
+    if n > s.cells {
+        return Err(format!(
+            "{n} devices but only {} cells: more devices than cells",
+            s.cells
+        ));
+    }
+    if s.split.iter().sum::<usize>() != s.cells {
+        return Err(format!(
+            "the split sums to {} cells but grid.cells = {}",
+            s.split.iter().sum::<usize>(),
+            s.cells
+        ));
+    }
+    if n > 1 {
+        // A Mur end reads the node next to it; keep both on one device.
+        if s.left == Boundary::Mur && s.split[0] < 2 {
+            return Err(
+                "device 0 holds 1 cell, but the Mur boundary at the left end needs 2 on one device"
+                    .into(),
+            );
+        }
+        if s.right == Boundary::Mur && s.split[n - 1] < 2 {
+            return Err(format!(
+                "device {} holds 1 cell, but the Mur boundary at the right end needs 2 on one device",
+                n - 1
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn source(
+    cx: &Ctx,
+    i: usize,
+    s: &Spanned<RawSource>,
+    cells: usize,
+) -> Result<Source, ScenarioError> {
+    let f = |name: &str| format!("sources[{i}].{name}");
+    let positive = |x: f64, name: &str, what: &str| {
+        if x > 0.0 && x.is_finite() {
+            Ok(x)
+        } else {
+            Err(cx.at(s, &f(name), format!("{what} must be positive, got {x}")))
+        }
+    };
+    let (kind, position, injection, amplitude) = match *s.get_ref() {
+        RawSource::Gaussian {
+            position,
+            injection,
+            amplitude,
+            delay,
+            width,
+        } => (
+            SourceKind::Gaussian {
+                delay,
+                width: positive(width, "width", "the pulse width (steps)")?,
+            },
+            position,
+            injection,
+            amplitude,
+        ),
+        RawSource::Ricker {
+            position,
+            injection,
+            amplitude,
+            delay,
+            period,
+        } => (
+            SourceKind::Ricker {
+                delay,
+                period: positive(period, "period", "the period (steps)")?,
+            },
+            position,
+            injection,
+            amplitude,
+        ),
+        RawSource::Sinusoid {
+            position,
+            injection,
+            amplitude,
+            period,
+        } => (
+            SourceKind::Sinusoid {
+                period: positive(period, "period", "the period (steps)")?,
+            },
+            position,
+            injection,
+            amplitude,
+        ),
+    };
+    if position < 0 || position as u64 >= cells as u64 {
+        return Err(cx.at(
+            s,
+            &f("position"),
+            format!(
+                "cell {position} is outside the grid (cells 0..{})",
+                cells - 1
+            ),
+        ));
+    }
+    Ok(Source {
+        kind,
+        position: position as usize,
+        injection,
+        amplitude: amplitude.unwrap_or(1.0),
+    })
+}
+
+fn material(
+    cx: &Ctx,
+    i: usize,
+    m: &Spanned<RawMaterial>,
+    cells: usize,
+) -> Result<Material, ScenarioError> {
+    let m = m.get_ref();
+    let f = |name: &str| format!("materials[{i}].{name}");
+    let (start, end) = (*m.start.get_ref(), *m.end.get_ref());
+    if start < 0 || start as u64 >= cells as u64 {
+        return Err(cx.at(
+            &m.start,
+            &f("start"),
+            format!("cell {start} is outside the grid (cells 0..{})", cells - 1),
+        ));
+    }
+    if end <= start || end as u64 > cells as u64 {
+        return Err(cx.at(
+            &m.end,
+            &f("end"),
+            format!("the region [{start}, {end}) must end after it starts and at most at {cells}"),
+        ));
+    }
+    let eps_r = *m.eps_r.get_ref();
+    if !(eps_r > 0.0 && eps_r.is_finite()) {
+        return Err(cx.at(
+            &m.eps_r,
+            &f("eps_r"),
+            format!("relative permittivity must be positive, got {eps_r}"),
+        ));
+    }
+    let sigma = match &m.sigma {
+        Some(s) if !(*s.get_ref() >= 0.0 && s.get_ref().is_finite()) => {
+            return Err(cx.at(
+                s,
+                &f("sigma"),
+                format!("conductivity cannot be negative, got {}", s.get_ref()),
+            ));
+        }
+        Some(s) => *s.get_ref(),
+        None => 0.0,
+    };
+    Ok(Material {
+        start: start as usize,
+        end: end as usize,
+        eps_r,
+        sigma,
+    })
+}
+
+impl Scenario {
+    /// Overrides the device count (`--devices N`, an even split) and re-checks the split.
+    pub fn with_devices(mut self, devices: usize) -> Result<Self, ScenarioError> {
+        let err = |reason: String| ScenarioError {
+            origin: "--devices".into(),
+            location: None,
+            field: None,
+            reason,
+        };
+        if devices == 0 {
+            return Err(err("0 devices: at least one is needed".into()));
+        }
+        if devices > self.cells {
+            return Err(err(format!(
+                "{devices} devices but only {} cells: more devices than cells",
+                self.cells
+            )));
+        }
+        self.split = even_split(self.cells, devices);
+        check_split(&self).map_err(err)?;
+        Ok(self)
+    }
+
+    /// Global cell ranges owned by each device.
+    pub fn ranges(&self) -> Vec<Range<usize>> {
+        let mut lo = 0;
+        self.split
+            .iter()
+            .map(|&c| {
+                let r = lo..lo + c;
+                lo += c;
+                r
+            })
+            .collect()
+    }
+}
