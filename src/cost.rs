@@ -58,10 +58,7 @@ impl CostModel {
         ];
         for (name, v) in fields {
             if !(v >= 0.0 && v.is_finite()) {
-                return Err((
-                    name,
-                    format!("a duration must be zero or positive µs, got {v}"),
-                ));
+                return Err((name, format!("a duration must be zero or positive µs, got {v}")));
             }
         }
         for (name, v) in [

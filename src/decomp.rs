@@ -146,11 +146,7 @@ impl DeviceState {
     pub fn update_h(&mut self, cells: &Range<usize>) {
         let r = self.clamp(cells, 0..self.n - 1);
         if !r.is_empty() {
-            physics::update_h(
-                &mut self.hy[r.clone()],
-                &self.ex[r.start..r.end + 1],
-                self.ch,
-            );
+            physics::update_h(&mut self.hy[r.clone()], &self.ex[r.start..r.end + 1], self.ch);
         }
     }
 
@@ -342,11 +338,7 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> (f32, Option<usize>) {
         if x.to_bits() != y.to_bits() {
             first.get_or_insert(i);
             let d = (x - y).abs();
-            max = if d.is_nan() {
-                f32::INFINITY
-            } else {
-                max.max(d)
-            };
+            max = if d.is_nan() { f32::INFINITY } else { max.max(d) };
         }
     }
     (max, first)

@@ -45,11 +45,9 @@ fn progress(steps: u64, what: &str) -> ProgressBar {
     // Draws on stderr only when it is a terminal.
     let bar = ProgressBar::new(steps);
     bar.set_style(
-        ProgressStyle::with_template(
-            "{msg:>10} [{bar:40}] {pos}/{len} steps, {per_sec}, eta {eta}",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
+        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} steps, {per_sec}, eta {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
     );
     bar.set_message(what.to_string());
     bar
@@ -99,8 +97,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     if let Some(dir) = &args.dump_fields {
         for (name, data) in [("ex.npy", &ex), ("hy.npy", &hy)] {
             let path = dir.join(name);
-            crate::npy::write_f32(&path, data)
-                .with_context(|| format!("writing {}", path.display()))?;
+            crate::npy::write_f32(&path, data).with_context(|| format!("writing {}", path.display()))?;
         }
     }
     Ok(Summary {

@@ -99,7 +99,7 @@ pub fn update_h(hy: &mut [f32], ex: &[f32], ch: f32) {
     let n = hy.len();
     let (e0, e1) = (&ex[..n], &ex[1..n + 1]);
     for j in 0..n {
-        hy[j] = hy[j] + ch * (e0[j] - e1[j]);
+        hy[j] += ch * (e0[j] - e1[j]);
     }
 }
 
@@ -132,7 +132,7 @@ impl PlacedSource {
     pub fn apply(&self, cell: &mut f32, step: u64) {
         let v = self.value(step);
         match self.injection {
-            Injection::Soft => *cell = *cell + v,
+            Injection::Soft => *cell += v,
             Injection::Hard => *cell = v,
         }
     }

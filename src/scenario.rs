@@ -213,12 +213,7 @@ impl Ctx<'_> {
         (line, col)
     }
 
-    fn err(
-        &self,
-        span: Option<Range<usize>>,
-        field: &str,
-        reason: impl Into<String>,
-    ) -> ScenarioError {
+    fn err(&self, span: Option<Range<usize>>, field: &str, reason: impl Into<String>) -> ScenarioError {
         ScenarioError {
             origin: self.origin.clone(),
             location: span.map(|s| self.line_col(s.start)),
@@ -298,20 +293,14 @@ fn field_at(text: &str, span: Option<Range<usize>>) -> String {
         let l = l.trim();
         if let Some(name) = l.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
             let name = name.trim().to_string();
-            let i = index_of
-                .entry(name.clone())
-                .and_modify(|i| *i += 1)
-                .or_insert(0);
+            let i = index_of.entry(name.clone()).and_modify(|i| *i += 1).or_insert(0);
             table = format!("{name}[{i}]");
         } else if let Some(name) = l.strip_prefix('[').and_then(|r| r.split(']').next()) {
             table = name.trim().to_string();
         }
     }
     if line.starts_with('[') {
-        return line
-            .trim_matches(|c| c == '[' || c == ']')
-            .trim()
-            .to_string();
+        return line.trim_matches(|c| c == '[' || c == ']').trim().to_string();
     }
     let key = line.split('=').next().unwrap_or("").trim();
     match (table.is_empty(), key.is_empty()) {
@@ -337,9 +326,7 @@ fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
         return Err(cx.at(
             &g.courant,
             "grid.courant",
-            format!(
-                "Courant number {courant} is outside (0, 1]: the 1D Yee scheme is unstable above 1"
-            ),
+            format!("Courant number {courant} is outside (0, 1]: the 1D Yee scheme is unstable above 1"),
         ));
     }
     let steps = match &g.steps {
@@ -351,11 +338,7 @@ fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
     };
     let dx = match &g.dx {
         Some(d) if !(*d.get_ref() > 0.0 && d.get_ref().is_finite()) => {
-            return Err(cx.at(
-                d,
-                "grid.dx",
-                "the cell size must be a positive number of metres",
-            ));
+            return Err(cx.at(d, "grid.dx", "the cell size must be a positive number of metres"));
         }
         Some(d) => *d.get_ref(),
         None => 1e-3,
@@ -439,9 +422,7 @@ fn device_split(cx: &Ctx, d: &RawDevices, cells: usize) -> Result<Vec<usize>, Sc
             RawSplit::Named(n) => Err(cx.at(
                 sp,
                 "devices.split",
-                format!(
-                    "unknown split \"{n}\": use \"even\" or a list of cell counts, one per device"
-                ),
+                format!("unknown split \"{n}\": use \"even\" or a list of cell counts, one per device"),
             )),
             RawSplit::Cells(v) => {
                 if v.is_empty() {
@@ -512,8 +493,7 @@ fn check_split(s: &Scenario) -> Result<(), String> {
         // A Mur end reads the node next to it; keep both on one device.
         if s.left == Boundary::Mur && s.split[0] < 2 {
             return Err(
-                "device 0 holds 1 cell, but the Mur boundary at the left end needs 2 on one device"
-                    .into(),
+                "device 0 holds 1 cell, but the Mur boundary at the left end needs 2 on one device".into(),
             );
         }
         if s.right == Boundary::Mur && s.split[n - 1] < 2 {
@@ -526,12 +506,7 @@ fn check_split(s: &Scenario) -> Result<(), String> {
     Ok(())
 }
 
-fn source(
-    cx: &Ctx,
-    i: usize,
-    s: &Spanned<RawSource>,
-    cells: usize,
-) -> Result<Source, ScenarioError> {
+fn source(cx: &Ctx, i: usize, s: &Spanned<RawSource>, cells: usize) -> Result<Source, ScenarioError> {
     let f = |name: &str| format!("sources[{i}].{name}");
     let positive = |x: f64, name: &str, what: &str| {
         if x > 0.0 && x.is_finite() {
@@ -589,10 +564,7 @@ fn source(
         return Err(cx.at(
             s,
             &f("position"),
-            format!(
-                "cell {position} is outside the grid (cells 0..{})",
-                cells - 1
-            ),
+            format!("cell {position} is outside the grid (cells 0..{})", cells - 1),
         ));
     }
     Ok(Source {
@@ -603,12 +575,7 @@ fn source(
     })
 }
 
-fn material(
-    cx: &Ctx,
-    i: usize,
-    m: &Spanned<RawMaterial>,
-    cells: usize,
-) -> Result<Material, ScenarioError> {
+fn material(cx: &Ctx, i: usize, m: &Spanned<RawMaterial>, cells: usize) -> Result<Material, ScenarioError> {
     let m = m.get_ref();
     let f = |name: &str| format!("materials[{i}].{name}");
     let (start, end) = (*m.start.get_ref(), *m.end.get_ref());

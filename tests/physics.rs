@@ -72,10 +72,7 @@ fn mur_boundary_reflects_less_than_a_millionth_of_the_incident_peak() {
     let mut residual = 0.0f32;
     // Both pulses reach the ends by step ~720; afterwards the grid should be empty.
     run(&mut d, 0..2000, |n, d| {
-        let m = d
-            .gather(Field::Ex)
-            .iter()
-            .fold(0.0f32, |m, v| m.max(v.abs()));
+        let m = d.gather(Field::Ex).iter().fold(0.0f32, |m, v| m.max(v.abs()));
         if n < 750 {
             peak = peak.max(m);
         } else if n > 950 {
@@ -157,7 +154,7 @@ fn lossless_pec_cavity_keeps_its_discrete_energy_within_a_thousandth_over_10000_
         .collect();
     d.set_fields(&ex0, &vec![0.0; 600]);
     let dev = &mut d.devices[0];
-    let mut energy = |dev: &mut haloscope::decomp::DeviceState, n: u64| {
+    let energy = |dev: &mut haloscope::decomp::DeviceState, n: u64| {
         let ex = dev.owned(Field::Ex).to_vec();
         let hy_before = dev.owned(Field::Hy).to_vec();
         dev.update_h(&(0..600));
@@ -172,14 +169,8 @@ fn lossless_pec_cavity_keeps_its_discrete_energy_within_a_thousandth_over_10000_
         let w = energy(dev, n);
         worst = worst.max((w - w0).abs() / w0);
     }
-    assert!(
-        worst < 1e-3,
-        "energy drifted by {worst:e} of its initial value"
-    );
+    assert!(worst < 1e-3, "energy drifted by {worst:e} of its initial value");
     // The field must still be there (not absorbed, not blown up).
-    let m = dev
-        .owned(Field::Ex)
-        .iter()
-        .fold(0.0f32, |m, v| m.max(v.abs()));
+    let m = dev.owned(Field::Ex).iter().fold(0.0f32, |m, v| m.max(v.abs()));
     assert!(m > 0.1 && m < 2.0, "field magnitude {m}");
 }

@@ -1,0 +1,99 @@
+//! The headless run end to end, through the real binary.
+
+use std::process::Command;
+
+fn haloscope(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_haloscope"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn json_summary_has_the_documented_keys_and_zero_difference() {
+    let out = haloscope(&["--headless", "--json", "--steps", "200"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    for key in [
+        "scenario",
+        "cells",
+        "devices",
+        "steps",
+        "mode",
+        "runtime",
+        "max_abs_diff",
+        "mcells_per_s",
+    ] {
+        assert!(v.get(key).is_some(), "missing key {key} in {v}");
+    }
+    assert_eq!(v["scenario"], "pulse");
+    assert_eq!(v["devices"], 4);
+    assert_eq!(v["steps"], 200);
+    assert_eq!(v["max_abs_diff"], 0.0);
+    assert!(v["mcells_per_s"].as_f64().unwrap() > 0.0);
+    // No progress bar when stderr is not a terminal.
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn every_built_in_scenario_runs_bit_identical_to_its_reference() {
+    for name in ["pulse", "fresnel", "cavity", "uneven"] {
+        let out = haloscope(&["--headless", "--json", "--steps", "500", "--scenario", name]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["max_abs_diff"], 0.0, "{name}: {v}");
+    }
+}
+
+#[test]
+fn text_summary_names_scenario_devices_and_throughput() {
+    let out = haloscope(&[
+        "--headless",
+        "--steps",
+        "50",
+        "--devices",
+        "3",
+        "--scenario",
+        "cavity",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("scenario    cavity"), "{text}");
+    assert!(text.contains("devices     3 (400, 400, 400 cells)"), "{text}");
+    assert!(text.contains("Mcells/s"), "{text}");
+    assert!(text.contains("max |Δ|     0 (bit-identical"), "{text}");
+}
+
+fn read_npy(path: &std::path::Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(&bytes[..6], b"\x93NUMPY");
+    let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    let header = std::str::from_utf8(&bytes[10..10 + hlen]).unwrap();
+    assert!(header.contains("'descr': '<f4'"), "{header}");
+    bytes[10 + hlen..]
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn dump_fields_writes_float32_npy_files_of_the_whole_grid() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = haloscope(&[
+        "--headless",
+        "--steps",
+        "400",
+        "--dump-fields",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let ex = read_npy(&dir.path().join("ex.npy"));
+    let hy = read_npy(&dir.path().join("hy.npy"));
+    assert_eq!((ex.len(), hy.len()), (2000, 2000));
+    // At step 400 the right-going pulse (source at 300, peak at step 80) is near 620.
+    let peak = ex.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+    assert!((600..640).contains(&peak), "pulse peak at {peak}");
+}
