@@ -164,17 +164,23 @@ impl DeviceState {
         }
     }
 
-    /// Sources on owned cells, then the grid ends this device holds.
-    pub fn sources_boundaries(&mut self, step: u64) {
-        for (i, src) in &self.sources {
-            src.apply(&mut self.ex[*i], step);
+    /// Sources on the owned part of `cells`, then the grid ends among them.
+    pub fn sources_boundaries(&mut self, cells: &Range<usize>, step: u64) {
+        let r = self.clamp(cells, 0..self.n);
+        if r.is_empty() {
+            return;
         }
-        if let Some(cond) = self.left_end {
+        for (i, src) in &self.sources {
+            if r.contains(i) {
+                src.apply(&mut self.ex[*i], step);
+            }
+        }
+        if let Some(cond) = self.left_end.filter(|_| r.contains(&1)) {
             let inner = self.ex[2];
             physics::apply_end(cond, &mut self.ex[1], inner, &mut self.prev_left);
         }
-        if let Some(cond) = self.right_end {
-            let m = self.cells();
+        let m = self.cells();
+        if let Some(cond) = self.right_end.filter(|_| r.contains(&m)) {
             let inner = self.ex[m - 1];
             physics::apply_end(cond, &mut self.ex[m], inner, &mut self.prev_right);
         }
@@ -185,7 +191,7 @@ impl DeviceState {
         match kernel {
             Kernel::UpdateH => self.update_h(cells),
             Kernel::UpdateE => self.update_e(cells),
-            Kernel::SourcesBoundaries => self.sources_boundaries(step),
+            Kernel::SourcesBoundaries => self.sources_boundaries(cells, step),
         }
     }
 
@@ -303,7 +309,7 @@ impl Domain {
         }
         for d in &mut self.devices {
             d.update_e(&all);
-            d.sources_boundaries(step);
+            d.sources_boundaries(&all, step);
         }
         for &i in &faces {
             self.copy_halo(i, Field::Ex);

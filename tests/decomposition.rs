@@ -94,7 +94,7 @@ fn a_missing_halo_exchange_is_detected() {
         }
         for d in &mut split.devices {
             d.update_e(&all);
-            d.sources_boundaries(n);
+            d.sources_boundaries(&all, n);
         }
     }
     let (diff, first) = max_abs_diff(&reference.gather(Field::Ex), &split.gather(Field::Ex));

@@ -160,7 +160,7 @@ fn lossless_pec_cavity_keeps_its_discrete_energy_within_a_thousandth_over_10000_
         dev.update_h(&(0..600));
         let w = staggered_energy(&ex, &hy_before, dev.owned(Field::Hy), &eps_r);
         dev.update_e(&(0..600));
-        dev.sources_boundaries(n);
+        dev.sources_boundaries(&(0..600), n);
         w
     };
     let w0 = energy(dev, 0);
