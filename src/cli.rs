@@ -1,7 +1,29 @@
 //! Command-line arguments.
 
-use clap::{Args, Parser};
+use clap::{Args, Parser, ValueEnum};
 use std::path::PathBuf;
+
+pub use crate::program::Mode;
+
+/// Which runtime executes the step programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeKind {
+    /// Virtual GPUs on the CPU: deterministic, needs no GPU.
+    #[default]
+    Sim,
+    /// Real GPUs through CUDA (needs the `cuda` cargo feature).
+    Cuda,
+}
+
+impl RuntimeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RuntimeKind::Sim => "sim",
+            RuntimeKind::Cuda => "cuda",
+        }
+    }
+}
 
 const EXAMPLES: &str = "\
 Examples:
@@ -9,7 +31,11 @@ Examples:
   haloscope --headless --scenario fresnel     a built-in scenario, no UI, print a summary
   haloscope --headless --scenario my.toml --devices 8 --steps 5000 --json
   haloscope --headless --dump-fields out/     also write out/ex.npy and out/hy.npy
-  haloscope --list                            list built-in scenarios
+  haloscope --headless --mode no-wait --trace t.json
+                                              a broken ordering; open t.json in Perfetto
+  haloscope --headless --mode overlap --jitter 7
+                                              perturbed durations: still bit-identical
+  haloscope --list                            list built-in scenarios and modes
 
 Built-in scenarios: pulse (default), fresnel, cavity, uneven. A scenario file is TOML;
 see the README for every field.";
@@ -24,7 +50,7 @@ pub struct Cli {
 }
 
 /// Options of a run (headless or interactive).
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone)]
 pub struct RunArgs {
     /// Run without the UI and print a summary when done.
     #[arg(long)]
@@ -54,7 +80,24 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_reference: bool,
 
-    /// List the built-in scenarios and exit.
+    /// Ordering mode: how the halo copies are ordered (see --list for each lesson).
+    #[arg(long, value_enum, default_value_t = Mode::Events)]
+    pub mode: Mode,
+
+    /// Runtime executing the step program: `sim` (virtual GPUs on the CPU) or `cuda`.
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Sim)]
+    pub runtime: RuntimeKind,
+
+    /// Perturb every modelled duration reproducibly with this seed, to explore other
+    /// interleavings (sim runtime). The spread is the scenario's `cost.jitter` (default ±50%).
+    #[arg(long, value_name = "SEED")]
+    pub jitter: Option<u64>,
+
+    /// Write the timeline as Chrome Trace Event JSON (open in Perfetto or chrome://tracing).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+
+    /// List the built-in scenarios and ordering modes, and exit.
     #[arg(long)]
     pub list: bool,
 }

@@ -10,4 +10,7 @@ pub mod error;
 pub mod headless;
 pub mod npy;
 pub mod physics;
+pub mod program;
+pub mod runtime;
+pub mod trace;
 pub mod scenario;

@@ -1,0 +1,147 @@
+//! A step is a program: for each host thread (one per device) the list of CUDA calls it
+//! issues every step. Both runtimes execute exactly this list; the UI shows it as code.
+
+pub mod modes;
+
+use serde::Serialize;
+use std::fmt;
+use std::ops::Range;
+
+use crate::decomp::{Field, Kernel};
+pub use modes::Mode;
+
+/// A stream of a device: `index` into [`Program::stream_names`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct StreamId {
+    pub device: usize,
+    pub index: usize,
+}
+
+/// An event of the program: index into [`Program::events`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct EventId(pub usize);
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventInfo {
+    /// Name as in the code, e.g. `h_ready[1]`.
+    pub name: String,
+    /// The device whose context created it (rule 4: it may be recorded only there).
+    pub device: usize,
+}
+
+/// One API call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Op {
+    /// `cudaEventCreateWithFlags(…, cudaEventDisableTiming)` on `device`.
+    EventCreate { event: EventId, device: usize },
+    EventDestroy { event: EventId },
+    /// A kernel over global cells `cells` (clamped to what the device owns).
+    Launch { kernel: Kernel, cells: Range<usize>, stream: StreamId },
+    Record { event: EventId, stream: StreamId },
+    Wait { stream: StreamId, event: EventId },
+    /// Copies `src_cells` of `field` on device `src` to the same global cells on `dst`.
+    PeerCopy { field: Field, src: usize, dst: usize, cells: Range<usize>, stream: StreamId },
+    StreamSync { stream: StreamId },
+    DeviceSync { device: usize },
+    /// Every host thread waits here for all the others.
+    HostBarrier,
+}
+
+/// Broad kinds, for colours and the trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum OpKind {
+    Kernel,
+    Copy,
+    Event,
+    Sync,
+}
+
+impl Op {
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Op::Launch { .. } => OpKind::Kernel,
+            Op::PeerCopy { .. } => OpKind::Copy,
+            Op::EventCreate { .. } | Op::EventDestroy { .. } | Op::Record { .. } | Op::Wait { .. } => {
+                OpKind::Event
+            }
+            Op::StreamSync { .. } | Op::DeviceSync { .. } | Op::HostBarrier => OpKind::Sync,
+        }
+    }
+
+    /// The stream the call enqueues work on, if any.
+    pub fn stream(&self) -> Option<StreamId> {
+        match self {
+            Op::Launch { stream, .. }
+            | Op::Record { stream, .. }
+            | Op::Wait { stream, .. }
+            | Op::PeerCopy { stream, .. } => Some(*stream),
+            _ => None,
+        }
+    }
+}
+
+/// The per-device step programs of one ordering mode over one decomposition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Program {
+    pub mode: Mode,
+    /// Names of each device's streams (`compute`, `copy`).
+    pub stream_names: Vec<&'static str>,
+    pub events: Vec<EventInfo>,
+    /// Calls each thread makes once before the first step.
+    pub setup: Vec<Vec<Op>>,
+    /// Calls each thread makes every step.
+    pub step: Vec<Vec<Op>>,
+}
+
+impl Program {
+    pub fn devices(&self) -> usize {
+        self.step.len()
+    }
+
+    pub fn stream_name(&self, s: StreamId) -> String {
+        format!("{}@dev{}", self.stream_names[s.index], s.device)
+    }
+
+    /// The call as a learner would write it with the CUDA runtime API.
+    pub fn render(&self, op: &Op) -> String {
+        let ev = |e: &EventId| self.events[e.0].name.clone();
+        let st = |s: &StreamId| self.stream_name(*s);
+        match op {
+            Op::EventCreate { event, device } => format!(
+                "cudaSetDevice({device}); cudaEventCreateWithFlags(&{}, cudaEventDisableTiming)",
+                ev(event)
+            ),
+            Op::EventDestroy { event } => format!("cudaEventDestroy({})", ev(event)),
+            Op::Launch { kernel, cells, stream } => {
+                format!("{}<<<…, {}>>>(cells {}..{})", kernel.name(), st(stream), cells.start, cells.end)
+            }
+            Op::Record { event, stream } => format!("cudaEventRecord({}, {})", ev(event), st(stream)),
+            Op::Wait { stream, event } => format!("cudaStreamWaitEvent({}, {}, 0)", st(stream), ev(event)),
+            Op::PeerCopy { field, src, dst, cells, stream } => {
+                let f = field.name();
+                format!(
+                    "cudaMemcpyPeerAsync({f}@dev{dst}[{}], {dst}, {f}@dev{src}[{}], {src}, {}, {})",
+                    cells.start,
+                    cells.start,
+                    4 * cells.len(),
+                    st(stream)
+                )
+            }
+            Op::StreamSync { stream } => format!("cudaStreamSynchronize({})", st(stream)),
+            Op::DeviceSync { device } => format!("cudaSetDevice({device}); cudaDeviceSynchronize()"),
+            Op::HostBarrier => "barrier.wait()  // every host thread".to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (t, ops) in self.step.iter().enumerate() {
+            writeln!(f, "// host thread {t} (dev{t}), every step")?;
+            for op in ops {
+                writeln!(f, "{}", self.render(op))?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,417 @@
+//! The ordering modes: each one a function from the decomposition to the per-device step
+//! programs, plus a short lesson. Adding a mode means adding a program here, nothing else.
+//!
+//! Geometry used by every mode: device `d` owns global cells `lo..hi`. After `update_h`,
+//! `Hy[lo_d − 1]` (the left neighbour's last cell) must reach `d`'s left halo; after
+//! `update_e` and the sources, `Ex[hi_d]` (the right neighbour's first cell) must reach
+//! `d`'s right halo. Streams: index 0 is `compute`, index 1 is `copy`.
+
+use clap::ValueEnum;
+use serde::Serialize;
+use std::ops::Range;
+
+use super::{EventId, EventInfo, Op, Program, StreamId};
+use crate::decomp::{Field, Kernel};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Correct: record on the producer's stream, wait on the consumer's stream.
+    Events,
+    /// Correct but over-synchronised: the host synchronises after every copy.
+    HostSync,
+    /// Correct and fastest: boundary cells first, copies on a copy stream.
+    Overlap,
+    /// Broken: the copy does not wait for the kernel that produces its source.
+    NoWait,
+    /// Broken: a wait issued before the neighbour recorded the event.
+    WaitBeforeRecord,
+    /// Broken: an event recorded on a stream of another device (fails).
+    CrossDeviceRecord,
+    /// Broken: the copy is ordered after its producer but not before its consumer.
+    HaloOverwrite,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 7] = [
+        Mode::Events,
+        Mode::HostSync,
+        Mode::Overlap,
+        Mode::NoWait,
+        Mode::WaitBeforeRecord,
+        Mode::CrossDeviceRecord,
+        Mode::HaloOverwrite,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Events => "events",
+            Mode::HostSync => "host-sync",
+            Mode::Overlap => "overlap",
+            Mode::NoWait => "no-wait",
+            Mode::WaitBeforeRecord => "wait-before-record",
+            Mode::CrossDeviceRecord => "cross-device-record",
+            Mode::HaloOverwrite => "halo-overwrite",
+        }
+    }
+
+    /// Whether the mode orders every copy correctly (and so must match the reference).
+    pub fn is_correct(self) -> bool {
+        matches!(self, Mode::Events | Mode::HostSync | Mode::Overlap)
+    }
+
+    /// What the mode shows, which rule, what to look at (at most 6 lines).
+    pub fn lesson(self) -> &'static str {
+        match self {
+            Mode::Events => {
+                "Correct. The producer records an event after the kernel that writes the boundary cell;\n\
+                 the consumer's stream waits on it, then pulls the halo and runs its own kernel in order.\n\
+                 A host barrier makes sure every record is issued before the matching wait (rule 3).\n\
+                 Look at the timeline: record → wait arrows, no host gaps. max |Δ| stays 0."
+            }
+            Mode::HostSync => {
+                "Correct but slow. The host calls cudaStreamSynchronize after every kernel phase and copy,\n\
+                 then meets the other threads at a barrier: always right (rule 6), never overlapped.\n\
+                 Look at the timeline: the gaps between bars are the GPU idling while hosts wake up.\n\
+                 Compare the modelled step time with `events` and `overlap`."
+            }
+            Mode::Overlap => {
+                "Correct and fastest. Each device updates its boundary cell first and records an event;\n\
+                 the halo copy runs on a separate copy stream while the interior updates.\n\
+                 Two waits guard each copy: read-after-write (the source cell is written) and\n\
+                 write-after-read (the last reader of the halo and of the source cell is done).\n\
+                 Look at the timeline: copy bars under interior kernels. max |Δ| stays 0."
+            }
+            Mode::NoWait => {
+                "Broken. The copy is issued on an idle copy stream without waiting for the kernel\n\
+                 that writes its source cell, so it starts at once and reads the old value (rule 5).\n\
+                 The consumer does wait for the copy, so it faithfully uses a stale halo.\n\
+                 Look at the fields: red |Δ| grows from the device boundaries outwards."
+            }
+            Mode::WaitBeforeRecord => {
+                "Broken. There is no host barrier, and each thread issues its waits at the top of the\n\
+                 step, before the neighbour has recorded this step's event. A wait binds to the most\n\
+                 recent record at the time it is issued (rule 3): the previous step's, or none at all.\n\
+                 The copy then races the producer. Look at the arrows: they come from the step before."
+            }
+            Mode::CrossDeviceRecord => {
+                "Broken, loudly. The events are created on the consumer's device but recorded on the\n\
+                 producer's stream. An event can only be recorded on a stream of the device it was\n\
+                 created on (rule 4): cudaEventRecord fails with \"invalid resource handle\".\n\
+                 Waiting across devices is fine; create the event where it is recorded."
+            }
+            Mode::HaloOverwrite => {
+                "Broken. The producer pushes its boundary cell on its own stream, right behind the kernel\n\
+                 that wrote it: that orders the copy after its producer (rule 1) but nothing orders it\n\
+                 against the consumer. The copy overwrites the halo while, or after, the consumer reads\n\
+                 it, so the consumer uses last step's value. Larger grids hide it: the kernel outlasts\n\
+                 the copy. Look at where |Δ| starts: at the halo cells."
+            }
+        }
+    }
+
+    /// Builds the step program of this mode over devices owning `ranges`.
+    pub fn program(self, ranges: &[Range<usize>]) -> Program {
+        let mut b = Builder::new(self, ranges);
+        for d in 0..ranges.len() {
+            match self {
+                Mode::Events => b.events(d, false),
+                Mode::CrossDeviceRecord => b.events(d, true),
+                Mode::HostSync => b.host_sync(d),
+                Mode::Overlap => b.overlap(d),
+                Mode::NoWait => b.no_wait(d),
+                Mode::WaitBeforeRecord => b.wait_before_record(d),
+                Mode::HaloOverwrite => b.halo_overwrite(d),
+            }
+        }
+        b.finish()
+    }
+}
+
+const COMPUTE: usize = 0;
+const COPY: usize = 1;
+
+struct Builder<'a> {
+    mode: Mode,
+    ranges: &'a [Range<usize>],
+    events: Vec<EventInfo>,
+    setup: Vec<Vec<Op>>,
+    step: Vec<Vec<Op>>,
+    uses_copy_stream: bool,
+}
+
+impl<'a> Builder<'a> {
+    fn new(mode: Mode, ranges: &'a [Range<usize>]) -> Self {
+        let n = ranges.len();
+        Builder {
+            mode,
+            ranges,
+            events: Vec::new(),
+            setup: vec![Vec::new(); n],
+            step: vec![Vec::new(); n],
+            uses_copy_stream: false,
+        }
+    }
+
+    fn finish(self) -> Program {
+        let stream_names = if self.uses_copy_stream { vec!["compute", "copy"] } else { vec!["compute"] };
+        Program { mode: self.mode, stream_names, events: self.events, setup: self.setup, step: self.step }
+    }
+
+    fn n(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// Creates an event on `device`, issued by that device's host thread at setup.
+    fn event(&mut self, name: String, device: usize) -> EventId {
+        let id = EventId(self.events.len());
+        self.events.push(EventInfo { name, device });
+        self.setup[device].push(Op::EventCreate { event: id, device });
+        id
+    }
+
+    /// The event named `name[d]` on device `d`, created once.
+    fn ev(&mut self, name: &str, d: usize) -> EventId {
+        self.ev_named(name, d, d)
+    }
+
+    fn stream(&mut self, d: usize, index: usize) -> StreamId {
+        self.uses_copy_stream |= index == COPY;
+        StreamId { device: d, index }
+    }
+
+    fn push(&mut self, d: usize, op: Op) {
+        self.step[d].push(op);
+    }
+
+    fn launch(&mut self, d: usize, kernel: Kernel, cells: Range<usize>, stream: usize) {
+        let stream = self.stream(d, stream);
+        self.push(d, Op::Launch { kernel, cells, stream });
+    }
+
+    fn record(&mut self, d: usize, event: EventId, stream: usize) {
+        let stream = self.stream(d, stream);
+        self.push(d, Op::Record { event, stream });
+    }
+
+    fn wait(&mut self, d: usize, stream: usize, event: EventId) {
+        let stream = self.stream(d, stream);
+        self.push(d, Op::Wait { stream, event });
+    }
+
+    fn sync(&mut self, d: usize) {
+        let stream = self.stream(d, COMPUTE);
+        self.push(d, Op::StreamSync { stream });
+    }
+
+    /// Pull `d`'s left `Hy` halo from `d − 1`, issued by `d` on `stream`.
+    fn pull_hy(&mut self, d: usize, stream: usize) {
+        let k = self.ranges[d].start - 1;
+        let stream = self.stream(d, stream);
+        self.push(d, Op::PeerCopy { field: Field::Hy, src: d - 1, dst: d, cells: k..k + 1, stream });
+    }
+
+    /// Pull `d`'s right `Ex` halo from `d + 1`, issued by `d` on `stream`.
+    fn pull_ex(&mut self, d: usize, stream: usize) {
+        let k = self.ranges[d].end;
+        let stream = self.stream(d, stream);
+        self.push(d, Op::PeerCopy { field: Field::Ex, src: d + 1, dst: d, cells: k..k + 1, stream });
+    }
+
+    fn has_left(&self, d: usize) -> bool {
+        d > 0
+    }
+
+    fn has_right(&self, d: usize) -> bool {
+        d + 1 < self.n()
+    }
+
+    /// The E phase over `cells` on the compute stream: update_e, then sources/boundaries.
+    fn e_phase(&mut self, d: usize, cells: Range<usize>) {
+        self.launch(d, Kernel::UpdateE, cells.clone(), COMPUTE);
+        self.launch(d, Kernel::SourcesBoundaries, cells, COMPUTE);
+    }
+
+    fn events(&mut self, d: usize, wrong_device: bool) {
+        let cells = self.ranges[d].clone();
+        // With `wrong_device`, the consumer creates the event it will wait on.
+        let h_owner = if wrong_device { d + 1 } else { d };
+        let e_owner = if wrong_device { d.saturating_sub(1) } else { d };
+        self.launch(d, Kernel::UpdateH, cells.clone(), COMPUTE);
+        if self.has_right(d) {
+            let h = self.ev_named("h_ready", d, h_owner);
+            self.record(d, h, COMPUTE);
+        }
+        self.push(d, Op::HostBarrier);
+        if self.has_left(d) {
+            let h = self.ev_named("h_ready", d - 1, if wrong_device { d } else { d - 1 });
+            self.wait(d, COMPUTE, h);
+            self.pull_hy(d, COMPUTE);
+        }
+        self.e_phase(d, cells);
+        if self.has_left(d) {
+            let e = self.ev_named("e_ready", d, e_owner);
+            self.record(d, e, COMPUTE);
+        }
+        self.push(d, Op::HostBarrier);
+        if self.has_right(d) {
+            let e = self.ev_named("e_ready", d + 1, if wrong_device { d } else { d + 1 });
+            self.wait(d, COMPUTE, e);
+            self.pull_ex(d, COMPUTE);
+        }
+    }
+
+    /// `name[of]`, created on device `on` the first time it is named.
+    fn ev_named(&mut self, name: &str, of: usize, on: usize) -> EventId {
+        let full = format!("{name}[{of}]");
+        match self.events.iter().position(|e| e.name == full) {
+            Some(i) => EventId(i),
+            None => self.event(full, on),
+        }
+    }
+
+    fn host_sync(&mut self, d: usize) {
+        let cells = self.ranges[d].clone();
+        self.launch(d, Kernel::UpdateH, cells.clone(), COMPUTE);
+        self.sync(d);
+        self.push(d, Op::HostBarrier);
+        if self.has_left(d) {
+            self.pull_hy(d, COMPUTE);
+            self.sync(d);
+        }
+        self.push(d, Op::HostBarrier);
+        self.e_phase(d, cells);
+        self.sync(d);
+        self.push(d, Op::HostBarrier);
+        if self.has_right(d) {
+            self.pull_ex(d, COMPUTE);
+            self.sync(d);
+        }
+        self.push(d, Op::HostBarrier);
+    }
+
+    fn overlap(&mut self, d: usize) {
+        let Range { start: lo, end: hi } = self.ranges[d].clone();
+        let (left, right) = (self.has_left(d), self.has_right(d));
+        // H phase: the last cell (sent right, reads the Ex halo) first.
+        let h_interior = if right {
+            let ex_in = self.ev("ex_arrived", d);
+            self.wait(d, COMPUTE, ex_in); // RAW: the Ex halo has landed
+            let hy_out = self.ev("hy_arrived", d + 1);
+            self.wait(d, COMPUTE, hy_out); // WAR: the neighbour's copy has read Hy[hi-1]
+            self.launch(d, Kernel::UpdateH, hi - 1..hi, COMPUTE);
+            let hb = self.ev("h_boundary", d);
+            self.record(d, hb, COMPUTE);
+            lo..hi - 1
+        } else {
+            lo..hi
+        };
+        self.launch(d, Kernel::UpdateH, h_interior, COMPUTE);
+        self.push(d, Op::HostBarrier);
+        if left {
+            let hb = self.ev("h_boundary", d - 1);
+            self.wait(d, COPY, hb); // RAW: Hy[lo-1] is written
+            let eb = self.ev("e_boundary", d);
+            self.wait(d, COPY, eb); // WAR: last step's reader of the Hy halo is done
+            self.pull_hy(d, COPY);
+            let arrived = self.ev("hy_arrived", d);
+            self.record(d, arrived, COPY);
+        }
+        // E phase: the first cell (sent left, reads the Hy halo) first.
+        let e_interior = if left {
+            let hy_in = self.ev("hy_arrived", d);
+            self.wait(d, COMPUTE, hy_in); // RAW: the Hy halo has landed
+            let ex_out = self.ev("ex_arrived", d - 1);
+            self.wait(d, COMPUTE, ex_out); // WAR: the neighbour's copy has read Ex[lo]
+            self.e_phase(d, lo..lo + 1);
+            let eb = self.ev("e_boundary", d);
+            self.record(d, eb, COMPUTE);
+            lo + 1..hi
+        } else {
+            lo..hi
+        };
+        self.e_phase(d, e_interior);
+        self.push(d, Op::HostBarrier);
+        if right {
+            let eb = self.ev("e_boundary", d + 1);
+            self.wait(d, COPY, eb); // RAW: Ex[hi] is written
+            let hb = self.ev("h_boundary", d);
+            self.wait(d, COPY, hb); // WAR: this step's reader of the Ex halo is done
+            self.pull_ex(d, COPY);
+            let arrived = self.ev("ex_arrived", d);
+            self.record(d, arrived, COPY);
+        }
+    }
+
+    fn no_wait(&mut self, d: usize) {
+        let cells = self.ranges[d].clone();
+        self.launch(d, Kernel::UpdateH, cells.clone(), COMPUTE);
+        self.push(d, Op::HostBarrier);
+        if self.has_left(d) {
+            self.pull_hy(d, COPY); // missing: wait for h_ready[d-1]
+            let arrived = self.ev("hy_arrived", d);
+            self.record(d, arrived, COPY);
+            self.wait(d, COMPUTE, arrived);
+        }
+        self.e_phase(d, cells);
+        self.push(d, Op::HostBarrier);
+        if self.has_right(d) {
+            self.pull_ex(d, COPY); // missing: wait for e_ready[d+1]
+            let arrived = self.ev("ex_arrived", d);
+            self.record(d, arrived, COPY);
+            self.wait(d, COMPUTE, arrived);
+        }
+    }
+
+    fn wait_before_record(&mut self, d: usize) {
+        let cells = self.ranges[d].clone();
+        // The waits go first: this step's records have not been issued yet.
+        if self.has_left(d) {
+            let h = self.ev("h_ready", d - 1);
+            self.wait(d, COPY, h);
+        }
+        self.launch(d, Kernel::UpdateH, cells.clone(), COMPUTE);
+        if self.has_right(d) {
+            let h = self.ev("h_ready", d);
+            self.record(d, h, COMPUTE);
+        }
+        if self.has_left(d) {
+            self.pull_hy(d, COPY);
+            let arrived = self.ev("hy_arrived", d);
+            self.record(d, arrived, COPY);
+            self.wait(d, COMPUTE, arrived);
+        }
+        if self.has_right(d) {
+            let e = self.ev("e_ready", d + 1);
+            self.wait(d, COPY, e);
+        }
+        self.e_phase(d, cells);
+        if self.has_left(d) {
+            let e = self.ev("e_ready", d);
+            self.record(d, e, COMPUTE);
+        }
+        if self.has_right(d) {
+            self.pull_ex(d, COPY);
+            let arrived = self.ev("ex_arrived", d);
+            self.record(d, arrived, COPY);
+            self.wait(d, COMPUTE, arrived);
+        }
+    }
+
+    fn halo_overwrite(&mut self, d: usize) {
+        let Range { start: lo, end: hi } = self.ranges[d].clone();
+        self.launch(d, Kernel::UpdateH, lo..hi, COMPUTE);
+        if self.has_right(d) {
+            // Push Hy[hi-1] into the right neighbour's halo, behind the kernel that wrote it.
+            let stream = self.stream(d, COMPUTE);
+            self.push(d, Op::PeerCopy { field: Field::Hy, src: d, dst: d + 1, cells: hi - 1..hi, stream });
+        }
+        self.push(d, Op::HostBarrier);
+        self.e_phase(d, lo..hi);
+        if self.has_left(d) {
+            let stream = self.stream(d, COMPUTE);
+            self.push(d, Op::PeerCopy { field: Field::Ex, src: d, dst: d - 1, cells: lo..lo + 1, stream });
+        }
+        self.push(d, Op::HostBarrier);
+    }
+}

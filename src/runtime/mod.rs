@@ -1,0 +1,38 @@
+//! Runtimes execute step programs. `sim` models CUDA's stream and event semantics on the
+//! CPU, deterministically.
+
+pub mod sim;
+
+use std::fmt;
+
+/// A call that failed, named as the learner wrote it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpError {
+    /// `None` during setup.
+    pub step: Option<u64>,
+    pub thread: usize,
+    pub op_index: usize,
+    /// The call, rendered as CUDA code.
+    pub call: String,
+    /// The driver's error name.
+    pub error: String,
+    /// Why, in plain words.
+    pub why: String,
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let when = self.step.map_or("setup".to_string(), |s| format!("step {s}"));
+        write!(
+            f,
+            "{when}, host thread {t} (dev{t}), call {i}: `{call}` failed: {err} ({why})",
+            t = self.thread,
+            i = self.op_index,
+            call = self.call,
+            err = self.error,
+            why = self.why
+        )
+    }
+}
+
+impl std::error::Error for OpError {}

@@ -1,0 +1,613 @@
+//! The sim runtime: virtual GPUs on the CPU with CUDA's stream/event semantics.
+//!
+//! Two parts:
+//!
+//! * The **scheduler** replays every host thread's calls in simulated time. Each host thread
+//!   and each stream has a clock. A call happens at its thread's clock, which then advances
+//!   by the call's host cost. The next call processed is always the one of the thread with
+//!   the earliest clock (ties: the lower thread index), so "issued before" means issued
+//!   earlier in simulated time — never in real thread scheduling. An operation starts when
+//!   its stream is free and it has been issued, runs for its modelled duration, and its
+//!   times are known as soon as it is issued.
+//! * The **executor**: one thread per device (`dev-0`, …) owns that device's fields and
+//!   applies memory effects in simulated-time order. A kernel reads and writes at its
+//!   completion instant; a peer copy reads its source when it starts and writes its
+//!   destination when it completes. Effects at the same instant apply in issue order.
+//!   Each device thread applies, in that global order, the effects that touch its memory;
+//!   copied values travel between device threads over channels. Since every effect touches
+//!   only the memory of the device(s) it names, this equals applying the global order
+//!   one by one, while devices compute in parallel.
+
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::ops::Range;
+use std::thread::JoinHandle;
+
+use super::OpError;
+use crate::cost::CostModel;
+use crate::decomp::{DeviceState, Field, Kernel};
+use crate::physics::Coefficients;
+use crate::program::{Op, Program, StreamId};
+use crate::scenario::Scenario;
+use crate::trace::TraceRecord;
+
+/// A memory effect, applied by the executor.
+#[derive(Debug, Clone, PartialEq)]
+enum Effect {
+    Kernel { device: usize, kernel: Kernel, cells: Range<usize>, step: u64 },
+    CopyRead { src: usize, dst: usize, field: Field, cells: Range<usize>, tag: u64 },
+    CopyWrite { dst: usize, field: Field, cells: Range<usize>, tag: u64 },
+}
+
+impl Effect {
+    fn touches(&self, d: usize) -> bool {
+        match *self {
+            Effect::Kernel { device, .. } => device == d,
+            Effect::CopyRead { src, .. } => src == d,
+            Effect::CopyWrite { dst, .. } => dst == d,
+        }
+    }
+}
+
+/// An effect waiting for its instant; ordered so the heap pops the earliest first.
+struct Pending {
+    time: f64,
+    seq: u64,
+    effect: Effect,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        // Reversed: BinaryHeap is a max-heap.
+        o.time.total_cmp(&self.time).then(o.seq.cmp(&self.seq))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct HostThread {
+    /// Next call: `None` while in setup.
+    step: Option<u64>,
+    pc: usize,
+    clock: f64,
+    at_barrier: bool,
+    finished: bool,
+}
+
+/// The most recent record of an event.
+#[derive(Debug, Clone, Copy)]
+struct Recorded {
+    complete: f64,
+    trace_id: u64,
+}
+
+/// Everything the UI or a summary wants to know about one stream or event right now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventState {
+    NeverRecorded,
+    /// Recorded; completes at this simulated time.
+    Recorded { complete_us: f64 },
+}
+
+/// The deterministic timing model of the issue of every call.
+pub struct Scheduler {
+    program: Program,
+    cost: CostModel,
+    jitter_seed: Option<u64>,
+    /// Owned cells per device, for kernel costs.
+    cells: Vec<usize>,
+    threads: Vec<HostThread>,
+    limit: u64,
+    stream_free: HashMap<StreamId, f64>,
+    events: Vec<Option<Recorded>>,
+    next_seq: u64,
+    pending: BinaryHeap<Pending>,
+    /// Recent trace records (all of them when `keep_all_trace`).
+    pub trace: VecDeque<TraceRecord>,
+    keep_all_trace: bool,
+    trace_cap: usize,
+    /// Modelled durations of each device's incoming halo copies, in µs.
+    pub copy_us: Vec<Vec<f64>>,
+    /// Latest simulated time any operation completes.
+    pub horizon_us: f64,
+}
+
+impl Scheduler {
+    pub fn new(program: Program, cost: CostModel, cells: Vec<usize>, jitter_seed: Option<u64>, limit: u64) -> Self {
+        let n = program.devices();
+        let mut s = Scheduler {
+            program,
+            cost,
+            jitter_seed,
+            cells,
+            threads: vec![
+                HostThread { step: None, pc: 0, clock: 0.0, at_barrier: false, finished: false };
+                n
+            ],
+            limit,
+            stream_free: HashMap::new(),
+            events: Vec::new(),
+            next_seq: 0,
+            pending: BinaryHeap::new(),
+            trace: VecDeque::new(),
+            keep_all_trace: false,
+            trace_cap: 4096,
+            copy_us: vec![Vec::new(); n],
+            horizon_us: 0.0,
+        };
+        for t in 0..n {
+            s.normalise(t);
+        }
+        s
+    }
+
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Keep every trace record (for `--trace FILE`) instead of a recent window.
+    pub fn keep_all_trace(&mut self) {
+        self.keep_all_trace = true;
+    }
+
+    /// A factor in `[1 − j, 1 + j]`, a pure function of the seed and the call.
+    fn jitter(&self, thread: usize, step: Option<u64>, pc: usize, salt: u64) -> f64 {
+        let Some(seed) = self.jitter_seed else { return 1.0 };
+        let mut x = seed
+            ^ (thread as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ step.map_or(u64::MAX, |s| s).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+            ^ (pc as u64).wrapping_mul(0x1656_67B1_9E37_79F9)
+            ^ salt.wrapping_mul(0x27D4_EB2F_1656_67C5);
+        // splitmix64 finaliser
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^= x >> 31;
+        let u = (x >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
+        1.0 + self.cost.jitter * (2.0 * u - 1.0)
+    }
+
+    fn ops_of(&self, t: usize) -> &[Op] {
+        match self.threads[t].step {
+            None => &self.program.setup[t],
+            Some(_) => &self.program.step[t],
+        }
+    }
+
+    /// The thread whose next call comes first in simulated time, if any can run.
+    fn next_thread(&mut self) -> Option<usize> {
+        loop {
+            let runnable = (0..self.threads.len())
+                .filter(|&t| !self.threads[t].finished && !self.threads[t].at_barrier)
+                .min_by(|&a, &b| self.threads[a].clock.total_cmp(&self.threads[b].clock).then(a.cmp(&b)));
+            if runnable.is_some() {
+                return runnable;
+            }
+            // Everyone left is at the barrier: release it.
+            let waiting: Vec<usize> = (0..self.threads.len()).filter(|&t| self.threads[t].at_barrier).collect();
+            if waiting.is_empty() {
+                return None;
+            }
+            let release = waiting.iter().map(|&t| self.threads[t].clock).fold(f64::MIN, f64::max)
+                + self.cost.barrier_us;
+            for t in waiting {
+                self.threads[t].clock = release;
+                self.threads[t].at_barrier = false;
+            }
+        }
+    }
+
+    /// Moves thread `t` past its current call, into the next step where one ends.
+    fn advance_pc(&mut self, t: usize) {
+        self.threads[t].pc += 1;
+        self.normalise(t);
+    }
+
+    /// Moves thread `t` from the end of a call list (or an empty one) to the next step.
+    fn normalise(&mut self, t: usize) {
+        while self.threads[t].pc >= self.ops_of(t).len() && !self.threads[t].finished {
+            let th = &mut self.threads[t];
+            th.pc = 0;
+            th.step = Some(th.step.map_or(0, |s| s + 1));
+            if th.step == Some(self.limit) {
+                th.finished = true;
+            }
+        }
+    }
+
+    /// Steps fully issued by every thread.
+    pub fn issued_steps(&self) -> u64 {
+        self.threads.iter().map(|t| if t.finished { self.limit } else { t.step.unwrap_or(0) }).min().unwrap_or(0)
+    }
+
+    /// Issues calls, in simulated-time order, until every thread has issued `steps` steps
+    /// (or reached the limit).
+    pub fn issue_until(&mut self, steps: u64) -> Result<(), OpError> {
+        let target = steps.min(self.limit);
+        while self.issued_steps() < target {
+            let Some(t) = self.next_thread() else { break };
+            self.issue(t)?;
+        }
+        Ok(())
+    }
+
+    /// Issues one call: the next one in simulated time. Returns the thread that issued it.
+    pub fn issue_one(&mut self) -> Result<Option<usize>, OpError> {
+        let Some(t) = self.next_thread() else { return Ok(None) };
+        self.issue(t)?;
+        Ok(Some(t))
+    }
+
+    /// The call that `issue_one` would issue next: `(thread, step, op index)`.
+    pub fn peek_next(&mut self) -> Option<(usize, Option<u64>, usize)> {
+        let t = self.next_thread()?;
+        Some((t, self.threads[t].step, self.threads[t].pc))
+    }
+
+    fn issue(&mut self, t: usize) -> Result<(), OpError> {
+        let (step, pc) = (self.threads[t].step, self.threads[t].pc);
+        let op = self.ops_of(t)[pc].clone();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let issue = self.threads[t].clock;
+        let j = |salt| self.jitter(t, step, pc, salt);
+        let host_cost = match op {
+            Op::Launch { .. } => self.cost.launch_host_us,
+            _ => self.cost.api_host_us,
+        } * j(1);
+        let after_call = issue + host_cost;
+        let mut rec = TraceRecord {
+            id: seq,
+            step,
+            thread: t,
+            op_index: pc,
+            kind: op.kind(),
+            stream: op.stream(),
+            label: self.label(&op),
+            issue_us: issue,
+            start_us: issue,
+            end_us: after_call,
+            released_by: None,
+        };
+        let fail = |error: &str, why: String| OpError {
+            step,
+            thread: t,
+            op_index: pc,
+            call: self.program.render(&op),
+            error: error.into(),
+            why,
+        };
+        match &op {
+            Op::EventCreate { .. } | Op::EventDestroy { .. } => {}
+            Op::Launch { kernel, cells, stream } => {
+                let owned = self.owned_in(stream.device, cells);
+                let dur = self.cost.kernel_us(owned as f64 * kernel.bytes_per_cell()) * j(2);
+                let (start, end) = self.enqueue(*stream, after_call, dur);
+                (rec.start_us, rec.end_us) = (start, end);
+                let effect = Effect::Kernel { device: stream.device, kernel: *kernel, cells: cells.clone(), step: step.unwrap_or(0) };
+                self.pending.push(Pending { time: end, seq, effect });
+            }
+            Op::Record { event, stream } => {
+                let info = &self.program.events[event.0];
+                if info.device != stream.device {
+                    return Err(fail(
+                        "invalid resource handle",
+                        format!(
+                            "{} was created on dev{} but {} is a stream of dev{}: an event can only be \
+                             recorded on a stream of its own device (rule 4)",
+                            info.name, info.device, self.program.stream_name(*stream), stream.device
+                        ),
+                    ));
+                }
+                let (start, end) = self.enqueue(*stream, after_call, 0.0);
+                (rec.start_us, rec.end_us) = (start, end);
+                self.set_event(event.0, Recorded { complete: end, trace_id: seq });
+            }
+            Op::Wait { stream, event } => {
+                // Rule 3: the most recent record issued so far; none completes at once.
+                let target = self.events.get(event.0).copied().flatten();
+                let free = self.stream_free.get(stream).copied().unwrap_or(0.0);
+                let start = free.max(after_call);
+                let end = target.map_or(start, |r| start.max(r.complete));
+                self.stream_free.insert(*stream, end);
+                rec.released_by = target.map(|r| r.trace_id);
+                (rec.start_us, rec.end_us) = (start, end);
+            }
+            Op::PeerCopy { field, src, dst, cells, stream } => {
+                let dur = self.cost.peer_copy_us(4.0 * cells.len() as f64) * j(2);
+                let (start, end) = self.enqueue(*stream, after_call, dur);
+                (rec.start_us, rec.end_us) = (start, end);
+                self.copy_us[*dst].push(dur);
+                let read = Effect::CopyRead { src: *src, dst: *dst, field: *field, cells: cells.clone(), tag: seq };
+                let write = Effect::CopyWrite { dst: *dst, field: *field, cells: cells.clone(), tag: seq };
+                self.pending.push(Pending { time: start, seq, effect: read });
+                self.pending.push(Pending { time: end, seq, effect: write });
+            }
+            Op::StreamSync { stream } => {
+                let free = self.stream_free.get(stream).copied().unwrap_or(0.0);
+                rec.end_us = after_call.max(free + self.cost.sync_wake_us);
+            }
+            Op::DeviceSync { device } => {
+                let free = self
+                    .stream_free
+                    .iter()
+                    .filter(|(s, _)| s.device == *device)
+                    .map(|(_, &f)| f)
+                    .fold(0.0, f64::max);
+                rec.end_us = after_call.max(free + self.cost.sync_wake_us);
+            }
+            Op::HostBarrier => {
+                self.threads[t].at_barrier = true;
+            }
+        }
+        // The host thread is busy until the call returns (a sync blocks it longer).
+        self.threads[t].clock = match op {
+            Op::StreamSync { .. } | Op::DeviceSync { .. } => rec.end_us,
+            _ => after_call,
+        };
+        if rec.stream.is_some() {
+            self.horizon_us = self.horizon_us.max(rec.end_us);
+        }
+        self.push_trace(rec);
+        self.advance_pc(t);
+        Ok(())
+    }
+
+    fn set_event(&mut self, e: usize, r: Recorded) {
+        if self.events.len() <= e {
+            self.events.resize(e + 1, None);
+        }
+        self.events[e] = Some(r);
+    }
+
+    /// Puts work of `dur` on `stream`, issued at `at`; returns its start and end.
+    fn enqueue(&mut self, stream: StreamId, at: f64, dur: f64) -> (f64, f64) {
+        let free = self.stream_free.entry(stream).or_insert(0.0);
+        let start = free.max(at);
+        let end = start + dur;
+        *free = end;
+        (start, end)
+    }
+
+    fn owned_in(&self, device: usize, cells: &Range<usize>) -> usize {
+        let lo: usize = self.cells[..device].iter().sum();
+        let hi = lo + self.cells[device];
+        cells.end.min(hi).saturating_sub(cells.start.max(lo))
+    }
+
+    fn label(&self, op: &Op) -> String {
+        let ev = |e: &crate::program::EventId| self.program.events[e.0].name.clone();
+        match op {
+            Op::EventCreate { event, .. } => format!("create {}", ev(event)),
+            Op::EventDestroy { event } => format!("destroy {}", ev(event)),
+            Op::Launch { kernel, cells, .. } => format!("{} {}..{}", kernel.name(), cells.start, cells.end),
+            Op::Record { event, .. } => format!("record {}", ev(event)),
+            Op::Wait { event, .. } => format!("wait {}", ev(event)),
+            Op::PeerCopy { field, src, dst, .. } => format!("copy {} dev{src}→dev{dst}", field.name()),
+            Op::StreamSync { .. } => "stream sync".into(),
+            Op::DeviceSync { .. } => "device sync".into(),
+            Op::HostBarrier => "barrier".into(),
+        }
+    }
+
+    fn push_trace(&mut self, rec: TraceRecord) {
+        self.trace.push_back(rec);
+        if !self.keep_all_trace && self.trace.len() > self.trace_cap {
+            self.trace.pop_front();
+        }
+    }
+
+    /// Removes and returns, in order, every effect that no future call can precede.
+    fn ready_effects(&mut self) -> Vec<Effect> {
+        // A future call is issued no earlier than the earliest running host clock, and its
+        // effects happen no earlier than that.
+        let bound = self.threads.iter().filter(|t| !t.finished).map(|t| t.clock).fold(f64::INFINITY, f64::min);
+        let mut out = Vec::new();
+        while self.pending.peek().is_some_and(|p| p.time <= bound) {
+            out.push(self.pending.pop().expect("peeked").effect);
+        }
+        out
+    }
+
+    /// State of each event now (for the program view).
+    pub fn event_state(&self, e: usize) -> EventState {
+        match self.events.get(e).copied().flatten() {
+            None => EventState::NeverRecorded,
+            Some(r) => EventState::Recorded { complete_us: r.complete },
+        }
+    }
+
+    /// The earliest host clock (the "now" of micro-stepping).
+    pub fn now_us(&self) -> f64 {
+        self.threads.iter().map(|t| t.clock).fold(f64::INFINITY, f64::min)
+    }
+}
+
+enum Command {
+    Apply(Vec<Effect>),
+    Gather(Field, Sender<Vec<f32>>),
+}
+
+/// Device threads that own the fields and apply effects.
+struct Executor {
+    commands: Vec<Sender<Command>>,
+    done: Receiver<Result<(), String>>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Executor {
+    fn new(s: &Scenario) -> Self {
+        let c = Coefficients::new(s);
+        let n = s.split.len();
+        let (done_tx, done) = unbounded();
+        let inboxes: Vec<(Sender<(u64, Vec<f32>)>, Receiver<(u64, Vec<f32>)>)> = (0..n).map(|_| unbounded()).collect();
+        let mut commands = Vec::new();
+        let mut handles = Vec::new();
+        for (d, range) in s.ranges().into_iter().enumerate() {
+            let mut state = DeviceState::new(d, range, s, &c);
+            let (tx, rx) = bounded::<Command>(4);
+            let outboxes: Vec<Sender<(u64, Vec<f32>)>> = inboxes.iter().map(|(t, _)| t.clone()).collect();
+            let inbox = inboxes[d].1.clone();
+            let done_tx = done_tx.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("dev-{d}"))
+                .spawn(move || {
+                    let mut stash: HashMap<u64, Vec<f32>> = HashMap::new();
+                    for cmd in rx {
+                        match cmd {
+                            Command::Apply(effects) => {
+                                let r = apply(&mut state, &effects, &outboxes, &inbox, &mut stash);
+                                if done_tx.send(r).is_err() {
+                                    return;
+                                }
+                            }
+                            Command::Gather(f, reply) => {
+                                let _ = reply.send(state.owned(f).to_vec());
+                            }
+                        }
+                    }
+                })
+                .expect("spawn a device thread");
+            commands.push(tx);
+            handles.push(h);
+        }
+        Executor { commands, done, handles }
+    }
+
+    fn apply(&self, effects: Vec<Effect>) -> anyhow::Result<()> {
+        if effects.is_empty() {
+            return Ok(());
+        }
+        let n = self.commands.len();
+        let mut per: Vec<Vec<Effect>> = vec![Vec::new(); n];
+        for e in effects {
+            for (d, list) in per.iter_mut().enumerate() {
+                if e.touches(d) {
+                    list.push(e.clone());
+                }
+            }
+        }
+        let mut sent = 0;
+        for (d, list) in per.into_iter().enumerate() {
+            if !list.is_empty() {
+                self.commands[d].send(Command::Apply(list)).map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))?;
+                sent += 1;
+            }
+        }
+        for _ in 0..sent {
+            self.done.recv().map_err(|_| anyhow::anyhow!("a device thread has stopped"))?.map_err(anyhow::Error::msg)?;
+        }
+        Ok(())
+    }
+
+    fn gather(&self, f: Field) -> anyhow::Result<Vec<f32>> {
+        let mut out = Vec::new();
+        for (d, c) in self.commands.iter().enumerate() {
+            let (tx, rx) = bounded(1);
+            c.send(Command::Gather(f, tx)).map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))?;
+            out.extend(rx.recv().map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))?);
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        self.commands.clear();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Applies one device's share of a batch of effects, in order.
+fn apply(
+    state: &mut DeviceState,
+    effects: &[Effect],
+    outboxes: &[Sender<(u64, Vec<f32>)>],
+    inbox: &Receiver<(u64, Vec<f32>)>,
+    stash: &mut HashMap<u64, Vec<f32>>,
+) -> Result<(), String> {
+    for e in effects {
+        match e {
+            Effect::Kernel { kernel, cells, step, .. } => state.run(*kernel, cells, *step),
+            Effect::CopyRead { dst, field, cells, tag, .. } => {
+                let v = state.read(*field, cells).to_vec();
+                outboxes[*dst].send((*tag, v)).map_err(|_| format!("dev{dst} has stopped"))?;
+            }
+            Effect::CopyWrite { field, cells, tag, .. } => {
+                let v = loop {
+                    if let Some(v) = stash.remove(tag) {
+                        break v;
+                    }
+                    let (t, v) = inbox.recv().map_err(|_| "a peer device has stopped".to_string())?;
+                    stash.insert(t, v);
+                };
+                state.write(*field, cells.start, &v);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The sim runtime: scheduler + executor for one scenario and one program.
+pub struct SimRuntime {
+    pub scheduler: Scheduler,
+    executor: Executor,
+}
+
+impl SimRuntime {
+    /// `limit`: the number of steps the run will issue (a real program's loop bound).
+    pub fn new(s: &Scenario, program: Program, jitter_seed: Option<u64>, limit: u64) -> Self {
+        let scheduler = Scheduler::new(program, s.cost.clone(), s.split.clone(), jitter_seed, limit);
+        SimRuntime { scheduler, executor: Executor::new(s) }
+    }
+
+    /// Issues calls until `steps` steps are issued by every thread, then applies every
+    /// effect that is now settled.
+    pub fn run_until(&mut self, steps: u64) -> anyhow::Result<()> {
+        self.scheduler.issue_until(steps)?;
+        self.settle()
+    }
+
+    /// Issues the next call in simulated time (micro-step).
+    pub fn issue_one(&mut self) -> anyhow::Result<Option<usize>> {
+        let t = self.scheduler.issue_one()?;
+        self.settle()?;
+        Ok(t)
+    }
+
+    fn settle(&mut self) -> anyhow::Result<()> {
+        let effects = self.scheduler.ready_effects();
+        self.executor.apply(effects)
+    }
+
+    pub fn fields(&self) -> anyhow::Result<(Vec<f32>, Vec<f32>)> {
+        Ok((self.executor.gather(Field::Ex)?, self.executor.gather(Field::Hy)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_effects_pop_earliest_first_then_in_issue_order() {
+        let mut h = BinaryHeap::new();
+        let e = |d| Effect::Kernel { device: d, kernel: Kernel::UpdateH, cells: 0..1, step: 0 };
+        h.push(Pending { time: 2.0, seq: 0, effect: e(0) });
+        h.push(Pending { time: 1.0, seq: 5, effect: e(1) });
+        h.push(Pending { time: 1.0, seq: 3, effect: e(2) });
+        let order: Vec<u64> = std::iter::from_fn(|| h.pop().map(|p| p.seq)).collect();
+        assert_eq!(order, vec![3, 5, 0]);
+    }
+}
