@@ -18,6 +18,14 @@ pub fn main(cli: Cli) -> Result<()> {
                 s.split.len()
             );
         }
+        println!();
+        for m in crate::program::Mode::ALL {
+            let verdict = if m.is_correct() { "correct" } else { "broken" };
+            println!("--mode {} ({verdict})", m.name());
+            for line in m.lesson().lines() {
+                println!("    {line}");
+            }
+        }
         return Ok(());
     }
     let scenario = headless::scenario_from(&args)?;

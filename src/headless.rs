@@ -71,7 +71,10 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     }
     if let Some(dir) = &args.dump_fields {
         std::fs::create_dir_all(dir).map_err(|e| {
-            UsageError(format!("--dump-fields {}: cannot create the directory: {e}", dir.display()))
+            UsageError(format!(
+                "--dump-fields {}: cannot create the directory: {e}",
+                dir.display()
+            ))
         })?;
     }
     let program = args.mode.program(&s.ranges());
@@ -150,7 +153,11 @@ pub fn median(v: &[f64]) -> Option<f64> {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     let m = v.len() / 2;
-    Some(if v.len() % 2 == 1 { v[m] } else { 0.5 * (v[m - 1] + v[m]) })
+    Some(if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        0.5 * (v[m - 1] + v[m])
+    })
 }
 
 impl Summary {

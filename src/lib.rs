@@ -12,5 +12,5 @@ pub mod npy;
 pub mod physics;
 pub mod program;
 pub mod runtime;
-pub mod trace;
 pub mod scenario;
+pub mod trace;

@@ -34,13 +34,16 @@ pub fn chrome_trace(program: &Program, records: &[TraceRecord], runtime: &str) -
     let mut events = Vec::new();
     let host_tid = 100;
     for d in 0..program.devices() {
-        events.push(json!({"ph": "M", "name": "process_name", "pid": d, "args": {"name": format!("dev{d}")}}));
+        events
+            .push(json!({"ph": "M", "name": "process_name", "pid": d, "args": {"name": format!("dev{d}")}}));
         for (i, name) in program.stream_names.iter().enumerate() {
             events.push(json!({"ph": "M", "name": "thread_name", "pid": d, "tid": i,
                                "args": {"name": format!("stream {name}@dev{d}")}}));
         }
-        events.push(json!({"ph": "M", "name": "thread_name", "pid": d, "tid": host_tid,
-                           "args": {"name": format!("host thread {d}")}}));
+        events.push(
+            json!({"ph": "M", "name": "thread_name", "pid": d, "tid": host_tid,
+                           "args": {"name": format!("host thread {d}")}}),
+        );
     }
     let by_id: std::collections::HashMap<u64, &TraceRecord> = records.iter().map(|r| (r.id, r)).collect();
     for r in records {
@@ -58,14 +61,16 @@ pub fn chrome_trace(program: &Program, records: &[TraceRecord], runtime: &str) -
             let (spid, stid) = src.stream.map_or((src.thread, host_tid), |s| (s.device, s.index));
             events.push(json!({"ph": "s", "id": r.id, "name": "release", "cat": "flow",
                                "pid": spid, "tid": stid, "ts": src.end_us}));
-            events.push(json!({"ph": "f", "bp": "e", "id": r.id, "name": "release", "cat": "flow",
-                               "pid": pid, "tid": tid, "ts": r.end_us}));
+            events.push(
+                json!({"ph": "f", "bp": "e", "id": r.id, "name": "release", "cat": "flow",
+                               "pid": pid, "tid": tid, "ts": r.end_us}),
+            );
         }
     }
     json!({
         "traceEvents": events,
         "displayTimeUnit": "ns",
-        "otherData": {"mode": program.mode.name(), "runtime": runtime,
+        "otherData": {"mode": program.name, "runtime": runtime,
                       "clock": "simulated µs from the first call; every device shares one clock"}
     })
 }

@@ -97,3 +97,30 @@ fn dump_fields_writes_float32_npy_files_of_the_whole_grid() {
     let peak = ex.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
     assert!((740..780).contains(&peak), "pulse peak at {peak}");
 }
+
+#[test]
+fn cuda_runtime_without_the_feature_explains_how_to_build_it() {
+    let out = haloscope(&["--headless", "--runtime", "cuda"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--features cuda"), "{stderr}");
+}
+
+#[test]
+fn list_shows_scenarios_and_every_mode_with_its_lesson() {
+    let out = haloscope(&["--list"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    for m in [
+        "events",
+        "host-sync",
+        "overlap",
+        "no-wait",
+        "wait-before-record",
+        "cross-device-record",
+        "halo-overwrite",
+    ] {
+        assert!(text.contains(&format!("--mode {m} (")), "{m}: {text}");
+    }
+    assert!(text.contains("rule 3"));
+    assert!(text.contains("fresnel"));
+}

@@ -33,16 +33,41 @@ pub struct EventInfo {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub enum Op {
     /// `cudaEventCreateWithFlags(…, cudaEventDisableTiming)` on `device`.
-    EventCreate { event: EventId, device: usize },
-    EventDestroy { event: EventId },
+    EventCreate {
+        event: EventId,
+        device: usize,
+    },
+    EventDestroy {
+        event: EventId,
+    },
     /// A kernel over global cells `cells` (clamped to what the device owns).
-    Launch { kernel: Kernel, cells: Range<usize>, stream: StreamId },
-    Record { event: EventId, stream: StreamId },
-    Wait { stream: StreamId, event: EventId },
+    Launch {
+        kernel: Kernel,
+        cells: Range<usize>,
+        stream: StreamId,
+    },
+    Record {
+        event: EventId,
+        stream: StreamId,
+    },
+    Wait {
+        stream: StreamId,
+        event: EventId,
+    },
     /// Copies `src_cells` of `field` on device `src` to the same global cells on `dst`.
-    PeerCopy { field: Field, src: usize, dst: usize, cells: Range<usize>, stream: StreamId },
-    StreamSync { stream: StreamId },
-    DeviceSync { device: usize },
+    PeerCopy {
+        field: Field,
+        src: usize,
+        dst: usize,
+        cells: Range<usize>,
+        stream: StreamId,
+    },
+    StreamSync {
+        stream: StreamId,
+    },
+    DeviceSync {
+        device: usize,
+    },
     /// Every host thread waits here for all the others.
     HostBarrier,
 }
@@ -83,7 +108,8 @@ impl Op {
 /// The per-device step programs of one ordering mode over one decomposition.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Program {
-    pub mode: Mode,
+    /// The mode it was built from (or any name, for a hand-written program).
+    pub name: String,
     /// Names of each device's streams (`compute`, `copy`).
     pub stream_names: Vec<&'static str>,
     pub events: Vec<EventInfo>,
@@ -112,12 +138,28 @@ impl Program {
                 ev(event)
             ),
             Op::EventDestroy { event } => format!("cudaEventDestroy({})", ev(event)),
-            Op::Launch { kernel, cells, stream } => {
-                format!("{}<<<…, {}>>>(cells {}..{})", kernel.name(), st(stream), cells.start, cells.end)
+            Op::Launch {
+                kernel,
+                cells,
+                stream,
+            } => {
+                format!(
+                    "{}<<<…, {}>>>(cells {}..{})",
+                    kernel.name(),
+                    st(stream),
+                    cells.start,
+                    cells.end
+                )
             }
             Op::Record { event, stream } => format!("cudaEventRecord({}, {})", ev(event), st(stream)),
             Op::Wait { stream, event } => format!("cudaStreamWaitEvent({}, {}, 0)", st(stream), ev(event)),
-            Op::PeerCopy { field, src, dst, cells, stream } => {
+            Op::PeerCopy {
+                field,
+                src,
+                dst,
+                cells,
+                stream,
+            } => {
                 let f = field.name();
                 format!(
                     "cudaMemcpyPeerAsync({f}@dev{dst}[{}], {dst}, {f}@dev{src}[{}], {src}, {}, {})",

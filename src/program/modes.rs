@@ -154,8 +154,18 @@ impl<'a> Builder<'a> {
     }
 
     fn finish(self) -> Program {
-        let stream_names = if self.uses_copy_stream { vec!["compute", "copy"] } else { vec!["compute"] };
-        Program { mode: self.mode, stream_names, events: self.events, setup: self.setup, step: self.step }
+        let stream_names = if self.uses_copy_stream {
+            vec!["compute", "copy"]
+        } else {
+            vec!["compute"]
+        };
+        Program {
+            name: self.mode.name().to_string(),
+            stream_names,
+            events: self.events,
+            setup: self.setup,
+            step: self.step,
+        }
     }
 
     fn n(&self) -> usize {
@@ -186,7 +196,14 @@ impl<'a> Builder<'a> {
 
     fn launch(&mut self, d: usize, kernel: Kernel, cells: Range<usize>, stream: usize) {
         let stream = self.stream(d, stream);
-        self.push(d, Op::Launch { kernel, cells, stream });
+        self.push(
+            d,
+            Op::Launch {
+                kernel,
+                cells,
+                stream,
+            },
+        );
     }
 
     fn record(&mut self, d: usize, event: EventId, stream: usize) {
@@ -208,14 +225,32 @@ impl<'a> Builder<'a> {
     fn pull_hy(&mut self, d: usize, stream: usize) {
         let k = self.ranges[d].start - 1;
         let stream = self.stream(d, stream);
-        self.push(d, Op::PeerCopy { field: Field::Hy, src: d - 1, dst: d, cells: k..k + 1, stream });
+        self.push(
+            d,
+            Op::PeerCopy {
+                field: Field::Hy,
+                src: d - 1,
+                dst: d,
+                cells: k..k + 1,
+                stream,
+            },
+        );
     }
 
     /// Pull `d`'s right `Ex` halo from `d + 1`, issued by `d` on `stream`.
     fn pull_ex(&mut self, d: usize, stream: usize) {
         let k = self.ranges[d].end;
         let stream = self.stream(d, stream);
-        self.push(d, Op::PeerCopy { field: Field::Ex, src: d + 1, dst: d, cells: k..k + 1, stream });
+        self.push(
+            d,
+            Op::PeerCopy {
+                field: Field::Ex,
+                src: d + 1,
+                dst: d,
+                cells: k..k + 1,
+                stream,
+            },
+        );
     }
 
     fn has_left(&self, d: usize) -> bool {
@@ -404,13 +439,31 @@ impl<'a> Builder<'a> {
         if self.has_right(d) {
             // Push Hy[hi-1] into the right neighbour's halo, behind the kernel that wrote it.
             let stream = self.stream(d, COMPUTE);
-            self.push(d, Op::PeerCopy { field: Field::Hy, src: d, dst: d + 1, cells: hi - 1..hi, stream });
+            self.push(
+                d,
+                Op::PeerCopy {
+                    field: Field::Hy,
+                    src: d,
+                    dst: d + 1,
+                    cells: hi - 1..hi,
+                    stream,
+                },
+            );
         }
         self.push(d, Op::HostBarrier);
         self.e_phase(d, lo..hi);
         if self.has_left(d) {
             let stream = self.stream(d, COMPUTE);
-            self.push(d, Op::PeerCopy { field: Field::Ex, src: d, dst: d - 1, cells: lo..lo + 1, stream });
+            self.push(
+                d,
+                Op::PeerCopy {
+                    field: Field::Ex,
+                    src: d,
+                    dst: d - 1,
+                    cells: lo..lo + 1,
+                    stream,
+                },
+            );
         }
         self.push(d, Op::HostBarrier);
     }

@@ -18,7 +18,7 @@
 //!   only the memory of the device(s) it names, this equals applying the global order
 //!   one by one, while devices compute in parallel.
 
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::ops::Range;
 use std::thread::JoinHandle;
@@ -34,9 +34,25 @@ use crate::trace::TraceRecord;
 /// A memory effect, applied by the executor.
 #[derive(Debug, Clone, PartialEq)]
 enum Effect {
-    Kernel { device: usize, kernel: Kernel, cells: Range<usize>, step: u64 },
-    CopyRead { src: usize, dst: usize, field: Field, cells: Range<usize>, tag: u64 },
-    CopyWrite { dst: usize, field: Field, cells: Range<usize>, tag: u64 },
+    Kernel {
+        device: usize,
+        kernel: Kernel,
+        cells: Range<usize>,
+        step: u64,
+    },
+    CopyRead {
+        src: usize,
+        dst: usize,
+        field: Field,
+        cells: Range<usize>,
+        tag: u64,
+    },
+    CopyWrite {
+        dst: usize,
+        field: Field,
+        cells: Range<usize>,
+        tag: u64,
+    },
 }
 
 impl Effect {
@@ -81,6 +97,8 @@ struct HostThread {
     pc: usize,
     clock: f64,
     at_barrier: bool,
+    /// The trace record of the barrier call it waits in.
+    barrier_record: Option<u64>,
     finished: bool,
 }
 
@@ -96,7 +114,9 @@ struct Recorded {
 pub enum EventState {
     NeverRecorded,
     /// Recorded; completes at this simulated time.
-    Recorded { complete_us: f64 },
+    Recorded {
+        complete_us: f64,
+    },
 }
 
 /// The deterministic timing model of the issue of every call.
@@ -123,7 +143,13 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    pub fn new(program: Program, cost: CostModel, cells: Vec<usize>, jitter_seed: Option<u64>, limit: u64) -> Self {
+    pub fn new(
+        program: Program,
+        cost: CostModel,
+        cells: Vec<usize>,
+        jitter_seed: Option<u64>,
+        limit: u64,
+    ) -> Self {
         let n = program.devices();
         let mut s = Scheduler {
             program,
@@ -131,7 +157,14 @@ impl Scheduler {
             jitter_seed,
             cells,
             threads: vec![
-                HostThread { step: None, pc: 0, clock: 0.0, at_barrier: false, finished: false };
+                HostThread {
+                    step: None,
+                    pc: 0,
+                    clock: 0.0,
+                    at_barrier: false,
+                    barrier_record: None,
+                    finished: false
+                };
                 n
             ],
             limit,
@@ -188,20 +221,35 @@ impl Scheduler {
         loop {
             let runnable = (0..self.threads.len())
                 .filter(|&t| !self.threads[t].finished && !self.threads[t].at_barrier)
-                .min_by(|&a, &b| self.threads[a].clock.total_cmp(&self.threads[b].clock).then(a.cmp(&b)));
+                .min_by(|&a, &b| {
+                    self.threads[a]
+                        .clock
+                        .total_cmp(&self.threads[b].clock)
+                        .then(a.cmp(&b))
+                });
             if runnable.is_some() {
                 return runnable;
             }
             // Everyone left is at the barrier: release it.
-            let waiting: Vec<usize> = (0..self.threads.len()).filter(|&t| self.threads[t].at_barrier).collect();
+            let waiting: Vec<usize> = (0..self.threads.len())
+                .filter(|&t| self.threads[t].at_barrier)
+                .collect();
             if waiting.is_empty() {
                 return None;
             }
-            let release = waiting.iter().map(|&t| self.threads[t].clock).fold(f64::MIN, f64::max)
+            let release = waiting
+                .iter()
+                .map(|&t| self.threads[t].clock)
+                .fold(f64::MIN, f64::max)
                 + self.cost.barrier_us;
             for t in waiting {
                 self.threads[t].clock = release;
                 self.threads[t].at_barrier = false;
+                // Show the wait in the timeline: the barrier call ends at the release.
+                let id = self.threads[t].barrier_record.take();
+                if let Some(r) = self.trace.iter_mut().rev().find(|r| Some(r.id) == id) {
+                    r.end_us = release;
+                }
             }
         }
     }
@@ -226,7 +274,17 @@ impl Scheduler {
 
     /// Steps fully issued by every thread.
     pub fn issued_steps(&self) -> u64 {
-        self.threads.iter().map(|t| if t.finished { self.limit } else { t.step.unwrap_or(0) }).min().unwrap_or(0)
+        self.threads
+            .iter()
+            .map(|t| {
+                if t.finished {
+                    self.limit
+                } else {
+                    t.step.unwrap_or(0)
+                }
+            })
+            .min()
+            .unwrap_or(0)
     }
 
     /// Issues calls, in simulated-time order, until every thread has issued `steps` steps
@@ -242,7 +300,9 @@ impl Scheduler {
 
     /// Issues one call: the next one in simulated time. Returns the thread that issued it.
     pub fn issue_one(&mut self) -> Result<Option<usize>, OpError> {
-        let Some(t) = self.next_thread() else { return Ok(None) };
+        let Some(t) = self.next_thread() else {
+            return Ok(None);
+        };
         self.issue(t)?;
         Ok(Some(t))
     }
@@ -288,13 +348,26 @@ impl Scheduler {
         };
         match &op {
             Op::EventCreate { .. } | Op::EventDestroy { .. } => {}
-            Op::Launch { kernel, cells, stream } => {
+            Op::Launch {
+                kernel,
+                cells,
+                stream,
+            } => {
                 let owned = self.owned_in(stream.device, cells);
                 let dur = self.cost.kernel_us(owned as f64 * kernel.bytes_per_cell()) * j(2);
                 let (start, end) = self.enqueue(*stream, after_call, dur);
                 (rec.start_us, rec.end_us) = (start, end);
-                let effect = Effect::Kernel { device: stream.device, kernel: *kernel, cells: cells.clone(), step: step.unwrap_or(0) };
-                self.pending.push(Pending { time: end, seq, effect });
+                let effect = Effect::Kernel {
+                    device: stream.device,
+                    kernel: *kernel,
+                    cells: cells.clone(),
+                    step: step.unwrap_or(0),
+                };
+                self.pending.push(Pending {
+                    time: end,
+                    seq,
+                    effect,
+                });
             }
             Op::Record { event, stream } => {
                 let info = &self.program.events[event.0];
@@ -304,13 +377,22 @@ impl Scheduler {
                         format!(
                             "{} was created on dev{} but {} is a stream of dev{}: an event can only be \
                              recorded on a stream of its own device (rule 4)",
-                            info.name, info.device, self.program.stream_name(*stream), stream.device
+                            info.name,
+                            info.device,
+                            self.program.stream_name(*stream),
+                            stream.device
                         ),
                     ));
                 }
                 let (start, end) = self.enqueue(*stream, after_call, 0.0);
                 (rec.start_us, rec.end_us) = (start, end);
-                self.set_event(event.0, Recorded { complete: end, trace_id: seq });
+                self.set_event(
+                    event.0,
+                    Recorded {
+                        complete: end,
+                        trace_id: seq,
+                    },
+                );
             }
             Op::Wait { stream, event } => {
                 // Rule 3: the most recent record issued so far; none completes at once.
@@ -322,15 +404,40 @@ impl Scheduler {
                 rec.released_by = target.map(|r| r.trace_id);
                 (rec.start_us, rec.end_us) = (start, end);
             }
-            Op::PeerCopy { field, src, dst, cells, stream } => {
+            Op::PeerCopy {
+                field,
+                src,
+                dst,
+                cells,
+                stream,
+            } => {
                 let dur = self.cost.peer_copy_us(4.0 * cells.len() as f64) * j(2);
                 let (start, end) = self.enqueue(*stream, after_call, dur);
                 (rec.start_us, rec.end_us) = (start, end);
                 self.copy_us[*dst].push(dur);
-                let read = Effect::CopyRead { src: *src, dst: *dst, field: *field, cells: cells.clone(), tag: seq };
-                let write = Effect::CopyWrite { dst: *dst, field: *field, cells: cells.clone(), tag: seq };
-                self.pending.push(Pending { time: start, seq, effect: read });
-                self.pending.push(Pending { time: end, seq, effect: write });
+                let read = Effect::CopyRead {
+                    src: *src,
+                    dst: *dst,
+                    field: *field,
+                    cells: cells.clone(),
+                    tag: seq,
+                };
+                let write = Effect::CopyWrite {
+                    dst: *dst,
+                    field: *field,
+                    cells: cells.clone(),
+                    tag: seq,
+                };
+                self.pending.push(Pending {
+                    time: start,
+                    seq,
+                    effect: read,
+                });
+                self.pending.push(Pending {
+                    time: end,
+                    seq,
+                    effect: write,
+                });
             }
             Op::StreamSync { stream } => {
                 let free = self.stream_free.get(stream).copied().unwrap_or(0.0);
@@ -347,6 +454,7 @@ impl Scheduler {
             }
             Op::HostBarrier => {
                 self.threads[t].at_barrier = true;
+                self.threads[t].barrier_record = Some(seq);
             }
         }
         // The host thread is busy until the call returns (a sync blocks it longer).
@@ -410,7 +518,12 @@ impl Scheduler {
     fn ready_effects(&mut self) -> Vec<Effect> {
         // A future call is issued no earlier than the earliest running host clock, and its
         // effects happen no earlier than that.
-        let bound = self.threads.iter().filter(|t| !t.finished).map(|t| t.clock).fold(f64::INFINITY, f64::min);
+        let bound = self
+            .threads
+            .iter()
+            .filter(|t| !t.finished)
+            .map(|t| t.clock)
+            .fold(f64::INFINITY, f64::min);
         let mut out = Vec::new();
         while self.pending.peek().is_some_and(|p| p.time <= bound) {
             out.push(self.pending.pop().expect("peeked").effect);
@@ -422,7 +535,9 @@ impl Scheduler {
     pub fn event_state(&self, e: usize) -> EventState {
         match self.events.get(e).copied().flatten() {
             None => EventState::NeverRecorded,
-            Some(r) => EventState::Recorded { complete_us: r.complete },
+            Some(r) => EventState::Recorded {
+                complete_us: r.complete,
+            },
         }
     }
 
@@ -434,6 +549,7 @@ impl Scheduler {
 
 enum Command {
     Apply(Vec<Effect>),
+    /// The whole local array of a field, halos included.
     Gather(Field, Sender<Vec<f32>>),
 }
 
@@ -449,7 +565,8 @@ impl Executor {
         let c = Coefficients::new(s);
         let n = s.split.len();
         let (done_tx, done) = unbounded();
-        let inboxes: Vec<(Sender<(u64, Vec<f32>)>, Receiver<(u64, Vec<f32>)>)> = (0..n).map(|_| unbounded()).collect();
+        let inboxes: Vec<(Sender<(u64, Vec<f32>)>, Receiver<(u64, Vec<f32>)>)> =
+            (0..n).map(|_| unbounded()).collect();
         let mut commands = Vec::new();
         let mut handles = Vec::new();
         for (d, range) in s.ranges().into_iter().enumerate() {
@@ -471,7 +588,7 @@ impl Executor {
                                 }
                             }
                             Command::Gather(f, reply) => {
-                                let _ = reply.send(state.owned(f).to_vec());
+                                let _ = reply.send(state.field(f).to_vec());
                             }
                         }
                     }
@@ -480,7 +597,11 @@ impl Executor {
             commands.push(tx);
             handles.push(h);
         }
-        Executor { commands, done, handles }
+        Executor {
+            commands,
+            done,
+            handles,
+        }
     }
 
     fn apply(&self, effects: Vec<Effect>) -> anyhow::Result<()> {
@@ -499,22 +620,37 @@ impl Executor {
         let mut sent = 0;
         for (d, list) in per.into_iter().enumerate() {
             if !list.is_empty() {
-                self.commands[d].send(Command::Apply(list)).map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))?;
+                self.commands[d]
+                    .send(Command::Apply(list))
+                    .map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))?;
                 sent += 1;
             }
         }
         for _ in 0..sent {
-            self.done.recv().map_err(|_| anyhow::anyhow!("a device thread has stopped"))?.map_err(anyhow::Error::msg)?;
+            self.done
+                .recv()
+                .map_err(|_| anyhow::anyhow!("a device thread has stopped"))?
+                .map_err(anyhow::Error::msg)?;
         }
         Ok(())
     }
 
+    /// Device `d`'s local array of `f`: left halo, owned cells, right halo.
+    fn local(&self, d: usize, f: Field) -> anyhow::Result<Vec<f32>> {
+        let stopped = || anyhow::anyhow!("device thread dev-{d} has stopped");
+        let (tx, rx) = bounded(1);
+        self.commands[d]
+            .send(Command::Gather(f, tx))
+            .map_err(|_| stopped())?;
+        rx.recv().map_err(|_| stopped())
+    }
+
+    /// The owned cells of every device, in order.
     fn gather(&self, f: Field) -> anyhow::Result<Vec<f32>> {
         let mut out = Vec::new();
-        for (d, c) in self.commands.iter().enumerate() {
-            let (tx, rx) = bounded(1);
-            c.send(Command::Gather(f, tx)).map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))?;
-            out.extend(rx.recv().map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))?);
+        for d in 0..self.commands.len() {
+            let v = self.local(d, f)?;
+            out.extend_from_slice(&v[1..v.len() - 1]);
         }
         Ok(out)
     }
@@ -539,17 +675,31 @@ fn apply(
 ) -> Result<(), String> {
     for e in effects {
         match e {
-            Effect::Kernel { kernel, cells, step, .. } => state.run(*kernel, cells, *step),
-            Effect::CopyRead { dst, field, cells, tag, .. } => {
+            Effect::Kernel {
+                kernel, cells, step, ..
+            } => state.run(*kernel, cells, *step),
+            Effect::CopyRead {
+                dst,
+                field,
+                cells,
+                tag,
+                ..
+            } => {
                 let v = state.read(*field, cells).to_vec();
-                outboxes[*dst].send((*tag, v)).map_err(|_| format!("dev{dst} has stopped"))?;
+                outboxes[*dst]
+                    .send((*tag, v))
+                    .map_err(|_| format!("dev{dst} has stopped"))?;
             }
-            Effect::CopyWrite { field, cells, tag, .. } => {
+            Effect::CopyWrite {
+                field, cells, tag, ..
+            } => {
                 let v = loop {
                     if let Some(v) = stash.remove(tag) {
                         break v;
                     }
-                    let (t, v) = inbox.recv().map_err(|_| "a peer device has stopped".to_string())?;
+                    let (t, v) = inbox
+                        .recv()
+                        .map_err(|_| "a peer device has stopped".to_string())?;
                     stash.insert(t, v);
                 };
                 state.write(*field, cells.start, &v);
@@ -569,7 +719,10 @@ impl SimRuntime {
     /// `limit`: the number of steps the run will issue (a real program's loop bound).
     pub fn new(s: &Scenario, program: Program, jitter_seed: Option<u64>, limit: u64) -> Self {
         let scheduler = Scheduler::new(program, s.cost.clone(), s.split.clone(), jitter_seed, limit);
-        SimRuntime { scheduler, executor: Executor::new(s) }
+        SimRuntime {
+            scheduler,
+            executor: Executor::new(s),
+        }
     }
 
     /// Issues calls until `steps` steps are issued by every thread, then applies every
@@ -591,6 +744,11 @@ impl SimRuntime {
         self.executor.apply(effects)
     }
 
+    /// Device `d`'s local array of `f`, halos included (index 0 and the last).
+    pub fn device_local(&self, d: usize, f: Field) -> anyhow::Result<Vec<f32>> {
+        self.executor.local(d, f)
+    }
+
     pub fn fields(&self) -> anyhow::Result<(Vec<f32>, Vec<f32>)> {
         Ok((self.executor.gather(Field::Ex)?, self.executor.gather(Field::Hy)?))
     }
@@ -603,10 +761,27 @@ mod tests {
     #[test]
     fn pending_effects_pop_earliest_first_then_in_issue_order() {
         let mut h = BinaryHeap::new();
-        let e = |d| Effect::Kernel { device: d, kernel: Kernel::UpdateH, cells: 0..1, step: 0 };
-        h.push(Pending { time: 2.0, seq: 0, effect: e(0) });
-        h.push(Pending { time: 1.0, seq: 5, effect: e(1) });
-        h.push(Pending { time: 1.0, seq: 3, effect: e(2) });
+        let e = |d| Effect::Kernel {
+            device: d,
+            kernel: Kernel::UpdateH,
+            cells: 0..1,
+            step: 0,
+        };
+        h.push(Pending {
+            time: 2.0,
+            seq: 0,
+            effect: e(0),
+        });
+        h.push(Pending {
+            time: 1.0,
+            seq: 5,
+            effect: e(1),
+        });
+        h.push(Pending {
+            time: 1.0,
+            seq: 3,
+            effect: e(2),
+        });
         let order: Vec<u64> = std::iter::from_fn(|| h.pop().map(|p| p.seq)).collect();
         assert_eq!(order, vec![3, 5, 0]);
     }

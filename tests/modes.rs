@@ -1,0 +1,181 @@
+//! The ordering modes on the sim runtime: correct ones are bit-identical to the reference,
+//! broken ones diverge (or fail) deterministically.
+
+use haloscope::decomp::{Domain, Field, max_abs_diff};
+use haloscope::physics::Coefficients;
+use haloscope::program::Mode;
+use haloscope::runtime::sim::{Scheduler, SimRuntime};
+use haloscope::scenario::{self, Scenario};
+
+fn builtin(name: &str) -> Scenario {
+    scenario::load(Some(name)).unwrap()
+}
+
+fn reference(s: &Scenario, steps: u64) -> (Vec<f32>, Vec<f32>) {
+    let c = Coefficients::new(s);
+    let mut d = Domain::reference(s, &c);
+    for n in 0..steps {
+        d.step(n);
+    }
+    (d.gather(Field::Ex), d.gather(Field::Hy))
+}
+
+fn run(s: &Scenario, mode: Mode, steps: u64, jitter: Option<u64>) -> (Vec<f32>, Vec<f32>) {
+    let mut rt = SimRuntime::new(s, mode.program(&s.ranges()), jitter, steps);
+    rt.run_until(steps).unwrap();
+    rt.fields().unwrap()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn correct_modes_are_bit_identical_after_10000_steps_on_2_3_4_8_devices_and_uneven_splits() {
+    let base = builtin("pulse");
+    let mut cases: Vec<Scenario> = [2, 3, 4, 8]
+        .iter()
+        .map(|&n| base.clone().with_devices(n).unwrap())
+        .collect();
+    let mut uneven = base.clone();
+    uneven.split = vec![333, 1000, 17, 650];
+    cases.push(uneven);
+    cases.push(builtin("uneven"));
+    for s in &cases {
+        let (ex_ref, hy_ref) = reference(s, 10_000);
+        for mode in [Mode::Events, Mode::HostSync, Mode::Overlap] {
+            let (ex, hy) = run(s, mode, 10_000, None);
+            assert_eq!(
+                bits(&ex),
+                bits(&ex_ref),
+                "{} Ex, split {:?}",
+                mode.name(),
+                s.split
+            );
+            assert_eq!(
+                bits(&hy),
+                bits(&hy_ref),
+                "{} Hy, split {:?}",
+                mode.name(),
+                s.split
+            );
+        }
+    }
+}
+
+#[test]
+fn broken_modes_diverge_within_100_steps_on_the_default_scenario_the_same_way_twice() {
+    let s = builtin("pulse");
+    let (ex_ref, _) = reference(&s, 100);
+    for mode in [Mode::NoWait, Mode::WaitBeforeRecord, Mode::HaloOverwrite] {
+        let (ex, hy) = run(&s, mode, 100, None);
+        let (diff, first) = max_abs_diff(&ex, &ex_ref);
+        assert!(diff > 0.0, "{} should diverge", mode.name());
+        // It starts at a device boundary (500), where the halo went wrong.
+        assert!(
+            first.is_some_and(|k| (440..=500).contains(&k)),
+            "{}: first diff at {first:?}",
+            mode.name()
+        );
+        let (ex2, hy2) = run(&s, mode, 100, None);
+        assert_eq!(
+            (bits(&ex), bits(&hy)),
+            (bits(&ex2), bits(&hy2)),
+            "{} is not reproducible",
+            mode.name()
+        );
+    }
+}
+
+#[test]
+fn correct_modes_stay_bit_identical_under_20_jitter_seeds() {
+    let s = builtin("uneven");
+    let (ex_ref, hy_ref) = reference(&s, 600);
+    for seed in 0..20 {
+        for mode in [Mode::Events, Mode::HostSync, Mode::Overlap] {
+            let (ex, hy) = run(&s, mode, 600, Some(seed));
+            assert_eq!(bits(&ex), bits(&ex_ref), "{} seed {seed}", mode.name());
+            assert_eq!(bits(&hy), bits(&hy_ref), "{} seed {seed}", mode.name());
+        }
+    }
+}
+
+#[test]
+fn jitter_changes_the_timeline_reproducibly() {
+    let s = builtin("pulse");
+    let timeline = |seed| {
+        let mut rt = SimRuntime::new(&s, Mode::Overlap.program(&s.ranges()), seed, 20);
+        rt.run_until(20).unwrap();
+        rt.scheduler
+            .trace
+            .iter()
+            .map(|r| (r.start_us, r.end_us))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(timeline(Some(3)), timeline(Some(3)));
+    assert_ne!(timeline(Some(3)), timeline(Some(4)));
+    assert_ne!(timeline(None), timeline(Some(3)));
+}
+
+#[test]
+fn a_broken_mode_under_jitter_still_diverges_and_is_reproducible() {
+    let s = builtin("pulse");
+    let (ex_ref, _) = reference(&s, 300);
+    let (ex, _) = run(&s, Mode::WaitBeforeRecord, 300, Some(11));
+    assert!(max_abs_diff(&ex, &ex_ref).0 > 0.0);
+    assert_eq!(bits(&ex), bits(&run(&s, Mode::WaitBeforeRecord, 300, Some(11)).0));
+}
+
+#[test]
+fn issuing_in_chunks_gives_the_same_fields_as_issuing_at_once() {
+    // Without barriers host threads drift apart; the result must still not depend on how
+    // often the caller asks for progress.
+    let s = builtin("uneven");
+    for mode in [Mode::WaitBeforeRecord, Mode::Overlap] {
+        let once = run(&s, mode, 400, Some(5));
+        let mut rt = SimRuntime::new(&s, mode.program(&s.ranges()), Some(5), 400);
+        for n in (7..=400).step_by(7).chain([400]) {
+            rt.run_until(n).unwrap();
+        }
+        let chunked = rt.fields().unwrap();
+        assert_eq!(bits(&once.0), bits(&chunked.0), "{}", mode.name());
+        assert_eq!(bits(&once.1), bits(&chunked.1), "{}", mode.name());
+    }
+}
+
+#[test]
+fn cross_device_record_stops_with_the_drivers_error_against_the_exact_call() {
+    let s = builtin("pulse");
+    let mut rt = SimRuntime::new(&s, Mode::CrossDeviceRecord.program(&s.ranges()), None, 10);
+    let err = rt.run_until(10).unwrap_err().to_string();
+    assert!(err.contains("step 0, host thread 0 (dev0), call 1"), "{err}");
+    assert!(
+        err.contains("`cudaEventRecord(h_ready[0], compute@dev0)` failed: invalid resource handle"),
+        "{err}"
+    );
+    assert!(err.contains("created on dev1"), "{err}");
+}
+
+#[test]
+fn host_sync_models_a_slower_step_than_events_and_overlap_hides_copies_on_large_grids() {
+    // Timing only: the scheduler alone, no fields computed.
+    let step_us = |s: &Scenario, mode: Mode| {
+        let mut sch = Scheduler::new(
+            mode.program(&s.ranges()),
+            s.cost.clone(),
+            s.split.clone(),
+            None,
+            50,
+        );
+        sch.issue_until(50).unwrap();
+        sch.horizon_us / 50.0
+    };
+    let small = builtin("pulse");
+    assert!(step_us(&small, Mode::HostSync) > 1.5 * step_us(&small, Mode::Events));
+    // With 2^22 cells per device the kernels outlast the copies: overlap wins.
+    let mut big = small.clone();
+    big.cells = 1 << 24;
+    big.split = vec![1 << 22; 4];
+    big.materials.clear();
+    assert!(step_us(&big, Mode::Overlap) < step_us(&big, Mode::Events));
+}

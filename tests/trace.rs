@@ -1,0 +1,89 @@
+//! `--trace FILE` writes Chrome Trace Event JSON with a track per stream and flow arrows.
+
+use std::process::Command;
+
+fn trace_of(mode: &str) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+        .args([
+            "--headless",
+            "--steps",
+            "5",
+            "--mode",
+            mode,
+            "--trace",
+            path.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("valid JSON")
+}
+
+fn events(v: &serde_json::Value) -> &Vec<serde_json::Value> {
+    v["traceEvents"].as_array().expect("traceEvents")
+}
+
+#[test]
+fn overlap_trace_has_a_named_track_per_stream_slices_and_record_to_wait_flows() {
+    let v = trace_of("overlap");
+    let ev = events(&v);
+    let tracks: Vec<String> = ev
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+        .collect();
+    for d in 0..4 {
+        assert!(tracks.contains(&format!("stream compute@dev{d}")), "{tracks:?}");
+        assert!(tracks.contains(&format!("stream copy@dev{d}")), "{tracks:?}");
+        assert!(tracks.contains(&format!("host thread {d}")), "{tracks:?}");
+    }
+    let slices: Vec<_> = ev.iter().filter(|e| e["ph"] == "X").collect();
+    assert!(
+        slices
+            .iter()
+            .any(|e| e["name"].as_str().unwrap().starts_with("update_h"))
+    );
+    assert!(slices.iter().any(|e| e["name"] == "copy hy dev0→dev1"));
+    assert!(
+        slices
+            .iter()
+            .all(|e| e["dur"].as_f64().unwrap() >= 0.0 && e["ts"].is_number())
+    );
+    // Every flow start has its finish, with the same id.
+    let starts: Vec<_> = ev
+        .iter()
+        .filter(|e| e["ph"] == "s")
+        .map(|e| e["id"].clone())
+        .collect();
+    let finishes: Vec<_> = ev
+        .iter()
+        .filter(|e| e["ph"] == "f")
+        .map(|e| e["id"].clone())
+        .collect();
+    assert!(!starts.is_empty());
+    assert_eq!(starts, finishes);
+    assert_eq!(v["otherData"]["mode"], "overlap");
+}
+
+#[test]
+fn a_failing_mode_still_writes_its_trace_up_to_the_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+        .args([
+            "--headless",
+            "--mode",
+            "cross-device-record",
+            "--trace",
+            path.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("invalid resource handle"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert!(events(&v).iter().any(|e| e["ph"] == "X"));
+}
