@@ -2,11 +2,20 @@
 
 use anyhow::Result;
 
-use crate::cli::Cli;
+use crate::cli::{Cli, Command};
 use crate::headless;
 use crate::scenario::BUILTIN;
 
 pub fn main(cli: Cli) -> Result<()> {
+    if let Some(Command::Bench(b)) = &cli.command {
+        let rows = crate::bench::run(b)?;
+        if b.json {
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        } else {
+            print!("{}", crate::bench::table(&rows));
+        }
+        return Ok(());
+    }
     let args = cli.run;
     if args.list {
         for (name, text) in BUILTIN {

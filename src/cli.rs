@@ -1,6 +1,6 @@
 //! Command-line arguments.
 
-use clap::{Args, Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 pub use crate::program::Mode;
@@ -36,6 +36,7 @@ Examples:
   haloscope --headless --mode overlap --jitter 7
                                               perturbed durations: still bit-identical
   haloscope --list                            list built-in scenarios and modes
+  haloscope bench --runtime sim               throughput table, sim runtime vs a plain loop
 
 Built-in scenarios: pulse (default), fresnel, cavity, uneven. A scenario file is TOML;
 see the README for every field.";
@@ -45,8 +46,44 @@ see the README for every field.";
 #[derive(Debug, Parser)]
 #[command(name = "haloscope", version, after_help = EXAMPLES)]
 pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Measure throughput: the runtime against a plain single-loop CPU stepper, in one run.
+    Bench(BenchArgs),
+}
+
+/// Options of `haloscope bench`.
+#[derive(Debug, Args, Clone)]
+pub struct BenchArgs {
+    /// Runtime to measure.
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Sim)]
+    pub runtime: RuntimeKind,
+
+    /// Grid sizes in cells (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [65_536usize, 1_048_576, 4_194_304])]
+    pub cells: Vec<usize>,
+
+    /// Device counts (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2, 4])]
+    pub devices: Vec<usize>,
+
+    /// Seconds to spend on each measurement (steps are chosen to fill it).
+    #[arg(long, default_value_t = 0.5, value_name = "S")]
+    pub seconds: f64,
+
+    /// Repetitions of each measurement; the median is reported.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub repeat: usize,
+
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of a run (headless or interactive).

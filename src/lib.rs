@@ -3,6 +3,7 @@
 #![deny(unsafe_code)]
 
 pub mod app;
+pub mod bench;
 pub mod cli;
 pub mod cost;
 pub mod decomp;
