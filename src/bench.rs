@@ -92,11 +92,23 @@ pub fn run(args: &BenchArgs) -> Result<Vec<Row>> {
         let steps = ((args.seconds / t) as u64).clamp(10, 1_000_000);
         let plain_s = time_steps(steps, args.repeat, |n| plain(&s, n))?;
         let rate = |sec_per_step: f64| cells as f64 / sec_per_step / 1e6;
-        rows.push(Row { cells, devices: None, steps, mcells_per_s: rate(plain_s), vs_plain: 1.0 });
+        rows.push(Row {
+            cells,
+            devices: None,
+            steps,
+            mcells_per_s: rate(plain_s),
+            vs_plain: 1.0,
+        });
         for &devices in &args.devices {
             let s = bench_scenario(cells, devices)?;
             let sim_s = time_steps(steps, args.repeat, |n| sim(&s, n))?;
-            rows.push(Row { cells, devices: Some(devices), steps, mcells_per_s: rate(sim_s), vs_plain: plain_s / sim_s });
+            rows.push(Row {
+                cells,
+                devices: Some(devices),
+                steps,
+                mcells_per_s: rate(sim_s),
+                vs_plain: plain_s / sim_s,
+            });
         }
     }
     Ok(rows)
@@ -112,7 +124,10 @@ pub fn table(rows: &[Row]) -> String {
             None => "plain loop (1 thread)".to_string(),
             Some(d) => format!("sim, events, {d} dev"),
         };
-        out += &format!("{:>10}  {:<22}  {:>7}  {:>10.1}  {:>7.2}x\n", r.cells, who, r.steps, r.mcells_per_s, r.vs_plain);
+        out += &format!(
+            "{:>10}  {:<22}  {:>7}  {:>10.1}  {:>7.2}x\n",
+            r.cells, who, r.steps, r.mcells_per_s, r.vs_plain
+        );
     }
     out
 }

@@ -50,7 +50,7 @@ impl Kernel {
     pub fn bytes_per_cell(self) -> f64 {
         match self {
             Kernel::UpdateH => 12.0,          // read ex, read+write hy
-            Kernel::UpdateE => 20.0,          // read hy, ca, cb, read+write ex
+            Kernel::UpdateE => 20.0,          // read hy, ca, cb, read+write ex (as on the GPU)
             Kernel::SourcesBoundaries => 0.0, // a handful of cells
         }
     }
@@ -67,8 +67,9 @@ pub struct DeviceState {
     pub n: usize,
     pub ex: Vec<f32>,
     pub hy: Vec<f32>,
-    ca: Vec<f32>,
-    cb: Vec<f32>,
+    /// `(local start, local end, ca, cb)`: runs of cells with equal coefficients, so the
+    /// kernel streams only the fields (materials are a few regions, not per-cell data).
+    coef_runs: Vec<(usize, usize, f32, f32)>,
     ch: f32,
     sources: Vec<(usize, PlacedSource)>,
     left_end: Option<EndCondition>,
@@ -81,14 +82,17 @@ impl DeviceState {
     pub fn new(index: usize, cells: Range<usize>, s: &Scenario, c: &Coefficients) -> Self {
         let (lo, hi, n) = (cells.start, cells.end, s.cells);
         let m = hi - lo;
-        let coef = |v: &[f32]| -> Vec<f32> {
-            (0..m + 2)
-                .map(|i| {
-                    let k = (lo + i).checked_sub(1);
-                    k.filter(|&k| k < n).map_or(0.0, |k| v[k])
-                })
-                .collect()
-        };
+        let mut coef_runs: Vec<(usize, usize, f32, f32)> = Vec::new();
+        for i in 0..m + 2 {
+            let k = (lo + i).checked_sub(1).filter(|&k| k < n);
+            let (a, b) = k.map_or((0.0, 0.0), |k| (c.ca[k], c.cb[k]));
+            match coef_runs.last_mut() {
+                Some(run) if run.2.to_bits() == a.to_bits() && run.3.to_bits() == b.to_bits() => {
+                    run.1 = i + 1
+                }
+                _ => coef_runs.push((i, i + 1, a, b)),
+            }
+        }
         let sources = s
             .sources
             .iter()
@@ -110,8 +114,7 @@ impl DeviceState {
             n,
             ex: vec![0.0; m + 2],
             hy: vec![0.0; m + 2],
-            ca: coef(&c.ca),
-            cb: coef(&c.cb),
+            coef_runs,
             ch: c.ch,
             sources,
             left_end: (lo == 0).then(|| EndCondition::new(s.left, c.mur_left)),
@@ -154,13 +157,12 @@ impl DeviceState {
     pub fn update_e(&mut self, cells: &Range<usize>) {
         let r = self.clamp(cells, 1..self.n - 1);
         if !r.is_empty() {
-            let (a, b) = (r.start, r.end);
-            physics::update_e(
-                &mut self.ex[a..b],
-                &self.hy[a - 1..b],
-                &self.ca[a..b],
-                &self.cb[a..b],
-            );
+            for &(s, e, ca, cb) in &self.coef_runs {
+                let (a, b) = (s.max(r.start), e.min(r.end));
+                if a < b {
+                    physics::update_e(&mut self.ex[a..b], &self.hy[a - 1..b], ca, cb);
+                }
+            }
         }
     }
 

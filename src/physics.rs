@@ -103,14 +103,14 @@ pub fn update_h(hy: &mut [f32], ex: &[f32], ch: f32) {
     }
 }
 
-/// `Ex[j] = ca[j]·Ex[j] + cb[j]·(Hy[j-1] − Hy[j])`; `hy` starts one cell to the left and
-/// is one longer than `ex`.
+/// `Ex[j] = ca·Ex[j] + cb·(Hy[j-1] − Hy[j])` over a run of cells of one material; `hy`
+/// starts one cell to the left and is one longer than `ex`.
 #[inline]
-pub fn update_e(ex: &mut [f32], hy: &[f32], ca: &[f32], cb: &[f32]) {
+pub fn update_e(ex: &mut [f32], hy: &[f32], ca: f32, cb: f32) {
     let n = ex.len();
-    let (h0, h1, ca, cb) = (&hy[..n], &hy[1..n + 1], &ca[..n], &cb[..n]);
+    let (h0, h1) = (&hy[..n], &hy[1..n + 1]);
     for j in 0..n {
-        ex[j] = ca[j] * ex[j] + cb[j] * (h0[j] - h1[j]);
+        ex[j] = ca * ex[j] + cb * (h0[j] - h1[j]);
     }
 }
 
