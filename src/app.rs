@@ -38,7 +38,26 @@ pub fn main(cli: Cli) -> Result<()> {
         return Ok(());
     }
     let scenario = headless::scenario_from(&args)?;
-    // Until the TUI exists every run is headless.
+    if !args.headless {
+        if args.runtime == crate::cli::RuntimeKind::Cuda {
+            return Err(crate::error::UsageError(
+                "--runtime cuda: this binary was built without CUDA support; build it with \
+                 `cargo build --release --features cuda` on a machine with the CUDA toolkit"
+                    .into(),
+            )
+            .into());
+        }
+        return crate::tui::run(
+            scenario,
+            crate::tui::Options {
+                mode: args.mode,
+                jitter: args.jitter,
+                keymap: args.keymap.as_deref(),
+                paused: args.paused,
+                inject_panic: args.inject_panic,
+            },
+        );
+    }
     let summary = headless::run(&scenario, &args)?;
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);

@@ -27,7 +27,8 @@ impl RuntimeKind {
 
 const EXAMPLES: &str = "\
 Examples:
-  haloscope                                   run the default scenario (pulse, 4 devices)
+  haloscope                                   the UI on the default scenario (pulse, 4 devices)
+  haloscope --mode no-wait --paused           start paused in a broken mode; n steps, . micro-steps
   haloscope --headless --scenario fresnel     a built-in scenario, no UI, print a summary
   haloscope --headless --scenario my.toml --devices 8 --steps 5000 --json
   haloscope --headless --dump-fields out/     also write out/ex.npy and out/hy.npy
@@ -38,8 +39,11 @@ Examples:
   haloscope --list                            list built-in scenarios and modes
   haloscope bench --runtime sim               throughput table, sim runtime vs a plain loop
 
+In the UI: space pause/resume, n one step, . one API call, m/M mode, +/- speed, r reset,
+tab/z focus/zoom a panel, 1-9 focus a device, l lesson, ? help, q quit.
+
 Built-in scenarios: pulse (default), fresnel, cavity, uneven. A scenario file is TOML;
-see the README for every field.";
+see the README for every field. Keys can be rebound in ~/.config/haloscope/keymap.toml.";
 
 /// Watch a 1D FDTD simulation split across devices, and learn how the halo exchange
 /// between them must be ordered.
@@ -133,6 +137,18 @@ pub struct RunArgs {
     /// Write the timeline as Chrome Trace Event JSON (open in Perfetto or chrome://tracing).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+
+    /// Key bindings file for the UI (default: ~/.config/haloscope/keymap.toml if present).
+    #[arg(long, value_name = "FILE")]
+    pub keymap: Option<PathBuf>,
+
+    /// Start the UI paused (space runs, n steps, . issues one API call).
+    #[arg(long)]
+    pub paused: bool,
+
+    /// Test hook: make a device thread panic at this step.
+    #[arg(long, hide = true, value_name = "STEP")]
+    pub inject_panic: Option<u64>,
 
     /// List the built-in scenarios and ordering modes, and exit.
     #[arg(long)]

@@ -25,6 +25,8 @@ pub struct TraceRecord {
     pub end_us: f64,
     /// For a wait: the record it bound to (`None`: never recorded, completes at once).
     pub released_by: Option<u64>,
+    /// For a peer copy: `(source device, destination device, bytes)`.
+    pub peer: Option<(usize, usize, usize)>,
 }
 
 /// Chrome Trace Event JSON: one process per device, one thread (track) per stream plus one

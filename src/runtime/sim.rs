@@ -21,6 +21,7 @@
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::ops::Range;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use super::OpError;
@@ -29,6 +30,7 @@ use crate::decomp::{DeviceState, Field, Kernel};
 use crate::physics::Coefficients;
 use crate::program::{Op, Program, StreamId};
 use crate::scenario::Scenario;
+use crate::snapshot::{self, Partial};
 use crate::trace::TraceRecord;
 
 /// A memory effect, applied by the executor.
@@ -128,6 +130,8 @@ pub struct Scheduler {
     cells: Vec<usize>,
     threads: Vec<HostThread>,
     limit: u64,
+    /// Step number of this scheduler's step 0 (a run continued under another mode).
+    base_step: u64,
     stream_free: HashMap<StreamId, f64>,
     events: Vec<Option<Recorded>>,
     next_seq: u64,
@@ -168,6 +172,7 @@ impl Scheduler {
                 n
             ],
             limit,
+            base_step: 0,
             stream_free: HashMap::new(),
             events: Vec::new(),
             next_seq: 0,
@@ -272,6 +277,43 @@ impl Scheduler {
         }
     }
 
+    /// Numbers this scheduler's steps from `base` (sources see the absolute step).
+    pub fn set_base_step(&mut self, base: u64) {
+        self.base_step = base;
+    }
+
+    pub fn base_step(&self) -> u64 {
+        self.base_step
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Lets the threads issue up to `limit` steps (a loop bound raised while running).
+    pub fn set_limit(&mut self, limit: u64) {
+        for t in &mut self.threads {
+            if t.finished && limit > self.limit {
+                t.finished = false;
+            }
+        }
+        self.limit = limit;
+    }
+
+    /// Every thread stopped at the limit and every effect applied: a step boundary.
+    pub fn at_boundary(&self) -> bool {
+        self.threads.iter().all(|t| t.finished) && self.pending.is_empty()
+    }
+
+    /// `(thread, op index)` of each thread's next call.
+    pub fn positions(&self) -> Vec<(usize, Option<u64>, usize, bool)> {
+        self.threads
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i, t.step.map(|s| s + self.base_step), t.pc, t.finished))
+            .collect()
+    }
+
     /// Steps fully issued by every thread.
     pub fn issued_steps(&self) -> u64 {
         self.threads
@@ -327,7 +369,7 @@ impl Scheduler {
         let after_call = issue + host_cost;
         let mut rec = TraceRecord {
             id: seq,
-            step,
+            step: step.map(|s| s + self.base_step),
             thread: t,
             op_index: pc,
             kind: op.kind(),
@@ -337,6 +379,10 @@ impl Scheduler {
             start_us: issue,
             end_us: after_call,
             released_by: None,
+            peer: match &op {
+                Op::PeerCopy { src, dst, cells, .. } => Some((*src, *dst, 4 * cells.len())),
+                _ => None,
+            },
         };
         let fail = |error: &str, why: String| OpError {
             step,
@@ -549,6 +595,16 @@ impl Scheduler {
 
 enum Command {
     Apply(Vec<Effect>),
+    /// A copy of the device's whole state.
+    State(Sender<DeviceState>),
+    /// Reduce the owned cells to screen columns against the reference.
+    Reduce(
+        Arc<Vec<usize>>,
+        Option<Arc<(Vec<f32>, Vec<f32>)>>,
+        Sender<Partial>,
+    ),
+    /// Test-only: panic inside the device thread.
+    Panic,
     /// The whole local array of a field, halos included.
     Gather(Field, Sender<Vec<f32>>),
 }
@@ -563,14 +619,23 @@ struct Executor {
 impl Executor {
     fn new(s: &Scenario) -> Self {
         let c = Coefficients::new(s);
-        let n = s.split.len();
+        Self::from_states(
+            s.ranges()
+                .into_iter()
+                .enumerate()
+                .map(|(d, r)| DeviceState::new(d, r, s, &c))
+                .collect(),
+        )
+    }
+
+    fn from_states(states: Vec<DeviceState>) -> Self {
+        let n = states.len();
         let (done_tx, done) = unbounded();
         let inboxes: Vec<(Sender<(u64, Vec<f32>)>, Receiver<(u64, Vec<f32>)>)> =
             (0..n).map(|_| unbounded()).collect();
         let mut commands = Vec::new();
         let mut handles = Vec::new();
-        for (d, range) in s.ranges().into_iter().enumerate() {
-            let mut state = DeviceState::new(d, range, s, &c);
+        for (d, mut state) in states.into_iter().enumerate() {
             let (tx, rx) = bounded::<Command>(4);
             let outboxes: Vec<Sender<(u64, Vec<f32>)>> = inboxes.iter().map(|(t, _)| t.clone()).collect();
             let inbox = inboxes[d].1.clone();
@@ -589,6 +654,23 @@ impl Executor {
                             }
                             Command::Gather(f, reply) => {
                                 let _ = reply.send(state.field(f).to_vec());
+                            }
+                            Command::State(reply) => {
+                                let _ = reply.send(state.clone());
+                            }
+                            Command::Reduce(edges, reference, reply) => {
+                                let r = reference.as_deref().map(|(e, h)| (e.as_slice(), h.as_slice()));
+                                let p = snapshot::reduce(
+                                    state.lo..state.hi,
+                                    state.owned(Field::Ex),
+                                    state.owned(Field::Hy),
+                                    r,
+                                    &edges,
+                                );
+                                let _ = reply.send(p);
+                            }
+                            Command::Panic => {
+                                panic!("injected panic in device thread dev-{d} (--inject-panic)")
                             }
                         }
                     }
@@ -642,6 +724,13 @@ impl Executor {
         self.commands[d]
             .send(Command::Gather(f, tx))
             .map_err(|_| stopped())?;
+        rx.recv().map_err(|_| stopped())
+    }
+
+    fn ask<T>(&self, d: usize, make: impl FnOnce(Sender<T>) -> Command) -> anyhow::Result<T> {
+        let stopped = || anyhow::anyhow!("device thread dev-{d} has stopped");
+        let (tx, rx) = bounded(1);
+        self.commands[d].send(make(tx)).map_err(|_| stopped())?;
         rx.recv().map_err(|_| stopped())
     }
 
@@ -742,6 +831,58 @@ impl SimRuntime {
     fn settle(&mut self) -> anyhow::Result<()> {
         let effects = self.scheduler.ready_effects();
         self.executor.apply(effects)
+    }
+
+    /// Continues from `states` (e.g. after switching mode), numbering steps from `base`.
+    pub fn from_states(
+        s: &Scenario,
+        states: Vec<DeviceState>,
+        program: Program,
+        jitter_seed: Option<u64>,
+        base: u64,
+        limit: u64,
+    ) -> Self {
+        let mut scheduler = Scheduler::new(program, s.cost.clone(), s.split.clone(), jitter_seed, limit);
+        scheduler.set_base_step(base);
+        SimRuntime {
+            scheduler,
+            executor: Executor::from_states(states),
+        }
+    }
+
+    /// A copy of every device's state.
+    pub fn states(&self) -> anyhow::Result<Vec<DeviceState>> {
+        (0..self.executor.commands.len())
+            .map(|d| self.executor.ask(d, Command::State))
+            .collect()
+    }
+
+    /// The fields reduced to `edges.len() − 1` screen columns, compared with `reference`.
+    pub fn reduce(
+        &self,
+        edges: &Arc<Vec<usize>>,
+        reference: Option<&Arc<(Vec<f32>, Vec<f32>)>>,
+    ) -> anyhow::Result<Vec<Partial>> {
+        // Ask every device first, then collect: they reduce in parallel.
+        let mut replies = Vec::new();
+        for (d, c) in self.executor.commands.iter().enumerate() {
+            let (tx, rx) = bounded(1);
+            c.send(Command::Reduce(edges.clone(), reference.cloned(), tx))
+                .map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))?;
+            replies.push(rx);
+        }
+        replies
+            .into_iter()
+            .map(|rx| {
+                rx.recv()
+                    .map_err(|_| anyhow::anyhow!("a device thread has stopped"))
+            })
+            .collect()
+    }
+
+    /// Test-only: makes device thread `d` panic.
+    pub fn inject_panic(&self, d: usize) {
+        let _ = self.executor.commands[d].send(Command::Panic);
     }
 
     /// Device `d`'s local array of `f`, halos included (index 0 and the last).

@@ -1,0 +1,627 @@
+//! The engine thread: owns the runtime and the reference run, obeys a control channel, and
+//! publishes the latest [`Frame`] for the UI. It never waits for the UI: a frame replaces
+//! the previous one if the UI has not taken it yet.
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::decomp::{Domain, Field};
+use crate::physics::Coefficients;
+use crate::program::{Mode, OpKind, Program};
+use crate::runtime::OpError;
+use crate::runtime::sim::{EventState, SimRuntime};
+use crate::scenario::Scenario;
+use crate::snapshot::{self, Column};
+use crate::trace::TraceRecord;
+
+/// What the UI can ask of the engine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Control {
+    TogglePause,
+    /// Run exactly one more step, then pause.
+    Step,
+    /// Issue exactly one more API call, then pause.
+    MicroStep,
+    /// Switch ordering mode, continuing from the current fields.
+    SetMode(Mode),
+    /// Back to step 0 in the current mode.
+    Reset,
+    /// Steps per second; `None`: as fast as possible.
+    SetSpeed(Option<f64>),
+    /// Number of screen columns the field plot has.
+    Columns(usize),
+    Quit,
+}
+
+/// Copy-time history of one device and direction.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CopyHistory {
+    /// Recent copy durations, µs, oldest first.
+    pub recent_us: VecDeque<f64>,
+    pub bytes: usize,
+    pub count: u64,
+}
+
+impl CopyHistory {
+    pub const KEEP: usize = 64;
+
+    fn push(&mut self, us: f64, bytes: usize) {
+        if self.recent_us.len() == Self::KEEP {
+            self.recent_us.pop_front();
+        }
+        self.recent_us.push_back(us);
+        self.bytes = bytes;
+        self.count += 1;
+    }
+}
+
+/// State of the program for micro-stepping: where every thread is, what every stream has
+/// queued, what every event holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MicroView {
+    /// The call the next micro-step issues: `(thread, op index)`; `None` at a step
+    /// boundary (it is then the first call of the next step of the first thread to go).
+    pub next: Option<(usize, usize)>,
+    /// Per stream (`name`, labels of issued operations not yet complete).
+    pub queued: Vec<(String, Vec<String>)>,
+    /// Per event (`name`, state).
+    pub events: Vec<(String, String)>,
+    /// The simulated time of the next call, µs.
+    pub now_us: f64,
+}
+
+/// Everything the UI draws, as of one instant.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub scenario: String,
+    pub runtime: &'static str,
+    pub cells: usize,
+    pub split: Vec<usize>,
+    pub mode: Mode,
+    pub program: Arc<Program>,
+    /// Steps completed.
+    pub step: u64,
+    pub running: bool,
+    /// Steps per second asked for (`None`: as fast as possible).
+    pub speed: Option<f64>,
+    pub columns: Vec<Column>,
+    /// Largest |value| seen so far, for a steady vertical scale.
+    pub scale: f32,
+    /// `None` while a step is half issued (micro-stepping): no fair comparison then.
+    pub max_diff: Option<f32>,
+    pub first_diff: Option<usize>,
+    /// Operations of the latest step with any, for the timeline.
+    pub timeline: Vec<TraceRecord>,
+    pub timeline_step: Option<u64>,
+    /// Per device: copies arriving from the left and from the right neighbour.
+    pub copies: Vec<[CopyHistory; 2]>,
+    /// Modelled µs per step over the last frame interval.
+    pub step_us: f64,
+    /// Real steps per second over the last frame interval.
+    pub steps_per_s: f64,
+    pub micro: MicroView,
+    /// The call that failed, if the run stopped on an error.
+    pub error: Option<OpError>,
+    /// Any other failure, in words.
+    pub failure: Option<String>,
+}
+
+/// Starting point of an engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub scenario: Scenario,
+    pub mode: Mode,
+    pub jitter: Option<u64>,
+    pub running: bool,
+    pub speed: Option<f64>,
+    pub columns: usize,
+    /// Test-only: make a device thread panic at this step.
+    pub inject_panic: Option<u64>,
+}
+
+/// Handle to the engine thread.
+pub struct Engine {
+    control: Sender<Control>,
+    /// A message arrives here whenever a new frame is waiting.
+    pub ping: Receiver<()>,
+    mailbox: Arc<Mutex<Option<Box<Frame>>>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Engine {
+    pub fn start(cfg: EngineConfig) -> Engine {
+        let (control, control_rx) = unbounded();
+        let (ping_tx, ping) = bounded(1);
+        let mailbox = Arc::new(Mutex::new(None));
+        let slot = mailbox.clone();
+        let handle = std::thread::Builder::new()
+            .name("engine".into())
+            .spawn(move || {
+                let mut sim = Sim::new(cfg);
+                sim.run(control_rx, |frame| {
+                    *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(frame));
+                    let _ = ping_tx.try_send(());
+                });
+            })
+            .expect("spawn the engine thread");
+        Engine {
+            control,
+            ping,
+            mailbox,
+            handle: Some(handle),
+        }
+    }
+
+    pub fn send(&self, c: Control) {
+        let _ = self.control.send(c);
+    }
+
+    /// The newest frame, if one arrived since the last call.
+    pub fn take_frame(&self) -> Option<Box<Frame>> {
+        self.mailbox.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.control.send(Control::Quit);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The engine's own state (lives on the engine thread).
+struct Sim {
+    cfg: EngineConfig,
+    mode: Mode,
+    program: Arc<Program>,
+    runtime: SimRuntime,
+    reference: Domain,
+    reference_step: u64,
+    running: bool,
+    speed: Option<f64>,
+    columns: usize,
+    error: Option<OpError>,
+    failure: Option<String>,
+    copies: Vec<[CopyHistory; 2]>,
+    last_trace_id: Option<u64>,
+    scale: f32,
+    last_max_diff: Option<f32>,
+    last_first_diff: Option<usize>,
+    // Rates between frames.
+    rate_mark: (Instant, u64, f64),
+    step_us: f64,
+    steps_per_s: f64,
+}
+
+impl Sim {
+    fn new(cfg: EngineConfig) -> Sim {
+        let s = &cfg.scenario;
+        let coefficients = Coefficients::new(s);
+        let program = Arc::new(cfg.mode.program(&s.ranges()));
+        let runtime = SimRuntime::new(s, (*program).clone(), cfg.jitter, 0);
+        Sim {
+            mode: cfg.mode,
+            program,
+            runtime,
+            reference: Domain::reference(s, &coefficients),
+            reference_step: 0,
+            running: cfg.running,
+            speed: cfg.speed,
+            columns: cfg.columns.max(1),
+            error: None,
+            failure: None,
+            copies: vec![Default::default(); s.split.len()],
+            last_trace_id: None,
+            scale: 1e-3,
+            last_max_diff: Some(0.0),
+            last_first_diff: None,
+            rate_mark: (Instant::now(), 0, 0.0),
+            step_us: 0.0,
+            steps_per_s: 0.0,
+            cfg,
+        }
+    }
+
+    /// Steps completed: every thread issued them and their effects are applied.
+    fn step(&self) -> u64 {
+        self.runtime.scheduler.base_step() + self.runtime.scheduler.issued_steps()
+    }
+
+    fn stopped(&self) -> bool {
+        self.error.is_some() || self.failure.is_some()
+    }
+
+    fn run(&mut self, control: Receiver<Control>, mut publish: impl FnMut(Frame)) {
+        publish(self.frame());
+        let mut last_publish = Instant::now();
+        let mut pace = (Instant::now(), self.step());
+        loop {
+            // Wait for a control message: briefly while running, for ever while paused.
+            let timeout = if self.running && !self.stopped() {
+                self.speed
+                    .map_or(Duration::ZERO, |sp| Duration::from_secs_f64((1.0 / sp).min(0.05)))
+            } else {
+                Duration::from_secs(3600)
+            };
+            let mut changed = false;
+            let first = match control.recv_timeout(timeout) {
+                Ok(c) => Some(c),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            for c in first.into_iter().chain(control.try_iter()) {
+                if c == Control::Quit {
+                    return;
+                }
+                self.control(c);
+                changed = true;
+                pace = (Instant::now(), self.step());
+            }
+            if self.running && !self.stopped() {
+                // Steps due at this speed, at most ~20 ms of work per batch.
+                let now = self.step();
+                let due = match self.speed {
+                    Some(sp) => (pace.1 + (pace.0.elapsed().as_secs_f64() * sp) as u64).saturating_sub(now),
+                    None => u64::MAX,
+                };
+                if due > 0 {
+                    self.advance_timed(due, Duration::from_millis(20));
+                    changed = true;
+                }
+            }
+            if changed && (last_publish.elapsed() >= Duration::from_millis(33) || !self.running) {
+                publish(self.frame());
+                last_publish = Instant::now();
+            }
+        }
+    }
+
+    fn control(&mut self, c: Control) {
+        match c {
+            Control::TogglePause => self.running = !self.running && !self.stopped(),
+            Control::Step => {
+                self.running = false;
+                if !self.stopped() {
+                    let target = self.runtime.scheduler.issued_steps() + 1;
+                    self.advance_to(target);
+                }
+            }
+            Control::MicroStep => {
+                self.running = false;
+                if !self.stopped() {
+                    self.micro_step();
+                }
+            }
+            Control::SetMode(m) => self.switch_mode(m),
+            Control::Reset => self.reset(self.mode),
+            Control::SetSpeed(s) => self.speed = s,
+            Control::Columns(c) => self.columns = c.max(1),
+            Control::Quit => {}
+        }
+    }
+
+    fn reset(&mut self, mode: Mode) {
+        let keep = (self.running, self.speed, self.columns);
+        let mut cfg = self.cfg.clone();
+        cfg.mode = mode;
+        *self = Sim::new(cfg);
+        (self.running, self.speed, self.columns) = keep;
+    }
+
+    /// Continues from the current fields under another mode (from step 0 after a failure).
+    fn switch_mode(&mut self, mode: Mode) {
+        if self.stopped() {
+            return self.reset(mode);
+        }
+        // Finish the step in progress under the old mode.
+        let target = self.runtime.scheduler.issued_steps() + u64::from(!self.runtime.scheduler.at_boundary());
+        self.advance_to(target);
+        if self.stopped() {
+            return self.reset(mode);
+        }
+        let states = match self.runtime.states() {
+            Ok(s) => s,
+            Err(e) => {
+                self.failure = Some(format!("{e:#}"));
+                return;
+            }
+        };
+        let base = self.step();
+        self.program = Arc::new(mode.program(&self.cfg.scenario.ranges()));
+        self.runtime = SimRuntime::from_states(
+            &self.cfg.scenario,
+            states,
+            (*self.program).clone(),
+            self.cfg.jitter,
+            base,
+            0,
+        );
+        self.mode = mode;
+        self.last_trace_id = None;
+    }
+
+    fn fail(&mut self, e: anyhow::Error) {
+        self.running = false;
+        match e.downcast::<OpError>() {
+            Ok(op) => self.error = Some(op),
+            Err(e) => self.failure = Some(format!("{e:#}")),
+        }
+    }
+
+    /// Runs until `steps` (scheduler-relative) steps are complete.
+    fn advance_to(&mut self, steps: u64) {
+        if let Some(at) = self.cfg.inject_panic
+            && self.runtime.scheduler.base_step() + steps >= at
+        {
+            self.runtime.inject_panic(0);
+        }
+        self.runtime
+            .scheduler
+            .set_limit(steps.max(self.runtime.scheduler.limit()));
+        if let Err(e) = self.runtime.run_until(steps) {
+            self.fail(e);
+        }
+        self.collect_copies();
+    }
+
+    /// Up to `steps` steps, in batches, stopping after `budget` of real time.
+    fn advance_timed(&mut self, steps: u64, budget: Duration) {
+        let t0 = Instant::now();
+        let mut done = 0;
+        let mut batch = 1;
+        while done < steps && t0.elapsed() < budget && !self.stopped() {
+            let n = batch.min(steps - done);
+            let target = self.runtime.scheduler.issued_steps() + n;
+            let t = Instant::now();
+            self.advance_to(target);
+            done += n;
+            // Grow batches while they are short, so bookkeeping stays small.
+            if t.elapsed() < Duration::from_millis(2) {
+                batch = (batch * 2).min(1 << 16);
+            }
+        }
+    }
+
+    fn micro_step(&mut self) {
+        let sch = &mut self.runtime.scheduler;
+        if sch.peek_next().is_none() {
+            let limit = sch.limit() + 1;
+            sch.set_limit(limit);
+        }
+        if let Err(e) = self.runtime.issue_one() {
+            self.fail(e);
+        }
+        self.collect_copies();
+    }
+
+    fn collect_copies(&mut self) {
+        let last = self.last_trace_id;
+        for r in self
+            .runtime
+            .scheduler
+            .trace
+            .iter()
+            .filter(|r| last.is_none_or(|l| r.id > l))
+        {
+            if let (OpKind::Copy, Some((src, dst, bytes))) = (r.kind, r.peer) {
+                let dir = usize::from(src > dst);
+                self.copies[dst][dir].push(r.end_us - r.start_us, bytes);
+            }
+        }
+        self.last_trace_id = self.runtime.scheduler.trace.back().map(|r| r.id).or(last);
+    }
+
+    fn frame(&mut self) -> Frame {
+        let s = &self.cfg.scenario;
+        let step = self.step();
+        let boundary = self.runtime.scheduler.at_boundary();
+        // The reference follows the run to every step boundary.
+        let reference = if boundary {
+            while self.reference_step < step {
+                self.reference.step(self.reference_step);
+                self.reference_step += 1;
+            }
+            if self.reference_step == step {
+                Some(Arc::new((
+                    self.reference.gather(Field::Ex),
+                    self.reference.gather(Field::Hy),
+                )))
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        let edges = Arc::new(snapshot::column_edges(s.cells, self.columns));
+        let ncols = edges.len() - 1;
+        let (columns, max_diff, first_diff) = match self.runtime.reduce(&edges, reference.as_ref()) {
+            Ok(parts) => snapshot::merge(&parts, ncols),
+            Err(e) => {
+                self.failure.get_or_insert(format!("{e:#}"));
+                (Vec::new(), 0.0, None)
+            }
+        };
+        if reference.is_some() {
+            self.last_max_diff = Some(max_diff);
+            self.last_first_diff = first_diff;
+        }
+        for c in &columns {
+            let m = c.ex.0.abs().max(c.ex.1.abs()).max(c.hy.0.abs()).max(c.hy.1.abs());
+            if m.is_finite() {
+                self.scale = self.scale.max(m);
+            }
+        }
+        // Rates since the previous frame.
+        let (t, st, horizon) = self.rate_mark;
+        let h = self.runtime.scheduler.horizon_us;
+        if step > st {
+            self.step_us = (h - horizon) / (step - st) as f64;
+            self.steps_per_s = (step - st) as f64 / t.elapsed().as_secs_f64().max(1e-9);
+        } else if !self.running {
+            self.steps_per_s = 0.0;
+        }
+        self.rate_mark = (Instant::now(), step, h);
+
+        let sch = &mut self.runtime.scheduler;
+        let timeline_step = sch.trace.iter().rev().find_map(|r| r.step);
+        let timeline: Vec<TraceRecord> = sch
+            .trace
+            .iter()
+            .filter(|r| r.step.is_some() && r.step == timeline_step)
+            .cloned()
+            .collect();
+        let next = if boundary {
+            None
+        } else {
+            sch.peek_next().map(|(t, _, pc)| (t, pc))
+        };
+        let now = sch.now_us();
+        let program = &self.program;
+        let mut queued: Vec<(String, Vec<String>)> = Vec::new();
+        for d in 0..program.devices() {
+            for (i, _) in program.stream_names.iter().enumerate() {
+                let id = crate::program::StreamId { device: d, index: i };
+                let ops = sch
+                    .trace
+                    .iter()
+                    .filter(|r| r.stream == Some(id) && r.end_us > now)
+                    .map(|r| r.label.clone())
+                    .collect();
+                queued.push((program.stream_name(id), ops));
+            }
+        }
+        let events = program
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let state = match sch.event_state(i) {
+                    EventState::NeverRecorded => "never recorded".to_string(),
+                    EventState::Recorded { complete_us } if complete_us > now => {
+                        format!("pending (completes at {complete_us:.1} µs)")
+                    }
+                    EventState::Recorded { .. } => "complete".to_string(),
+                };
+                (e.name.clone(), state)
+            })
+            .collect();
+        Frame {
+            scenario: s.name.clone(),
+            runtime: "sim",
+            cells: s.cells,
+            split: s.split.clone(),
+            mode: self.mode,
+            program: self.program.clone(),
+            step,
+            running: self.running,
+            speed: self.speed,
+            columns,
+            scale: self.scale,
+            max_diff: if boundary { self.last_max_diff } else { None },
+            first_diff: self.last_first_diff,
+            timeline,
+            timeline_step,
+            copies: self.copies.clone(),
+            step_us: self.step_us,
+            steps_per_s: self.steps_per_s,
+            micro: MicroView {
+                next,
+                queued,
+                events,
+                now_us: now,
+            },
+            error: self.error.clone(),
+            failure: self.failure.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine(mode: Mode) -> Engine {
+        Engine::start(EngineConfig {
+            scenario: crate::scenario::load(None).unwrap(),
+            mode,
+            jitter: None,
+            running: false,
+            speed: None,
+            columns: 80,
+            inject_panic: None,
+        })
+    }
+
+    /// Waits for a frame satisfying `ok`.
+    fn wait_for(e: &Engine, ok: impl Fn(&Frame) -> bool) -> Box<Frame> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let _ = e.ping.recv_timeout(Duration::from_millis(50));
+            if let Some(f) = e.take_frame()
+                && ok(&f)
+            {
+                return f;
+            }
+            assert!(Instant::now() < deadline, "no matching frame");
+        }
+    }
+
+    #[test]
+    fn step_advances_one_step_and_keeps_the_reference_identical() {
+        let e = engine(Mode::Events);
+        wait_for(&e, |f| f.step == 0);
+        e.send(Control::Step);
+        let f = wait_for(&e, |f| f.step == 1);
+        assert_eq!(f.max_diff, Some(0.0));
+        assert!(!f.running);
+        assert_eq!(f.columns.len(), 80);
+        assert!(f.timeline.iter().all(|r| r.step == Some(0)));
+    }
+
+    #[test]
+    fn micro_step_issues_one_call_and_names_the_next() {
+        let e = engine(Mode::Events);
+        wait_for(&e, |f| f.step == 0);
+        e.send(Control::MicroStep);
+        let f = wait_for(&e, |f| f.micro.next.is_some());
+        assert_eq!(f.max_diff, None, "no comparison in the middle of a step");
+        // After one call of thread 0's setup, the next call is thread 0's or 1's first.
+        let (t, pc) = f.micro.next.unwrap();
+        assert!(t < 4 && pc < 20);
+    }
+
+    #[test]
+    fn switching_mode_continues_from_the_current_step() {
+        let e = engine(Mode::Events);
+        e.send(Control::TogglePause);
+        let f = wait_for(&e, |f| f.step > 150);
+        e.send(Control::SetMode(Mode::NoWait));
+        e.send(Control::TogglePause);
+        let g = wait_for(&e, |g| g.mode == Mode::NoWait && !g.running);
+        assert!(g.step >= f.step, "the step count goes on");
+        e.send(Control::TogglePause);
+        let h = wait_for(&e, |h| {
+            h.step > g.step + 100 && h.max_diff.is_some_and(|d| d > 0.0)
+        });
+        assert!(h.first_diff.is_some());
+    }
+
+    #[test]
+    fn cross_device_record_reports_the_failing_call_and_reset_recovers() {
+        let e = engine(Mode::CrossDeviceRecord);
+        e.send(Control::Step);
+        let f = wait_for(&e, |f| f.error.is_some());
+        let err = f.error.unwrap();
+        assert_eq!((err.thread, err.op_index), (0, 1));
+        assert!(err.error.contains("invalid resource handle"));
+        e.send(Control::SetMode(Mode::Events));
+        e.send(Control::Step);
+        let g = wait_for(&e, |g| g.mode == Mode::Events && g.step == 1);
+        assert!(g.error.is_none());
+    }
+}

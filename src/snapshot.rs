@@ -1,0 +1,131 @@
+//! Field snapshots reduced to one entry per screen column, so what crosses a channel (and
+//! what the UI draws) grows with the screen width, not with the grid.
+
+use serde::Serialize;
+use std::ops::Range;
+
+/// One screen column: the extremes of each field over its cells and the largest
+/// difference from the reference there.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Column {
+    pub ex: (f32, f32),
+    pub hy: (f32, f32),
+    pub diff: f32,
+}
+
+impl Column {
+    const EMPTY: Column = Column {
+        ex: (f32::INFINITY, f32::NEG_INFINITY),
+        hy: (f32::INFINITY, f32::NEG_INFINITY),
+        diff: 0.0,
+    };
+
+    fn merge(&mut self, o: &Column) {
+        self.ex = (self.ex.0.min(o.ex.0), self.ex.1.max(o.ex.1));
+        self.hy = (self.hy.0.min(o.hy.0), self.hy.1.max(o.hy.1));
+        self.diff = self.diff.max(o.diff);
+    }
+}
+
+/// Column `c` covers global cells `edges[c]..edges[c+1]`; `edges` has `columns + 1` entries.
+pub fn column_edges(cells: usize, columns: usize) -> Vec<usize> {
+    let columns = columns.clamp(1, cells.max(1));
+    (0..=columns).map(|c| c * cells / columns).collect()
+}
+
+/// The part of a snapshot one device contributes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Partial {
+    /// `(column, stats)` for the columns that overlap the device's cells.
+    pub columns: Vec<(usize, Column)>,
+    pub max_diff: f32,
+    pub first_diff: Option<usize>,
+}
+
+/// Reduces the owned cells `cells` (global) of a device; `ex`/`hy` are the owned values and
+/// `ref_ex`/`ref_hy` the whole reference fields (absent: no comparison).
+pub fn reduce(
+    cells: Range<usize>,
+    ex: &[f32],
+    hy: &[f32],
+    reference: Option<(&[f32], &[f32])>,
+    edges: &[usize],
+) -> Partial {
+    let mut out = Partial::default();
+    if cells.is_empty() {
+        return out;
+    }
+    // First column whose range reaches into `cells`.
+    let mut c = edges.partition_point(|&e| e <= cells.start).saturating_sub(1);
+    while c + 1 < edges.len() && edges[c] < cells.end {
+        let (a, b) = (edges[c].max(cells.start), edges[c + 1].min(cells.end));
+        if a < b {
+            let mut col = Column::EMPTY;
+            for k in a..b {
+                let (e, h) = (ex[k - cells.start], hy[k - cells.start]);
+                col.ex = (col.ex.0.min(e), col.ex.1.max(e));
+                col.hy = (col.hy.0.min(h), col.hy.1.max(h));
+                if let Some((re, rh)) = reference
+                    && (e.to_bits() != re[k].to_bits() || h.to_bits() != rh[k].to_bits())
+                {
+                    let d = (e - re[k]).abs().max((h - rh[k]).abs());
+                    let d = if d.is_nan() { f32::INFINITY } else { d };
+                    col.diff = col.diff.max(d);
+                    out.first_diff = Some(out.first_diff.map_or(k, |f| f.min(k)));
+                }
+            }
+            out.max_diff = out.max_diff.max(col.diff);
+            out.columns.push((c, col));
+        }
+        c += 1;
+    }
+    out
+}
+
+/// Joins the devices' parts into one row of columns.
+pub fn merge(parts: &[Partial], columns: usize) -> (Vec<Column>, f32, Option<usize>) {
+    let mut cols = vec![Column::EMPTY; columns];
+    let (mut max, mut first) = (0.0f32, None::<usize>);
+    for p in parts {
+        for (c, col) in &p.columns {
+            cols[*c].merge(col);
+        }
+        max = max.max(p.max_diff);
+        if let Some(f) = p.first_diff {
+            first = Some(first.map_or(f, |x| x.min(f)));
+        }
+    }
+    (cols, max, first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_devices_reduce_to_the_same_columns_as_one() {
+        let ex: Vec<f32> = (0..100).map(|k| (k as f32 * 0.37).sin()).collect();
+        let hy: Vec<f32> = (0..100).map(|k| (k as f32 * 0.11).cos()).collect();
+        let mut r_ex = ex.clone();
+        r_ex[63] += 0.5;
+        let edges = column_edges(100, 7);
+        let whole = merge(&[reduce(0..100, &ex, &hy, Some((&r_ex, &hy)), &edges)], 7);
+        let split = merge(
+            &[
+                reduce(0..41, &ex[..41], &hy[..41], Some((&r_ex, &hy)), &edges),
+                reduce(41..100, &ex[41..], &hy[41..], Some((&r_ex, &hy)), &edges),
+            ],
+            7,
+        );
+        assert_eq!(whole, split);
+        assert_eq!(whole.1, 0.5);
+        assert_eq!(whole.2, Some(63));
+        assert_eq!(whole.0[63 * 7 / 100].diff, 0.5);
+        assert_eq!(whole.0[0].diff, 0.0);
+    }
+
+    #[test]
+    fn more_columns_than_cells_is_clamped_to_one_cell_per_column() {
+        assert_eq!(column_edges(3, 10), vec![0, 1, 2, 3]);
+    }
+}

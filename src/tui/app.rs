@@ -1,0 +1,346 @@
+//! The UI's state, owned by the UI thread alone, and what each key does to it.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, MouseButton, MouseEvent, MouseEventKind};
+use ratatui::layout::{Position, Rect};
+
+use super::keymap::{Action, KeyMap};
+use super::view;
+use crate::engine::{Control, Frame};
+use crate::program::Mode;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Panel {
+    Fields,
+    Program,
+    Timeline,
+    Transfers,
+}
+
+impl Panel {
+    pub const ALL: [Panel; 4] = [Panel::Fields, Panel::Program, Panel::Timeline, Panel::Transfers];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Panel::Fields => "Fields",
+            Panel::Program => "Program",
+            Panel::Timeline => "Timeline",
+            Panel::Transfers => "Transfers",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlay {
+    None,
+    Help,
+    Lesson,
+}
+
+/// Steps per second the speed keys move through; `None` is "as fast as possible".
+pub const SPEEDS: [Option<f64>; 13] = [
+    Some(1.0),
+    Some(2.0),
+    Some(5.0),
+    Some(10.0),
+    Some(20.0),
+    Some(50.0),
+    Some(100.0),
+    Some(200.0),
+    Some(500.0),
+    Some(1000.0),
+    Some(2000.0),
+    Some(5000.0),
+    None,
+];
+
+/// Index of the default speed in [`SPEEDS`] (100 steps/s: the default pulse crosses the
+/// grid in about 20 s).
+pub const DEFAULT_SPEED: usize = 6;
+
+pub struct App {
+    pub frame: Option<Box<Frame>>,
+    pub focus: Panel,
+    /// The panel shown beside the fields in the compact layout (the last focused one).
+    pub secondary: Panel,
+    pub zoom: bool,
+    pub device: Option<usize>,
+    pub overlay: Overlay,
+    pub speed: usize,
+    pub mode: Mode,
+    pub keymap: KeyMap,
+    /// A message for the user (a bad keymap file, …), shown until the next key.
+    pub notice: Option<String>,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(mode: Mode, keymap: KeyMap, notice: Option<String>) -> App {
+        App {
+            frame: None,
+            focus: Panel::Fields,
+            secondary: Panel::Program,
+            zoom: false,
+            device: None,
+            overlay: Overlay::None,
+            speed: DEFAULT_SPEED,
+            mode,
+            keymap,
+            notice,
+            quit: false,
+        }
+    }
+
+    pub fn devices(&self) -> usize {
+        self.frame.as_ref().map_or(0, |f| f.split.len())
+    }
+
+    pub fn running(&self) -> bool {
+        self.frame.as_ref().is_some_and(|f| f.running)
+    }
+
+    /// Takes a new frame from the engine.
+    pub fn set_frame(&mut self, f: Box<Frame>) {
+        self.mode = f.mode;
+        self.frame = Some(f);
+    }
+
+    /// Applies a key; returns what the engine must do.
+    pub fn on_key(&mut self, e: KeyEvent) -> Vec<Control> {
+        if e.kind != KeyEventKind::Press {
+            return Vec::new();
+        }
+        let action = self.keymap.action(&e);
+        if self.overlay != Overlay::None {
+            // Any of: the overlay's own key, Esc or q closes it; nothing else happens.
+            let closes = matches!(action, Some(Action::Help | Action::Lesson | Action::Quit))
+                || matches!(e.code, KeyCode::Esc | KeyCode::Char('q'));
+            if closes {
+                self.overlay = Overlay::None;
+            }
+            return Vec::new();
+        }
+        self.notice = None;
+        if let KeyCode::Char(c @ '0'..='9') = e.code
+            && action.is_none()
+        {
+            let d = c as usize - '0' as usize;
+            self.device = if d == 0 || self.device == Some(d - 1) || d > self.devices() {
+                None
+            } else {
+                Some(d - 1)
+            };
+            return Vec::new();
+        }
+        let Some(action) = action else { return Vec::new() };
+        match action {
+            Action::Pause => vec![Control::TogglePause],
+            Action::Step => vec![Control::Step],
+            Action::MicroStep => vec![Control::MicroStep],
+            Action::NextMode | Action::PrevMode => {
+                let i = Mode::ALL.iter().position(|m| *m == self.mode).unwrap_or(0);
+                let n = Mode::ALL.len();
+                let j = if action == Action::NextMode {
+                    (i + 1) % n
+                } else {
+                    (i + n - 1) % n
+                };
+                self.mode = Mode::ALL[j];
+                vec![Control::SetMode(self.mode)]
+            }
+            Action::Faster | Action::Slower => {
+                self.speed = if action == Action::Faster {
+                    (self.speed + 1).min(SPEEDS.len() - 1)
+                } else {
+                    self.speed.saturating_sub(1)
+                };
+                vec![Control::SetSpeed(SPEEDS[self.speed])]
+            }
+            Action::Reset => vec![Control::Reset],
+            Action::CycleFocus => {
+                let i = Panel::ALL.iter().position(|p| *p == self.focus).unwrap_or(0);
+                self.set_focus(Panel::ALL[(i + 1) % Panel::ALL.len()]);
+                Vec::new()
+            }
+            Action::Zoom => {
+                self.zoom = !self.zoom;
+                Vec::new()
+            }
+            Action::Lesson => {
+                self.overlay = Overlay::Lesson;
+                Vec::new()
+            }
+            Action::Help => {
+                self.overlay = Overlay::Help;
+                Vec::new()
+            }
+            Action::Quit => {
+                self.quit = true;
+                vec![Control::Quit]
+            }
+        }
+    }
+
+    pub fn set_focus(&mut self, p: Panel) {
+        self.focus = p;
+        if p != Panel::Fields {
+            self.secondary = p;
+        }
+    }
+
+    /// A left click focuses the panel under it.
+    pub fn on_mouse(&mut self, m: MouseEvent, screen: Rect) {
+        if m.kind != MouseEventKind::Down(MouseButton::Left) {
+            return;
+        }
+        let at = Position {
+            x: m.column,
+            y: m.row,
+        };
+        let areas = view::panel_areas(screen, self);
+        if let Some((p, _)) = areas.iter().find(|(_, r)| r.contains(at)) {
+            self.set_focus(*p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossterm::event::KeyModifiers;
+
+    fn key(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+    }
+
+    fn app() -> App {
+        let mut a = App::new(Mode::Events, KeyMap::default(), None);
+        a.frame = Some(Box::new(super::super::view::tests::fixture_frame()));
+        a
+    }
+
+    #[test]
+    fn space_toggles_pause_n_steps_and_dot_micro_steps() {
+        let mut a = app();
+        assert_eq!(a.on_key(key(' ')), vec![Control::TogglePause]);
+        assert_eq!(a.on_key(key('n')), vec![Control::Step]);
+        assert_eq!(
+            a.on_key(KeyEvent::new(KeyCode::Right, KeyModifiers::NONE)),
+            vec![Control::Step]
+        );
+        assert_eq!(a.on_key(key('.')), vec![Control::MicroStep]);
+    }
+
+    #[test]
+    fn m_and_shift_m_cycle_modes_both_ways() {
+        let mut a = app();
+        assert_eq!(a.on_key(key('m')), vec![Control::SetMode(Mode::HostSync)]);
+        assert_eq!(a.on_key(key('M')), vec![Control::SetMode(Mode::Events)]);
+        assert_eq!(a.on_key(key('M')), vec![Control::SetMode(Mode::HaloOverwrite)]);
+        assert_eq!(a.mode, Mode::HaloOverwrite);
+    }
+
+    #[test]
+    fn plus_and_minus_change_speed_within_bounds() {
+        let mut a = app();
+        assert_eq!(a.on_key(key('+')), vec![Control::SetSpeed(Some(200.0))]);
+        for _ in 0..20 {
+            a.on_key(key('+'));
+        }
+        assert_eq!(a.speed, SPEEDS.len() - 1);
+        assert_eq!(a.on_key(key('-')), vec![Control::SetSpeed(Some(5000.0))]);
+        for _ in 0..20 {
+            a.on_key(key('-'));
+        }
+        assert_eq!(a.on_key(key('-')), vec![Control::SetSpeed(Some(1.0))]);
+    }
+
+    #[test]
+    fn r_resets_and_q_quits() {
+        let mut a = app();
+        assert_eq!(a.on_key(key('r')), vec![Control::Reset]);
+        assert!(!a.quit);
+        assert_eq!(a.on_key(key('q')), vec![Control::Quit]);
+        assert!(a.quit);
+        let mut a = app();
+        a.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+        assert!(a.quit);
+        let mut a = app();
+        a.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        assert!(a.quit);
+    }
+
+    #[test]
+    fn tab_cycles_focus_and_z_zooms() {
+        let mut a = app();
+        let tab = KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE);
+        let seen: Vec<Panel> = (0..4)
+            .map(|_| {
+                a.on_key(tab);
+                a.focus
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![Panel::Program, Panel::Timeline, Panel::Transfers, Panel::Fields]
+        );
+        assert_eq!(a.secondary, Panel::Transfers);
+        a.on_key(key('z'));
+        assert!(a.zoom);
+        a.on_key(key('z'));
+        assert!(!a.zoom);
+    }
+
+    #[test]
+    fn digits_focus_a_device_and_the_same_digit_or_zero_clears_it() {
+        let mut a = app();
+        a.on_key(key('2'));
+        assert_eq!(a.device, Some(1));
+        a.on_key(key('2'));
+        assert_eq!(a.device, None);
+        a.on_key(key('4'));
+        assert_eq!(a.device, Some(3));
+        a.on_key(key('0'));
+        assert_eq!(a.device, None);
+        a.on_key(key('9'));
+        assert_eq!(a.device, None, "there are only 4 devices");
+    }
+
+    #[test]
+    fn l_and_help_open_overlays_that_the_next_close_key_closes_without_quitting() {
+        let mut a = app();
+        a.on_key(key('l'));
+        assert_eq!(a.overlay, Overlay::Lesson);
+        assert!(a.on_key(key(' ')).is_empty(), "keys do nothing under an overlay");
+        a.on_key(key('q'));
+        assert_eq!(a.overlay, Overlay::None);
+        assert!(!a.quit);
+        a.on_key(key('?'));
+        assert_eq!(a.overlay, Overlay::Help);
+        a.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        assert_eq!(a.overlay, Overlay::None);
+    }
+
+    #[test]
+    fn key_releases_are_ignored() {
+        let mut a = app();
+        let mut e = key(' ');
+        e.kind = KeyEventKind::Release;
+        assert!(a.on_key(e).is_empty());
+    }
+
+    #[test]
+    fn a_click_focuses_the_panel_under_the_pointer() {
+        let mut a = app();
+        let screen = Rect::new(0, 0, 160, 48);
+        let areas = view::panel_areas(screen, &a);
+        let (_, timeline) = areas.iter().find(|(p, _)| *p == Panel::Timeline).unwrap();
+        let m = MouseEvent {
+            kind: MouseEventKind::Down(MouseButton::Left),
+            column: timeline.x + 2,
+            row: timeline.y + 1,
+            modifiers: KeyModifiers::NONE,
+        };
+        a.on_mouse(m, screen);
+        assert_eq!(a.focus, Panel::Timeline);
+    }
+}
