@@ -200,6 +200,12 @@ struct Sim {
 
 impl Sim {
     fn new(cfg: EngineConfig) -> Sim {
+        let mut sim = Sim::create(cfg);
+        sim.advance_to(0); // the setup calls (event creation)
+        sim
+    }
+
+    fn create(cfg: EngineConfig) -> Sim {
         let s = &cfg.scenario;
         let coefficients = Coefficients::new(s);
         let program = Arc::new(cfg.mode.program(&s.ranges()));
@@ -343,6 +349,9 @@ impl Sim {
         );
         self.mode = mode;
         self.last_trace_id = None;
+        // A new scheduler starts its clock at 0.
+        self.rate_mark = (Instant::now(), base, 0.0);
+        self.advance_to(0);
     }
 
     fn fail(&mut self, e: anyhow::Error) {

@@ -81,7 +81,7 @@ fn run_one(p: Program) -> (SimRuntime, Vec<TraceRecord>) {
     (rt, trace)
 }
 
-fn find<'a>(t: &'a [TraceRecord], thread: usize, op_index: usize) -> &'a TraceRecord {
+fn find(t: &[TraceRecord], thread: usize, op_index: usize) -> &TraceRecord {
     t.iter()
         .find(|r| r.thread == thread && r.op_index == op_index)
         .expect("record")

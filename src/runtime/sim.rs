@@ -333,7 +333,8 @@ impl Scheduler {
     /// (or reached the limit).
     pub fn issue_until(&mut self, steps: u64) -> Result<(), OpError> {
         let target = steps.min(self.limit);
-        while self.issued_steps() < target {
+        let in_setup = |s: &Self| s.threads.iter().any(|t| t.step.is_none() && !t.finished);
+        while self.issued_steps() < target || in_setup(self) {
             let Some(t) = self.next_thread() else { break };
             self.issue(t)?;
         }
@@ -593,6 +594,9 @@ impl Scheduler {
     }
 }
 
+/// Values one peer copy carries between device threads, tagged with the copy.
+type Parcel = (u64, Vec<f32>);
+
 enum Command {
     Apply(Vec<Effect>),
     /// A copy of the device's whole state.
@@ -631,13 +635,12 @@ impl Executor {
     fn from_states(states: Vec<DeviceState>) -> Self {
         let n = states.len();
         let (done_tx, done) = unbounded();
-        let inboxes: Vec<(Sender<(u64, Vec<f32>)>, Receiver<(u64, Vec<f32>)>)> =
-            (0..n).map(|_| unbounded()).collect();
+        let inboxes: Vec<(Sender<Parcel>, Receiver<Parcel>)> = (0..n).map(|_| unbounded()).collect();
         let mut commands = Vec::new();
         let mut handles = Vec::new();
         for (d, mut state) in states.into_iter().enumerate() {
             let (tx, rx) = bounded::<Command>(4);
-            let outboxes: Vec<Sender<(u64, Vec<f32>)>> = inboxes.iter().map(|(t, _)| t.clone()).collect();
+            let outboxes: Vec<Sender<Parcel>> = inboxes.iter().map(|(t, _)| t.clone()).collect();
             let inbox = inboxes[d].1.clone();
             let done_tx = done_tx.clone();
             let h = std::thread::Builder::new()
@@ -758,8 +761,8 @@ impl Drop for Executor {
 fn apply(
     state: &mut DeviceState,
     effects: &[Effect],
-    outboxes: &[Sender<(u64, Vec<f32>)>],
-    inbox: &Receiver<(u64, Vec<f32>)>,
+    outboxes: &[Sender<Parcel>],
+    inbox: &Receiver<Parcel>,
     stash: &mut HashMap<u64, Vec<f32>>,
 ) -> Result<(), String> {
     for e in effects {

@@ -121,12 +121,8 @@ impl Key {
     /// Whether a terminal key event is this key.
     pub fn matches(&self, e: &KeyEvent) -> bool {
         let ctrl = e.modifiers.contains(KeyModifiers::CONTROL);
-        let code = match e.code {
-            // Terminals report Shift+letter as the upper-case letter.
-            KeyCode::Char(c) => KeyCode::Char(c),
-            other => other,
-        };
-        code == self.code && ctrl == self.ctrl
+        // Terminals report Shift+letter as the upper-case letter: the code says it all.
+        e.code == self.code && ctrl == self.ctrl
     }
 
     pub fn label(&self) -> String {
@@ -147,6 +143,9 @@ impl Key {
         if self.ctrl { format!("Ctrl-{base}") } else { base }
     }
 }
+
+/// A keymap file as written: action name → key names, with their places in the file.
+type Bindings = BTreeMap<toml::Spanned<String>, toml::Spanned<Vec<toml::Spanned<String>>>>;
 
 /// Every action with its keys.
 #[derive(Debug, Clone, PartialEq)]
@@ -178,7 +177,7 @@ impl KeyMap {
                 reason,
             }
         };
-        let table: toml::Spanned<BTreeMap<toml::Spanned<String>, toml::Spanned<Vec<toml::Spanned<String>>>>> =
+        let table: toml::Spanned<Bindings> =
             toml::from_str(text).map_err(|e| err(e.span(), None, e.message().trim_end().to_string()))?;
         let mut bindings = base.map_or_else(BTreeMap::new, |b| b.bindings.clone());
         for (name, keys) in table.get_ref() {

@@ -153,7 +153,7 @@ fn render_fields(frame: &Frame, device: Option<usize>, area: Rect, buf: &mut Buf
     }
     let [legend, plots] = Layout::vertical([Constraint::Length(1), Constraint::Min(2)]).areas(area);
     let diff = match frame.max_diff {
-        Some(d) if d == 0.0 => Span::styled("|Δ| = 0 everywhere", Style::new().fg(Color::Green)),
+        Some(0.0) => Span::styled("|Δ| = 0 everywhere", Style::new().fg(Color::Green)),
         Some(d) => Span::styled(
             format!(
                 "|Δ| ≤ {d:.2e}, first at cell {}",
@@ -663,7 +663,7 @@ fn render_status(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
         Span::styled(" PAUSED ", Style::new().fg(Color::Black).bg(Color::Yellow).bold())
     };
     let diff = match frame.max_diff {
-        Some(d) if d == 0.0 => Span::styled("max |Δ| 0", Style::new().fg(Color::Green).bold()),
+        Some(0.0) => Span::styled("max |Δ| 0", Style::new().fg(Color::Green).bold()),
         Some(d) => Span::styled(format!("max |Δ| {d:.2e}"), Style::new().fg(Color::Red).bold()),
         None => Span::styled("max |Δ| n/a", Style::new().fg(Color::DarkGray)),
     };

@@ -1,0 +1,194 @@
+//! The real binary in a real terminal (tmux): keys do what they say, and the terminal is
+//! restored on quit, on a panic in a compute thread, and on SIGTERM.
+//!
+//! Needs tmux; `.ci/run` installs it. Without tmux (and outside CI) the test says so and
+//! passes; with `CI` set it fails instead.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+    _home: tempfile::TempDir,
+}
+
+impl Tmux {
+    /// A fresh tmux server with one bash shell in a `w`×`h` window; `None` without tmux.
+    fn start(name: &str, w: u16, h: u16) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            assert!(std::env::var_os("CI").is_none(), "tmux is required in CI");
+            eprintln!("skipped: tmux not found");
+            return None;
+        }
+        let home = tempfile::tempdir().unwrap();
+        let t = Tmux {
+            socket: format!("haloscope-test-{}-{name}", std::process::id()),
+            _home: home,
+        };
+        let ok = Command::new("tmux")
+            .args([
+                "-L",
+                &t.socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-x",
+                &w.to_string(),
+                "-y",
+                &h.to_string(),
+            ])
+            .args([
+                "env",
+                "-i",
+                &format!("HOME={}", t._home.path().display()),
+                "TERM=xterm-256color",
+                "PS1=READY$ ",
+            ])
+            .args(["bash", "--norc", "--noprofile"])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        Some(t)
+    }
+
+    fn send(&self, keys: &[&str]) {
+        let ok = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", "0"])
+            .args(keys)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "0"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn run(&self, args: &str) {
+        let cmd = format!("{} {args}; echo EXITED $?", env!("CARGO_BIN_EXE_haloscope"));
+        self.send(&[&cmd, "Enter"]);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+fn status_line(screen: &str) -> String {
+    screen
+        .lines()
+        .rfind(|l| l.contains(" dev ") && l.contains("step "))
+        .unwrap_or("")
+        .to_string()
+}
+
+fn step_of(screen: &str) -> u64 {
+    let s = status_line(screen);
+    let after = s.split("step ").nth(1).expect("a step in the status line");
+    after.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn keys_drive_the_ui_and_q_restores_the_shell() {
+    let Some(t) = Tmux::start("keys", 120, 40) else {
+        return;
+    };
+    t.wait_for("the prompt", |s| s.contains("READY$"));
+    t.run("");
+    t.wait_for("RUNNING", |s| status_line(s).contains("RUNNING"));
+    t.send(&["Space"]);
+    let s = t.wait_for("PAUSED", |s| status_line(s).contains("PAUSED"));
+    // The step shown when paused may still be one frame old: wait for it to settle.
+    std::thread::sleep(Duration::from_millis(300));
+    let before = step_of(&t.screen());
+    t.send(&["n"]);
+    t.wait_for("one more step", |s| step_of(s) == before + 1);
+    assert!(s.contains("events"));
+    t.send(&["."]);
+    t.wait_for("the next call highlighted", |s| s.contains("▶ "));
+    t.send(&["m"]);
+    t.wait_for("the next mode", |s| status_line(s).contains("host-sync"));
+    t.send(&["q"]);
+    let s = t.wait_for("the shell back", |s| s.contains("EXITED 0"));
+    assert!(
+        !s.contains("RUNNING") && !s.contains("PAUSED"),
+        "the alternate screen is gone:\n{s}"
+    );
+    // The terminal is back in cooked mode: a typed line echoes and runs.
+    t.send(&["stty -a | grep -o -- '-\\?icanon' ; echo DONE", "Enter"]);
+    let s = t.wait_for("stty", |s| {
+        s.contains("DONE\n") || s.trim_end().ends_with("READY$")
+    });
+    assert!(
+        s.lines().any(|l| l.trim() == "icanon"),
+        "canonical mode restored:\n{s}"
+    );
+}
+
+#[test]
+fn a_panic_in_a_compute_thread_restores_the_terminal_and_exits_non_zero() {
+    let Some(t) = Tmux::start("panic", 100, 30) else {
+        return;
+    };
+    t.wait_for("the prompt", |s| s.contains("READY$"));
+    t.run("--inject-panic 20");
+    let s = t.wait_for("the exit", |s| s.contains("EXITED"));
+    assert!(s.contains("EXITED 101"), "{s}");
+    assert!(
+        s.contains("injected panic in device thread dev-0"),
+        "the message is printed:\n{s}"
+    );
+    assert!(!s.contains("RUNNING"), "{s}");
+    t.send(&["stty -a | grep -o -- '-\\?icanon' ; echo DONE", "Enter"]);
+    let s = t.wait_for("stty", |s| s.matches("DONE").count() >= 2);
+    assert!(s.lines().any(|l| l.trim() == "icanon"), "{s}");
+}
+
+#[test]
+fn sigterm_restores_the_terminal() {
+    let Some(t) = Tmux::start("term", 100, 30) else {
+        return;
+    };
+    t.wait_for("the prompt", |s| s.contains("READY$"));
+    t.run("--jitter 424242");
+    t.wait_for("RUNNING", |s| status_line(s).contains("RUNNING"));
+    let ok = Command::new("pkill")
+        .args(["-TERM", "-f", "haloscope --jitter 424242"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let s = t.wait_for("the exit", |s| s.contains("EXITED"));
+    assert!(s.contains("EXITED 0"), "{s}");
+    assert!(!s.contains("RUNNING"), "{s}");
+}
+
+#[test]
+fn the_ui_refuses_to_start_without_a_terminal() {
+    let out = Command::new(env!("CARGO_BIN_EXE_haloscope")).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--headless"));
+}
