@@ -7,6 +7,17 @@ use crate::headless;
 use crate::scenario::BUILTIN;
 
 pub fn main(cli: Cli) -> Result<()> {
+    if let Some(Command::Bench(b)) = &cli.command
+        && b.tui
+    {
+        let r = crate::bench::tui(b)?;
+        if b.json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            print!("{}", r.table());
+        }
+        return Ok(());
+    }
     if let Some(Command::Bench(b)) = &cli.command {
         let rows = crate::bench::run(b)?;
         if b.json {

@@ -88,6 +88,11 @@ pub struct BenchArgs {
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+
+    /// Instead: the UI's cost. Sim throughput on the default scenario headless vs with the
+    /// UI drawing to an off-screen 200×60 terminal, and the time to render one frame.
+    #[arg(long)]
+    pub tui: bool,
 }
 
 /// Options of a run (headless or interactive).

@@ -196,6 +196,8 @@ struct Sim {
     rate_mark: (Instant, u64, f64),
     step_us: f64,
     steps_per_s: f64,
+    /// Steps per batch while running (adapted to take about 2 ms).
+    batch: u64,
 }
 
 impl Sim {
@@ -229,6 +231,7 @@ impl Sim {
             rate_mark: (Instant::now(), 0, 0.0),
             step_us: 0.0,
             steps_per_s: 0.0,
+            batch: 1,
             cfg,
         }
     }
@@ -369,31 +372,43 @@ impl Sim {
         {
             self.runtime.inject_panic(0);
         }
-        self.runtime
-            .scheduler
-            .set_limit(steps.max(self.runtime.scheduler.limit()));
+        // The limit is every host thread's loop bound: they stop exactly there.
+        let limit = steps.max(self.runtime.scheduler.next_boundary());
+        self.runtime.scheduler.set_limit(limit);
         if let Err(e) = self.runtime.run_until(steps) {
             self.fail(e);
         }
         self.collect_copies();
     }
 
-    /// Up to `steps` steps, in batches, stopping after `budget` of real time.
+    /// Up to `steps` steps, in batches, for at most `budget` of real time; then every
+    /// thread stops at the next step boundary (as after a `cudaDeviceSynchronize`) so the
+    /// frame compares whole steps. Between batches the threads run on undisturbed.
     fn advance_timed(&mut self, steps: u64, budget: Duration) {
         let t0 = Instant::now();
         let mut done = 0;
-        let mut batch = 1;
+        let mut batch = self.batch;
+        self.runtime.scheduler.set_limit(u64::MAX);
         while done < steps && t0.elapsed() < budget && !self.stopped() {
             let n = batch.min(steps - done);
             let target = self.runtime.scheduler.issued_steps() + n;
             let t = Instant::now();
-            self.advance_to(target);
+            if let Err(e) = self.runtime.run_until(target) {
+                self.fail(e);
+            }
+            self.collect_copies();
             done += n;
-            // Grow batches while they are short, so bookkeeping stays small.
-            if t.elapsed() < Duration::from_millis(2) {
+            // Batches of about 2 ms: bookkeeping stays small, controls stay responsive.
+            let took = t.elapsed();
+            if took < Duration::from_millis(1) {
                 batch = (batch * 2).min(1 << 16);
+            } else if took > Duration::from_millis(4) {
+                batch = (batch / 2).max(1);
             }
         }
+        self.batch = batch;
+        let boundary = self.runtime.scheduler.next_boundary();
+        self.advance_to(boundary);
     }
 
     fn micro_step(&mut self) {
@@ -410,13 +425,14 @@ impl Sim {
 
     fn collect_copies(&mut self) {
         let last = self.last_trace_id;
-        for r in self
-            .runtime
-            .scheduler
-            .trace
+        // Records are in id order: walk back to the last one seen.
+        let trace = &self.runtime.scheduler.trace;
+        let new = trace
             .iter()
-            .filter(|r| last.is_none_or(|l| r.id > l))
-        {
+            .rev()
+            .take_while(|r| last.is_none_or(|l| r.id > l))
+            .count();
+        for r in trace.iter().skip(trace.len() - new) {
             if let (OpKind::Copy, Some((src, dst, bytes))) = (r.kind, r.peer) {
                 let dir = usize::from(src > dst);
                 self.copies[dst][dir].push(r.end_us - r.start_us, bytes);
@@ -478,12 +494,17 @@ impl Sim {
 
         let sch = &mut self.runtime.scheduler;
         let timeline_step = sch.trace.iter().rev().find_map(|r| r.step);
-        let timeline: Vec<TraceRecord> = sch
+        // The latest step's records sit at the end of the trace (with, mid-step, some of the
+        // step before): scan back only that far.
+        let mut timeline: Vec<TraceRecord> = sch
             .trace
             .iter()
+            .rev()
+            .take_while(|r| r.step.is_none_or(|s| s + 1 >= timeline_step.unwrap_or(0)))
             .filter(|r| r.step.is_some() && r.step == timeline_step)
             .cloned()
             .collect();
+        timeline.reverse();
         let next = if boundary {
             None
         } else {
@@ -492,7 +513,9 @@ impl Sim {
         let now = sch.now_us();
         let program = &self.program;
         let mut queued: Vec<(String, Vec<String>)> = Vec::new();
-        for d in 0..program.devices() {
+        // Queues and events matter when paused (micro-stepping), not while running.
+        let devices = if self.running { 0 } else { program.devices() };
+        for d in 0..devices {
             for (i, _) in program.stream_names.iter().enumerate() {
                 let id = crate::program::StreamId { device: d, index: i };
                 let ops = sch
@@ -507,6 +530,7 @@ impl Sim {
         let events = program
             .events
             .iter()
+            .filter(|_| !self.running)
             .enumerate()
             .map(|(i, e)| {
                 let state = match sch.event_state(i) {

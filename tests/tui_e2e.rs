@@ -85,7 +85,11 @@ impl Tmux {
     }
 
     fn run(&self, args: &str) {
-        let cmd = format!("{} {args}; echo EXITED $?", env!("CARGO_BIN_EXE_haloscope"));
+        // The marker line is not in the typed command: `$?` becomes a number.
+        let cmd = format!(
+            "{} {args}; echo \"== exit $? ==\"",
+            env!("CARGO_BIN_EXE_haloscope")
+        );
         self.send(&[&cmd, "Enter"]);
     }
 }
@@ -96,6 +100,24 @@ impl Drop for Tmux {
             .args(["-L", &self.socket, "kill-server"])
             .status();
     }
+}
+
+/// The exit status the shell printed after the run, if it has.
+fn exit_status(screen: &str) -> Option<i32> {
+    screen.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("== exit ")?
+            .strip_suffix(" ==")?
+            .parse()
+            .ok()
+    })
+}
+
+/// Asks the shell whether the terminal is in canonical (cooked) mode again.
+fn check_cooked(t: &Tmux) -> String {
+    // `"DO""NE"` prints DONE: the marker line is not the typed command.
+    t.send(&["stty -a | grep -o -- '-\\?icanon' ; echo \"DO\"\"NE\"", "Enter"]);
+    t.wait_for("stty", |s| s.lines().any(|l| l.trim() == "DONE"))
 }
 
 fn status_line(screen: &str) -> String {
@@ -133,16 +155,14 @@ fn keys_drive_the_ui_and_q_restores_the_shell() {
     t.send(&["m"]);
     t.wait_for("the next mode", |s| status_line(s).contains("host-sync"));
     t.send(&["q"]);
-    let s = t.wait_for("the shell back", |s| s.contains("EXITED 0"));
+    let s = t.wait_for("the shell back", |s| exit_status(s).is_some());
+    assert_eq!(exit_status(&s), Some(0), "{s}");
     assert!(
         !s.contains("RUNNING") && !s.contains("PAUSED"),
         "the alternate screen is gone:\n{s}"
     );
     // The terminal is back in cooked mode: a typed line echoes and runs.
-    t.send(&["stty -a | grep -o -- '-\\?icanon' ; echo DONE", "Enter"]);
-    let s = t.wait_for("stty", |s| {
-        s.contains("DONE\n") || s.trim_end().ends_with("READY$")
-    });
+    let s = check_cooked(&t);
     assert!(
         s.lines().any(|l| l.trim() == "icanon"),
         "canonical mode restored:\n{s}"
@@ -156,15 +176,14 @@ fn a_panic_in_a_compute_thread_restores_the_terminal_and_exits_non_zero() {
     };
     t.wait_for("the prompt", |s| s.contains("READY$"));
     t.run("--inject-panic 20");
-    let s = t.wait_for("the exit", |s| s.contains("EXITED"));
-    assert!(s.contains("EXITED 101"), "{s}");
+    let s = t.wait_for("the exit", |s| exit_status(s).is_some());
+    assert_eq!(exit_status(&s), Some(101), "{s}");
     assert!(
         s.contains("injected panic in device thread dev-0"),
         "the message is printed:\n{s}"
     );
     assert!(!s.contains("RUNNING"), "{s}");
-    t.send(&["stty -a | grep -o -- '-\\?icanon' ; echo DONE", "Enter"]);
-    let s = t.wait_for("stty", |s| s.matches("DONE").count() >= 2);
+    let s = check_cooked(&t);
     assert!(s.lines().any(|l| l.trim() == "icanon"), "{s}");
 }
 
@@ -181,8 +200,8 @@ fn sigterm_restores_the_terminal() {
         .status()
         .unwrap();
     assert!(ok.success());
-    let s = t.wait_for("the exit", |s| s.contains("EXITED"));
-    assert!(s.contains("EXITED 0"), "{s}");
+    let s = t.wait_for("the exit", |s| exit_status(s).is_some());
+    assert_eq!(exit_status(&s), Some(0), "{s}");
     assert!(!s.contains("RUNNING"), "{s}");
 }
 

@@ -291,13 +291,23 @@ impl Scheduler {
     }
 
     /// Lets the threads issue up to `limit` steps (a loop bound raised while running).
+    /// Threads already past `limit` finish their step first: see [`Scheduler::next_boundary`].
     pub fn set_limit(&mut self, limit: u64) {
-        for t in &mut self.threads {
-            if t.finished && limit > self.limit {
-                t.finished = false;
-            }
-        }
         self.limit = limit;
+        for t in &mut self.threads {
+            t.finished =
+                t.step == Some(limit) && t.pc == 0 || t.finished && t.step.is_some_and(|s| s >= limit);
+        }
+    }
+
+    /// The first step boundary no thread has passed (threads drift apart without barriers):
+    /// the lowest limit at which every thread can stop.
+    pub fn next_boundary(&self) -> u64 {
+        self.threads
+            .iter()
+            .map(|t| t.step.map_or(0, |s| s + u64::from(t.pc > 0)))
+            .max()
+            .unwrap_or(0)
     }
 
     /// Every thread stopped at the limit and every effect applied: a step boundary.
