@@ -228,11 +228,12 @@ fn plot_field(frame: &Frame, device: Option<usize>, area: Rect, buf: &mut Buffer
                 });
             }
             ctx.layer();
-            // |Δ|: red bars from the bottom, height by log scale of the difference.
+            // |Δ|: red bars from the bottom, up to a third of the plot, height by the
+            // order of magnitude of the difference (1e-12 … 1).
             if max_diff > 0.0 {
                 for (i, c) in frame.columns.iter().enumerate() {
                     if c.diff > 0.0 {
-                        let rel = ((f64::from(c.diff).log10() + 12.0) / 12.0).clamp(0.05, 1.0);
+                        let rel = ((f64::from(c.diff).log10() + 12.0) / 12.0).clamp(0.05, 1.0) * 0.66;
                         let x = i as f64 + 0.5;
                         ctx.draw(&CLine {
                             x1: x,
