@@ -20,6 +20,8 @@ pub struct Row {
     pub cells: usize,
     /// `None`: the plain single-loop stepper.
     pub devices: Option<usize>,
+    /// Whether the runtime ran whole steps as one cache-blocked pass.
+    pub fused: bool,
     pub steps: u64,
     pub mcells_per_s: f64,
     /// Throughput relative to the plain stepper at the same size.
@@ -59,8 +61,9 @@ fn plain(s: &Scenario, steps: u64) -> Result<f64> {
     Ok(t)
 }
 
-fn sim(s: &Scenario, steps: u64) -> Result<f64> {
+fn sim(s: &Scenario, steps: u64, fuse: bool) -> Result<f64> {
     let mut rt = SimRuntime::new(s, Mode::Events.program(&s.ranges()), None, steps + 1);
+    rt.set_fusion(fuse);
     rt.run_until(1)?;
     let t0 = Instant::now();
     rt.run_until(steps + 1)?;
@@ -95,34 +98,44 @@ pub fn run(args: &BenchArgs) -> Result<Vec<Row>> {
         rows.push(Row {
             cells,
             devices: None,
+            fused: false,
             steps,
             mcells_per_s: rate(plain_s),
             vs_plain: 1.0,
         });
+        // The runtime's bookkeeping alone: one device, the same kernels as the plain loop.
+        let sim_s = time_steps(steps, args.repeat, |n| sim(&s, n, false))?;
+        let row = |devices, fused, sim_s: f64| Row {
+            cells,
+            devices: Some(devices),
+            fused,
+            steps,
+            mcells_per_s: rate(sim_s),
+            vs_plain: plain_s / sim_s,
+        };
+        rows.push(row(1, false, sim_s));
         for &devices in &args.devices {
             let s = bench_scenario(cells, devices)?;
-            let sim_s = time_steps(steps, args.repeat, |n| sim(&s, n))?;
-            rows.push(Row {
-                cells,
-                devices: Some(devices),
-                steps,
-                mcells_per_s: rate(sim_s),
-                vs_plain: plain_s / sim_s,
-            });
+            let sim_s = time_steps(steps, args.repeat, |n| sim(&s, n, true))?;
+            rows.push(row(devices, true, sim_s));
         }
     }
     Ok(rows)
 }
 
+/// The table `bench` prints. "unfused" runs the same two kernels as the plain loop, one
+/// after the other, so its ratio is the cost of the runtime's bookkeeping; the other rows
+/// run whole steps as one cache-blocked pass per device.
 pub fn table(rows: &[Row]) -> String {
     let mut out = format!(
-        "{:>10}  {:<22}  {:>7}  {:>10}  {:>8}\n",
+        "{:>10}  {:<24}  {:>7}  {:>10}  {:>8}\n",
         "cells", "stepper", "steps", "Mcells/s", "vs plain"
     );
     for r in rows {
-        let who = match r.devices {
-            None => "plain loop (1 thread)".to_string(),
-            Some(d) => format!("sim, events, {d} dev"),
+        let who = match (r.devices, r.fused) {
+            (None, _) => "plain loop (1 thread)".to_string(),
+            (Some(d), true) => format!("sim, events, {d} dev"),
+            (Some(d), false) => format!("sim, {d} dev, unfused"),
         };
         out += &format!(
             "{:>10}  {:<22}  {:>7}  {:>10.1}  {:>7.2}x\n",

@@ -608,7 +608,8 @@ impl Scheduler {
 type Parcel = (u64, Vec<f32>);
 
 enum Command {
-    Apply(Vec<Effect>),
+    /// Apply these effects in order (`true`: fuse whole-step kernels where allowed).
+    Apply(Vec<Effect>, bool),
     /// A copy of the device's whole state.
     State(Sender<DeviceState>),
     /// Reduce the owned cells to screen columns against the reference.
@@ -625,6 +626,8 @@ enum Command {
 
 /// Device threads that own the fields and apply effects.
 struct Executor {
+    /// Run whole-step kernels as one cache-blocked pass where allowed.
+    fuse: bool,
     commands: Vec<Sender<Command>>,
     done: Receiver<Result<(), String>>,
     handles: Vec<JoinHandle<()>>,
@@ -659,8 +662,13 @@ impl Executor {
                     let mut stash: HashMap<u64, Vec<f32>> = HashMap::new();
                     for cmd in rx {
                         match cmd {
-                            Command::Apply(effects) => {
-                                let r = apply(&mut state, &effects, &outboxes, &inbox, &mut stash);
+                            Command::Apply(effects, fuse) => {
+                                let mut io = Io {
+                                    outboxes: &outboxes,
+                                    inbox: &inbox,
+                                    stash: &mut stash,
+                                };
+                                let r = apply(&mut state, &effects, fuse, &mut io);
                                 if done_tx.send(r).is_err() {
                                     return;
                                 }
@@ -693,6 +701,7 @@ impl Executor {
             handles.push(h);
         }
         Executor {
+            fuse: true,
             commands,
             done,
             handles,
@@ -716,7 +725,7 @@ impl Executor {
         for (d, list) in per.into_iter().enumerate() {
             if !list.is_empty() {
                 self.commands[d]
-                    .send(Command::Apply(list))
+                    .send(Command::Apply(list, self.fuse))
                     .map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))?;
                 sent += 1;
             }
@@ -767,47 +776,154 @@ impl Drop for Executor {
     }
 }
 
-/// Applies one device's share of a batch of effects, in order.
-fn apply(
-    state: &mut DeviceState,
-    effects: &[Effect],
-    outboxes: &[Sender<Parcel>],
-    inbox: &Receiver<Parcel>,
-    stash: &mut HashMap<u64, Vec<f32>>,
-) -> Result<(), String> {
-    for e in effects {
-        match e {
-            Effect::Kernel {
-                kernel, cells, step, ..
-            } => state.run(*kernel, cells, *step),
-            Effect::CopyRead {
-                dst,
-                field,
-                cells,
-                tag,
-                ..
-            } => {
-                let v = state.read(*field, cells).to_vec();
-                outboxes[*dst]
-                    .send((*tag, v))
-                    .map_err(|_| format!("dev{dst} has stopped"))?;
+/// Where copied values go and come from, for one device thread.
+struct Io<'a> {
+    outboxes: &'a [Sender<Parcel>],
+    inbox: &'a Receiver<Parcel>,
+    stash: &'a mut HashMap<u64, Vec<f32>>,
+}
+
+/// Cells per tile of a fused step: `Ex` and `Hy` of a tile stay in the L2 cache.
+const TILE: usize = 8192;
+
+/// Applies one device's share of a batch of effects, in order. With `fuse`, a step's
+/// `update_h`, `update_e` and sources over all owned cells, with only boundary-cell copies
+/// between them, run as one cache-blocked pass ([`fused_step`]) that gives the same bits.
+fn apply(state: &mut DeviceState, effects: &[Effect], fuse: bool, io: &mut Io) -> Result<(), String> {
+    let mut i = 0;
+    while i < effects.len() {
+        match fuse.then(|| fusable(state, &effects[i..])).flatten() {
+            Some(len) => {
+                fused_step(state, &effects[i..i + len], io)?;
+                i += len;
             }
-            Effect::CopyWrite {
-                field, cells, tag, ..
-            } => {
-                let v = loop {
-                    if let Some(v) = stash.remove(tag) {
-                        break v;
-                    }
-                    let (t, v) = inbox
-                        .recv()
-                        .map_err(|_| "a peer device has stopped".to_string())?;
-                    stash.insert(t, v);
-                };
-                state.write(*field, cells.start, &v);
+            None => {
+                apply_one(state, &effects[i], io)?;
+                i += 1;
             }
         }
     }
+    Ok(())
+}
+
+fn apply_one(state: &mut DeviceState, e: &Effect, io: &mut Io) -> Result<(), String> {
+    match e {
+        Effect::Kernel {
+            kernel, cells, step, ..
+        } => state.run(*kernel, cells, *step),
+        Effect::CopyRead {
+            dst,
+            field,
+            cells,
+            tag,
+            ..
+        } => {
+            let v = state.read(*field, cells).to_vec();
+            io.outboxes[*dst]
+                .send((*tag, v))
+                .map_err(|_| format!("dev{dst} has stopped"))?;
+        }
+        Effect::CopyWrite {
+            field, cells, tag, ..
+        } => {
+            let v = loop {
+                if let Some(v) = io.stash.remove(tag) {
+                    break v;
+                }
+                let (t, v) = io
+                    .inbox
+                    .recv()
+                    .map_err(|_| "a peer device has stopped".to_string())?;
+                io.stash.insert(t, v);
+            };
+            state.write(*field, cells.start, &v);
+        }
+    }
+    Ok(())
+}
+
+/// Length of a fusable group at the start of `effects`: `update_h` over every owned cell,
+/// copies that touch only cells the pass leaves alone until its end, then `update_e` and
+/// the sources over every owned cell, all of one step.
+fn fusable(state: &DeviceState, effects: &[Effect]) -> Option<usize> {
+    let (lo, hi) = (state.lo, state.hi);
+    if hi - lo < 2 * TILE {
+        return None;
+    }
+    let whole = |kernel: Kernel, e: &Effect| match e {
+        Effect::Kernel {
+            kernel: k,
+            cells,
+            step,
+            ..
+        } if *k == kernel && cells.start <= lo && cells.end >= hi => Some(*step),
+        _ => None,
+    };
+    let step = whole(Kernel::UpdateH, effects.first()?)?;
+    // Cells whose last use in the pass is at its very end (see `fused_step`).
+    let late = |c: &Range<usize>| c.start + 1 >= lo && (c.end <= lo + 1 || c.start >= hi);
+    let mut k = 1;
+    loop {
+        match effects.get(k)? {
+            Effect::CopyRead { field: Field::Hy, .. } => {}
+            Effect::CopyRead {
+                field: Field::Ex,
+                cells,
+                ..
+            }
+            | Effect::CopyWrite {
+                field: Field::Ex,
+                cells,
+                ..
+            } if late(cells) => {}
+            Effect::CopyWrite {
+                field: Field::Hy,
+                cells,
+                ..
+            } if cells.end <= lo || cells.start >= hi => {}
+            Effect::Kernel { .. } => break,
+            _ => return None,
+        }
+        k += 1;
+    }
+    (whole(Kernel::UpdateE, effects.get(k)?)? == step
+        && whole(Kernel::SourcesBoundaries, effects.get(k + 1)?)? == step)
+        .then_some(k + 2)
+}
+
+/// One step of one device in a single pass over tiles, for memory bandwidth: `update_h`
+/// on the first tile; then, tile by tile, `update_h`, `update_e` and the sources; then the
+/// copies that stood between the kernels; then `update_e` and the sources on the first tile.
+///
+/// Same bits as the kernels one after the other: `update_h` at a cell reads `Ex` there and
+/// to the right (not yet advanced when its tile runs), `update_e` reads `Hy` there and to
+/// the left (already advanced), and nothing but the copies and the first tile's `update_e`
+/// touches the cells the copies touch (`Hy` anywhere is final once `update_h` is done;
+/// `Ex` at the halos and the first owned cell changes only at the end). Running the first
+/// tile's `update_e` last lets a device start before its left neighbour's `Hy` arrives.
+fn fused_step(state: &mut DeviceState, group: &[Effect], io: &mut Io) -> Result<(), String> {
+    let Some(Effect::Kernel { step, .. }) = group.last() else {
+        unreachable!("a fused group ends in a kernel")
+    };
+    let step = *step;
+    let (lo, hi) = (state.lo, state.hi);
+    // Tiles of TILE cells; the last one takes the remainder (fusable: at least two tiles).
+    let mut tiles: Vec<Range<usize>> = (lo..hi).step_by(TILE).map(|a| a..(a + TILE).min(hi)).collect();
+    if tiles.last().is_some_and(|t| t.len() < TILE) {
+        let last = tiles.pop().expect("two tiles");
+        tiles.last_mut().expect("one tile").end = last.end;
+    }
+    state.update_h(&tiles[0]);
+    for t in &tiles[1..] {
+        state.update_h(t);
+        state.update_e(t);
+        state.sources_boundaries(t, step);
+    }
+    for e in &group[1..group.len() - 2] {
+        apply_one(state, e, io)?;
+    }
+    state.update_e(&tiles[0]);
+    state.sources_boundaries(&tiles[0], step);
     Ok(())
 }
 
@@ -861,6 +977,12 @@ impl SimRuntime {
             scheduler,
             executor: Executor::from_states(states),
         }
+    }
+
+    /// Turns the cache-blocked fused step off (`false`) or on: the results are the same
+    /// bits either way; tests compare the two.
+    pub fn set_fusion(&mut self, on: bool) {
+        self.executor.fuse = on;
     }
 
     /// A copy of every device's state.
