@@ -48,7 +48,7 @@ pub fn main(cli: Cli) -> Result<()> {
         }
         return Ok(());
     }
-    let scenario = headless::scenario_from(&args)?;
+    let scenario = headless::scenario_for_run(&args)?;
     if !args.headless {
         if args.runtime == crate::cli::RuntimeKind::Cuda {
             return Err(crate::error::UsageError(

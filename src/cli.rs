@@ -134,6 +134,17 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = RuntimeKind::Sim)]
     pub runtime: RuntimeKind,
 
+    /// Physical GPU of each logical device for `--runtime cuda`: `0,1` (one per GPU),
+    /// `0,0,1,1` (two per GPU), `0,0,0,0` (four on one GPU). Default: one device per
+    /// visible GPU.
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
+
+    /// Compare with the reference every N steps (synchronising the devices there) and
+    /// report the first step at which the run differs. Default: only at the end.
+    #[arg(long, value_name = "N")]
+    pub check_every: Option<u64>,
+
     /// Perturb every modelled duration reproducibly with this seed, to explore other
     /// interleavings (sim runtime). The spread is the scenario's `cost.jitter` (default ±50%).
     #[arg(long, value_name = "SEED")]

@@ -145,6 +145,38 @@ impl DeviceState {
         }
     }
 
+    /// The local cells a kernel launched over global `cells` works on: owned cells where
+    /// the kernel is defined (the CUDA runtime launches exactly these).
+    pub fn kernel_range(&self, kernel: Kernel, cells: &Range<usize>) -> Range<usize> {
+        let valid = match kernel {
+            Kernel::UpdateH => 0..self.n - 1,
+            Kernel::UpdateE => 1..self.n - 1,
+            Kernel::SourcesBoundaries => 0..self.n,
+        };
+        self.clamp(cells, valid)
+    }
+
+    /// Sources on the local cells `local`, with their local index, in scenario order.
+    pub fn sources_in(&self, local: &Range<usize>) -> impl Iterator<Item = &(usize, PlacedSource)> {
+        self.sources.iter().filter(move |(i, _)| local.contains(i))
+    }
+
+    /// The grid ends this device holds: `(left, right)`.
+    pub fn ends(&self) -> (Option<EndCondition>, Option<EndCondition>) {
+        (self.left_end, self.right_end)
+    }
+
+    /// Per-cell `(ca, cb)` of the local array, halos included (zero outside the grid).
+    pub fn coefficient_arrays(&self) -> (Vec<f32>, Vec<f32>) {
+        let len = self.ex.len();
+        let (mut ca, mut cb) = (vec![0.0; len], vec![0.0; len]);
+        for &(s, e, a, b) in &self.coef_runs {
+            ca[s..e].fill(a);
+            cb[s..e].fill(b);
+        }
+        (ca, cb)
+    }
+
     /// `update_h` over the owned part of the global range `cells`.
     pub fn update_h(&mut self, cells: &Range<usize>) {
         let r = self.clamp(cells, 0..self.n - 1);

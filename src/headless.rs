@@ -29,10 +29,19 @@ pub struct Summary {
     pub max_abs_diff: Option<f32>,
     /// First cell where the run differs from the reference.
     pub first_diff_cell: Option<usize>,
-    /// Modelled (sim) time per step, µs: when the last operation completes / steps.
-    pub modelled_step_us: f64,
-    /// Per device, the median modelled time of its incoming halo copies, µs.
+    /// The first step (a `--check-every` point, or the end) at which the run differed
+    /// from the reference.
+    pub first_divergence_step: Option<u64>,
+    /// Sim: modelled time per step, µs (when the last operation completes / steps).
+    pub modelled_step_us: Option<f64>,
+    /// Wall time per step, µs (on the cuda runtime, the GPUs' pace).
+    pub measured_step_us: f64,
+    /// Per device, the median time of its incoming halo copies, µs (modelled on the sim,
+    /// measured with CUDA events on the cuda runtime).
     pub copy_us_median: Vec<Option<f64>>,
+    /// Cuda: each logical device's GPU and how it reaches its neighbours.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub topology: Vec<String>,
 }
 
 /// Loads the scenario named by the arguments and applies `--devices` and `--steps`.
@@ -59,16 +68,103 @@ fn progress(steps: u64, what: &str) -> ProgressBar {
     bar
 }
 
+/// The runtime a headless run drives.
+enum Runner {
+    Sim(Box<SimRuntime>),
+    #[cfg(feature = "cuda")]
+    Cuda(Box<crate::runtime::cuda::CudaRuntime>),
+}
+
+impl Runner {
+    fn new(s: &Scenario, args: &RunArgs) -> Result<Runner> {
+        let program = args.mode.program(&s.ranges());
+        match args.runtime {
+            RuntimeKind::Sim => {
+                let mut rt = SimRuntime::new(s, program, args.jitter, s.steps);
+                if args.trace.is_some() {
+                    rt.scheduler.keep_all_trace();
+                }
+                Ok(Runner::Sim(Box::new(rt)))
+            }
+            #[cfg(feature = "cuda")]
+            RuntimeKind::Cuda => {
+                let gpus = gpus_for(s, args)?;
+                Ok(Runner::Cuda(Box::new(crate::runtime::cuda::CudaRuntime::new(
+                    s, program, &gpus,
+                )?)))
+            }
+            #[cfg(not(feature = "cuda"))]
+            RuntimeKind::Cuda => Err(UsageError(
+                "--runtime cuda: this binary was built without CUDA support; build it with \
+                 `cargo build --release --features cuda` on a machine with the CUDA toolkit (see the README)"
+                    .into(),
+            )
+            .into()),
+        }
+    }
+
+    /// Runs until `n` steps; `sync`: stop every host thread there and apply everything.
+    fn run_until(&mut self, n: u64, sync: bool) -> Result<()> {
+        match self {
+            Runner::Sim(rt) => {
+                if sync {
+                    rt.scheduler.set_limit(n);
+                }
+                rt.run_until(n)
+            }
+            #[cfg(feature = "cuda")]
+            Runner::Cuda(rt) => rt.run_until(n),
+        }
+    }
+
+    fn fields(&mut self) -> Result<(Vec<f32>, Vec<f32>)> {
+        match self {
+            Runner::Sim(rt) => rt.fields(),
+            #[cfg(feature = "cuda")]
+            Runner::Cuda(rt) => rt.fields(),
+        }
+    }
+
+    fn copy_us(&self) -> &[Vec<f64>] {
+        match self {
+            Runner::Sim(rt) => &rt.scheduler.copy_us,
+            #[cfg(feature = "cuda")]
+            Runner::Cuda(rt) => &rt.copy_us,
+        }
+    }
+}
+
+/// `--gpus`, or one logical device per visible GPU.
+#[cfg(feature = "cuda")]
+fn gpus_for(s: &Scenario, args: &RunArgs) -> Result<Vec<i32>> {
+    match &args.gpus {
+        Some(list) => Ok(crate::runtime::cuda::parse_gpus(list)?),
+        None => {
+            let all = crate::runtime::cuda::default_gpus()?;
+            // One device per GPU, or the scenario's devices spread over them in turn.
+            Ok((0..s.split.len()).map(|d| all[d % all.len().max(1)]).collect())
+        }
+    }
+}
+
+/// Loads the scenario for a run: with `--runtime cuda --gpus LIST` and no `--devices`,
+/// one logical device per listed GPU.
+pub fn scenario_for_run(args: &RunArgs) -> Result<Scenario> {
+    let mut s = scenario_from(args)?;
+    if args.runtime == RuntimeKind::Cuda
+        && args.devices.is_none()
+        && let Some(list) = &args.gpus
+    {
+        let n = list.split(',').count();
+        if n != s.split.len() {
+            s = s.with_devices(n)?;
+        }
+    }
+    Ok(s)
+}
+
 /// Runs `s` without a UI.
 pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
-    if args.runtime == RuntimeKind::Cuda {
-        return Err(UsageError(
-            "--runtime cuda: this binary was built without CUDA support; build it with \
-             `cargo build --release --features cuda` on a machine with the CUDA toolkit"
-                .into(),
-        )
-        .into());
-    }
     if let Some(dir) = &args.dump_fields {
         std::fs::create_dir_all(dir).map_err(|e| {
             UsageError(format!(
@@ -77,26 +173,54 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
             ))
         })?;
     }
-    let program = args.mode.program(&s.ranges());
-    let mut rt = SimRuntime::new(s, program, args.jitter, s.steps);
-    if args.trace.is_some() {
-        rt.scheduler.keep_all_trace();
+    if args.check_every == Some(0) {
+        return Err(UsageError("--check-every 0: give a number of steps, at least 1".into()).into());
     }
+    let mut rt = Runner::new(s, args)?;
+    let c = Coefficients::new(s);
+    let mut reference = (!args.no_reference).then(|| Domain::reference(s, &c));
+    let mut reference_step = 0;
+    let mut first_divergence_step = None;
     let bar = progress(s.steps, "run");
     let t0 = Instant::now();
     let mut result = Ok(());
-    let chunk = (s.steps / 200).max(1);
+    // Chunks only pace the progress bar, except at --check-every points, where every
+    // device synchronises and the fields are compared.
+    let every = args.check_every.unwrap_or(u64::MAX);
+    let chunk = match args.runtime {
+        RuntimeKind::Sim => (s.steps / 200).max(1),
+        RuntimeKind::Cuda => (s.steps / 20).max(1),
+    };
     let mut n = 0;
+    let mut compare_time = std::time::Duration::ZERO;
     while n < s.steps && result.is_ok() {
-        n = (n + chunk).min(s.steps);
-        result = rt.run_until(n);
+        let next_check = (n / every + 1).saturating_mul(every);
+        n = (n + chunk).min(s.steps).min(next_check);
+        let check = n == next_check && n < s.steps;
+        result = rt.run_until(n, check);
+        if check && result.is_ok() && first_divergence_step.is_none() {
+            let tc = Instant::now();
+            if let Some(r) = reference.as_mut() {
+                while reference_step < n {
+                    r.step(reference_step);
+                    reference_step += 1;
+                }
+                let (ex, hy) = rt.fields()?;
+                if max_abs_diff(&ex, &r.gather(Field::Ex)).1.is_some()
+                    || max_abs_diff(&hy, &r.gather(Field::Hy)).1.is_some()
+                {
+                    first_divergence_step = Some(n);
+                }
+            }
+            compare_time += tc.elapsed();
+        }
         bar.set_position(n);
     }
-    let wall_s = t0.elapsed().as_secs_f64();
+    let wall_s = (t0.elapsed() - compare_time).as_secs_f64();
     bar.finish_and_clear();
-    if let Some(path) = &args.trace {
-        let records: Vec<_> = rt.scheduler.trace.iter().cloned().collect();
-        let json = trace::chrome_trace(rt.scheduler.program(), &records, "sim");
+    if let (Some(path), Runner::Sim(sim)) = (&args.trace, &rt) {
+        let records: Vec<_> = sim.scheduler.trace.iter().cloned().collect();
+        let json = trace::chrome_trace(sim.scheduler.program(), &records, "sim");
         std::fs::write(path, serde_json::to_vec(&json)?)
             .map_err(|e| UsageError(format!("--trace {}: cannot write: {e}", path.display())))?;
     }
@@ -104,21 +228,23 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     let (ex, hy) = rt.fields()?;
 
     let (mut max_diff, mut first) = (None, None);
-    if !args.no_reference {
-        let c = Coefficients::new(s);
-        let mut reference = Domain::reference(s, &c);
+    if let Some(r) = reference.as_mut() {
         let bar = progress(s.steps, "reference");
-        for n in 0..s.steps {
-            reference.step(n);
-            if n % 64 == 0 {
-                bar.set_position(n);
+        while reference_step < s.steps {
+            r.step(reference_step);
+            reference_step += 1;
+            if reference_step % 64 == 0 {
+                bar.set_position(reference_step);
             }
         }
         bar.finish_and_clear();
-        let (de, fe) = max_abs_diff(&ex, &reference.gather(Field::Ex));
-        let (dh, fh) = max_abs_diff(&hy, &reference.gather(Field::Hy));
+        let (de, fe) = max_abs_diff(&ex, &r.gather(Field::Ex));
+        let (dh, fh) = max_abs_diff(&hy, &r.gather(Field::Hy));
         max_diff = Some(de.max(dh));
         first = [fe, fh].into_iter().flatten().min();
+        if first.is_some() && first_divergence_step.is_none() {
+            first_divergence_step = Some(s.steps);
+        }
     }
 
     if let Some(dir) = &args.dump_fields {
@@ -127,7 +253,12 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
             crate::npy::write_f32(&path, data).with_context(|| format!("writing {}", path.display()))?;
         }
     }
-    let copy_us_median = rt.scheduler.copy_us.iter().map(|v| median(v)).collect();
+    let copy_us_median = rt.copy_us().iter().map(|v| median(v)).collect();
+    let (modelled_step_us, topology) = match &rt {
+        Runner::Sim(sim) => (Some(sim.scheduler.horizon_us / s.steps.max(1) as f64), Vec::new()),
+        #[cfg(feature = "cuda")]
+        Runner::Cuda(c) => (None, c.topology.clone()),
+    };
     Ok(Summary {
         scenario: s.name.clone(),
         cells: s.cells,
@@ -140,8 +271,11 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
         mcells_per_s: s.cells as f64 * s.steps as f64 / wall_s.max(1e-12) / 1e6,
         max_abs_diff: max_diff,
         first_diff_cell: first,
-        modelled_step_us: rt.scheduler.horizon_us / s.steps.max(1) as f64,
+        first_divergence_step,
+        modelled_step_us,
+        measured_step_us: 1e6 * wall_s / s.steps.max(1) as f64,
         copy_us_median,
+        topology,
     })
 }
 
@@ -183,7 +317,14 @@ impl Summary {
             })
             .collect::<Vec<_>>()
             .join(", ");
-        let copies = format!("{copies} (median, modelled)");
+        let copies = format!(
+            "{copies} (median, {})",
+            if self.modelled_step_us.is_some() {
+                "modelled"
+            } else {
+                "CUDA events"
+            }
+        );
         let rows = [
             ("scenario", self.scenario.clone()),
             ("cells", self.cells.to_string()),
@@ -193,10 +334,23 @@ impl Summary {
             ("runtime", self.runtime.clone()),
             ("wall time", format!("{:.3} s", self.wall_s)),
             ("throughput", format!("{:.1} Mcells/s", self.mcells_per_s)),
-            ("step time", format!("{:.2} µs modelled", self.modelled_step_us)),
+            (
+                "step time",
+                match self.modelled_step_us {
+                    Some(m) => format!("{m:.2} µs modelled"),
+                    None => format!("{:.2} µs measured", self.measured_step_us),
+                },
+            ),
             ("halo copy", copies),
             ("max |Δ|", diff),
         ];
-        rows.iter().map(|(k, v)| format!("{k:<12}{v}\n")).collect()
+        let mut out: String = rows.iter().map(|(k, v)| format!("{k:<12}{v}\n")).collect();
+        if let (Some(step), Some(_)) = (self.first_divergence_step, self.first_diff_cell) {
+            out += &format!("{:<12}by step {step}\n", "diverged");
+        }
+        for t in &self.topology {
+            out += &format!("{:<12}{t}\n", "gpu");
+        }
+        out
     }
 }

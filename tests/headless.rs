@@ -98,6 +98,7 @@ fn dump_fields_writes_float32_npy_files_of_the_whole_grid() {
     assert!((740..780).contains(&peak), "pulse peak at {peak}");
 }
 
+#[cfg(not(feature = "cuda"))]
 #[test]
 fn cuda_runtime_without_the_feature_explains_how_to_build_it() {
     let out = haloscope(&["--headless", "--runtime", "cuda"]);

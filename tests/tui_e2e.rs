@@ -43,6 +43,11 @@ impl Tmux {
                 "-i",
                 &format!("HOME={}", t._home.path().display()),
                 "TERM=xterm-256color",
+                // A cuda-feature build finds its (stub) driver through this in CI.
+                &format!(
+                    "LD_LIBRARY_PATH={}",
+                    std::env::var("LD_LIBRARY_PATH").unwrap_or_default()
+                ),
                 "PS1=READY$ ",
             ])
             .args(["bash", "--norc", "--noprofile"])

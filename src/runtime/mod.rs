@@ -1,6 +1,8 @@
 //! Runtimes execute step programs. `sim` models CUDA's stream and event semantics on the
 //! CPU, deterministically.
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod sim;
 
 use std::fmt;

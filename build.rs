@@ -1,0 +1,54 @@
+//! With the `cuda` feature: compiles kernels/*.cu to PTX with nvcc (`--fmad=false`, so the
+//! GPU matches the CPU bit for bit) into OUT_DIR, where `include_str!` embeds them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const KERNELS: [&str; 2] = ["fdtd1d", "reduce"];
+
+fn nvcc() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("NVCC") {
+        return Some(PathBuf::from(p));
+    }
+    if let Some(root) = std::env::var_os("CUDA_PATH") {
+        let p = Path::new(&root).join("bin").join("nvcc");
+        if p.exists() {
+            return Some(p);
+        }
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("nvcc"))
+        .find(|p| p.exists())
+}
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
+        return;
+    }
+    for var in ["NVCC", "CUDA_PATH", "PATH"] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    let Some(nvcc) = nvcc() else {
+        panic!(
+            "\n\nThe `cuda` feature compiles kernels/*.cu with nvcc, and no nvcc was found \
+             (looked at $NVCC, $CUDA_PATH/bin/nvcc and $PATH).\nInstall the CUDA 13.0 toolkit, \
+             or nvcc alone from PyPI with `scripts/install-nvcc.sh DIR`, then set \
+             NVCC=DIR/nvidia/cu13/bin/nvcc.\n\n"
+        );
+    };
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    for k in KERNELS {
+        let src = Path::new("kernels").join(format!("{k}.cu"));
+        println!("cargo:rerun-if-changed={}", src.display());
+        let ptx = out.join(format!("{k}.ptx"));
+        let status = Command::new(&nvcc)
+            .args(["-ptx", "--fmad=false", "-arch=compute_90", "-o"])
+            .arg(&ptx)
+            .arg(&src)
+            .status()
+            .unwrap_or_else(|e| panic!("running {}: {e}", nvcc.display()));
+        assert!(status.success(), "nvcc failed on {}", src.display());
+    }
+}

@@ -1,0 +1,53 @@
+// 1D Yee kernels of haloscope's cuda runtime.
+//
+// They must perform the float operations of src/physics.rs in the same order, and are
+// compiled with --fmad=false (build.rs), so the GPU and the CPU agree bit for bit.
+//
+// Every array is a device's local array: index 0 is the left halo, 1..=m the owned cells,
+// m+1 the right halo. `start`/`count` select local indices start..start+count.
+
+extern "C" __global__ void update_h(float *hy, const float *ex, float ch, unsigned int start,
+                                    unsigned int count) {
+    unsigned int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j < count) {
+        unsigned int i = start + j;
+        hy[i] = hy[i] + ch * (ex[i] - ex[i + 1]);
+    }
+}
+
+extern "C" __global__ void update_e(float *ex, const float *hy, const float *ca, const float *cb,
+                                    unsigned int start, unsigned int count) {
+    unsigned int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j < count) {
+        unsigned int i = start + j;
+        ex[i] = ca[i] * ex[i] + cb[i] * (hy[i - 1] - hy[i]);
+    }
+}
+
+// One source on local cell i: soft (hard == 0) adds `value`, hard imposes it. The value is
+// computed on the host in f64 and rounded once to f32, as on the CPU.
+extern "C" __global__ void apply_source(float *ex, unsigned int i, float value, int hard) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        ex[i] = hard ? value : ex[i] + value;
+    }
+}
+
+// The grid ends a device holds: kind 0 none, 1 PEC, 2 first-order Mur with coefficient
+// `mur_*`. prev[0] / prev[1] keep the inner node of the left / right end from the step
+// before (physics::apply_end).
+extern "C" __global__ void boundaries(float *ex, float *prev, unsigned int m, int left, float mur_left,
+                                      int right, float mur_right) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) {
+        return;
+    }
+    if (left != 0) {
+        float inner = ex[2];
+        ex[1] = left == 1 ? 0.0f : prev[0] + mur_left * (inner - ex[1]);
+        prev[0] = inner;
+    }
+    if (right != 0) {
+        float inner = ex[m - 1];
+        ex[m] = right == 1 ? 0.0f : prev[1] + mur_right * (inner - ex[m]);
+        prev[1] = inner;
+    }
+}

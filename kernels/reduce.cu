@@ -1,0 +1,41 @@
+// Snapshot reduction of haloscope's cuda runtime: the owned cells of a device reduced to
+// screen columns, so what is copied to the host grows with the screen, not the grid.
+//
+// Column c of the device covers local cells edges[c]..edges[c+1] (owned cells only). One
+// block per column; out[4*c .. 4*c+4] = min Ex, max Ex, min Hy, max Hy.
+
+extern "C" __global__ void reduce_columns(const float *ex, const float *hy, const unsigned int *edges,
+                                          unsigned int columns, float *out) {
+    __shared__ float s[4][256];
+    unsigned int c = blockIdx.x;
+    if (c >= columns) {
+        return;
+    }
+    float ex_lo = __int_as_float(0x7f800000), ex_hi = -__int_as_float(0x7f800000);
+    float hy_lo = ex_lo, hy_hi = ex_hi;
+    for (unsigned int i = edges[c] + threadIdx.x; i < edges[c + 1]; i += blockDim.x) {
+        ex_lo = fminf(ex_lo, ex[i]);
+        ex_hi = fmaxf(ex_hi, ex[i]);
+        hy_lo = fminf(hy_lo, hy[i]);
+        hy_hi = fmaxf(hy_hi, hy[i]);
+    }
+    s[0][threadIdx.x] = ex_lo;
+    s[1][threadIdx.x] = ex_hi;
+    s[2][threadIdx.x] = hy_lo;
+    s[3][threadIdx.x] = hy_hi;
+    __syncthreads();
+    for (unsigned int w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) {
+            s[0][threadIdx.x] = fminf(s[0][threadIdx.x], s[0][threadIdx.x + w]);
+            s[1][threadIdx.x] = fmaxf(s[1][threadIdx.x], s[1][threadIdx.x + w]);
+            s[2][threadIdx.x] = fminf(s[2][threadIdx.x], s[2][threadIdx.x + w]);
+            s[3][threadIdx.x] = fmaxf(s[3][threadIdx.x], s[3][threadIdx.x + w]);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        for (int k = 0; k < 4; k++) {
+            out[4 * c + k] = s[k][0];
+        }
+    }
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The GPU suite: run on a machine with NVIDIA GPUs and only the built binary
+# (`cargo build --release --features cuda`; see the README). Prints a table last.
+#
+#   scripts/gpu-check.sh [BINARY] [STEPS]
+#
+# 1. every correct mode, N = 2 (one device per GPU), 4 (two per GPU), 8 (four per GPU):
+#    max |Δ| against the reference (the sim's results, bit for bit) after STEPS steps: 0;
+# 2. every broken mode, 5 runs on 2 devices, on the default scenario and on one with
+#    2^22 cells per device: the step at which it first diverged (compared every 5 steps),
+#    and cross-device-record's driver error;
+# 3. the median halo-copy time against the measured peer-copy latency (7.3 µs, GPU.md);
+# 4. compute-sanitizer memcheck and initcheck on a short run of each correct mode: 0 errors.
+set -uo pipefail
+bin=${1:-./haloscope}
+steps=${2:-10000}
+log=${OUT:-/tmp}/gpu-check.log
+: > "$log"
+ngpu=$(nvidia-smi -L | wc -l)
+[ "$ngpu" -ge 1 ] || { echo "gpu-check: no GPU" >&2; exit 1; }
+# N logical devices in blocks over the GPUs: 2 -> 0,1; 4 -> 0,0,1,1; 8 -> 0,0,0,0,1,1,1,1.
+gpus() { local n=$1 out="" d; for ((d = 0; d < n; d++)); do out+="${out:+,}$((d * ngpu / n))"; done; echo "$out"; }
+field() { python3 -c "import json,sys; d=json.load(sys.stdin); v=d$1; print('-' if v is None else v)"; }
+run() { echo "\$ $bin $*" >> "$log"; "$bin" "$@" 2>> "$log" | tee -a "$log"; }
+
+rows=()
+for n in 2 4 8; do
+  for mode in events host-sync overlap; do
+    json=$(run --headless --runtime cuda --gpus "$(gpus $n)" --mode $mode --steps "$steps" --json) || json='{}'
+    diff=$(echo "$json" | field "['max_abs_diff']" 2>/dev/null || echo FAILED)
+    copy=$(echo "$json" | field "['copy_us_median'][1]" 2>/dev/null || echo -)
+    step=$(echo "$json" | field "['measured_step_us']" 2>/dev/null || echo -)
+    rows+=("$(printf '%-20s %-3s %-16s %-12s %-14s %s' "$mode" "$n" "$(gpus $n)" "$diff" "$copy" "$step")")
+  done
+done
+
+# Broken modes race for real: give them kernels long enough to lose the race against
+# (2^22 cells per device) and a pulse that reaches the device boundary at once.
+race=$(mktemp /tmp/haloscope-race.XXXX.toml)
+cat > "$race" <<'TOML'
+name = "race"
+description = "2^23 cells on 2 devices, a pulse born at their boundary"
+[grid]
+cells = 8388608
+courant = 1.0
+[devices]
+count = 2
+[[sources]]
+kind = "gaussian"
+position = 4194300
+delay = 30.0
+width = 6.0
+TOML
+broken=()
+for mode in no-wait wait-before-record halo-overwrite; do
+  # pulse: the wave reaches the device boundary (cell 1000) near step 560.
+  for case in "pulse 800" "$race 300"; do
+    read -r scenario n_steps <<< "$case"
+    seen=""
+    for r in 1 2 3 4 5; do
+      json=$(run --headless --runtime cuda --gpus "$(gpus 2)" --scenario "$scenario" --mode $mode --steps "$n_steps" \
+             --check-every 5 --json) || json='{}'
+      seen+="$(echo "$json" | field "['first_divergence_step']" 2>/dev/null || echo ERR) "
+    done
+    label=$([ "$scenario" = pulse ] && echo pulse || echo race)
+    broken+=("$(printf '%-20s %-8s %s' "$mode" "$label" "$seen")")
+  done
+done
+cross_out=$("$bin" --headless --runtime cuda --gpus "$(gpus 2)" --mode cross-device-record --steps 10 2>&1)
+cross_rc=$?
+cross=$(echo "$cross_out" | tail -n 1)
+
+sanitizer=()
+if command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck initcheck; do
+    for mode in events host-sync overlap; do
+      res=$(compute-sanitizer --tool $tool "$bin" --headless --runtime cuda --gpus "$(gpus 2)" --mode $mode \
+            --steps 50 2>&1 | tee -a "$log" | grep -E "ERROR SUMMARY" | tail -n 1)
+      sanitizer+=("$(printf '%-10s %-10s %s' "$tool" "$mode" "${res:-no summary}")")
+    done
+  done
+fi
+
+echo
+echo "== haloscope GPU check: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1), $ngpu GPU(s), $steps steps"
+printf '%-20s %-3s %-16s %-12s %-14s %s\n' "correct mode" "N" "--gpus" "max |Δ|" "copy µs (med)" "µs/step"
+printf '%s\n' "${rows[@]}"
+echo "(reference peer-copy latency, GPU.md: 7.3 µs; max |Δ| must be 0.0)"
+echo
+printf '%-20s %-8s %s\n' "broken mode" "scenario" "first divergence step in 5 runs (pulse: 800 steps, race: 300; checked every 5; - = none)"
+printf '%s\n' "${broken[@]}"
+printf '%-20s %s\n' "cross-device-record" "exit $cross_rc: $cross"
+echo
+[ ${#sanitizer[@]} -gt 0 ] && printf '%s\n' "${sanitizer[@]}"
