@@ -17,6 +17,9 @@ use crate::scenario::Scenario;
 use crate::snapshot::{self, Column};
 use crate::trace::TraceRecord;
 
+/// Steps of operations a frame carries for the timeline (zoomed, it shows them all).
+pub const TIMELINE_STEPS: u64 = 4;
+
 /// What the UI can ask of the engine.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Control {
@@ -93,7 +96,7 @@ pub struct Frame {
     /// `None` while a step is half issued (micro-stepping): no fair comparison then.
     pub max_diff: Option<f32>,
     pub first_diff: Option<usize>,
-    /// Operations of the latest step with any, for the timeline.
+    /// Operations of the latest `TIMELINE_STEPS` steps with any, for the timeline.
     pub timeline: Vec<TraceRecord>,
     pub timeline_step: Option<u64>,
     /// Per device: copies arriving from the left and from the right neighbour.
@@ -494,14 +497,20 @@ impl Sim {
 
         let sch = &mut self.runtime.scheduler;
         let timeline_step = sch.trace.iter().rev().find_map(|r| r.step);
-        // The latest step's records sit at the end of the trace (with, mid-step, some of the
-        // step before): scan back only that far.
+        // The latest steps' records sit at the end of the trace (with, mid-step, some of
+        // the step before): scan back only that far.
         let mut timeline: Vec<TraceRecord> = sch
             .trace
             .iter()
             .rev()
-            .take_while(|r| r.step.is_none_or(|s| s + 1 >= timeline_step.unwrap_or(0)))
-            .filter(|r| r.step.is_some() && r.step == timeline_step)
+            .take_while(|r| {
+                r.step
+                    .is_none_or(|s| s + TIMELINE_STEPS >= timeline_step.unwrap_or(0))
+            })
+            .filter(|r| {
+                r.step
+                    .is_some_and(|s| s + TIMELINE_STEPS > timeline_step.unwrap_or(0))
+            })
             .cloned()
             .collect();
         timeline.reverse();

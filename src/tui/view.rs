@@ -92,7 +92,7 @@ impl Widget for &App {
             match panel {
                 Panel::Fields => render_fields(frame, self.device, inner, buf),
                 Panel::Program => render_program(frame, self.device, inner, buf),
-                Panel::Timeline => render_timeline(frame, self.device, inner, buf),
+                Panel::Timeline => render_timeline(frame, self.device, self.zoom, inner, buf),
                 Panel::Transfers => render_transfers(frame, self.device, inner, buf),
             }
         }
@@ -117,7 +117,14 @@ fn panel_block<'a>(panel: Panel, focused: bool, frame: &Frame, app: &App) -> Blo
         }
         Panel::Program => format!(" Program: {} ", frame.mode.name()),
         Panel::Timeline => match frame.timeline_step {
-            Some(s) => format!(" Timeline: step {s} ({} clock) ", clock_name(frame)),
+            Some(s) if app.zoom && s > 0 => {
+                let first = s.saturating_sub(crate::engine::TIMELINE_STEPS - 1);
+                format!(" Timeline: steps {first}–{s} ({} clock) ", clock_name(frame))
+            }
+            Some(s) => format!(
+                " Timeline: step {s} ({} clock; z: the last few) ",
+                clock_name(frame)
+            ),
             None => " Timeline ".to_string(),
         },
         Panel::Transfers => " Transfers: halo copies per device ".to_string(),
@@ -433,8 +440,15 @@ fn lane_color(kind: OpKind) -> Color {
     }
 }
 
-fn render_timeline(frame: &Frame, device: Option<usize>, area: Rect, buf: &mut Buffer) {
-    let records: Vec<&TraceRecord> = frame.timeline.iter().collect();
+fn render_timeline(frame: &Frame, device: Option<usize>, zoomed: bool, area: Rect, buf: &mut Buffer) {
+    // The last step; zoomed, the last few.
+    let last = frame.timeline_step.unwrap_or(0);
+    let steps = if zoomed { crate::engine::TIMELINE_STEPS } else { 1 };
+    let records: Vec<&TraceRecord> = frame
+        .timeline
+        .iter()
+        .filter(|r| r.step.is_some_and(|s| s + steps > last))
+        .collect();
     if records.is_empty() || area.height < 3 || area.width < 20 {
         Paragraph::new("no step yet: press n (step) or space (run)").render(area, buf);
         return;
@@ -823,7 +837,7 @@ pub mod tests {
         let mut sch = Scheduler::new(program.clone(), Default::default(), split.clone(), None, 2);
         // cross-device-record fails in step 0: its timeline stays empty.
         let _ = sch.issue_until(2);
-        let timeline: Vec<TraceRecord> = sch.trace.iter().filter(|r| r.step == Some(1)).cloned().collect();
+        let timeline: Vec<TraceRecord> = sch.trace.iter().filter(|r| r.step.is_some()).cloned().collect();
         let columns = (0..160)
             .map(|i| {
                 let x = (i as f32 - 100.0) / 6.0;

@@ -203,7 +203,7 @@ impl CudaRuntime {
             let ch = coefficients.ch;
             let h = std::thread::Builder::new()
                 .name(format!("dev-{d}"))
-                .spawn(move || device_thread(d, gpu, meta, ch, program, shared, rx, reply_tx))
+                .spawn(move || device_thread(Spec { t: d, gpu, meta, ch }, program, shared, rx, reply_tx))
                 .context("spawning a device thread")?;
             commands.push(tx);
             handles.push(h);
@@ -322,24 +322,33 @@ fn peer_direct(a: i32, b: i32) -> bool {
         .unwrap_or(false)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn device_thread(
+/// What one device thread is started with.
+struct Spec {
+    /// Logical device (= host thread) index.
     t: usize,
+    /// Physical GPU ordinal.
     gpu: i32,
+    /// Host-side description of the device's cells, sources and ends.
     meta: DeviceState,
+    /// The `Hy` update coefficient (the Courant number).
     ch: f32,
+}
+
+fn device_thread(
+    spec: Spec,
     program: Arc<Program>,
     shared: Arc<Shared>,
     commands: Receiver<Cmd>,
     replies: Sender<(usize, Result<Reply, Failure>)>,
 ) {
+    let t = spec.t;
     let fail = |f: Failure| {
         shared.barrier.break_it();
         let _ = replies.send((t, Err(f)));
     };
     // After a failure the thread keeps its resources (other threads may still name its
     // events) and answers every command with an error, until the runtime is dropped.
-    let mut dev = match Dev::new(t, gpu, meta, ch, program, shared.clone()) {
+    let mut dev = match Dev::new(spec, program, shared.clone()) {
         Ok(d) => Some(d),
         Err(f) => {
             fail(f);
@@ -401,14 +410,8 @@ struct Dev {
 }
 
 impl Dev {
-    fn new(
-        t: usize,
-        gpu: i32,
-        meta: DeviceState,
-        ch: f32,
-        program: Arc<Program>,
-        shared: Arc<Shared>,
-    ) -> Result<Dev, Failure> {
+    fn new(spec: Spec, program: Arc<Program>, shared: Arc<Shared>) -> Result<Dev, Failure> {
+        let Spec { t, gpu, meta, ch } = spec;
         let cu_device = sys::device(gpu)?;
         let ctx = sys::primary_context(cu_device)?;
         let len = meta.ex.len();
