@@ -51,12 +51,14 @@ pub fn main(cli: Cli) -> Result<()> {
     let scenario = headless::scenario_for_run(&args)?;
     if !args.headless {
         if args.runtime == crate::cli::RuntimeKind::Cuda {
-            return Err(crate::error::UsageError(
+            let why = if cfg!(feature = "cuda") {
+                "--runtime cuda: the UI drives the sim runtime only, for now; run the GPUs with \
+                 `--headless --runtime cuda` (see the README)"
+            } else {
                 "--runtime cuda: this binary was built without CUDA support; build it with \
                  `cargo build --release --features cuda` on a machine with the CUDA toolkit"
-                    .into(),
-            )
-            .into());
+            };
+            return Err(crate::error::UsageError(why.into()).into());
         }
         return crate::tui::run(
             scenario,
