@@ -203,3 +203,20 @@ fn the_cache_blocked_fused_step_gives_the_same_bits_as_kernels_one_by_one_in_eve
         }
     }
 }
+
+#[test]
+fn computing_on_the_calling_thread_gives_the_same_bits_as_device_threads_in_every_mode() {
+    let s = builtin("uneven");
+    for mode in Mode::ALL.into_iter().filter(|m| *m != Mode::CrossDeviceRecord) {
+        for jitter in [None, Some(9)] {
+            let run = |threads: bool| {
+                let mut rt = SimRuntime::with_threads(&s, mode.program(&s.ranges()), jitter, 700, threads);
+                rt.run_until(700).unwrap();
+                rt.fields().unwrap()
+            };
+            let (a, b) = (run(true), run(false));
+            assert_eq!(bits(&a.0), bits(&b.0), "{} jitter {jitter:?}: Ex", mode.name());
+            assert_eq!(bits(&a.1), bits(&b.1), "{} jitter {jitter:?}: Hy", mode.name());
+        }
+    }
+}

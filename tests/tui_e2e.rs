@@ -184,7 +184,7 @@ fn a_panic_in_a_compute_thread_restores_the_terminal_and_exits_non_zero() {
     let s = t.wait_for("the exit", |s| exit_status(s).is_some());
     assert_eq!(exit_status(&s), Some(101), "{s}");
     assert!(
-        s.contains("injected panic in device thread dev-0"),
+        s.contains("injected panic in the compute of dev0"),
         "the message is printed:\n{s}"
     );
     assert!(!s.contains("RUNNING"), "{s}");

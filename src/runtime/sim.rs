@@ -634,17 +634,6 @@ struct Executor {
 }
 
 impl Executor {
-    fn new(s: &Scenario) -> Self {
-        let c = Coefficients::new(s);
-        Self::from_states(
-            s.ranges()
-                .into_iter()
-                .enumerate()
-                .map(|(d, r)| DeviceState::new(d, r, s, &c))
-                .collect(),
-        )
-    }
-
     fn from_states(states: Vec<DeviceState>) -> Self {
         let n = states.len();
         let (done_tx, done) = unbounded();
@@ -927,20 +916,132 @@ fn fused_step(state: &mut DeviceState, group: &[Effect], io: &mut Io) -> Result<
     Ok(())
 }
 
+/// Computes a small grid on the calling thread: there, handing halos between device
+/// threads would cost more than the kernels. Same effects, same global order.
+struct Inline {
+    states: Vec<DeviceState>,
+    stash: HashMap<u64, Vec<f32>>,
+}
+
+impl Inline {
+    fn apply(&mut self, effects: Vec<Effect>) {
+        for e in effects {
+            match e {
+                Effect::Kernel {
+                    device,
+                    kernel,
+                    cells,
+                    step,
+                } => self.states[device].run(kernel, &cells, step),
+                Effect::CopyRead {
+                    src,
+                    field,
+                    cells,
+                    tag,
+                    ..
+                } => {
+                    let v = self.states[src].read(field, &cells).to_vec();
+                    self.stash.insert(tag, v);
+                }
+                Effect::CopyWrite {
+                    dst,
+                    field,
+                    cells,
+                    tag,
+                } => {
+                    let v = self
+                        .stash
+                        .remove(&tag)
+                        .expect("a copy is read before it is written");
+                    self.states[dst].write(field, cells.start, &v);
+                }
+            }
+        }
+    }
+}
+
+/// Where the fields live and the kernels run.
+enum Compute {
+    /// One thread per device.
+    Threads(Executor),
+    Inline(Inline),
+}
+
+/// Grids smaller than this run on the calling thread (see [`Inline`]).
+pub const INLINE_BELOW_CELLS: usize = 32_768;
+
 /// The sim runtime: scheduler + executor for one scenario and one program.
 pub struct SimRuntime {
     pub scheduler: Scheduler,
-    executor: Executor,
+    compute: Compute,
 }
 
 impl SimRuntime {
     /// `limit`: the number of steps the run will issue (a real program's loop bound).
+    /// Grids below [`INLINE_BELOW_CELLS`] are computed on the calling thread, larger ones
+    /// by one thread per device.
     pub fn new(s: &Scenario, program: Program, jitter_seed: Option<u64>, limit: u64) -> Self {
-        let scheduler = Scheduler::new(program, s.cost.clone(), s.split.clone(), jitter_seed, limit);
-        SimRuntime {
-            scheduler,
-            executor: Executor::new(s),
-        }
+        Self::with_threads(s, program, jitter_seed, limit, s.cells >= INLINE_BELOW_CELLS)
+    }
+
+    /// As [`SimRuntime::new`], choosing device threads (`true`) or the calling thread.
+    pub fn with_threads(
+        s: &Scenario,
+        program: Program,
+        jitter_seed: Option<u64>,
+        limit: u64,
+        threads: bool,
+    ) -> Self {
+        let c = Coefficients::new(s);
+        let states = s
+            .ranges()
+            .into_iter()
+            .enumerate()
+            .map(|(d, r)| DeviceState::new(d, r, s, &c))
+            .collect();
+        Self::from_states_with(s, states, program, jitter_seed, 0, limit, threads)
+    }
+
+    /// Continues from `states` (e.g. after switching mode), numbering steps from `base`.
+    pub fn from_states(
+        s: &Scenario,
+        states: Vec<DeviceState>,
+        program: Program,
+        jitter_seed: Option<u64>,
+        base: u64,
+        limit: u64,
+    ) -> Self {
+        Self::from_states_with(
+            s,
+            states,
+            program,
+            jitter_seed,
+            base,
+            limit,
+            s.cells >= INLINE_BELOW_CELLS,
+        )
+    }
+
+    fn from_states_with(
+        s: &Scenario,
+        states: Vec<DeviceState>,
+        program: Program,
+        jitter_seed: Option<u64>,
+        base: u64,
+        limit: u64,
+        threads: bool,
+    ) -> Self {
+        let mut scheduler = Scheduler::new(program, s.cost.clone(), s.split.clone(), jitter_seed, limit);
+        scheduler.set_base_step(base);
+        let compute = if threads {
+            Compute::Threads(Executor::from_states(states))
+        } else {
+            Compute::Inline(Inline {
+                states,
+                stash: HashMap::new(),
+            })
+        };
+        SimRuntime { scheduler, compute }
     }
 
     /// Issues calls until `steps` steps are issued by every thread, then applies every
@@ -959,37 +1060,29 @@ impl SimRuntime {
 
     fn settle(&mut self) -> anyhow::Result<()> {
         let effects = self.scheduler.ready_effects();
-        self.executor.apply(effects)
-    }
-
-    /// Continues from `states` (e.g. after switching mode), numbering steps from `base`.
-    pub fn from_states(
-        s: &Scenario,
-        states: Vec<DeviceState>,
-        program: Program,
-        jitter_seed: Option<u64>,
-        base: u64,
-        limit: u64,
-    ) -> Self {
-        let mut scheduler = Scheduler::new(program, s.cost.clone(), s.split.clone(), jitter_seed, limit);
-        scheduler.set_base_step(base);
-        SimRuntime {
-            scheduler,
-            executor: Executor::from_states(states),
+        match &mut self.compute {
+            Compute::Threads(x) => x.apply(effects),
+            Compute::Inline(i) => {
+                i.apply(effects);
+                Ok(())
+            }
         }
     }
 
     /// Turns the cache-blocked fused step off (`false`) or on: the results are the same
-    /// bits either way; tests compare the two.
+    /// bits either way; tests compare the two. (Inline grids are small: never fused.)
     pub fn set_fusion(&mut self, on: bool) {
-        self.executor.fuse = on;
+        if let Compute::Threads(x) = &mut self.compute {
+            x.fuse = on;
+        }
     }
 
     /// A copy of every device's state.
     pub fn states(&self) -> anyhow::Result<Vec<DeviceState>> {
-        (0..self.executor.commands.len())
-            .map(|d| self.executor.ask(d, Command::State))
-            .collect()
+        match &self.compute {
+            Compute::Threads(x) => (0..x.commands.len()).map(|d| x.ask(d, Command::State)).collect(),
+            Compute::Inline(i) => Ok(i.states.clone()),
+        }
     }
 
     /// The fields reduced to `edges.len() − 1` screen columns, compared with `reference`.
@@ -998,9 +1091,22 @@ impl SimRuntime {
         edges: &Arc<Vec<usize>>,
         reference: Option<&Arc<(Vec<f32>, Vec<f32>)>>,
     ) -> anyhow::Result<Vec<Partial>> {
+        let x = match &self.compute {
+            Compute::Threads(x) => x,
+            Compute::Inline(i) => {
+                let r = reference.map(|r| (r.0.as_slice(), r.1.as_slice()));
+                return Ok(i
+                    .states
+                    .iter()
+                    .map(|st| {
+                        snapshot::reduce(st.lo..st.hi, st.owned(Field::Ex), st.owned(Field::Hy), r, edges)
+                    })
+                    .collect());
+            }
+        };
         // Ask every device first, then collect: they reduce in parallel.
         let mut replies = Vec::new();
-        for (d, c) in self.executor.commands.iter().enumerate() {
+        for (d, c) in x.commands.iter().enumerate() {
             let (tx, rx) = bounded(1);
             c.send(Command::Reduce(edges.clone(), reference.cloned(), tx))
                 .map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))?;
@@ -1015,18 +1121,37 @@ impl SimRuntime {
             .collect()
     }
 
-    /// Test-only: makes device thread `d` panic.
+    /// Test-only: makes the compute of device `d` panic (in its thread, or inline).
     pub fn inject_panic(&self, d: usize) {
-        let _ = self.executor.commands[d].send(Command::Panic);
+        match &self.compute {
+            Compute::Threads(x) => {
+                let _ = x.commands[d].send(Command::Panic);
+            }
+            Compute::Inline(_) => panic!("injected panic in the compute of dev{d} (--inject-panic)"),
+        }
     }
 
     /// Device `d`'s local array of `f`, halos included (index 0 and the last).
     pub fn device_local(&self, d: usize, f: Field) -> anyhow::Result<Vec<f32>> {
-        self.executor.local(d, f)
+        match &self.compute {
+            Compute::Threads(x) => x.local(d, f),
+            Compute::Inline(i) => Ok(i.states[d].field(f).to_vec()),
+        }
     }
 
     pub fn fields(&self) -> anyhow::Result<(Vec<f32>, Vec<f32>)> {
-        Ok((self.executor.gather(Field::Ex)?, self.executor.gather(Field::Hy)?))
+        match &self.compute {
+            Compute::Threads(x) => Ok((x.gather(Field::Ex)?, x.gather(Field::Hy)?)),
+            Compute::Inline(i) => {
+                let gather = |f| {
+                    i.states
+                        .iter()
+                        .flat_map(|st| st.owned(f).iter().copied())
+                        .collect()
+                };
+                Ok((gather(Field::Ex), gather(Field::Hy)))
+            }
+        }
     }
 }
 
