@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 
 use super::OpError;
 use crate::cost::CostModel;
-use crate::decomp::{DeviceState, Field, Kernel};
+use crate::decomp::{DeviceState, Domain, Field, Kernel};
 use crate::physics::Coefficients;
 use crate::program::{Op, Program, StreamId};
 use crate::scenario::Scenario;
@@ -992,13 +992,7 @@ impl SimRuntime {
         limit: u64,
         threads: bool,
     ) -> Self {
-        let c = Coefficients::new(s);
-        let states = s
-            .ranges()
-            .into_iter()
-            .enumerate()
-            .map(|(d, r)| DeviceState::new(d, r, s, &c))
-            .collect();
+        let states = Domain::new(s, &Coefficients::new(s)).devices;
         Self::from_states_with(s, states, program, jitter_seed, 0, limit, threads)
     }
 
