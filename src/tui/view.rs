@@ -787,13 +787,19 @@ fn render_lesson(frame: &Frame, area: Rect, buf: &mut Buffer) {
         ]),
         Line::from(""),
     ];
-    lines.extend(mode.lesson().lines().map(Line::from));
+    // One paragraph, wrapped to the box: the lesson's own line breaks suit ~90 columns.
+    lines.push(Line::from(
+        mode.lesson().lines().map(str::trim).collect::<Vec<_>>().join(" "),
+    ));
     lines.push(Line::from(""));
     lines.push(Line::styled(
         "m / M: another mode · Esc closes",
         Style::new().fg(Color::DarkGray),
     ));
-    let r = centered(area, 100, lines.len() as u16 + 2);
+    // Rows the wrapped paragraph needs, plus the other lines and the border.
+    let w = area.width.min(100);
+    let paragraph_rows = (mode.lesson().len() as u16).div_ceil(w.saturating_sub(4).max(1)) + 1;
+    let r = centered(area, w, lines.len() as u16 + paragraph_rows + 2);
     Clear.render(r, buf);
     Paragraph::new(lines)
         .wrap(Wrap { trim: true })
