@@ -38,6 +38,10 @@ Examples:
                                               perturbed durations: still bit-identical
   haloscope --list                            list built-in scenarios and modes
   haloscope bench --runtime sim               throughput table, sim runtime vs a plain loop
+  haloscope bench --tui                       what the UI costs, and one frame's render time
+  haloscope --headless --runtime cuda --gpus 0,0,1,1
+                                              real GPUs, two logical devices per GPU
+                                              (a build with --features cuda; see the README)
 
 In the UI: space pause/resume, n one step, . one API call, m/M mode, +/- speed, r reset,
 tab/z focus/zoom a panel, 1-9 focus a device, l lesson, ? help, q quit.
