@@ -153,6 +153,8 @@ pub struct TuiBench {
     pub ui_steps_per_s: f64,
     /// 1 − ui / headless.
     pub ui_cost: f64,
+    /// The engine feeding frames that nobody draws: what the frames cost without drawing.
+    pub undrawn_steps_per_s: f64,
     pub frames_drawn: usize,
     pub render_ms_median: f64,
     pub render_ms_p99: f64,
@@ -167,6 +169,7 @@ impl TuiBench {
              {:<34}{:>12.0} steps/s\n\
              {:<34}{:>12.0} steps/s\n\
              {:<34}{:>11.1} %  (target ≤ 3 %)\n\
+             {:<34}{:>12.0} steps/s  (frames built, not drawn)\n\
              {:<34}{:>12.3} ms median, {:.3} ms p99 over {} frames (target ≤ 2 ms)\n",
             self.scenario,
             "headless (runtime + reference)",
@@ -175,6 +178,8 @@ impl TuiBench {
             self.ui_steps_per_s,
             "cost of the UI",
             100.0 * self.ui_cost,
+            "engine alone",
+            self.undrawn_steps_per_s,
             "render one frame",
             self.render_ms_median,
             self.render_ms_p99,
@@ -210,7 +215,9 @@ pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
         Ok(n as f64 / t0.elapsed().as_secs_f64())
     };
     let mut render_ms = Vec::new();
-    let mut with_ui = |budget: Duration| -> Result<f64> {
+    // `draw`: false takes the engine's frames without drawing them, which separates the
+    // engine's per-frame work from the drawing itself.
+    let mut with_ui = |budget: Duration, draw: bool| -> Result<f64> {
         let mut app = App::new(Mode::Events, KeyMap::default(), None);
         let screen = Rect::new(0, 0, w, h);
         let engine = Engine::start(EngineConfig {
@@ -231,9 +238,11 @@ pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
             if let Some(f) = engine.take_frame() {
                 let step = f.step;
                 app.set_frame(f);
-                let t = Instant::now();
-                term.draw(|fr| fr.render_widget(&app, fr.area()))?;
-                render_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                if draw {
+                    let t = Instant::now();
+                    term.draw(|fr| fr.render_widget(&app, fr.area()))?;
+                    render_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                }
                 first.get_or_insert((Instant::now(), step));
                 last = (Instant::now(), step);
             }
@@ -241,12 +250,17 @@ pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
         let (t1, s1) = first.unwrap_or(last);
         Ok((last.1 - s1) as f64 / last.0.duration_since(t1).as_secs_f64().max(1e-9))
     };
-    let (mut hl, mut ui) = (Vec::new(), Vec::new());
+    let (mut hl, mut ui, mut undrawn) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..args.repeat.max(1) {
         hl.push(headless(budget)?);
-        ui.push(with_ui(budget)?);
+        ui.push(with_ui(budget, true)?);
+        undrawn.push(with_ui(budget, false)?);
     }
-    let (hl, ui) = (median(&hl).expect("runs"), median(&ui).expect("runs"));
+    let (hl, ui, undrawn) = (
+        median(&hl).expect("runs"),
+        median(&ui).expect("runs"),
+        median(&undrawn).expect("runs"),
+    );
     render_ms.sort_by(f64::total_cmp);
     let p99 = render_ms[((render_ms.len() as f64 * 0.99) as usize).min(render_ms.len().saturating_sub(1))];
     Ok(TuiBench {
@@ -254,6 +268,7 @@ pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
         headless_steps_per_s: hl,
         ui_steps_per_s: ui,
         ui_cost: 1.0 - ui / hl,
+        undrawn_steps_per_s: undrawn,
         frames_drawn: render_ms.len(),
         render_ms_median: median(&render_ms).unwrap_or(0.0),
         render_ms_p99: p99,
