@@ -50,20 +50,22 @@ pub fn main(cli: Cli) -> Result<()> {
     }
     let scenario = headless::scenario_for_run(&args)?;
     if !args.headless {
-        if args.runtime == crate::cli::RuntimeKind::Cuda {
-            let why = if cfg!(feature = "cuda") {
-                "--runtime cuda: the UI drives the sim runtime only, for now; run the GPUs with \
-                 `--headless --runtime cuda` (see the README)"
-            } else {
-                "--runtime cuda: this binary was built without CUDA support; build it with \
-                 `cargo build --release --features cuda` on a machine with the CUDA toolkit"
-            };
-            return Err(crate::error::UsageError(why.into()).into());
-        }
+        let runtime = match args.runtime {
+            crate::cli::RuntimeKind::Sim => crate::engine::RuntimeChoice::Sim,
+            #[cfg(feature = "cuda")]
+            crate::cli::RuntimeKind::Cuda => {
+                crate::engine::RuntimeChoice::Cuda(headless::gpus_for(&scenario, &args)?)
+            }
+            #[cfg(not(feature = "cuda"))]
+            crate::cli::RuntimeKind::Cuda => {
+                return Err(crate::error::UsageError(crate::runtime::NO_CUDA.into()).into());
+            }
+        };
         return crate::tui::run(
             scenario,
             crate::tui::Options {
                 mode: args.mode,
+                runtime,
                 jitter: args.jitter,
                 keymap: args.keymap.as_deref(),
                 paused: args.paused,

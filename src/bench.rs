@@ -223,6 +223,7 @@ pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
         let engine = Engine::start(EngineConfig {
             scenario: s.clone(),
             mode: Mode::Events,
+            runtime: crate::engine::RuntimeChoice::Sim,
             jitter: None,
             running: true,
             speed: None,

@@ -94,12 +94,7 @@ impl Runner {
                 )?)))
             }
             #[cfg(not(feature = "cuda"))]
-            RuntimeKind::Cuda => Err(UsageError(
-                "--runtime cuda: this binary was built without CUDA support; build it with \
-                 `cargo build --release --features cuda` on a machine with the CUDA toolkit (see the README)"
-                    .into(),
-            )
-            .into()),
+            RuntimeKind::Cuda => Err(UsageError(crate::runtime::NO_CUDA.into()).into()),
         }
     }
 
@@ -136,7 +131,7 @@ impl Runner {
 
 /// `--gpus`, or one logical device per visible GPU.
 #[cfg(feature = "cuda")]
-fn gpus_for(s: &Scenario, args: &RunArgs) -> Result<Vec<i32>> {
+pub fn gpus_for(s: &Scenario, args: &RunArgs) -> Result<Vec<i32>> {
     match &args.gpus {
         Some(list) => Ok(crate::runtime::cuda::parse_gpus(list)?),
         None => {

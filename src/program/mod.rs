@@ -128,6 +128,22 @@ impl Program {
         format!("{}@dev{}", self.stream_names[s.index], s.device)
     }
 
+    /// A short name for the call, for timelines and queues.
+    pub fn label(&self, op: &Op) -> String {
+        let ev = |e: &EventId| self.events[e.0].name.clone();
+        match op {
+            Op::EventCreate { event, .. } => format!("create {}", ev(event)),
+            Op::EventDestroy { event } => format!("destroy {}", ev(event)),
+            Op::Launch { kernel, cells, .. } => format!("{} {}..{}", kernel.name(), cells.start, cells.end),
+            Op::Record { event, .. } => format!("record {}", ev(event)),
+            Op::Wait { event, .. } => format!("wait {}", ev(event)),
+            Op::PeerCopy { field, src, dst, .. } => format!("copy {} dev{src}→dev{dst}", field.name()),
+            Op::StreamSync { .. } => "stream sync".into(),
+            Op::DeviceSync { .. } => "device sync".into(),
+            Op::HostBarrier => "barrier".into(),
+        }
+    }
+
     /// The call as a learner would write it with the CUDA runtime API.
     pub fn render(&self, op: &Op) -> String {
         let ev = |e: &EventId| self.events[e.0].name.clone();

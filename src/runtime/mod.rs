@@ -7,6 +7,10 @@ pub mod sim;
 
 use std::fmt;
 
+/// What `--runtime cuda` says in a binary built without the `cuda` feature.
+pub const NO_CUDA: &str = "--runtime cuda: this binary was built without CUDA support; build it with \
+     `cargo build --release --features cuda` on a machine with the CUDA toolkit (see the README)";
+
 /// A call that failed, named as the learner wrote it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpError {

@@ -385,7 +385,7 @@ impl Scheduler {
             op_index: pc,
             kind: op.kind(),
             stream: op.stream(),
-            label: self.label(&op),
+            label: self.program.label(&op),
             issue_us: issue,
             start_us: issue,
             end_us: after_call,
@@ -547,21 +547,6 @@ impl Scheduler {
         let lo: usize = self.cells[..device].iter().sum();
         let hi = lo + self.cells[device];
         cells.end.min(hi).saturating_sub(cells.start.max(lo))
-    }
-
-    fn label(&self, op: &Op) -> String {
-        let ev = |e: &crate::program::EventId| self.program.events[e.0].name.clone();
-        match op {
-            Op::EventCreate { event, .. } => format!("create {}", ev(event)),
-            Op::EventDestroy { event } => format!("destroy {}", ev(event)),
-            Op::Launch { kernel, cells, .. } => format!("{} {}..{}", kernel.name(), cells.start, cells.end),
-            Op::Record { event, .. } => format!("record {}", ev(event)),
-            Op::Wait { event, .. } => format!("wait {}", ev(event)),
-            Op::PeerCopy { field, src, dst, .. } => format!("copy {} dev{src}→dev{dst}", field.name()),
-            Op::StreamSync { .. } => "stream sync".into(),
-            Op::DeviceSync { .. } => "device sync".into(),
-            Op::HostBarrier => "barrier".into(),
-        }
     }
 
     fn push_trace(&mut self, rec: TraceRecord) {

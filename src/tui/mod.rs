@@ -15,7 +15,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::engine::{Control, Engine, EngineConfig};
+use crate::engine::{self as engine_mod, Control, Engine, EngineConfig, RuntimeChoice};
 use crate::error::UsageError;
 use crate::scenario::Scenario;
 use app::{App, SPEEDS};
@@ -24,6 +24,7 @@ use keymap::KeyMap;
 /// What the UI is started with.
 pub struct Options<'a> {
     pub mode: crate::program::Mode,
+    pub runtime: RuntimeChoice,
     pub jitter: Option<u64>,
     pub keymap: Option<&'a Path>,
     pub paused: bool,
@@ -100,6 +101,20 @@ pub fn run(scenario: Scenario, opts: Options) -> Result<()> {
     let (keymap, notice) = KeyMap::load(opts.keymap);
     let mut app = App::new(opts.mode, keymap, notice);
     let signals = signals()?;
+    let mut cfg = EngineConfig {
+        scenario,
+        mode: opts.mode,
+        runtime: opts.runtime,
+        jitter: opts.jitter,
+        running: !opts.paused,
+        speed: SPEEDS[app.speed],
+        columns: 1,
+        inject_panic: opts.inject_panic,
+    };
+    // The runtime starts before the terminal is taken: its errors (no GPU, a bad GPU
+    // list, out of memory) print like any other and exit with code 2.
+    let program = std::sync::Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
+    let backend = engine_mod::make_backend(&cfg, program.clone())?;
 
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     install_panic_hook();
@@ -107,15 +122,8 @@ pub fn run(scenario: Scenario, opts: Options) -> Result<()> {
         execute!(std::io::stdout(), EnableMouseCapture).context("enabling the mouse")?;
         let size = terminal.size().context("reading the terminal size")?;
         let mut screen = Rect::new(0, 0, size.width, size.height);
-        let engine = Engine::start(EngineConfig {
-            scenario,
-            mode: opts.mode,
-            jitter: opts.jitter,
-            running: !opts.paused,
-            speed: SPEEDS[app.speed],
-            columns: view::plot_columns(screen, &app),
-            inject_panic: opts.inject_panic,
-        });
+        cfg.columns = view::plot_columns(screen, &app);
+        let engine = Engine::start_with(cfg, program, backend);
         let input = input_events();
         let ticks = tick(Duration::from_millis(33));
         let mut dirty = true;

@@ -887,6 +887,7 @@ pub mod tests {
             micro: MicroView::default(),
             error: None,
             failure: None,
+            notes: Vec::new(),
         }
     }
 

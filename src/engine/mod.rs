@@ -2,6 +2,9 @@
 //! publishes the latest [`Frame`] for the UI. It never waits for the UI: a frame replaces
 //! the previous one if the UI has not taken it yet.
 
+mod sim;
+
+use anyhow::Result;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -10,11 +13,10 @@ use std::time::{Duration, Instant};
 
 use crate::decomp::{Domain, Field};
 use crate::physics::Coefficients;
-use crate::program::{Mode, OpKind, Program};
+use crate::program::{Mode, Program};
 use crate::runtime::OpError;
-use crate::runtime::sim::{EventState, SimRuntime};
 use crate::scenario::Scenario;
-use crate::snapshot::{self, Column};
+use crate::snapshot::{self, Column, Partial};
 use crate::trace::TraceRecord;
 
 /// Steps of operations a frame carries for the timeline (zoomed, it shows them all).
@@ -110,6 +112,8 @@ pub struct Frame {
     pub error: Option<OpError>,
     /// Any other failure, in words.
     pub failure: Option<String>,
+    /// Facts about the machine: links, clock alignment (empty on the sim runtime).
+    pub notes: Vec<String>,
 }
 
 /// Starting point of an engine.
@@ -117,6 +121,8 @@ pub struct Frame {
 pub struct EngineConfig {
     pub scenario: Scenario,
     pub mode: Mode,
+    pub runtime: RuntimeChoice,
+    /// Sim runtime: shuffle costs with this seed.
     pub jitter: Option<u64>,
     pub running: bool,
     pub speed: Option<f64>,
@@ -135,7 +141,28 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// Starts an engine on a new runtime; a runtime that cannot start (no GPU) shows its
+    /// error in the first frame. Use [`Engine::start_with`] to report it before the UI.
     pub fn start(cfg: EngineConfig) -> Engine {
+        let program = Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
+        match make_backend(&cfg, program.clone()) {
+            Ok(b) => Engine::start_with(cfg, program, b),
+            Err(e) => {
+                let mut core = Core::new(cfg, program, Box::new(Placeholder));
+                core.fail(e);
+                Engine::spawn(core)
+            }
+        }
+    }
+
+    /// Starts an engine on `backend`, created by [`make_backend`] for `cfg` and `program`.
+    pub fn start_with(cfg: EngineConfig, program: Arc<Program>, backend: Box<dyn Backend>) -> Engine {
+        let mut core = Core::new(cfg, program, backend);
+        core.advance_to(0); // the setup calls (event creation)
+        Engine::spawn(core)
+    }
+
+    fn spawn(mut core: Core) -> Engine {
         let (control, control_rx) = unbounded();
         let (ping_tx, ping) = bounded(1);
         let mailbox = Arc::new(Mutex::new(None));
@@ -143,8 +170,7 @@ impl Engine {
         let handle = std::thread::Builder::new()
             .name("engine".into())
             .spawn(move || {
-                let mut sim = Sim::new(cfg);
-                sim.run(control_rx, |frame| {
+                core.run(control_rx, |frame| {
                     *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(frame));
                     let _ = ping_tx.try_send(());
                 });
@@ -177,12 +203,82 @@ impl Drop for Engine {
     }
 }
 
+/// What the engine needs of a runtime. Steps are absolute (sources see them).
+pub trait Backend: Send {
+    /// `sim` or `cuda`.
+    fn name(&self) -> &'static str;
+    /// Steps every thread has completed.
+    fn step(&self) -> u64;
+    /// Every thread stands at a step boundary with all its work done.
+    fn at_boundary(&self) -> bool;
+    /// Runs until `steps` steps are complete (threads may run ahead while running fast).
+    fn run_batch(&mut self, steps: u64) -> Result<()>;
+    /// Runs until `steps` steps are complete, every thread stopping there (or at the next
+    /// boundary a thread has already passed).
+    fn run_to(&mut self, steps: u64) -> Result<()>;
+    /// The first step boundary no thread has passed.
+    fn next_boundary(&self) -> u64;
+    /// Issues exactly one more API call.
+    fn micro_step(&mut self) -> Result<()>;
+    /// Another program on the same fields, from the current step boundary.
+    fn set_program(&mut self, program: Arc<Program>) -> Result<()>;
+    /// The owned cells reduced to screen columns, compared with `reference`.
+    fn reduce(
+        &mut self,
+        edges: &Arc<Vec<usize>>,
+        reference: Option<&Arc<(Vec<f32>, Vec<f32>)>>,
+    ) -> Result<Vec<Partial>>;
+    /// Calls `each(source, destination, bytes, µs)` for every peer copy completed since
+    /// the last call.
+    fn drain_copies(&mut self, each: &mut dyn FnMut(usize, usize, usize, f64));
+    /// Records of the latest `TIMELINE_STEPS` steps that have any, and the latest step.
+    fn timeline(&self) -> (Vec<TraceRecord>, Option<u64>);
+    /// A clock in µs for the time per step: modelled (sim) or measured (cuda).
+    fn clock_us(&self) -> f64;
+    /// Where the threads are; with `detail`, the streams' queues and the events too.
+    fn micro(&mut self, detail: bool) -> MicroView;
+    /// Facts about the machine the UI shows: which links are direct, how clocks align.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Test-only: make device `d`'s compute panic.
+    fn inject_panic(&self, _d: usize) {}
+}
+
+/// Which runtime an engine drives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RuntimeChoice {
+    Sim,
+    /// Real GPUs: the physical GPU of each logical device.
+    Cuda(Vec<i32>),
+}
+
+/// Creates the backend for `cfg` running `program` from step 0. Errors here (no GPU, bad
+/// GPU list) are the user's to fix: callers show them before the UI starts.
+pub fn make_backend(cfg: &EngineConfig, program: Arc<Program>) -> Result<Box<dyn Backend>> {
+    match &cfg.runtime {
+        RuntimeChoice::Sim => Ok(Box::new(sim::SimBackend::new(
+            &cfg.scenario,
+            program,
+            cfg.jitter,
+        )?)),
+        #[cfg(feature = "cuda")]
+        RuntimeChoice::Cuda(gpus) => Ok(Box::new(crate::runtime::cuda::CudaBackend::new(
+            &cfg.scenario,
+            program,
+            gpus,
+        )?)),
+        #[cfg(not(feature = "cuda"))]
+        RuntimeChoice::Cuda(_) => Err(crate::error::UsageError(crate::runtime::NO_CUDA.into()).into()),
+    }
+}
+
 /// The engine's own state (lives on the engine thread).
-struct Sim {
+struct Core {
     cfg: EngineConfig,
     mode: Mode,
     program: Arc<Program>,
-    runtime: SimRuntime,
+    backend: Box<dyn Backend>,
     reference: Domain,
     reference_step: u64,
     running: bool,
@@ -191,7 +287,6 @@ struct Sim {
     error: Option<OpError>,
     failure: Option<String>,
     copies: Vec<[CopyHistory; 2]>,
-    last_trace_id: Option<u64>,
     scale: f32,
     last_max_diff: Option<f32>,
     last_first_diff: Option<usize>,
@@ -203,22 +298,14 @@ struct Sim {
     batch: u64,
 }
 
-impl Sim {
-    fn new(cfg: EngineConfig) -> Sim {
-        let mut sim = Sim::create(cfg);
-        sim.advance_to(0); // the setup calls (event creation)
-        sim
-    }
-
-    fn create(cfg: EngineConfig) -> Sim {
+impl Core {
+    fn new(cfg: EngineConfig, program: Arc<Program>, backend: Box<dyn Backend>) -> Core {
         let s = &cfg.scenario;
         let coefficients = Coefficients::new(s);
-        let program = Arc::new(cfg.mode.program(&s.ranges()));
-        let runtime = SimRuntime::new(s, (*program).clone(), cfg.jitter, 0);
-        Sim {
+        Core {
             mode: cfg.mode,
             program,
-            runtime,
+            backend,
             reference: Domain::reference(s, &coefficients),
             reference_step: 0,
             running: cfg.running,
@@ -227,7 +314,6 @@ impl Sim {
             error: None,
             failure: None,
             copies: vec![Default::default(); s.split.len()],
-            last_trace_id: None,
             scale: 1e-3,
             last_max_diff: Some(0.0),
             last_first_diff: None,
@@ -239,9 +325,8 @@ impl Sim {
         }
     }
 
-    /// Steps completed: every thread issued them and their effects are applied.
     fn step(&self) -> u64 {
-        self.runtime.scheduler.base_step() + self.runtime.scheduler.issued_steps()
+        self.backend.step()
     }
 
     fn stopped(&self) -> bool {
@@ -299,14 +384,16 @@ impl Sim {
             Control::Step => {
                 self.running = false;
                 if !self.stopped() {
-                    let target = self.runtime.scheduler.issued_steps() + 1;
+                    let target = self.step() + 1;
                     self.advance_to(target);
                 }
             }
             Control::MicroStep => {
                 self.running = false;
                 if !self.stopped() {
-                    self.micro_step();
+                    let r = self.backend.micro_step();
+                    self.check(r);
+                    self.collect_copies();
                 }
             }
             Control::SetMode(m) => self.switch_mode(m),
@@ -321,8 +408,17 @@ impl Sim {
         let keep = (self.running, self.speed, self.columns);
         let mut cfg = self.cfg.clone();
         cfg.mode = mode;
-        *self = Sim::new(cfg);
-        (self.running, self.speed, self.columns) = keep;
+        let program = Arc::new(mode.program(&cfg.scenario.ranges()));
+        // The old runtime goes first: a GPU's memory is not held twice.
+        self.backend = Box::new(Placeholder);
+        match make_backend(&cfg, program.clone()) {
+            Ok(b) => {
+                *self = Core::new(cfg, program, b);
+                (self.running, self.speed, self.columns) = keep;
+                self.advance_to(0);
+            }
+            Err(e) => self.fail(e),
+        }
     }
 
     /// Continues from the current fields under another mode (from step 0 after a failure).
@@ -331,33 +427,18 @@ impl Sim {
             return self.reset(mode);
         }
         // Finish the step in progress under the old mode.
-        let target = self.runtime.scheduler.issued_steps() + u64::from(!self.runtime.scheduler.at_boundary());
+        let target = self.backend.next_boundary();
         self.advance_to(target);
         if self.stopped() {
             return self.reset(mode);
         }
-        let states = match self.runtime.states() {
-            Ok(s) => s,
-            Err(e) => {
-                self.failure = Some(format!("{e:#}"));
-                return;
-            }
-        };
-        let base = self.step();
-        self.program = Arc::new(mode.program(&self.cfg.scenario.ranges()));
-        self.runtime = SimRuntime::from_states(
-            &self.cfg.scenario,
-            states,
-            (*self.program).clone(),
-            self.cfg.jitter,
-            base,
-            0,
-        );
+        let program = Arc::new(mode.program(&self.cfg.scenario.ranges()));
+        let r = self.backend.set_program(program.clone());
+        self.program = program;
         self.mode = mode;
-        self.last_trace_id = None;
-        // A new scheduler starts its clock at 0.
-        self.rate_mark = (Instant::now(), base, 0.0);
-        self.advance_to(0);
+        // A new program may start a new clock.
+        self.rate_mark = (Instant::now(), self.step(), self.backend.clock_us());
+        self.check(r);
     }
 
     fn fail(&mut self, e: anyhow::Error) {
@@ -368,19 +449,21 @@ impl Sim {
         }
     }
 
-    /// Runs until `steps` (scheduler-relative) steps are complete.
-    fn advance_to(&mut self, steps: u64) {
-        if let Some(at) = self.cfg.inject_panic
-            && self.runtime.scheduler.base_step() + steps >= at
-        {
-            self.runtime.inject_panic(0);
-        }
-        // The limit is every host thread's loop bound: they stop exactly there.
-        let limit = steps.max(self.runtime.scheduler.next_boundary());
-        self.runtime.scheduler.set_limit(limit);
-        if let Err(e) = self.runtime.run_until(steps) {
+    fn check(&mut self, r: Result<()>) {
+        if let Err(e) = r {
             self.fail(e);
         }
+    }
+
+    /// Runs until `steps` steps are complete, every thread stopping there.
+    fn advance_to(&mut self, steps: u64) {
+        if let Some(at) = self.cfg.inject_panic
+            && steps >= at
+        {
+            self.backend.inject_panic(0);
+        }
+        let r = self.backend.run_to(steps);
+        self.check(r);
         self.collect_copies();
     }
 
@@ -391,14 +474,17 @@ impl Sim {
         let t0 = Instant::now();
         let mut done = 0;
         let mut batch = self.batch;
-        self.runtime.scheduler.set_limit(u64::MAX);
         while done < steps && t0.elapsed() < budget && !self.stopped() {
             let n = batch.min(steps - done);
-            let target = self.runtime.scheduler.issued_steps() + n;
-            let t = Instant::now();
-            if let Err(e) = self.runtime.run_until(target) {
-                self.fail(e);
+            let target = self.step() + n;
+            if let Some(at) = self.cfg.inject_panic
+                && target >= at
+            {
+                self.backend.inject_panic(0);
             }
+            let t = Instant::now();
+            let r = self.backend.run_batch(target);
+            self.check(r);
             self.collect_copies();
             done += n;
             // Batches of about 2 ms: bookkeeping stays small, controls stay responsive.
@@ -410,44 +496,24 @@ impl Sim {
             }
         }
         self.batch = batch;
-        let boundary = self.runtime.scheduler.next_boundary();
-        self.advance_to(boundary);
-    }
-
-    fn micro_step(&mut self) {
-        let sch = &mut self.runtime.scheduler;
-        if sch.peek_next().is_none() {
-            let limit = sch.limit() + 1;
-            sch.set_limit(limit);
+        if !self.stopped() {
+            let boundary = self.backend.next_boundary();
+            self.advance_to(boundary);
         }
-        if let Err(e) = self.runtime.issue_one() {
-            self.fail(e);
-        }
-        self.collect_copies();
     }
 
     fn collect_copies(&mut self) {
-        let last = self.last_trace_id;
-        // Records are in id order: walk back to the last one seen.
-        let trace = &self.runtime.scheduler.trace;
-        let new = trace
-            .iter()
-            .rev()
-            .take_while(|r| last.is_none_or(|l| r.id > l))
-            .count();
-        for r in trace.iter().skip(trace.len() - new) {
-            if let (OpKind::Copy, Some((src, dst, bytes))) = (r.kind, r.peer) {
-                let dir = usize::from(src > dst);
-                self.copies[dst][dir].push(r.end_us - r.start_us, bytes);
-            }
-        }
-        self.last_trace_id = self.runtime.scheduler.trace.back().map(|r| r.id).or(last);
+        let copies = &mut self.copies;
+        self.backend.drain_copies(&mut |src, dst, bytes, us| {
+            let dir = usize::from(src > dst);
+            copies[dst][dir].push(us, bytes);
+        });
     }
 
     fn frame(&mut self) -> Frame {
         let s = &self.cfg.scenario;
         let step = self.step();
-        let boundary = self.runtime.scheduler.at_boundary();
+        let boundary = self.backend.at_boundary();
         // The reference follows the run to every step boundary.
         let reference = if boundary {
             while self.reference_step < step {
@@ -467,7 +533,7 @@ impl Sim {
         };
         let edges = Arc::new(snapshot::column_edges(s.cells, self.columns));
         let ncols = edges.len() - 1;
-        let (columns, max_diff, first_diff) = match self.runtime.reduce(&edges, reference.as_ref()) {
+        let (columns, max_diff, first_diff) = match self.backend.reduce(&edges, reference.as_ref()) {
             Ok(parts) => snapshot::merge(&parts, ncols),
             Err(e) => {
                 self.failure.get_or_insert(format!("{e:#}"));
@@ -485,76 +551,24 @@ impl Sim {
             }
         }
         // Rates since the previous frame.
-        let (t, st, horizon) = self.rate_mark;
-        let h = self.runtime.scheduler.horizon_us;
+        let (t, st, clock) = self.rate_mark;
+        let h = self.backend.clock_us();
         if step > st {
-            self.step_us = (h - horizon) / (step - st) as f64;
+            self.step_us = (h - clock) / (step - st) as f64;
             self.steps_per_s = (step - st) as f64 / t.elapsed().as_secs_f64().max(1e-9);
         } else if !self.running {
             self.steps_per_s = 0.0;
         }
         self.rate_mark = (Instant::now(), step, h);
-
-        let sch = &mut self.runtime.scheduler;
-        let timeline_step = sch.trace.iter().rev().find_map(|r| r.step);
-        // The latest steps' records sit at the end of the trace (with, mid-step, some of
-        // the step before): scan back only that far.
-        let mut timeline: Vec<TraceRecord> = sch
-            .trace
-            .iter()
-            .rev()
-            .take_while(|r| {
-                r.step
-                    .is_none_or(|s| s + TIMELINE_STEPS >= timeline_step.unwrap_or(0))
-            })
-            .filter(|r| {
-                r.step
-                    .is_some_and(|s| s + TIMELINE_STEPS > timeline_step.unwrap_or(0))
-            })
-            .cloned()
-            .collect();
-        timeline.reverse();
-        let next = if boundary {
-            None
-        } else {
-            sch.peek_next().map(|(t, _, pc)| (t, pc))
-        };
-        let now = sch.now_us();
-        let program = &self.program;
-        let mut queued: Vec<(String, Vec<String>)> = Vec::new();
+        let (timeline, timeline_step) = self.backend.timeline();
         // Queues and events matter when paused (micro-stepping), not while running.
-        let devices = if self.running { 0 } else { program.devices() };
-        for d in 0..devices {
-            for (i, _) in program.stream_names.iter().enumerate() {
-                let id = crate::program::StreamId { device: d, index: i };
-                let ops = sch
-                    .trace
-                    .iter()
-                    .filter(|r| r.stream == Some(id) && r.end_us > now)
-                    .map(|r| r.label.clone())
-                    .collect();
-                queued.push((program.stream_name(id), ops));
-            }
+        let mut micro = self.backend.micro(!self.running);
+        if boundary {
+            micro.next = None;
         }
-        let events = program
-            .events
-            .iter()
-            .filter(|_| !self.running)
-            .enumerate()
-            .map(|(i, e)| {
-                let state = match sch.event_state(i) {
-                    EventState::NeverRecorded => "never recorded".to_string(),
-                    EventState::Recorded { complete_us } if complete_us > now => {
-                        format!("pending (completes at {complete_us:.1} µs)")
-                    }
-                    EventState::Recorded { .. } => "complete".to_string(),
-                };
-                (e.name.clone(), state)
-            })
-            .collect();
         Frame {
             scenario: s.name.clone(),
-            runtime: "sim",
+            runtime: self.backend.name(),
             cells: s.cells,
             split: s.split.clone(),
             mode: self.mode,
@@ -571,15 +585,54 @@ impl Sim {
             copies: self.copies.clone(),
             step_us: self.step_us,
             steps_per_s: self.steps_per_s,
-            micro: MicroView {
-                next,
-                queued,
-                events,
-                now_us: now,
-            },
+            micro,
+            notes: self.backend.notes(),
             error: self.error.clone(),
             failure: self.failure.clone(),
         }
+    }
+}
+
+/// Stands in for a runtime while the next one is created.
+struct Placeholder;
+
+impl Backend for Placeholder {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+    fn step(&self) -> u64 {
+        0
+    }
+    fn at_boundary(&self) -> bool {
+        true
+    }
+    fn run_batch(&mut self, _: u64) -> Result<()> {
+        Err(anyhow::anyhow!("no runtime"))
+    }
+    fn run_to(&mut self, _: u64) -> Result<()> {
+        Err(anyhow::anyhow!("no runtime"))
+    }
+    fn next_boundary(&self) -> u64 {
+        0
+    }
+    fn micro_step(&mut self) -> Result<()> {
+        Err(anyhow::anyhow!("no runtime"))
+    }
+    fn set_program(&mut self, _: Arc<Program>) -> Result<()> {
+        Err(anyhow::anyhow!("no runtime"))
+    }
+    fn reduce(&mut self, _: &Arc<Vec<usize>>, _: Option<&Arc<(Vec<f32>, Vec<f32>)>>) -> Result<Vec<Partial>> {
+        Ok(Vec::new())
+    }
+    fn drain_copies(&mut self, _: &mut dyn FnMut(usize, usize, usize, f64)) {}
+    fn timeline(&self) -> (Vec<TraceRecord>, Option<u64>) {
+        (Vec::new(), None)
+    }
+    fn clock_us(&self) -> f64 {
+        0.0
+    }
+    fn micro(&mut self, _: bool) -> MicroView {
+        MicroView::default()
     }
 }
 
@@ -591,6 +644,7 @@ mod tests {
         Engine::start(EngineConfig {
             scenario: crate::scenario::load(None).unwrap(),
             mode,
+            runtime: RuntimeChoice::Sim,
             jitter: None,
             running: false,
             speed: None,
