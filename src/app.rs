@@ -61,17 +61,19 @@ pub fn main(cli: Cli) -> Result<()> {
                 return Err(crate::error::UsageError(crate::runtime::NO_CUDA.into()).into());
             }
         };
-        return crate::tui::run(
-            scenario,
-            crate::tui::Options {
-                mode: args.mode,
-                runtime,
-                jitter: args.jitter,
-                keymap: args.keymap.as_deref(),
-                paused: args.paused,
-                inject_panic: args.inject_panic,
-            },
-        );
+        let opts = crate::tui::Options {
+            mode: args.mode,
+            runtime,
+            jitter: args.jitter,
+            keymap: args.keymap.as_deref(),
+            paused: args.paused,
+            inject_panic: args.inject_panic,
+        };
+        if let Some(keys) = &args.screen {
+            print!("{}", crate::tui::screen(scenario, opts, keys, &args.size)?);
+            return Ok(());
+        }
+        return crate::tui::run(scenario, opts);
     }
     let summary = headless::run(&scenario, &args)?;
     if args.json {

@@ -166,6 +166,17 @@ pub struct RunArgs {
     #[arg(long)]
     pub paused: bool,
 
+    /// Run the UI off-screen, no terminal needed: press KEYS in order (key names as in the
+    /// keymap, separated by spaces; `wait:MS` lets the run go on for MS milliseconds),
+    /// then print the final screen as text. For docs, slides and scripted checks, e.g.
+    /// --screen "n n . . ." (two steps, then three API calls).
+    #[arg(long, value_name = "KEYS", conflicts_with = "headless")]
+    pub screen: Option<String>,
+
+    /// Terminal size for --screen, as COLUMNSxROWS.
+    #[arg(long, value_name = "WxH", default_value = "160x48", requires = "screen")]
+    pub size: String,
+
     /// Test hook: make a device thread panic at this step.
     #[arg(long, hide = true, value_name = "STEP")]
     pub inject_panic: Option<u64>,

@@ -82,6 +82,38 @@ pub fn reduce(
     out
 }
 
+/// Only the comparison of [`reduce`]: each column's largest difference (its field ranges
+/// left empty, for [`merge`] to combine with columns reduced elsewhere, e.g. on a GPU).
+pub fn differences(
+    cells: Range<usize>,
+    ex: &[f32],
+    hy: &[f32],
+    reference: (&[f32], &[f32]),
+    edges: &[usize],
+) -> Partial {
+    let mut out = Partial::default();
+    let (re, rh) = reference;
+    let mut c = edges.partition_point(|&e| e <= cells.start).saturating_sub(1);
+    while c + 1 < edges.len() && edges[c] < cells.end {
+        let (a, b) = (edges[c].max(cells.start), edges[c + 1].min(cells.end));
+        let mut col = Column::EMPTY;
+        for k in a..b {
+            let (e, h) = (ex[k - cells.start], hy[k - cells.start]);
+            if e.to_bits() != re[k].to_bits() || h.to_bits() != rh[k].to_bits() {
+                let d = (e - re[k]).abs().max((h - rh[k]).abs());
+                col.diff = col.diff.max(if d.is_nan() { f32::INFINITY } else { d });
+                out.first_diff.get_or_insert(k);
+            }
+        }
+        if a < b && col.diff > 0.0 {
+            out.max_diff = out.max_diff.max(col.diff);
+            out.columns.push((c, col));
+        }
+        c += 1;
+    }
+    out
+}
+
 /// Joins the devices' parts into one row of columns.
 pub fn merge(parts: &[Partial], columns: usize) -> (Vec<Column>, f32, Option<usize>) {
     let mut cols = vec![Column::EMPTY; columns];
@@ -122,6 +154,14 @@ mod tests {
         assert_eq!(whole.2, Some(63));
         assert_eq!(whole.0[63 * 7 / 100].diff, 0.5);
         assert_eq!(whole.0[0].diff, 0.0);
+        // Columns without differences, merged with the differences alone: the same row.
+        let mut cols_only = reduce(0..100, &ex, &hy, None, &edges);
+        cols_only.max_diff = 0.0;
+        let apart = merge(
+            &[cols_only, differences(0..100, &ex, &hy, (&r_ex, &hy), &edges)],
+            7,
+        );
+        assert_eq!(whole, apart);
     }
 
     #[test]

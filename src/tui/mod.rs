@@ -8,7 +8,7 @@ pub mod view;
 
 use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, select, tick, unbounded};
-use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
+use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event, KeyEvent, KeyModifiers};
 use crossterm::execute;
 use ratatui::layout::Rect;
 use std::io::IsTerminal;
@@ -87,6 +87,125 @@ fn signals() -> Result<Receiver<i32>> {
     #[cfg(not(unix))]
     drop(tx);
     Ok(rx)
+}
+
+/// A token of `--screen`: a key, or a pause.
+enum Press {
+    Key(KeyEvent),
+    Wait(Duration),
+}
+
+fn parse_presses(keys: &str) -> Result<Vec<Press>, UsageError> {
+    keys.split_whitespace()
+        .map(|k| {
+            if let Some(ms) = k.strip_prefix("wait:") {
+                let ms: u64 = ms.parse().map_err(|_| {
+                    UsageError(format!(
+                        "--screen: `{k}`: wait:MS takes milliseconds, e.g. wait:500"
+                    ))
+                })?;
+                return Ok(Press::Wait(Duration::from_millis(ms)));
+            }
+            let key = keymap::Key::parse(k).ok_or_else(|| {
+                UsageError(format!(
+                    "--screen: `{k}` is not a key name (space, enter, esc, tab, left, f1, ctrl-c, a, 1, …)"
+                ))
+            })?;
+            let mods = if key.ctrl {
+                KeyModifiers::CONTROL
+            } else {
+                KeyModifiers::NONE
+            };
+            Ok(Press::Key(KeyEvent::new(key.code, mods)))
+        })
+        .collect()
+}
+
+fn parse_size(size: &str) -> Result<Rect, UsageError> {
+    let bad = || {
+        UsageError(format!(
+            "--size {size}: give COLUMNSxROWS, e.g. 160x48 (each 1 to 1000)"
+        ))
+    };
+    let (w, h) = size.split_once('x').ok_or_else(bad)?;
+    let (w, h): (u16, u16) = (w.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?);
+    if !(1..=1000).contains(&w) || !(1..=1000).contains(&h) {
+        return Err(bad());
+    }
+    Ok(Rect::new(0, 0, w, h))
+}
+
+/// Runs the UI off-screen: presses `keys`, then returns the screen as text.
+pub fn screen(scenario: Scenario, opts: Options, keys: &str, size: &str) -> Result<String> {
+    use ratatui::{Terminal, backend::TestBackend};
+    let presses = parse_presses(keys)?;
+    let area = parse_size(size)?;
+    let (keymap, notice) = KeyMap::load(opts.keymap);
+    let mut app = App::new(opts.mode, keymap, notice);
+    let cfg = EngineConfig {
+        scenario,
+        mode: opts.mode,
+        runtime: opts.runtime,
+        jitter: opts.jitter,
+        running: !opts.paused,
+        speed: SPEEDS[app.speed],
+        columns: view::plot_columns(area, &app),
+        inject_panic: opts.inject_panic,
+    };
+    let program = std::sync::Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
+    let engine = Engine::start_with(
+        cfg.clone(),
+        program.clone(),
+        engine_mod::make_backend(&cfg, program)?,
+    );
+    // Takes frames until none came for `quiet` (or `at_most` passed).
+    let settle = |app: &mut App, quiet: Duration, at_most: Duration| {
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < at_most {
+            if engine.ping.recv_timeout(quiet).is_err() && app.frame.is_some() {
+                break;
+            }
+            if let Some(f) = engine.take_frame() {
+                app.set_frame(f);
+            }
+        }
+    };
+    settle(&mut app, Duration::from_millis(100), Duration::from_secs(10));
+    for p in presses {
+        match p {
+            Press::Key(k) => {
+                for c in app.on_key(k) {
+                    engine.send(c);
+                }
+                engine.send(Control::Columns(view::plot_columns(area, &app)));
+                settle(&mut app, Duration::from_millis(100), Duration::from_secs(10));
+            }
+            Press::Wait(d) => {
+                let t0 = std::time::Instant::now();
+                while t0.elapsed() < d {
+                    settle(
+                        &mut app,
+                        Duration::from_millis(10),
+                        d.saturating_sub(t0.elapsed()),
+                    );
+                }
+            }
+        }
+        if app.quit {
+            break;
+        }
+    }
+    settle(&mut app, Duration::from_millis(100), Duration::from_secs(10));
+    let mut term = Terminal::new(TestBackend::new(area.width, area.height))?;
+    term.draw(|f| f.render_widget(&app, f.area()))?;
+    let buf = term.backend().buffer();
+    let mut out = String::new();
+    for y in 0..area.height {
+        let line: String = (0..area.width).map(|x| buf[(x, y)].symbol()).collect();
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 /// Runs the UI until the user quits.

@@ -553,7 +553,11 @@ fn render_timeline(frame: &Frame, device: Option<usize>, zoomed: bool, area: Rec
     buf.set_string(area.x + label_w, y, "0", Style::new().fg(Color::DarkGray));
     let ax = (area.x + label_w + width).saturating_sub(axis.chars().count() as u16);
     buf.set_string(ax, y, axis, Style::new().fg(Color::DarkGray));
-    let note = "one clock for all devices";
+    let note = if frame.runtime == "sim" {
+        "one clock for all devices"
+    } else {
+        "devices aligned by anchor events (±few µs)"
+    };
     let nx = area.x + label_w + width / 2 - (note.len() as u16 / 2).min(width / 2);
     if width > 40 {
         buf.set_string(nx, y, note, Style::new().fg(Color::DarkGray));
@@ -637,14 +641,29 @@ fn render_transfers(frame: &Frame, device: Option<usize>, area: Rect, buf: &mut 
     if frame.split.len() < 2 {
         lines.push(Line::from("one device: no halo to exchange"));
     }
+    let how = if frame.runtime == "sim" {
+        "durations from the modelled clock"
+    } else {
+        "durations from CUDA timing events around each copy"
+    };
     lines.push(Line::styled(
-        format!(
-            "durations from the {} clock; MB/s = bytes / duration",
-            clock_name(frame)
-        ),
+        format!("{how}; MB/s = bytes / duration"),
         Style::new().fg(Color::DarkGray),
     ));
-    Paragraph::new(lines).render(area, buf);
+    let rows = (lines.len() as u16).min(area.height);
+    Paragraph::new(lines).render(Rect { height: rows, ..area }, buf);
+    // The machine: which links are direct, how the clocks are aligned.
+    let notes: Vec<Line> = frame
+        .notes
+        .iter()
+        .map(|n| Line::styled(n.clone(), Style::new().fg(Color::Gray)))
+        .collect();
+    let rest = Rect {
+        y: area.y + rows,
+        height: area.height - rows,
+        ..area
+    };
+    Paragraph::new(notes).wrap(Wrap { trim: true }).render(rest, buf);
 }
 
 fn transfer_row(d: usize, from: &str, h: &CopyHistory, spark_w: usize) -> String {

@@ -7,26 +7,35 @@
 //! program. Host barriers are real barriers between the threads. Peer copies are timed
 //! with a pair of timing events around each; every other event is ordering-only.
 
+mod backend;
 #[allow(unsafe_code)]
 mod sys;
+
+pub use backend::CudaBackend;
 
 use anyhow::{Context as _, Result, anyhow};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use super::OpError;
 use crate::decomp::{DeviceState, Field, Kernel};
 use crate::error::UsageError;
 use crate::physics::{Coefficients, EndCondition};
-use crate::program::{Op, Program};
+use crate::program::{Op, OpKind, Program, StreamId};
 use crate::scenario::{Injection, Scenario};
+use crate::snapshot::{self, Column, Partial};
+use crate::trace::TraceRecord;
 use sys::{Arg, DevicePtr, DriverError};
 
 const FDTD_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fdtd1d.ptx"));
+const REDUCE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/reduce.ptx"));
 const BLOCK: u32 = 256;
+/// A trace id meaning "recorded, but outside the timed window".
+const UNTIMED: u64 = u64::MAX;
 
 /// Why a device thread stopped.
 #[derive(Debug, Clone)]
@@ -95,22 +104,84 @@ struct Shared {
     /// `(ex, hy)` device pointers of each logical device.
     fields: Vec<OnceLock<(DevicePtr, DevicePtr)>>,
     /// The program's events, created by the thread of the device they belong to.
-    events: Vec<Mutex<Option<sys::Event>>>,
+    events: RwLock<Vec<Option<sys::Event>>>,
+    /// Per program event: the trace id of its latest record (`UNTIMED` when that record
+    /// was not timed); `None`: never recorded.
+    last_record: Mutex<Vec<Option<u64>>>,
     ranges: Vec<Range<usize>>,
     /// Physical GPU of each logical device.
     gpus: Vec<i32>,
+    /// Zero of the host clock every timeline time is placed on.
+    epoch: Instant,
+    next_id: AtomicU64,
+}
+
+impl Shared {
+    fn host_us(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64() * 1e6
+    }
+}
+
+/// One timed peer copy.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CopyTime {
+    pub src: usize,
+    pub dst: usize,
+    pub bytes: usize,
+    pub us: f64,
+}
+
+/// What a run of steps reports.
+#[derive(Debug, Clone, Default)]
+pub struct Ran {
+    pub copies: Vec<CopyTime>,
+    /// The timed calls, on the host clock (see [`CLOCK_NOTE`]).
+    pub records: Vec<TraceRecord>,
+    /// Wall time of the run, from the first call to the end of the last GPU work, µs.
+    pub wall_us: f64,
+}
+
+/// How the devices' clocks are aligned on the timeline.
+pub const CLOCK_NOTE: &str = "GPU times: CUDA timing events, placed on the host clock by one anchor event \
+     per device recorded on an idle stream (it completes on submission: error ≈ a few µs)";
+
+/// A device's streams and events for micro-stepping.
+#[derive(Debug, Clone, Default)]
+pub struct MicroPart {
+    /// `(stream, labels of issued calls not yet complete)` of the device's streams.
+    pub queued: Vec<(String, Vec<String>)>,
+    /// `(program event, state)` of the events the device created.
+    pub events: Vec<(usize, String)>,
+    /// Calls that completed since the last query, timed.
+    pub done: Vec<TraceRecord>,
+    pub copies: Vec<CopyTime>,
 }
 
 enum Cmd {
-    /// Issue steps until `to`, synchronise, report copy times.
-    Run(u64),
+    /// Issue calls until step `to` is complete, synchronise, report times; time every call
+    /// of the steps from `capture_from` on.
+    Run {
+        to: u64,
+        capture_from: u64,
+    },
+    /// Issue the next call (never a barrier: see `PassBarrier`).
+    Issue,
+    /// Step over the barrier every thread has reached (micro-stepping).
+    PassBarrier,
+    /// Another program, from the current step boundary, on the same fields.
+    SetProgram(Arc<Program>),
+    /// Reduce to screen columns (global `edges`), compare with the reference if given.
+    Reduce(Arc<Vec<usize>>, Option<Arc<(Vec<f32>, Vec<f32>)>>),
+    Micro,
     Fields,
 }
 
 enum Reply {
     Ready,
-    /// `(destination device, µs)` of each timed peer copy.
-    Ran(Vec<(usize, f64)>),
+    Ran(Ran),
+    Done,
+    Reduced(Vec<Partial>),
+    Micro(MicroPart),
     Fields(Vec<f32>, Vec<f32>),
 }
 
@@ -123,6 +194,9 @@ pub struct CudaRuntime {
     pub copy_us: Vec<Vec<f64>>,
     /// One line per logical device: the GPU it runs on and which peer links are direct.
     pub topology: Vec<String>,
+    program: Arc<Program>,
+    /// `(step, op index)` of each thread's next call.
+    pos: Vec<(u64, usize)>,
 }
 
 /// Parses `--gpus 0,1` (or `0,0,1,1`).
@@ -186,9 +260,12 @@ impl CudaRuntime {
             barrier: Barrier::new(n),
             contexts: (0..n).map(|_| OnceLock::new()).collect(),
             fields: (0..n).map(|_| OnceLock::new()).collect(),
-            events: (0..program.events.len()).map(|_| Mutex::new(None)).collect(),
+            events: RwLock::new(vec![None; program.events.len()]),
+            last_record: Mutex::new(vec![None; program.events.len()]),
             ranges: s.ranges(),
             gpus: gpus.to_vec(),
+            epoch: Instant::now(),
+            next_id: AtomicU64::new(0),
         });
         let program = Arc::new(program);
         let coefficients = Coefficients::new(s);
@@ -214,6 +291,8 @@ impl CudaRuntime {
             handles,
             copy_us: vec![Vec::new(); n],
             topology: Vec::new(),
+            program: program.clone(),
+            pos: vec![(0, 0); n],
         };
         rt.collect(|_, r| {
             matches!(r, Reply::Ready)
@@ -270,26 +349,148 @@ impl CudaRuntime {
 
     /// Issues steps until every thread has issued `steps`, then synchronises every device.
     pub fn run_until(&mut self, steps: u64) -> Result<()> {
+        self.run_to(steps, u64::MAX).map(|_| ())
+    }
+
+    fn send_all(&self, cmd: impl Fn() -> Cmd) -> Result<()> {
         for c in &self.commands {
-            c.send(Cmd::Run(steps))
-                .map_err(|_| anyhow!("a device thread ended"))?;
-        }
-        let timed = self.collect(|_, r| match r {
-            Reply::Ran(v) => Ok(v),
-            _ => Err(anyhow!("unexpected reply")),
-        })?;
-        for (dst, us) in timed.into_iter().flatten() {
-            self.copy_us[dst].push(us);
+            c.send(cmd()).map_err(|_| anyhow!("a device thread ended"))?;
         }
         Ok(())
     }
 
+    fn ask(&mut self, t: usize, cmd: Cmd) -> Result<Reply> {
+        self.commands[t]
+            .send(cmd)
+            .map_err(|_| anyhow!("a device thread ended"))?;
+        match self
+            .replies
+            .recv()
+            .map_err(|_| anyhow!("a device thread ended"))?
+        {
+            (_, Ok(r)) => Ok(r),
+            (_, Err(Failure::Op(e))) => Err(e.into()),
+            (_, Err(Failure::Other(m))) => Err(anyhow!(m)),
+        }
+    }
+
+    /// Runs every thread until step `to` is complete (threads already further finish their
+    /// step), timing every call of the steps from `capture_from` on.
+    pub fn run_to(&mut self, to: u64, capture_from: u64) -> Result<Ran> {
+        let to = to.max(self.next_boundary());
+        self.send_all(|| Cmd::Run { to, capture_from })?;
+        let parts = self.collect(|_, r| match r {
+            Reply::Ran(r) => Ok(r),
+            _ => Err(anyhow!("unexpected reply")),
+        })?;
+        self.pos.iter_mut().for_each(|p| *p = (to, 0));
+        let mut all = Ran::default();
+        for p in parts {
+            for c in &p.copies {
+                self.copy_us[c.dst].push(c.us);
+            }
+            all.copies.extend(p.copies);
+            all.records.extend(p.records);
+            all.wall_us = all.wall_us.max(p.wall_us);
+        }
+        all.records.sort_by_key(|r| r.id);
+        Ok(all)
+    }
+
+    /// The first step boundary no thread has passed.
+    pub fn next_boundary(&self) -> u64 {
+        self.pos
+            .iter()
+            .map(|&(s, pc)| s + u64::from(pc > 0))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Steps every thread has completed.
+    pub fn step(&self) -> u64 {
+        self.pos.iter().map(|p| p.0).min().unwrap_or(0)
+    }
+
+    /// Every thread at the start of the same step.
+    pub fn at_boundary(&self) -> bool {
+        self.pos.iter().all(|&p| p == (self.pos[0].0, 0))
+    }
+
+    /// The call [`CudaRuntime::issue_one`] issues next: `(thread, op index)`. The least
+    /// advanced thread goes first (ties: the lowest); a barrier opens when every thread
+    /// stands at it, so host threads interleave as evenly as the program allows.
+    pub fn next_call(&self) -> (usize, usize) {
+        let at_barrier = |t: usize| matches!(self.program.step[t][self.pos[t].1], Op::HostBarrier);
+        (0..self.pos.len())
+            .filter(|&t| !at_barrier(t))
+            .min_by_key(|&t| self.pos[t])
+            .map_or((0, self.pos[0].1), |t| (t, self.pos[t].1))
+    }
+
+    fn advance(&mut self, t: usize) {
+        let len = self.program.step[t].len();
+        let p = &mut self.pos[t];
+        p.1 += 1;
+        if p.1 == len {
+            *p = (p.0 + 1, 0);
+        }
+    }
+
+    /// Issues one call (micro-stepping); a barrier every thread reached opens for all.
+    pub fn issue_one(&mut self) -> Result<()> {
+        let (t, pc) = self.next_call();
+        if matches!(self.program.step[t][pc], Op::HostBarrier) {
+            self.send_all(|| Cmd::PassBarrier)?;
+            self.collect(|_, _| Ok(()))?;
+            (0..self.pos.len()).for_each(|t| self.advance(t));
+        } else {
+            self.ask(t, Cmd::Issue)?;
+            self.advance(t);
+        }
+        Ok(())
+    }
+
+    /// Continues from the current step boundary (reach it first) with `program`.
+    pub fn set_program(&mut self, program: Arc<Program>) -> Result<()> {
+        let p = program.clone();
+        self.send_all(|| Cmd::SetProgram(p.clone()))?;
+        self.collect(|_, _| Ok(()))?;
+        self.program = program;
+        Ok(())
+    }
+
+    /// Every device's owned cells reduced to the columns `edges` (global cells), on the
+    /// GPU, compared with `reference` (whole fields) when given.
+    pub fn reduce(
+        &mut self,
+        edges: &Arc<Vec<usize>>,
+        reference: Option<&Arc<(Vec<f32>, Vec<f32>)>>,
+    ) -> Result<Vec<Partial>> {
+        self.send_all(|| Cmd::Reduce(edges.clone(), reference.cloned()))?;
+        let parts = self.collect(|_, r| match r {
+            Reply::Reduced(p) => Ok(p),
+            _ => Err(anyhow!("unexpected reply")),
+        })?;
+        Ok(parts.into_iter().flatten().collect())
+    }
+
+    /// Streams' queues, events' states and the calls completed since the last query.
+    pub fn micro(&mut self) -> Result<Vec<MicroPart>> {
+        self.send_all(|| Cmd::Micro)?;
+        let mut parts = vec![MicroPart::default(); self.commands.len()];
+        self.collect(|d, r| match r {
+            Reply::Micro(p) => {
+                parts[d] = p;
+                Ok(())
+            }
+            _ => Err(anyhow!("unexpected reply")),
+        })?;
+        Ok(parts)
+    }
+
     /// The owned cells of every device, in order.
     pub fn fields(&mut self) -> Result<(Vec<f32>, Vec<f32>)> {
-        for c in &self.commands {
-            c.send(Cmd::Fields)
-                .map_err(|_| anyhow!("a device thread ended"))?;
-        }
+        self.send_all(|| Cmd::Fields)?;
         let n = self.commands.len();
         let mut parts: Vec<Option<(Vec<f32>, Vec<f32>)>> = vec![None; n];
         self.collect(|d, r| match r {
@@ -347,7 +548,8 @@ fn device_thread(
         let _ = replies.send((t, Err(f)));
     };
     // After a failure the thread keeps its resources (other threads may still name its
-    // events) and answers every command with an error, until the runtime is dropped.
+    // events) and refuses to issue calls, until the runtime is dropped; the fields can
+    // still be looked at.
     let mut dev = match Dev::new(spec, program, shared.clone()) {
         Ok(d) => Some(d),
         Err(f) => {
@@ -360,11 +562,9 @@ fn device_thread(
     }
     let mut failed = dev.is_none();
     for cmd in commands {
-        let r = match (&mut dev, failed) {
-            (Some(dev), false) => match cmd {
-                Cmd::Run(to) => dev.run(to).map(Reply::Ran),
-                Cmd::Fields => dev.fields().map(|(e, h)| Reply::Fields(e, h)),
-            },
+        let looks = matches!(cmd, Cmd::Reduce(..) | Cmd::Micro | Cmd::Fields);
+        let r = match &mut dev {
+            Some(dev) if !failed || looks => dev.command(cmd),
             _ => Err(Failure::Other(format!("dev{t} stopped after a failure"))),
         };
         match r {
@@ -384,6 +584,26 @@ struct Kernels {
     update_e: sys::Function,
     apply_source: sys::Function,
     boundaries: sys::Function,
+    reduce_columns: sys::Function,
+}
+
+/// A timed call waiting for its GPU events.
+struct Pending {
+    rec: TraceRecord,
+    /// Recorded before the call's work (kernels, copies).
+    before: Option<sys::Event>,
+    /// Recorded after it (every stream call).
+    after: Option<sys::Event>,
+}
+
+/// What snapshots need on the device: the column edges, the reduction's output, and the
+/// pinned host buffer both travel through (edges | columns | ex | hy).
+struct Snap {
+    edges_key: Vec<usize>,
+    columns: usize,
+    edges: DevicePtr,
+    out: DevicePtr,
+    pinned: sys::Pinned,
 }
 
 /// One logical device's resources. `Drop` releases them in order, the context last.
@@ -393,19 +613,30 @@ struct Dev {
     ch: f32,
     program: Arc<Program>,
     shared: Arc<Shared>,
-    /// Issued steps.
+    /// Issued steps, and the next call's index in the step.
     step: u64,
+    pc: usize,
     ctx: sys::Context,
     cu_device: sys::CuDevice,
-    module: sys::Module,
+    modules: Vec<sys::Module>,
     k: Kernels,
     streams: Vec<sys::Stream>,
+    /// Snapshots' own stream, and an idle one for clock anchors.
+    snap_stream: sys::Stream,
+    clock_stream: sys::Stream,
     /// `ex, hy, ca, cb, prev`.
     buffers: Vec<DevicePtr>,
-    /// Timing event pairs, reused every chunk; `timed` pairs used in this chunk, each with
-    /// the destination device of its copy.
+    snap: Option<Snap>,
+    /// Timing event pairs of copies outside the timed window, reused every run; `timed`
+    /// the copy each used pair belongs to.
     timers: Vec<(sys::Event, sys::Event)>,
-    timed: Vec<usize>,
+    timed: Vec<(usize, usize, usize)>,
+    /// Timing events free for timed calls; the anchor of the current window.
+    pool: Vec<sys::Event>,
+    anchor: Option<(sys::Event, f64)>,
+    pending: Vec<Pending>,
+    /// The call being issued is timed by `exec_timed`.
+    capturing: bool,
     own_events: Vec<sys::Event>,
 }
 
@@ -415,42 +646,61 @@ impl Dev {
         let cu_device = sys::device(gpu)?;
         let ctx = sys::primary_context(cu_device)?;
         let len = meta.ex.len();
+        let null = sys::Function(std::ptr::null_mut());
         let mut dev = Dev {
             t,
             ch,
             program,
             shared,
             step: 0,
+            pc: 0,
             ctx,
             cu_device,
-            module: sys::Module(std::ptr::null_mut()),
+            modules: Vec::new(),
             k: Kernels {
-                update_h: sys::Function(std::ptr::null_mut()),
-                update_e: sys::Function(std::ptr::null_mut()),
-                apply_source: sys::Function(std::ptr::null_mut()),
-                boundaries: sys::Function(std::ptr::null_mut()),
+                update_h: null,
+                update_e: null,
+                apply_source: null,
+                boundaries: null,
+                reduce_columns: null,
             },
             streams: Vec::new(),
+            snap_stream: sys::Stream(std::ptr::null_mut()),
+            clock_stream: sys::Stream(std::ptr::null_mut()),
             buffers: Vec::new(),
+            snap: None,
             timers: Vec::new(),
             timed: Vec::new(),
+            pool: Vec::new(),
+            anchor: None,
+            pending: Vec::new(),
+            capturing: false,
             own_events: Vec::new(),
             meta,
         };
-        dev.module = sys::load_module(FDTD_PTX)
-            .map_err(|e| Failure::Other(format!("dev{t}: loading kernels/fdtd1d.cu's PTX: {e}")))?;
-        let f = |name| sys::function(dev.module, name);
+        for (file, ptx) in [("fdtd1d", FDTD_PTX), ("reduce", REDUCE_PTX)] {
+            let m = sys::load_module(ptx).map_err(|e| {
+                Failure::Other(format!(
+                    "dev{t} (GPU {gpu}): loading kernels/{file}.cu's PTX: {e} (the driver may be \
+                     older than the CUDA 13.0 the kernels were compiled with)"
+                ))
+            })?;
+            dev.modules.push(m);
+        }
+        let f = |m: usize, name| sys::function(dev.modules[m], name);
         dev.k = Kernels {
-            update_h: f("update_h")?,
-            update_e: f("update_e")?,
-            apply_source: f("apply_source")?,
-            boundaries: f("boundaries")?,
+            update_h: f(0, "update_h")?,
+            update_e: f(0, "update_e")?,
+            apply_source: f(0, "apply_source")?,
+            boundaries: f(0, "boundaries")?,
+            reduce_columns: f(1, "reduce_columns")?,
         };
         let (ca, cb) = dev.meta.coefficient_arrays();
         for (i, floats) in [len, len, len, len, 2].into_iter().enumerate() {
             let p = sys::alloc(4 * floats).map_err(|e| {
                 Failure::Other(format!(
-                    "dev{t} (GPU {gpu}): {e}: out of device memory for {} cells ({} MiB per field)",
+                    "dev{t} (GPU {gpu}): {e}: out of device memory for {} cells ({} MiB per field, \
+                     4 fields); use fewer cells per device or more devices",
                     len - 2,
                     (4 * len) >> 20
                 ))
@@ -462,9 +712,8 @@ impl Dev {
                 _ => sys::zero(p, floats)?,
             }
         }
-        for _ in &dev.program.stream_names {
-            dev.streams.push(sys::stream()?);
-        }
+        dev.snap_stream = sys::stream()?;
+        dev.clock_stream = sys::stream()?;
         let _ = dev.shared.contexts[t].set(ctx);
         let _ = dev.shared.fields[t].set((dev.buffers[0], dev.buffers[1]));
         dev.shared.barrier.wait()?;
@@ -479,47 +728,420 @@ impl Dev {
                 }
             }
         }
-        // The program's set-up calls (event creation), then everyone starts together.
-        for (i, op) in dev.program.setup[t].clone().iter().enumerate() {
-            dev.exec(op, None, i)?;
-        }
-        sys::synchronize_context()?;
-        dev.shared.barrier.wait()?;
+        dev.start_program()?;
         Ok(dev)
     }
 
-    fn op_error(&self, op: &Op, step: Option<u64>, i: usize, e: DriverError) -> Failure {
-        Failure::Op(OpError {
-            step,
-            thread: self.t,
-            op_index: i,
-            call: self.program.render(op),
-            error: e.text.clone(),
-            why: format!("{} returned {}, code {}", e.call, e.name, e.code),
+    /// Creates the program's streams (those missing) and runs its set-up calls; then
+    /// everyone starts together.
+    fn start_program(&mut self) -> Result<(), Failure> {
+        while self.streams.len() < self.program.stream_names.len() {
+            self.streams.push(sys::stream()?);
+        }
+        for (i, op) in self.program.setup[self.t].clone().iter().enumerate() {
+            self.exec(op, None, i)?;
+        }
+        sys::synchronize_context()?;
+        self.shared.barrier.wait()
+    }
+
+    fn command(&mut self, cmd: Cmd) -> Result<Reply, Failure> {
+        sys::set_current(self.ctx)?;
+        Ok(match cmd {
+            Cmd::Run { to, capture_from } => Reply::Ran(self.run(to, capture_from)?),
+            Cmd::Issue => {
+                self.issue()?;
+                Reply::Done
+            }
+            Cmd::PassBarrier => {
+                let now = self.shared.host_us();
+                let rec = self.record_of(self.pc, now);
+                self.pending.push(Pending {
+                    rec: TraceRecord { end_us: now, ..rec },
+                    before: None,
+                    after: None,
+                });
+                self.advance();
+                Reply::Done
+            }
+            Cmd::SetProgram(p) => {
+                self.set_program(p)?;
+                Reply::Done
+            }
+            Cmd::Reduce(edges, reference) => Reply::Reduced(self.reduce(&edges, reference.as_deref())?),
+            Cmd::Micro => Reply::Micro(self.micro()?),
+            Cmd::Fields => {
+                let (e, h) = self.fields()?;
+                Reply::Fields(e, h)
+            }
         })
     }
 
-    fn run(&mut self, to: u64) -> Result<Vec<(usize, f64)>, Failure> {
-        sys::set_current(self.ctx)?;
-        let ops = self.program.step[self.t].clone();
-        while self.step < to {
-            for (i, op) in ops.iter().enumerate() {
-                self.exec(op, Some(self.step), i)?;
+    fn advance(&mut self) {
+        self.pc += 1;
+        if self.pc == self.program.step[self.t].len() {
+            self.pc = 0;
+            self.step += 1;
+        }
+    }
+
+    /// The untimed trace record of call `pc` of the current step, issued at `now`.
+    fn record_of(&self, pc: usize, now: f64) -> TraceRecord {
+        let op = &self.program.step[self.t][pc];
+        TraceRecord {
+            id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
+            step: Some(self.step),
+            thread: self.t,
+            op_index: pc,
+            kind: op.kind(),
+            stream: op.stream(),
+            label: self.program.label(op),
+            issue_us: now,
+            start_us: now,
+            end_us: now,
+            released_by: None,
+            peer: match op {
+                Op::PeerCopy { src, dst, cells, .. } => Some((*src, *dst, 4 * cells.len())),
+                _ => None,
+            },
+        }
+    }
+
+    fn timing_event(&mut self) -> Result<sys::Event, DriverError> {
+        match self.pool.pop() {
+            Some(e) => Ok(e),
+            None => sys::event(true),
+        }
+    }
+
+    /// Starts a timed window: an anchor event on the idle clock stream, and the host time
+    /// it was submitted at.
+    fn start_window(&mut self) -> Result<(), DriverError> {
+        if self.anchor.is_none() {
+            let e = self.timing_event()?;
+            sys::record(e, self.clock_stream)?;
+            self.anchor = Some((e, self.shared.host_us()));
+        }
+        Ok(())
+    }
+
+    /// Issues call `pc` timed: its GPU work between two timing events.
+    fn exec_timed(&mut self, pc: usize) -> Result<(), Failure> {
+        self.start_window()?;
+        let op = self.program.step[self.t][pc].clone();
+        let mut rec = self.record_of(pc, self.shared.host_us());
+        let st = op.stream().map(|s| self.streams[s.index]);
+        let before = match (op.kind(), st) {
+            (OpKind::Kernel | OpKind::Copy, Some(st)) => {
+                let e = self.timing_event()?;
+                sys::record(e, st)?;
+                Some(e)
             }
+            _ => None,
+        };
+        if let Op::Wait { event, .. } = &op {
+            rec.released_by = self.last_record(event.0);
+        }
+        self.capturing = true;
+        let r = self.exec(&op, Some(self.step), pc);
+        self.capturing = false;
+        r?;
+        if let Op::Record { event, .. } = &op {
+            self.set_last_record(event.0, rec.id);
+        }
+        let after = match st {
+            Some(st) => {
+                let e = self.timing_event()?;
+                sys::record(e, st)?;
+                Some(e)
+            }
+            None => None,
+        };
+        rec.end_us = self.shared.host_us();
+        self.pending.push(Pending { rec, before, after });
+        Ok(())
+    }
+
+    fn last_record(&self, e: usize) -> Option<u64> {
+        self.shared.last_record.lock().unwrap_or_else(|p| p.into_inner())[e]
+    }
+
+    fn set_last_record(&self, e: usize, id: u64) {
+        self.shared.last_record.lock().unwrap_or_else(|p| p.into_inner())[e] = Some(id);
+    }
+
+    /// Resolves every pending call whose work is done (`all`: the context is synchronised,
+    /// every one is) into a timed record; the copies among them are also returned.
+    fn resolve(&mut self, all: bool) -> Result<(Vec<TraceRecord>, Vec<CopyTime>), DriverError> {
+        let mut out = Vec::new();
+        let mut copies = Vec::new();
+        let mut keep = Vec::new();
+        let pending = std::mem::take(&mut self.pending);
+        for p in pending {
+            if !all && !p.after.map_or(Ok(true), sys::event_done)? {
+                keep.push(p);
+                continue;
+            }
+            let mut rec = p.rec;
+            if let Some((anchor, at)) = self.anchor {
+                let t = |e: sys::Event| -> Result<f64, DriverError> {
+                    Ok(at + 1e3 * f64::from(sys::elapsed_ms(anchor, e)?))
+                };
+                if let Some(b) = p.after {
+                    rec.end_us = t(b)?;
+                    rec.start_us = match p.before {
+                        Some(a) => t(a)?,
+                        None => rec.end_us,
+                    };
+                }
+            }
+            if let Some((src, dst, bytes)) = rec.peer {
+                copies.push(CopyTime {
+                    src,
+                    dst,
+                    bytes,
+                    us: rec.end_us - rec.start_us,
+                });
+            }
+            self.pool.extend(p.before.into_iter().chain(p.after));
+            out.push(rec);
+        }
+        self.pending = keep;
+        if self.pending.is_empty()
+            && let Some((a, _)) = self.anchor.take()
+        {
+            self.pool.push(a);
+        }
+        Ok((out, copies))
+    }
+
+    fn run(&mut self, to: u64, capture_from: u64) -> Result<Ran, Failure> {
+        let t0 = Instant::now();
+        let mut ran = Ran::default();
+        // Calls micro-stepped before: finish and report them first, on their own anchor.
+        if !self.pending.is_empty() {
+            sys::synchronize_context()?;
+            let (r, c) = self.resolve(true)?;
+            ran.records.extend(r);
+            ran.copies.extend(c);
+        }
+        let len = self.program.step[self.t].len();
+        while self.step < to {
+            let capture = self.step >= capture_from;
+            while self.pc < len {
+                let pc = self.pc;
+                if capture {
+                    self.exec_timed(pc)?;
+                } else {
+                    let op = &self.program.step[self.t][pc];
+                    if let Op::Record { event, .. } = op {
+                        self.set_last_record(event.0, UNTIMED);
+                    }
+                    let op = op.clone();
+                    self.exec(&op, Some(self.step), pc)?;
+                }
+                self.pc += 1;
+            }
+            self.pc = 0;
             self.step += 1;
         }
         sys::synchronize_context()?;
-        let mut out = Vec::new();
-        for (k, &dst) in self.timed.iter().enumerate() {
+        ran.wall_us = t0.elapsed().as_secs_f64() * 1e6;
+        for (k, &(src, dst, bytes)) in self.timed.iter().enumerate() {
             let (a, b) = self.timers[k];
-            out.push((dst, 1e3 * f64::from(sys::elapsed_ms(a, b)?)));
+            let us = 1e3 * f64::from(sys::elapsed_ms(a, b)?);
+            ran.copies.push(CopyTime { src, dst, bytes, us });
         }
         self.timed.clear();
-        Ok(out)
+        let (r, c) = self.resolve(true)?;
+        ran.records.extend(r);
+        ran.copies.extend(c);
+        Ok(ran)
+    }
+
+    /// Micro-step: the next call, timed.
+    fn issue(&mut self) -> Result<(), Failure> {
+        self.exec_timed(self.pc)?;
+        self.advance();
+        Ok(())
+    }
+
+    fn set_program(&mut self, program: Arc<Program>) -> Result<(), Failure> {
+        sys::synchronize_context()?;
+        self.resolve(true)?;
+        self.shared.barrier.wait()?;
+        for e in self.own_events.drain(..) {
+            sys::destroy_event(e);
+        }
+        self.shared.barrier.wait()?;
+        if self.t == 0 {
+            let n = program.events.len();
+            *self.shared.events.write().unwrap_or_else(|p| p.into_inner()) = vec![None; n];
+            *self.shared.last_record.lock().unwrap_or_else(|p| p.into_inner()) = vec![None; n];
+        }
+        self.shared.barrier.wait()?;
+        self.program = program;
+        self.pc = 0;
+        self.start_program()
+    }
+
+    /// Columns on the GPU (the reduction kernel, then an async copy of its output on the
+    /// snapshot stream into pinned memory); with a reference, the owned cells follow the
+    /// same way and are compared on the host.
+    fn reduce(
+        &mut self,
+        edges: &[usize],
+        reference: Option<&(Vec<f32>, Vec<f32>)>,
+    ) -> Result<Vec<Partial>, Failure> {
+        let cells = self.meta.lo..self.meta.hi;
+        let m = cells.len();
+        if m == 0 {
+            return Ok(Vec::new());
+        }
+        let c0 = edges.partition_point(|&e| e <= cells.start).saturating_sub(1);
+        let c1 = edges.partition_point(|&e| e < cells.end).min(edges.len() - 1);
+        let ncols = c1 - c0;
+        let local: Vec<usize> = edges[c0..=c1]
+            .iter()
+            .map(|&e| e.clamp(cells.start, cells.end) - cells.start + 1)
+            .collect();
+        let floats = (ncols + 1) + 4 * ncols + 2 * m;
+        if self.snap.as_ref().is_none_or(|s| s.edges_key != local) {
+            if let Some(old) = self.snap.take() {
+                sys::free(old.edges);
+                sys::free(old.out);
+            }
+            let mut pinned = sys::Pinned::new(floats)?;
+            for (k, &e) in local.iter().enumerate() {
+                pinned.as_mut_slice()[k] = f32::from_bits(e as u32);
+            }
+            let snap = Snap {
+                edges: sys::alloc(4 * (ncols + 1))?,
+                out: sys::alloc(4 * 4 * ncols)?,
+                edges_key: local,
+                columns: ncols,
+                pinned,
+            };
+            let mut snap = snap;
+            snap.pinned.transfer(
+                self.snap_stream,
+                &[sys::Xfer::ToDevice {
+                    host: 0..ncols + 1,
+                    dst: snap.edges,
+                }],
+            )?;
+            self.snap = Some(snap);
+        }
+        // The snapshot stream waits for everything issued so far, on every stream.
+        for st in self.streams.clone() {
+            let e = self.timing_event()?;
+            sys::record(e, st)?;
+            sys::stream_wait_event(self.snap_stream, e)?;
+            self.pool.push(e);
+        }
+        let (ex, hy) = (self.buffers[0], self.buffers[1]);
+        let snap = self.snap.as_mut().expect("set above");
+        let args = [
+            Arg::Ptr(ex),
+            Arg::Ptr(hy),
+            Arg::Ptr(snap.edges),
+            Arg::U32(ncols as u32),
+            Arg::Ptr(snap.out),
+        ];
+        sys::launch(
+            self.k.reduce_columns,
+            ncols as u32,
+            BLOCK,
+            self.snap_stream,
+            &args,
+        )?;
+        let out_at = ncols + 1;
+        let ex_at = out_at + 4 * ncols;
+        let mut copies = vec![sys::Xfer::ToHost {
+            src: snap.out,
+            host: out_at..ex_at,
+        }];
+        if reference.is_some() {
+            copies.push(sys::Xfer::ToHost {
+                src: ex + 4,
+                host: ex_at..ex_at + m,
+            });
+            copies.push(sys::Xfer::ToHost {
+                src: hy + 4,
+                host: ex_at + m..ex_at + 2 * m,
+            });
+        }
+        snap.pinned.transfer(self.snap_stream, &copies)?;
+        let host = snap.pinned.as_mut_slice();
+        let out = &host[out_at..ex_at];
+        let columns = (0..snap.columns)
+            .map(|k| {
+                let o = &out[4 * k..4 * k + 4];
+                (
+                    c0 + k,
+                    Column {
+                        ex: (o[0], o[1]),
+                        hy: (o[2], o[3]),
+                        diff: 0.0,
+                    },
+                )
+            })
+            .collect();
+        let mut parts = vec![Partial {
+            columns,
+            max_diff: 0.0,
+            first_diff: None,
+        }];
+        if let Some((re, rh)) = reference {
+            let (e, h) = host[ex_at..].split_at(m);
+            parts.push(snapshot::differences(cells, e, h, (re, rh), edges));
+        }
+        Ok(parts)
+    }
+
+    fn micro(&mut self) -> Result<MicroPart, Failure> {
+        let (done, copies) = self.resolve(false)?;
+        let queued = (0..self.program.stream_names.len())
+            .map(|i| {
+                let id = StreamId {
+                    device: self.t,
+                    index: i,
+                };
+                let ops = self
+                    .pending
+                    .iter()
+                    .filter(|p| p.rec.stream == Some(id))
+                    .map(|p| p.rec.label.clone())
+                    .collect();
+                (self.program.stream_name(id), ops)
+            })
+            .collect();
+        let mut events = Vec::new();
+        for (i, info) in self.program.events.iter().enumerate() {
+            if info.device != self.t {
+                continue;
+            }
+            let state = match (self.last_record(i), self.event(i)) {
+                (None, _) | (_, None) => "never recorded".to_string(),
+                (Some(_), Some(e)) => {
+                    if sys::event_done(e)? {
+                        "complete".to_string()
+                    } else {
+                        "pending (its stream has not reached it)".to_string()
+                    }
+                }
+            };
+            events.push((i, state));
+        }
+        Ok(MicroPart {
+            queued,
+            events,
+            done,
+            copies,
+        })
     }
 
     fn fields(&mut self) -> Result<(Vec<f32>, Vec<f32>), Failure> {
-        sys::set_current(self.ctx)?;
         sys::synchronize_context()?;
         let m = self.meta.cells();
         let mut ex = vec![0.0; m + 2];
@@ -530,17 +1152,27 @@ impl Dev {
     }
 
     fn event(&self, e: usize) -> Option<sys::Event> {
-        *self.shared.events[e].lock().unwrap_or_else(|p| p.into_inner())
+        self.shared.events.read().unwrap_or_else(|p| p.into_inner())[e]
     }
 
     /// A fresh pair of timing events for the next timed copy.
-    fn timer(&mut self, dst: usize) -> Result<(sys::Event, sys::Event), DriverError> {
+    fn timer(&mut self, copy: (usize, usize, usize)) -> Result<(sys::Event, sys::Event), DriverError> {
         let k = self.timed.len();
         if k == self.timers.len() {
             self.timers.push((sys::event(true)?, sys::event(true)?));
         }
-        self.timed.push(dst);
+        self.timed.push(copy);
         Ok(self.timers[k])
+    }
+    fn op_error(&self, op: &Op, step: Option<u64>, i: usize, e: DriverError) -> Failure {
+        Failure::Op(OpError {
+            step,
+            thread: self.t,
+            op_index: i,
+            call: self.program.render(op),
+            error: e.text.clone(),
+            why: format!("{} returned {}, code {}", e.call, e.name, e.code),
+        })
     }
 
     fn exec(&mut self, op: &Op, step: Option<u64>, i: usize) -> Result<(), Failure> {
@@ -556,15 +1188,10 @@ impl Dev {
             Op::EventCreate { event, .. } => {
                 let e = sys::event(false)?;
                 self.own_events.push(e);
-                *self.shared.events[event.0]
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner()) = Some(e);
+                self.shared.events.write().unwrap_or_else(|p| p.into_inner())[event.0] = Some(e);
             }
             Op::EventDestroy { event } => {
-                let e = self.shared.events[event.0]
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .take();
+                let e = self.shared.events.write().unwrap_or_else(|p| p.into_inner())[event.0].take();
                 if let Some(e) = e {
                     self.own_events.retain(|x| *x != e);
                     sys::destroy_event(e);
@@ -603,10 +1230,16 @@ impl Dev {
                 let ctx = |d: usize| *sh.contexts[d].get().expect("published before the first step");
                 let (src_ptr, dst_ptr, src_ctx, dst_ctx) = (ptr(*src), ptr(*dst), ctx(*src), ctx(*dst));
                 let st = stream(s);
-                let (a, b) = self.timer(*dst)?;
-                sys::record(a, st)?;
-                sys::memcpy_peer_async(dst_ptr, dst_ctx, src_ptr, src_ctx, 4 * cells.len(), st)?;
-                sys::record(b, st)?;
+                let bytes = 4 * cells.len();
+                // A timed call has its own events around it.
+                if self.capturing {
+                    sys::memcpy_peer_async(dst_ptr, dst_ctx, src_ptr, src_ctx, bytes, st)?;
+                } else {
+                    let (a, b) = self.timer((*src, *dst, bytes))?;
+                    sys::record(a, st)?;
+                    sys::memcpy_peer_async(dst_ptr, dst_ctx, src_ptr, src_ctx, bytes, st)?;
+                    sys::record(b, st)?;
+                }
             }
             Op::StreamSync { stream: s } => sys::stream_synchronize(stream(s))?,
             Op::DeviceSync { .. } => sys::synchronize_context()?,
@@ -714,14 +1347,28 @@ impl Drop for Dev {
         for e in self.own_events.drain(..) {
             sys::destroy_event(e);
         }
-        for s in self.streams.drain(..) {
+        let pending = std::mem::take(&mut self.pending);
+        let timing = pending
+            .into_iter()
+            .flat_map(|p| p.before.into_iter().chain(p.after));
+        let anchor = self.anchor.take().map(|a| a.0);
+        for e in self.pool.drain(..).chain(timing).chain(anchor) {
+            sys::destroy_event(e);
+        }
+        let others = [self.snap_stream, self.clock_stream];
+        for s in self.streams.drain(..).chain(others).filter(|s| !s.0.is_null()) {
             sys::destroy_stream(s);
+        }
+        if let Some(snap) = self.snap.take() {
+            sys::free(snap.edges);
+            sys::free(snap.out);
+            drop(snap.pinned);
         }
         for p in self.buffers.drain(..) {
             sys::free(p);
         }
-        if !self.module.0.is_null() {
-            sys::unload_module(self.module);
+        for m in self.modules.drain(..) {
+            sys::unload_module(m);
         }
         // Last: the context everything above lived in.
         sys::release_primary_context(self.cu_device);

@@ -81,6 +81,11 @@ unsafe extern "C" {
         params: *mut *mut c_void,
         extra: *mut *mut c_void,
     ) -> i32;
+    fn cuMemAllocHost_v2(p: *mut *mut c_void, bytes: usize) -> i32;
+    fn cuMemFreeHost(p: *mut c_void) -> i32;
+    fn cuMemcpyHtoDAsync_v2(dst: DevicePtr, src: *const c_void, bytes: usize, stream: *mut Opaque) -> i32;
+    fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: DevicePtr, bytes: usize, stream: *mut Opaque) -> i32;
+    fn cuEventQuery(event: *mut Opaque) -> i32;
     fn cuGetErrorName(code: i32, name: *mut *const c_char) -> i32;
     fn cuGetErrorString(code: i32, text: *mut *const c_char) -> i32;
 }
@@ -88,6 +93,7 @@ unsafe extern "C" {
 const CU_STREAM_NON_BLOCKING: u32 = 1;
 const CU_EVENT_DISABLE_TIMING: u32 = 2;
 const CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: i32 = 704;
+const CUDA_ERROR_NOT_READY: i32 = 600;
 
 /// A failed driver call: its name, the driver's code, name and text.
 #[derive(Debug, Clone, PartialEq)]
@@ -357,4 +363,99 @@ pub fn launch(f: Function, grid: u32, block: u32, s: Stream, args: &[Arg]) -> Re
         )
     };
     check("cuLaunchKernel", r)
+}
+
+/// Whether all work captured by the event's last record has completed (an event never
+/// recorded counts as complete, as in CUDA).
+pub fn event_done(e: Event) -> Result<bool, DriverError> {
+    // SAFETY: `e` is a live event.
+    let r = unsafe { cuEventQuery(e.0) };
+    if r == CUDA_ERROR_NOT_READY {
+        return Ok(false);
+    }
+    check("cuEventQuery", r)?;
+    Ok(true)
+}
+
+/// Page-locked host memory, so copies to and from it are truly asynchronous.
+///
+/// Copies are issued through [`Pinned::transfer`], which holds the buffer mutably borrowed
+/// and synchronises the stream before returning: no copy is ever in flight while Rust code
+/// can read or free the buffer.
+pub struct Pinned {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: the buffer is plain host memory owned by this value; moving it between threads
+// moves the ownership with it.
+unsafe impl Send for Pinned {}
+
+/// One copy of a [`Pinned::transfer`]: `host` is a range of the pinned buffer, in floats.
+pub enum Xfer {
+    ToDevice {
+        host: std::ops::Range<usize>,
+        dst: DevicePtr,
+    },
+    ToHost {
+        src: DevicePtr,
+        host: std::ops::Range<usize>,
+    },
+}
+
+impl Pinned {
+    /// `len` floats of pinned memory in the current context.
+    pub fn new(len: usize) -> Result<Pinned, DriverError> {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: `p` is a valid out-pointer.
+        check("cuMemAllocHost", unsafe {
+            cuMemAllocHost_v2(&mut p, 4 * len.max(1))
+        })?;
+        // SAFETY: the allocation holds at least `len` floats; zeroed, every read is defined.
+        unsafe { std::ptr::write_bytes(p.cast::<f32>(), 0, len) };
+        Ok(Pinned { ptr: p.cast(), len })
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [f32] {
+        // SAFETY: `ptr` holds `len` initialised floats, and no copy is in flight (see
+        // `transfer`), so nothing else reads or writes them meanwhile.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    /// Issues `copies` in order on `s` (after what `s` already has queued), then waits for
+    /// `s`. Panics if a range lies outside the buffer.
+    pub fn transfer(&mut self, s: Stream, copies: &[Xfer]) -> Result<(), DriverError> {
+        for x in copies {
+            let r = match x {
+                Xfer::ToDevice { host, .. } | Xfer::ToHost { host, .. } => host.clone(),
+            };
+            assert!(
+                r.start <= r.end && r.end <= self.len,
+                "pinned range out of bounds"
+            );
+            // SAFETY: the range lies inside the buffer (checked above).
+            let h = unsafe { self.ptr.add(r.start) };
+            let bytes = 4 * r.len();
+            let code = match x {
+                // SAFETY: `dst` holds at least `bytes` (the caller sized it); the host side
+                // stays borrowed until the stream synchronises below.
+                Xfer::ToDevice { dst, .. } => unsafe { cuMemcpyHtoDAsync_v2(*dst, h.cast(), bytes, s.0) },
+                // SAFETY: as above, in the other direction.
+                Xfer::ToHost { src, .. } => unsafe { cuMemcpyDtoHAsync_v2(h.cast(), *src, bytes, s.0) },
+            };
+            if let Err(e) = check("cuMemcpyAsync (pinned)", code) {
+                // Copies already issued must finish before the buffer can be touched.
+                let _ = stream_synchronize(s);
+                return Err(e);
+            }
+        }
+        stream_synchronize(s)
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemAllocHost, freed once; no copy is in flight.
+        let _ = unsafe { cuMemFreeHost(self.ptr.cast()) };
+    }
 }

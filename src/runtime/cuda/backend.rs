@@ -1,0 +1,169 @@
+//! The engine's view of the cuda runtime: runs of steps with the last few timed call by
+//! call, micro-steps, snapshots reduced on the GPU.
+
+use anyhow::Result;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{CLOCK_NOTE, CopyTime, CudaRuntime};
+use crate::engine::{Backend, MicroView, TIMELINE_STEPS};
+use crate::program::Program;
+use crate::scenario::Scenario;
+use crate::snapshot::Partial;
+use crate::trace::TraceRecord;
+
+/// How often a running engine times a window of calls for the timeline: timing every call
+/// costs two events each, so only the steps a frame shows are timed.
+const CAPTURE_EVERY: Duration = Duration::from_millis(30);
+
+pub struct CudaBackend {
+    rt: CudaRuntime,
+    copies: Vec<CopyTime>,
+    /// Timed calls of the latest steps.
+    timeline: Vec<TraceRecord>,
+    /// Wall time spent in runs, µs.
+    clock_us: f64,
+    last_capture: Option<Instant>,
+    epoch: Instant,
+}
+
+impl CudaBackend {
+    pub fn new(s: &Scenario, program: Arc<Program>, gpus: &[i32]) -> Result<CudaBackend> {
+        Ok(CudaBackend {
+            rt: CudaRuntime::new(s, (*program).clone(), gpus)?,
+            copies: Vec::new(),
+            timeline: Vec::new(),
+            clock_us: 0.0,
+            last_capture: None,
+            epoch: Instant::now(),
+        })
+    }
+
+    fn run(&mut self, steps: u64) -> Result<()> {
+        let from = self.rt.step();
+        let to = steps.max(self.rt.next_boundary());
+        let due = self.last_capture.is_none_or(|t| t.elapsed() >= CAPTURE_EVERY);
+        let capture_from = if to - from <= TIMELINE_STEPS || due {
+            self.last_capture = Some(Instant::now());
+            to.saturating_sub(TIMELINE_STEPS)
+        } else {
+            u64::MAX
+        };
+        let ran = self.rt.run_to(steps, capture_from)?;
+        self.clock_us += ran.wall_us;
+        self.copies.extend(ran.copies);
+        self.add_records(ran.records);
+        Ok(())
+    }
+
+    /// Adds timed calls, keeping those of the latest `TIMELINE_STEPS` steps.
+    fn add_records(&mut self, records: Vec<TraceRecord>) {
+        if records.is_empty() {
+            return;
+        }
+        self.timeline.extend(records);
+        let last = self.timeline.iter().filter_map(|r| r.step).max().unwrap_or(0);
+        self.timeline
+            .retain(|r| r.step.is_some_and(|s| s + TIMELINE_STEPS > last));
+        self.timeline.sort_by_key(|r| r.id);
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn step(&self) -> u64 {
+        self.rt.step()
+    }
+
+    fn at_boundary(&self) -> bool {
+        self.rt.at_boundary()
+    }
+
+    fn run_batch(&mut self, steps: u64) -> Result<()> {
+        self.run(steps)
+    }
+
+    fn run_to(&mut self, steps: u64) -> Result<()> {
+        self.run(steps)
+    }
+
+    fn next_boundary(&self) -> u64 {
+        self.rt.next_boundary()
+    }
+
+    fn micro_step(&mut self) -> Result<()> {
+        self.rt.issue_one()
+    }
+
+    fn set_program(&mut self, program: Arc<Program>) -> Result<()> {
+        self.timeline.clear();
+        self.rt.set_program(program)
+    }
+
+    fn reduce(
+        &mut self,
+        edges: &Arc<Vec<usize>>,
+        reference: Option<&Arc<(Vec<f32>, Vec<f32>)>>,
+    ) -> Result<Vec<Partial>> {
+        self.rt.reduce(edges, reference)
+    }
+
+    fn drain_copies(&mut self, each: &mut dyn FnMut(usize, usize, usize, f64)) {
+        for c in self.copies.drain(..) {
+            each(c.src, c.dst, c.bytes, c.us);
+        }
+    }
+
+    fn timeline(&self) -> (Vec<TraceRecord>, Option<u64>) {
+        let last = self.timeline.iter().filter_map(|r| r.step).max();
+        (self.timeline.clone(), last)
+    }
+
+    fn clock_us(&self) -> f64 {
+        self.clock_us
+    }
+
+    fn micro(&mut self, detail: bool) -> MicroView {
+        let next = Some(self.rt.next_call());
+        let now_us = self.epoch.elapsed().as_secs_f64() * 1e6;
+        if !detail {
+            return MicroView {
+                next,
+                now_us,
+                ..MicroView::default()
+            };
+        }
+        // A failing query leaves the view empty; the failure shows with the next call.
+        let parts = self.rt.micro().unwrap_or_default();
+        let mut view = MicroView {
+            next,
+            now_us,
+            ..MicroView::default()
+        };
+        let mut events = Vec::new();
+        let mut done = Vec::new();
+        for p in parts {
+            view.queued.extend(p.queued);
+            events.extend(p.events);
+            done.extend(p.done);
+            self.copies.extend(p.copies);
+        }
+        events.sort_by_key(|e| e.0);
+        let program = self.rt.program.clone();
+        view.events = events
+            .into_iter()
+            .map(|(i, state)| (program.events[i].name.clone(), state))
+            .collect();
+        self.add_records(done);
+        view
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let mut n = self.rt.topology.clone();
+        n.push(CLOCK_NOTE.to_string());
+        n
+    }
+}
