@@ -396,7 +396,7 @@ impl Scheduler {
             },
         };
         let fail = |error: &str, why: String| OpError {
-            step,
+            step: step.map(|s| s + self.base_step),
             thread: t,
             op_index: pc,
             call: self.program.render(&op),
@@ -418,7 +418,8 @@ impl Scheduler {
                     device: stream.device,
                     kernel: *kernel,
                     cells: cells.clone(),
-                    step: step.unwrap_or(0),
+                    // Sources see the absolute step (the runtime may continue a run).
+                    step: step.map_or(0, |s| s + self.base_step),
                 };
                 self.pending.push(Pending {
                     time: end,
