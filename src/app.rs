@@ -18,6 +18,22 @@ pub fn main(cli: Cli) -> Result<()> {
         }
         return Ok(());
     }
+    #[cfg(feature = "cuda")]
+    if let Some(Command::Bench(b)) = &cli.command
+        && b.runtime == crate::cli::RuntimeKind::Cuda
+    {
+        let gpus = match &b.gpus {
+            Some(list) => crate::runtime::cuda::parse_gpus(list)?,
+            None => crate::runtime::cuda::default_gpus()?.into_iter().take(2).collect(),
+        };
+        let r = crate::runtime::cuda::bench::run(&gpus, b.seconds.min(0.5))?;
+        if b.json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            print!("{}", r.table());
+        }
+        return Ok(());
+    }
     if let Some(Command::Bench(b)) = &cli.command {
         let rows = crate::bench::run(b)?;
         if b.json {

@@ -73,6 +73,10 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = RuntimeKind::Sim)]
     pub runtime: RuntimeKind,
 
+    /// GPUs to measure with `--runtime cuda` (default: the first two visible).
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
+
     /// Grid sizes in cells (comma-separated).
     #[arg(long, value_delimiter = ',', default_values_t = [65_536usize, 1_048_576, 4_194_304])]
     pub cells: Vec<usize>,

@@ -8,6 +8,7 @@
 //! with a pair of timing events around each; every other event is ordering-only.
 
 mod backend;
+pub mod bench;
 #[allow(unsafe_code)]
 mod sys;
 

@@ -86,6 +86,7 @@ unsafe extern "C" {
     fn cuMemcpyHtoDAsync_v2(dst: DevicePtr, src: *const c_void, bytes: usize, stream: *mut Opaque) -> i32;
     fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: DevicePtr, bytes: usize, stream: *mut Opaque) -> i32;
     fn cuEventQuery(event: *mut Opaque) -> i32;
+    fn cuMemcpyDtoDAsync_v2(dst: DevicePtr, src: DevicePtr, bytes: usize, stream: *mut Opaque) -> i32;
     fn cuGetErrorName(code: i32, name: *mut *const c_char) -> i32;
     fn cuGetErrorString(code: i32, text: *mut *const c_char) -> i32;
 }
@@ -317,6 +318,13 @@ pub fn memcpy_peer_async(
     check("cuMemcpyPeerAsync", unsafe {
         cuMemcpyPeerAsync(dst, dst_ctx.0, src, src_ctx.0, bytes, s.0)
     })
+}
+
+/// Copies `bytes` within the current context's memory, in `stream`'s order.
+pub fn memcpy_async(dst: DevicePtr, src: DevicePtr, bytes: usize, s: Stream) -> Result<(), DriverError> {
+    // SAFETY: both ranges lie inside live allocations of the current context (the caller
+    // allocated them with at least `bytes`).
+    check("cuMemcpyDtoDAsync", unsafe { cuMemcpyDtoDAsync_v2(dst, src, bytes, s.0) })
 }
 
 /// A kernel argument: a device pointer, an f32, a u32 or an i32.

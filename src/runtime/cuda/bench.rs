@@ -1,0 +1,424 @@
+//! `haloscope bench --runtime cuda`: what the GPUs allow (copy bandwidth, peer links,
+//! launch cost) and how close the interior update and each mode come to it, every ratio
+//! measured in the same run as its denominator.
+
+use anyhow::{Result, anyhow};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{CudaRuntime, FDTD_PTX, sys};
+use crate::bench::bench_scenario;
+use crate::headless::median;
+use crate::program::{Mode, Op, Program};
+use crate::snapshot;
+
+/// Bytes a two-kernel step moves per cell: update_h reads hy and ex and writes hy (12),
+/// update_e reads ex, hy, ca and cb and writes ex (20); neighbours come from cache.
+pub const BYTES_PER_CELL: f64 = 32.0;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CopyBandwidth {
+    pub gpu: i32,
+    /// Device-to-device copy, bytes read + written per second, GB/s.
+    pub gb_per_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Link {
+    pub src: i32,
+    pub dst: i32,
+    pub direct: bool,
+    /// Median of single 4-byte peer copies, timed by events around each, µs.
+    pub latency_us: f64,
+    /// 256 MiB peer copies, bytes per second, GB/s.
+    pub gb_per_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Interior {
+    pub gpu: i32,
+    pub cells: usize,
+    pub us_per_step: f64,
+    pub gcells_per_s: f64,
+    pub bytes_per_cell: f64,
+    pub gb_per_s: f64,
+    /// Achieved bytes per second over the copy bandwidth of the same GPU.
+    pub vs_copy: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeRow {
+    pub mode: String,
+    pub cells_per_gpu: usize,
+    pub gpus: usize,
+    pub us_per_step: f64,
+    /// The same step with no exchange (kernels and barriers only), same devices.
+    pub no_exchange_us: f64,
+    pub halo_overhead_us: f64,
+    pub halo_share: f64,
+    /// Median halo copy (2 GPUs), µs, and its ratio to the small peer-copy latency.
+    pub copy_median_us: Option<f64>,
+    pub copy_vs_latency: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Scaling {
+    pub mode: String,
+    pub cells_per_gpu: usize,
+    pub one_gpu_us: f64,
+    pub two_gpu_us: f64,
+    /// One GPU's step time over two GPUs' (twice the cells): 1.0 is perfect weak scaling.
+    pub efficiency: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotCost {
+    pub cells: usize,
+    pub columns: usize,
+    pub us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuBench {
+    pub gpus: Vec<String>,
+    pub copy: Vec<CopyBandwidth>,
+    pub links: Vec<Link>,
+    /// Back-to-back launches of an empty kernel on one stream, GPU time per launch, µs.
+    pub launch_us: f64,
+    pub interior: Vec<Interior>,
+    pub modes: Vec<ModeRow>,
+    pub scaling: Vec<Scaling>,
+    pub snapshot: Vec<SnapshotCost>,
+}
+
+/// Runs `f` with GPU `gpu`'s primary context current on this thread.
+fn on_gpu<T>(gpu: i32, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let d = sys::device(gpu)?;
+    sys::primary_context(d)?;
+    let r = f();
+    sys::release_primary_context(d);
+    r
+}
+
+/// µs between two events around `f`'s work on `s`.
+fn timed(s: sys::Stream, f: impl FnOnce() -> Result<()>) -> Result<f64> {
+    let (a, b) = (sys::event(true)?, sys::event(true)?);
+    sys::record(a, s)?;
+    f()?;
+    sys::record(b, s)?;
+    sys::stream_synchronize(s)?;
+    let us = 1e3 * f64::from(sys::elapsed_ms(a, b)?);
+    sys::destroy_event(a);
+    sys::destroy_event(b);
+    Ok(us)
+}
+
+fn copy_bandwidth(gpu: i32) -> Result<f64> {
+    on_gpu(gpu, || {
+        let bytes = 1usize << 30;
+        let (x, y) = (sys::alloc(bytes)?, sys::alloc(bytes)?);
+        let s = sys::stream()?;
+        sys::memcpy_async(y, x, bytes, s)?; // warm-up
+        let reps = 10;
+        let us = timed(s, || {
+            for _ in 0..reps {
+                sys::memcpy_async(y, x, bytes, s)?;
+            }
+            Ok(())
+        })?;
+        sys::stream_synchronize(s)?;
+        sys::destroy_stream(s);
+        sys::free(x);
+        sys::free(y);
+        Ok(2.0 * (bytes * reps) as f64 / us / 1e3)
+    })
+}
+
+fn link(src: i32, dst: i32) -> Result<Link> {
+    let (ds, dd) = (sys::device(src)?, sys::device(dst)?);
+    let direct = sys::can_access_peer(ds, dd)?;
+    let big = 256usize << 20;
+    let dst_ctx = sys::primary_context(dd)?;
+    let dst_buf = sys::alloc(big)?;
+    let src_ctx = sys::primary_context(ds)?;
+    let src_buf = sys::alloc(big)?;
+    if direct {
+        sys::enable_peer_access(dst_ctx)?;
+    }
+    let s = sys::stream()?;
+    let copy = |bytes| sys::memcpy_peer_async(dst_buf, dst_ctx, src_buf, src_ctx, bytes, s);
+    copy(4)?;
+    let mut small = Vec::new();
+    for _ in 0..200 {
+        small.push(timed(s, || Ok(copy(4)?))?);
+    }
+    let reps = 5;
+    let us = timed(s, || {
+        for _ in 0..reps {
+            copy(big)?;
+        }
+        Ok(())
+    })?;
+    sys::destroy_stream(s);
+    sys::free(src_buf);
+    sys::set_current(dst_ctx)?;
+    sys::free(dst_buf);
+    sys::release_primary_context(ds);
+    sys::release_primary_context(dd);
+    Ok(Link {
+        src,
+        dst,
+        direct,
+        latency_us: median(&small).unwrap_or(0.0),
+        gb_per_s: (big * reps) as f64 / us / 1e3,
+    })
+}
+
+fn launch_cost(gpu: i32) -> Result<f64> {
+    on_gpu(gpu, || {
+        let m = sys::load_module(FDTD_PTX)?;
+        let f = sys::function(m, "update_h")?;
+        let p = sys::alloc(16)?;
+        let s = sys::stream()?;
+        // count = 0: every thread returns at once; what is left is the launch itself.
+        let args = [
+            sys::Arg::Ptr(p),
+            sys::Arg::Ptr(p),
+            sys::Arg::F32(0.0),
+            sys::Arg::U32(0),
+            sys::Arg::U32(0),
+        ];
+        sys::launch(f, 1, 32, s, &args)?;
+        let n = 2000;
+        let us = timed(s, || {
+            for _ in 0..n {
+                sys::launch(f, 1, 32, s, &args)?;
+            }
+            Ok(())
+        })?;
+        sys::destroy_stream(s);
+        sys::free(p);
+        sys::unload_module(m);
+        Ok(us / f64::from(n))
+    })
+}
+
+/// The step of `p` with no exchange: its kernels and barriers only (not a correct
+/// program: a yardstick for the exchange's cost).
+fn no_exchange(p: &Program) -> Program {
+    let mut q = p.clone();
+    q.name = "no exchange".into();
+    for ops in &mut q.step {
+        ops.retain(|op| matches!(op, Op::Launch { .. } | Op::HostBarrier));
+    }
+    q
+}
+
+/// µs per step of `program` on `gpus` (one logical device each), `cells_per_gpu` each;
+/// with the runtime's median halo copy.
+fn step_time(program: impl Fn(&[std::ops::Range<usize>]) -> Program, cells_per_gpu: usize, gpus: &[i32], seconds: f64) -> Result<(f64, Option<f64>)> {
+    let s = bench_scenario(cells_per_gpu * gpus.len(), gpus.len())?;
+    let mut rt = CudaRuntime::new(&s, program(&s.ranges()), gpus)?;
+    rt.run_until(5)?;
+    let t0 = Instant::now();
+    rt.run_until(10)?;
+    let per = t0.elapsed().as_secs_f64() / 5.0;
+    let steps = ((seconds / per) as u64).clamp(10, 50_000);
+    let mut samples = Vec::new();
+    let mut at = 10;
+    for _ in 0..3 {
+        rt.copy_us.iter_mut().for_each(Vec::clear);
+        let t0 = Instant::now();
+        rt.run_until(at + steps)?;
+        samples.push(t0.elapsed().as_secs_f64() * 1e6 / steps as f64);
+        at += steps;
+    }
+    let copies: Vec<f64> = rt.copy_us.iter().flatten().copied().collect();
+    Ok((median(&samples).expect("samples"), median(&copies)))
+}
+
+pub fn run(gpus: &[i32], seconds: f64) -> Result<GpuBench> {
+    let names = super::visible()?;
+    if gpus.is_empty() {
+        return Err(anyhow!("no GPU to measure"));
+    }
+    let mut copy = Vec::new();
+    for &g in gpus {
+        copy.push(CopyBandwidth {
+            gpu: g,
+            gb_per_s: copy_bandwidth(g)?,
+        });
+    }
+    let mut links = Vec::new();
+    for &a in gpus {
+        for &b in gpus {
+            if a != b {
+                links.push(link(a, b)?);
+            }
+        }
+    }
+    let launch_us = launch_cost(gpus[0])?;
+    let mut interior = Vec::new();
+    let kernels_only = |r: &[std::ops::Range<usize>]| no_exchange(&Mode::Events.program(r));
+    for &g in gpus {
+        let bw = copy.iter().find(|c| c.gpu == g).map_or(1.0, |c| c.gb_per_s);
+        for cells in [1usize << 20, 1 << 24, 1 << 28] {
+            let (us, _) = step_time(kernels_only, cells, &[g], seconds)?;
+            let gb = cells as f64 * BYTES_PER_CELL / us / 1e3;
+            interior.push(Interior {
+                gpu: g,
+                cells,
+                us_per_step: us,
+                gcells_per_s: cells as f64 / us / 1e3,
+                bytes_per_cell: BYTES_PER_CELL,
+                gb_per_s: gb,
+                vs_copy: gb / bw,
+            });
+        }
+    }
+    let latency = median(&links.iter().map(|l| l.latency_us).collect::<Vec<_>>());
+    let mut modes = Vec::new();
+    let mut scaling = Vec::new();
+    let two: Vec<i32> = gpus.iter().copied().take(2).collect();
+    for cells in [1usize << 16, 1 << 26] {
+        let mut baseline = Vec::new();
+        for g in [&two[..1], &two[..]] {
+            if g.len() == 2 || baseline.is_empty() {
+                baseline.push(step_time(kernels_only, cells, g, seconds)?.0);
+            }
+        }
+        for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
+            let mut t = Vec::new();
+            for (k, g) in [&two[..1], &two[..]].into_iter().enumerate() {
+                if k == 1 && two.len() < 2 {
+                    break;
+                }
+                let (us, copy_med) = step_time(|r| mode.program(r), cells, g, seconds)?;
+                let base = baseline[k.min(baseline.len() - 1)];
+                modes.push(ModeRow {
+                    mode: mode.name().to_string(),
+                    cells_per_gpu: cells,
+                    gpus: g.len(),
+                    us_per_step: us,
+                    no_exchange_us: base,
+                    halo_overhead_us: us - base,
+                    halo_share: (us - base) / us,
+                    copy_median_us: copy_med,
+                    copy_vs_latency: copy_med.zip(latency).map(|(c, l)| c / l),
+                });
+                t.push(us);
+            }
+            if let [one, two] = t[..] {
+                scaling.push(Scaling {
+                    mode: mode.name().to_string(),
+                    cells_per_gpu: cells,
+                    one_gpu_us: one,
+                    two_gpu_us: two,
+                    efficiency: one / two,
+                });
+            }
+        }
+    }
+    let mut snapshot = Vec::new();
+    for cells in [1usize << 16, 1 << 28] {
+        let s = bench_scenario(cells, 1)?;
+        let mut rt = CudaRuntime::new(&s, Mode::Events.program(&s.ranges()), &gpus[..1])?;
+        rt.run_until(2)?;
+        let columns = 200;
+        let edges = Arc::new(snapshot::column_edges(cells, columns));
+        rt.reduce(&edges, None)?;
+        let mut samples = Vec::new();
+        for _ in 0..20 {
+            let t0 = Instant::now();
+            rt.reduce(&edges, None)?;
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+        snapshot.push(SnapshotCost {
+            cells,
+            columns,
+            us: median(&samples).expect("samples"),
+        });
+    }
+    Ok(GpuBench {
+        gpus: gpus.iter().map(|&g| names[g as usize].clone()).collect(),
+        copy,
+        links,
+        launch_us,
+        interior,
+        modes,
+        scaling,
+        snapshot,
+    })
+}
+
+impl GpuBench {
+    pub fn table(&self) -> String {
+        let mut o = String::from("== what the hardware allows\n");
+        for c in &self.copy {
+            o += &format!("GPU {}  device-to-device copy      {:>9.1} GB/s (read + write)\n", c.gpu, c.gb_per_s);
+        }
+        for l in &self.links {
+            o += &format!(
+                "GPU {} → GPU {}  peer copy  {:>6.2} µs (4 B)  {:>7.1} GB/s (256 MiB)  {}\n",
+                l.src,
+                l.dst,
+                l.latency_us,
+                l.gb_per_s,
+                if l.direct { "direct" } else { "staged" }
+            );
+        }
+        o += &format!("empty kernel launch, back to back   {:>6.2} µs\n", self.launch_us);
+        o += "\n== interior update (update_h + update_e, no exchange), one GPU\n";
+        o += &format!("{:>4} {:>10} {:>11} {:>10} {:>9} {:>9}\n", "gpu", "cells", "µs/step", "Gcells/s", "GB/s", "vs copy");
+        for i in &self.interior {
+            o += &format!(
+                "{:>4} {:>10} {:>11.2} {:>10.2} {:>9.1} {:>8.1}%\n",
+                i.gpu,
+                i.cells,
+                i.us_per_step,
+                i.gcells_per_s,
+                i.gb_per_s,
+                100.0 * i.vs_copy
+            );
+        }
+        o += &format!("(bytes per cell: {BYTES_PER_CELL}, read + written; target ≥ 90 % of the copy bandwidth)\n");
+        o += "\n== modes: time per step, halo overhead = step − the same step with no exchange\n";
+        o += &format!(
+            "{:<12} {:>10} {:>4} {:>10} {:>12} {:>10} {:>7} {:>9} {:>8}\n",
+            "mode", "cells/GPU", "GPUs", "µs/step", "no exchange", "overhead", "share", "copy µs", "vs lat."
+        );
+        for m in &self.modes {
+            let c = m.copy_median_us.map_or("-".into(), |c| format!("{c:.2}"));
+            let r = m.copy_vs_latency.map_or("-".into(), |r| format!("{r:.2}x"));
+            o += &format!(
+                "{:<12} {:>10} {:>4} {:>10.2} {:>12.2} {:>10.2} {:>6.1}% {:>9} {:>8}\n",
+                m.mode,
+                m.cells_per_gpu,
+                m.gpus,
+                m.us_per_step,
+                m.no_exchange_us,
+                m.halo_overhead_us,
+                100.0 * m.halo_share,
+                c,
+                r
+            );
+        }
+        o += "\n== weak scaling 1 → 2 GPUs (same cells per GPU)\n";
+        for s in &self.scaling {
+            o += &format!(
+                "{:<12} {:>10} cells/GPU  {:>10.2} → {:>10.2} µs/step  efficiency {:>6.1}%\n",
+                s.mode,
+                s.cells_per_gpu,
+                s.one_gpu_us,
+                s.two_gpu_us,
+                100.0 * s.efficiency
+            );
+        }
+        o += "\n== snapshot (reduction kernel + async copy into pinned memory)\n";
+        for s in &self.snapshot {
+            o += &format!("{:>10} cells, {} columns: {:>8.1} µs\n", s.cells, s.columns, s.us);
+        }
+        o
+    }
+}
