@@ -24,7 +24,10 @@ pub fn main(cli: Cli) -> Result<()> {
     {
         let gpus = match &b.gpus {
             Some(list) => crate::runtime::cuda::parse_gpus(list)?,
-            None => crate::runtime::cuda::default_gpus()?.into_iter().take(2).collect(),
+            None => crate::runtime::cuda::default_gpus()?
+                .into_iter()
+                .take(2)
+                .collect(),
         };
         let r = crate::runtime::cuda::bench::run(&gpus, b.seconds.min(0.5))?;
         if b.json {

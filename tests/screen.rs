@@ -31,12 +31,25 @@ fn micro_steps_mark_the_next_call_and_a_broken_mode_differs() {
     let (code, screen, err) = haloscope(&["--paused", "--screen", "n . .", "--size", "120x40"]);
     assert_eq!(code, 0, "{err}");
     assert!(screen.contains("▶"), "the next call is marked:\n{screen}");
-    assert!(screen.contains("max |Δ| n/a"), "no comparison mid-step:\n{screen}");
+    assert!(
+        screen.contains("max |Δ| n/a"),
+        "no comparison mid-step:\n{screen}"
+    );
 
-    let (code, screen, err) = haloscope(&["--mode", "no-wait", "--screen", "wait:1500 space", "--size", "100x30"]);
+    let (code, screen, err) = haloscope(&[
+        "--mode",
+        "no-wait",
+        "--screen",
+        "wait:1500 space",
+        "--size",
+        "100x30",
+    ]);
     assert_eq!(code, 0, "{err}");
     let status = screen.lines().last().unwrap_or_default();
-    assert!(status.contains("max |Δ| ") && status.contains("e-"), "a difference shows: {status}");
+    assert!(
+        status.contains("max |Δ| ") && status.contains("e-"),
+        "a difference shows: {status}"
+    );
 }
 
 #[test]

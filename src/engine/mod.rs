@@ -420,7 +420,15 @@ impl Core {
                 (self.running, self.speed, self.columns) = keep;
                 self.advance_to(0);
             }
-            Err(e) => self.fail(e),
+            Err(e) => {
+                // The old run's error is over; this one is what stands now.
+                self.error = None;
+                let what = match self.cfg.runtime {
+                    RuntimeChoice::Sim => "sim",
+                    RuntimeChoice::Cuda(_) => "cuda",
+                };
+                self.fail(e.context(format!("starting the {what} runtime again")));
+            }
         }
     }
 

@@ -158,11 +158,19 @@ pub fn screen(scenario: Scenario, opts: Options, keys: &str, size: &str) -> Resu
         program.clone(),
         engine_mod::make_backend(&cfg, program)?,
     );
-    // Takes frames until none came for `quiet` (or `at_most` passed).
-    let settle = |app: &mut App, quiet: Duration, at_most: Duration| {
+    // Takes frames: with `expect`, waits (up to 20 s: a runtime may be starting) for the
+    // frame answering the last control; then until none came for 100 ms, or for 300 ms
+    // after the first (a running engine never goes quiet).
+    let settle = |app: &mut App, expect: bool| {
+        if expect
+            && engine.ping.recv_timeout(Duration::from_secs(20)).is_ok()
+            && let Some(f) = engine.take_frame()
+        {
+            app.set_frame(f);
+        }
         let t0 = std::time::Instant::now();
-        while t0.elapsed() < at_most {
-            if engine.ping.recv_timeout(quiet).is_err() && app.frame.is_some() {
+        while t0.elapsed() < Duration::from_millis(300) {
+            if engine.ping.recv_timeout(Duration::from_millis(100)).is_err() && app.frame.is_some() {
                 break;
             }
             if let Some(f) = engine.take_frame() {
@@ -170,24 +178,29 @@ pub fn screen(scenario: Scenario, opts: Options, keys: &str, size: &str) -> Resu
             }
         }
     };
-    settle(&mut app, Duration::from_millis(100), Duration::from_secs(10));
+    settle(&mut app, true);
     for p in presses {
         match p {
             Press::Key(k) => {
-                for c in app.on_key(k) {
+                let controls = app.on_key(k);
+                let expect = !controls.is_empty();
+                for c in controls {
                     engine.send(c);
                 }
-                engine.send(Control::Columns(view::plot_columns(area, &app)));
-                settle(&mut app, Duration::from_millis(100), Duration::from_secs(10));
+                let columns = view::plot_columns(area, &app);
+                if app.frame.as_ref().is_some_and(|f| f.columns.len() != columns) {
+                    engine.send(Control::Columns(columns));
+                }
+                settle(&mut app, expect);
             }
             Press::Wait(d) => {
                 let t0 = std::time::Instant::now();
                 while t0.elapsed() < d {
-                    settle(
-                        &mut app,
-                        Duration::from_millis(10),
-                        d.saturating_sub(t0.elapsed()),
-                    );
+                    if engine.ping.recv_timeout(d.saturating_sub(t0.elapsed())).is_ok()
+                        && let Some(f) = engine.take_frame()
+                    {
+                        app.set_frame(f);
+                    }
                 }
             }
         }
@@ -195,7 +208,7 @@ pub fn screen(scenario: Scenario, opts: Options, keys: &str, size: &str) -> Resu
             break;
         }
     }
-    settle(&mut app, Duration::from_millis(100), Duration::from_secs(10));
+    settle(&mut app, false);
     let mut term = Terminal::new(TestBackend::new(area.width, area.height))?;
     term.draw(|f| f.render_widget(&app, f.area()))?;
     let buf = term.backend().buffer();

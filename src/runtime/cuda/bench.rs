@@ -217,7 +217,12 @@ fn no_exchange(p: &Program) -> Program {
 
 /// µs per step of `program` on `gpus` (one logical device each), `cells_per_gpu` each;
 /// with the runtime's median halo copy.
-fn step_time(program: impl Fn(&[std::ops::Range<usize>]) -> Program, cells_per_gpu: usize, gpus: &[i32], seconds: f64) -> Result<(f64, Option<f64>)> {
+fn step_time(
+    program: impl Fn(&[std::ops::Range<usize>]) -> Program,
+    cells_per_gpu: usize,
+    gpus: &[i32],
+    seconds: f64,
+) -> Result<(f64, Option<f64>)> {
     let s = bench_scenario(cells_per_gpu * gpus.len(), gpus.len())?;
     let mut rt = CudaRuntime::new(&s, program(&s.ranges()), gpus)?;
     rt.run_until(5)?;
@@ -356,7 +361,10 @@ impl GpuBench {
     pub fn table(&self) -> String {
         let mut o = String::from("== what the hardware allows\n");
         for c in &self.copy {
-            o += &format!("GPU {}  device-to-device copy      {:>9.1} GB/s (read + write)\n", c.gpu, c.gb_per_s);
+            o += &format!(
+                "GPU {}  device-to-device copy      {:>9.1} GB/s (read + write)\n",
+                c.gpu, c.gb_per_s
+            );
         }
         for l in &self.links {
             o += &format!(
@@ -370,7 +378,10 @@ impl GpuBench {
         }
         o += &format!("empty kernel launch, back to back   {:>6.2} µs\n", self.launch_us);
         o += "\n== interior update (update_h + update_e, no exchange), one GPU\n";
-        o += &format!("{:>4} {:>10} {:>11} {:>10} {:>9} {:>9}\n", "gpu", "cells", "µs/step", "Gcells/s", "GB/s", "vs copy");
+        o += &format!(
+            "{:>4} {:>10} {:>11} {:>10} {:>9} {:>9}\n",
+            "gpu", "cells", "µs/step", "Gcells/s", "GB/s", "vs copy"
+        );
         for i in &self.interior {
             o += &format!(
                 "{:>4} {:>10} {:>11.2} {:>10.2} {:>9.1} {:>8.1}%\n",
@@ -382,7 +393,9 @@ impl GpuBench {
                 100.0 * i.vs_copy
             );
         }
-        o += &format!("(bytes per cell: {BYTES_PER_CELL}, read + written; target ≥ 90 % of the copy bandwidth)\n");
+        o += &format!(
+            "(bytes per cell: {BYTES_PER_CELL}, read + written; target ≥ 90 % of the copy bandwidth)\n"
+        );
         o += "\n== modes: time per step, halo overhead = step − the same step with no exchange\n";
         o += &format!(
             "{:<12} {:>10} {:>4} {:>10} {:>12} {:>10} {:>7} {:>9} {:>8}\n",

@@ -324,7 +324,9 @@ pub fn memcpy_peer_async(
 pub fn memcpy_async(dst: DevicePtr, src: DevicePtr, bytes: usize, s: Stream) -> Result<(), DriverError> {
     // SAFETY: both ranges lie inside live allocations of the current context (the caller
     // allocated them with at least `bytes`).
-    check("cuMemcpyDtoDAsync", unsafe { cuMemcpyDtoDAsync_v2(dst, src, bytes, s.0) })
+    check("cuMemcpyDtoDAsync", unsafe {
+        cuMemcpyDtoDAsync_v2(dst, src, bytes, s.0)
+    })
 }
 
 /// A kernel argument: a device pointer, an f32, a u32 or an i32.
