@@ -1,8 +1,10 @@
 // Snapshot reduction of haloscope's cuda runtime: the owned cells of a device reduced to
 // screen columns, so what is copied to the host grows with the screen, not the grid.
 //
-// Column c of the device covers local cells edges[c]..edges[c+1] (owned cells only). One
-// block per column; out[4*c .. 4*c+4] = min Ex, max Ex, min Hy, max Hy.
+// Column c of the device covers local cells edges[c]..edges[c+1] (owned cells only). Each
+// column is cut into gridDim.y chunks, one block each (enough blocks to read the grid at
+// full bandwidth); out[4*(c*gridDim.y + chunk) ..][0..4] = min Ex, max Ex, min Hy, max Hy
+// of the chunk, and the host merges a column's chunks (an empty chunk gives +inf, -inf).
 
 extern "C" __global__ void reduce_columns(const float *ex, const float *hy, const unsigned int *edges,
                                           unsigned int columns, float *out) {
@@ -13,7 +15,10 @@ extern "C" __global__ void reduce_columns(const float *ex, const float *hy, cons
     }
     float ex_lo = __int_as_float(0x7f800000), ex_hi = -__int_as_float(0x7f800000);
     float hy_lo = ex_lo, hy_hi = ex_hi;
-    for (unsigned int i = edges[c] + threadIdx.x; i < edges[c + 1]; i += blockDim.x) {
+    unsigned int lo = edges[c], n = edges[c + 1] - edges[c];
+    unsigned int from = lo + (unsigned int)((unsigned long long)n * blockIdx.y / gridDim.y);
+    unsigned int to = lo + (unsigned int)((unsigned long long)n * (blockIdx.y + 1) / gridDim.y);
+    for (unsigned int i = from + threadIdx.x; i < to; i += blockDim.x) {
         ex_lo = fminf(ex_lo, ex[i]);
         ex_hi = fmaxf(ex_hi, ex[i]);
         hy_lo = fminf(hy_lo, hy[i]);
@@ -35,7 +40,7 @@ extern "C" __global__ void reduce_columns(const float *ex, const float *hy, cons
     }
     if (threadIdx.x == 0) {
         for (int k = 0; k < 4; k++) {
-            out[4 * c + k] = s[k][0];
+            out[4 * (c * gridDim.y + blockIdx.y) + k] = s[k][0];
         }
     }
 }

@@ -29,8 +29,12 @@ pub struct Link {
     pub src: i32,
     pub dst: i32,
     pub direct: bool,
-    /// Median of single 4-byte peer copies, timed by events around each, µs.
+    /// Median of single 4-byte peer copies issued on a stream of the source GPU (push),
+    /// timed by events around each, µs.
     pub latency_us: f64,
+    /// The same, issued on a stream of the destination GPU (pull), as the modes' halo
+    /// copies are.
+    pub pull_latency_us: f64,
     /// 256 MiB peer copies, bytes per second, GB/s.
     pub gb_per_s: f64,
 }
@@ -161,6 +165,20 @@ fn link(src: i32, dst: i32) -> Result<Link> {
         Ok(())
     })?;
     sys::destroy_stream(s);
+    // Pull: the destination's stream.
+    sys::set_current(dst_ctx)?;
+    if direct {
+        sys::enable_peer_access(src_ctx)?;
+    }
+    let d = sys::stream()?;
+    let pull = |bytes| sys::memcpy_peer_async(dst_buf, dst_ctx, src_buf, src_ctx, bytes, d);
+    pull(4)?;
+    let mut pulled = Vec::new();
+    for _ in 0..200 {
+        pulled.push(timed(d, || Ok(pull(4)?))?);
+    }
+    sys::destroy_stream(d);
+    sys::set_current(src_ctx)?;
     sys::free(src_buf);
     sys::set_current(dst_ctx)?;
     sys::free(dst_buf);
@@ -171,6 +189,7 @@ fn link(src: i32, dst: i32) -> Result<Link> {
         dst,
         direct,
         latency_us: median(&small).unwrap_or(0.0),
+        pull_latency_us: median(&pulled).unwrap_or(0.0),
         gb_per_s: (big * reps) as f64 / us / 1e3,
     })
 }
@@ -368,10 +387,11 @@ impl GpuBench {
         }
         for l in &self.links {
             o += &format!(
-                "GPU {} → GPU {}  peer copy  {:>6.2} µs (4 B)  {:>7.1} GB/s (256 MiB)  {}\n",
+                "GPU {} → GPU {}  peer copy  {:>6.2} µs (4 B, push), {:>6.2} µs (pull)  {:>7.1} GB/s (256 MiB)  {}\n",
                 l.src,
                 l.dst,
                 l.latency_us,
+                l.pull_latency_us,
                 l.gb_per_s,
                 if l.direct { "direct" } else { "staged" }
             );

@@ -602,6 +602,8 @@ struct Pending {
 struct Snap {
     edges_key: Vec<usize>,
     columns: usize,
+    /// Blocks per column.
+    chunks: usize,
     edges: DevicePtr,
     out: DevicePtr,
     pinned: sys::Pinned,
@@ -1006,8 +1008,10 @@ impl Dev {
             .iter()
             .map(|&e| e.clamp(cells.start, cells.end) - cells.start + 1)
             .collect();
-        let floats = (ncols + 1) + 4 * ncols + 2 * m;
-        if self.snap.as_ref().is_none_or(|s| s.edges_key != local) {
+        // Chunks per column: blocks of 256 threads reading ~16k cells each.
+        let chunks = (m / ncols.max(1) / (1 << 14)).clamp(1, 64);
+        let floats = (ncols + 1) + 4 * ncols * chunks + 2 * m;
+        if self.snap.as_ref().is_none_or(|s| s.edges_key != local || s.chunks != chunks) {
             if let Some(old) = self.snap.take() {
                 sys::free(old.edges);
                 sys::free(old.out);
@@ -1018,9 +1022,10 @@ impl Dev {
             }
             let snap = Snap {
                 edges: sys::alloc(4 * (ncols + 1))?,
-                out: sys::alloc(4 * 4 * ncols)?,
+                out: sys::alloc(4 * 4 * ncols * chunks)?,
                 edges_key: local,
                 columns: ncols,
+                chunks,
                 pinned,
             };
             let mut snap = snap;
@@ -1077,15 +1082,19 @@ impl Dev {
         let out = &host[out_at..ex_at];
         let columns = (0..snap.columns)
             .map(|k| {
-                let o = &out[4 * k..4 * k + 4];
-                (
-                    c0 + k,
+                let col = out[4 * k * chunks..4 * (k + 1) * chunks].chunks_exact(4).fold(
                     Column {
-                        ex: (o[0], o[1]),
-                        hy: (o[2], o[3]),
+                        ex: (f32::INFINITY, f32::NEG_INFINITY),
+                        hy: (f32::INFINITY, f32::NEG_INFINITY),
                         diff: 0.0,
                     },
-                )
+                    |c, o| Column {
+                        ex: (c.ex.0.min(o[0]), c.ex.1.max(o[1])),
+                        hy: (c.hy.0.min(o[2]), c.hy.1.max(o[3])),
+                        diff: 0.0,
+                    },
+                );
+                (c0 + k, col)
             })
             .collect();
         let mut parts = vec![Partial {

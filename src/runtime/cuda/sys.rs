@@ -340,6 +340,11 @@ pub enum Arg {
 
 /// Launches `f` with `args` (in the kernel's parameter order) on `s`.
 pub fn launch(f: Function, grid: u32, block: u32, s: Stream, args: &[Arg]) -> Result<(), DriverError> {
+    launch_2d(f, (grid, 1), block, s, args)
+}
+
+/// [`launch`] on a two-dimensional grid of blocks.
+pub fn launch_2d(f: Function, grid: (u32, u32), block: u32, s: Stream, args: &[Arg]) -> Result<(), DriverError> {
     let mut store: Vec<[u8; 8]> = args
         .iter()
         .map(|a| {
@@ -360,8 +365,8 @@ pub fn launch(f: Function, grid: u32, block: u32, s: Stream, args: &[Arg]) -> Re
     let r = unsafe {
         cuLaunchKernel(
             f.0,
-            grid,
-            1,
+            grid.0,
+            grid.1,
             1,
             block,
             1,
