@@ -1011,7 +1011,11 @@ impl Dev {
         // Chunks per column: blocks of 256 threads reading ~16k cells each.
         let chunks = (m / ncols.max(1) / (1 << 14)).clamp(1, 64);
         let floats = (ncols + 1) + 4 * ncols * chunks + 2 * m;
-        if self.snap.as_ref().is_none_or(|s| s.edges_key != local || s.chunks != chunks) {
+        if self
+            .snap
+            .as_ref()
+            .is_none_or(|s| s.edges_key != local || s.chunks != chunks)
+        {
             if let Some(old) = self.snap.take() {
                 sys::free(old.edges);
                 sys::free(old.out);
@@ -1054,15 +1058,10 @@ impl Dev {
             Arg::U32(ncols as u32),
             Arg::Ptr(snap.out),
         ];
-        sys::launch(
-            self.k.reduce_columns,
-            ncols as u32,
-            BLOCK,
-            self.snap_stream,
-            &args,
-        )?;
+        let grid = (ncols as u32, chunks as u32);
+        sys::launch_2d(self.k.reduce_columns, grid, BLOCK, self.snap_stream, &args)?;
         let out_at = ncols + 1;
-        let ex_at = out_at + 4 * ncols;
+        let ex_at = out_at + 4 * ncols * chunks;
         let mut copies = vec![sys::Xfer::ToHost {
             src: snap.out,
             host: out_at..ex_at,
@@ -1080,22 +1079,10 @@ impl Dev {
         snap.pinned.transfer(self.snap_stream, &copies)?;
         let host = snap.pinned.as_mut_slice();
         let out = &host[out_at..ex_at];
-        let columns = (0..snap.columns)
-            .map(|k| {
-                let col = out[4 * k * chunks..4 * (k + 1) * chunks].chunks_exact(4).fold(
-                    Column {
-                        ex: (f32::INFINITY, f32::NEG_INFINITY),
-                        hy: (f32::INFINITY, f32::NEG_INFINITY),
-                        diff: 0.0,
-                    },
-                    |c, o| Column {
-                        ex: (c.ex.0.min(o[0]), c.ex.1.max(o[1])),
-                        hy: (c.hy.0.min(o[2]), c.hy.1.max(o[3])),
-                        diff: 0.0,
-                    },
-                );
-                (c0 + k, col)
-            })
+        let columns = merge_chunks(out, snap.columns, chunks)
+            .into_iter()
+            .enumerate()
+            .map(|(k, col)| (c0 + k, col))
             .collect();
         let mut parts = vec![Partial {
             columns,
@@ -1333,6 +1320,26 @@ impl Dev {
     }
 }
 
+/// Columns from the reduction kernel's output: `chunks` partial results per column, each
+/// `[min Ex, max Ex, min Hy, max Hy]`.
+fn merge_chunks(out: &[f32], columns: usize, chunks: usize) -> Vec<Column> {
+    let empty = Column {
+        ex: (f32::INFINITY, f32::NEG_INFINITY),
+        hy: (f32::INFINITY, f32::NEG_INFINITY),
+        diff: 0.0,
+    };
+    out.chunks_exact(4 * chunks)
+        .take(columns)
+        .map(|col| {
+            col.chunks_exact(4).fold(empty, |c, o| Column {
+                ex: (c.ex.0.min(o[0]), c.ex.1.max(o[1])),
+                hy: (c.hy.0.min(o[2]), c.hy.1.max(o[3])),
+                diff: 0.0,
+            })
+        })
+        .collect()
+}
+
 /// What a call can end with inside `exec`.
 enum Exec {
     Driver(DriverError),
@@ -1388,6 +1395,20 @@ impl Drop for Dev {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunked_reduction_merges_into_each_columns_extremes() {
+        let inf = f32::INFINITY;
+        // Two columns of three chunks; the last chunk of column 1 is empty.
+        let out = [
+            0.0, 1.0, -1.0, 2.0, /**/ -3.0, 0.5, 0.0, 0.0, /**/ 0.2, 4.0, -0.5, 0.1, //
+            1.0, 1.0, 1.0, 1.0, /**/ 0.5, 2.0, -2.0, 0.0, /**/ inf, -inf, inf, -inf,
+        ];
+        let cols = merge_chunks(&out, 2, 3);
+        assert_eq!(cols.len(), 2);
+        assert_eq!((cols[0].ex, cols[0].hy), ((-3.0, 4.0), (-1.0, 2.0)));
+        assert_eq!((cols[1].ex, cols[1].hy), ((0.5, 2.0), (-2.0, 1.0)));
+    }
 
     #[test]
     fn gpu_lists_parse_and_bad_entries_are_named() {

@@ -344,7 +344,13 @@ pub fn launch(f: Function, grid: u32, block: u32, s: Stream, args: &[Arg]) -> Re
 }
 
 /// [`launch`] on a two-dimensional grid of blocks.
-pub fn launch_2d(f: Function, grid: (u32, u32), block: u32, s: Stream, args: &[Arg]) -> Result<(), DriverError> {
+pub fn launch_2d(
+    f: Function,
+    grid: (u32, u32),
+    block: u32,
+    s: Stream,
+    args: &[Arg],
+) -> Result<(), DriverError> {
     let mut store: Vec<[u8; 8]> = args
         .iter()
         .map(|a| {
