@@ -36,12 +36,15 @@ Examples:
                                               a broken ordering; open t.json in Perfetto
   haloscope --headless --mode overlap --jitter 7
                                               perturbed durations: still bit-identical
+  haloscope --paused --screen \"n n . .\"       the UI off-screen: press keys, print the screen
   haloscope --list                            list built-in scenarios and modes
   haloscope bench --runtime sim               throughput table, sim runtime vs a plain loop
   haloscope bench --tui                       what the UI costs, and one frame's render time
+  haloscope --runtime cuda --gpus 0,1         the UI on two real GPUs
   haloscope --headless --runtime cuda --gpus 0,0,1,1
                                               real GPUs, two logical devices per GPU
-                                              (a build with --features cuda; see the README)
+  haloscope bench --runtime cuda              GPU roofline, links, modes, weak scaling
+                                              (cuda: a build with --features cuda; see the README)
 
 In the UI: space pause/resume, n one step, . one API call, m/M mode, +/- speed, r reset,
 tab/z focus/zoom a panel, 1-9 focus a device, l lesson, ? help, q quit.
