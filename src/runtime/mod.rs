@@ -11,6 +11,10 @@ use std::fmt;
 pub const NO_CUDA: &str = "--runtime cuda: this binary was built without CUDA support; build it with \
      `cargo build --release --features cuda` on a machine with the CUDA toolkit (see the README)";
 
+/// How the cuda runtime aligns the devices' clocks on the timeline (shown in the UI).
+pub const GPU_CLOCK_NOTE: &str = "GPU times: CUDA timing events, placed on the host clock by one anchor event \
+     per device recorded on an idle stream (it completes on submission: error ≈ a few µs)";
+
 /// A call that failed, named as the learner wrote it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpError {

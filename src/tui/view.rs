@@ -610,19 +610,41 @@ fn sparkline(v: &std::collections::VecDeque<f64>, width: usize) -> String {
 
 fn render_transfers(frame: &Frame, device: Option<usize>, area: Rect, buf: &mut Buffer) {
     let spark_w = (area.width as usize).saturating_sub(60).clamp(4, 40);
-    let header = format!(
-        "{:<7}{:<11}{:>9}{:>9}{:>9}{:>10}  recent",
-        "device", "halo from", "last µs", "median", "max", "MB/s"
-    );
-    let mut lines = vec![Line::styled(header, Style::new().bold())];
+    let n = frame.split.len();
+    // One row per device and direction while they fit (header and footer besides);
+    // otherwise one row per device, both directions side by side.
+    let compact = 2 * n.saturating_sub(1) + 2 > area.height as usize;
+    let mut lines = Vec::new();
+    if compact {
+        lines.push(Line::styled(
+            format!(
+                "{:<7}{:>10}{:>10}{:>9}{:>10}  recent (both)",
+                "device", "← med µs", "→ med µs", "max", "MB/s"
+            ),
+            Style::new().bold(),
+        ));
+    } else {
+        lines.push(Line::styled(
+            format!(
+                "{:<7}{:<11}{:>9}{:>9}{:>9}{:>10}  recent",
+                "device", "halo from", "last µs", "median", "max", "MB/s"
+            ),
+            Style::new().bold(),
+        ));
+    }
     for (d, dirs) in frame.copies.iter().enumerate() {
+        let style = if device == Some(d) {
+            Style::new().bold().reversed()
+        } else {
+            Style::new()
+        };
+        let has = |dir: usize| if dir == 0 { d > 0 } else { d + 1 < n };
+        if compact {
+            lines.push(Line::styled(compact_transfer_row(d, dirs, has, spark_w), style));
+            continue;
+        }
         for (dir, h) in dirs.iter().enumerate() {
-            let has_neighbour = if dir == 0 {
-                d > 0
-            } else {
-                d + 1 < frame.split.len()
-            };
-            if !has_neighbour {
+            if !has(dir) {
                 continue;
             }
             let from = if dir == 0 {
@@ -630,15 +652,10 @@ fn render_transfers(frame: &Frame, device: Option<usize>, area: Rect, buf: &mut 
             } else {
                 format!("→ dev{}", d + 1)
             };
-            let style = if device == Some(d) {
-                Style::new().bold().reversed()
-            } else {
-                Style::new()
-            };
             lines.push(Line::styled(transfer_row(d, &from, h, spark_w), style));
         }
     }
-    if frame.split.len() < 2 {
+    if n < 2 {
         lines.push(Line::from("one device: no halo to exchange"));
     }
     let how = if frame.runtime == "sim" {
@@ -666,13 +683,58 @@ fn render_transfers(frame: &Frame, device: Option<usize>, area: Rect, buf: &mut 
     Paragraph::new(notes).wrap(Wrap { trim: true }).render(rest, buf);
 }
 
+fn sorted_us(h: &CopyHistory) -> Vec<f64> {
+    let mut v: Vec<f64> = h.recent_us.iter().copied().collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// One device's copies from both neighbours on one row.
+fn compact_transfer_row(
+    d: usize,
+    dirs: &[CopyHistory; 2],
+    has: impl Fn(usize) -> bool,
+    spark_w: usize,
+) -> String {
+    let med = |dir: usize| {
+        let v = sorted_us(&dirs[dir]);
+        match v.get(v.len() / 2) {
+            Some(m) if has(dir) => format!("{m:.2}"),
+            _ => "-".into(),
+        }
+    };
+    let all: std::collections::VecDeque<f64> = dirs
+        .iter()
+        .enumerate()
+        .filter(|(dir, _)| has(*dir))
+        .flat_map(|(_, h)| h.recent_us.iter().copied())
+        .collect();
+    let mut sorted: Vec<f64> = all.iter().copied().collect();
+    sorted.sort_by(f64::total_cmp);
+    let (max, mbps) = match (sorted.last(), sorted.get(sorted.len() / 2)) {
+        (Some(max), Some(m)) => (
+            format!("{max:.2}"),
+            format!("{:.2}", dirs[0].bytes.max(dirs[1].bytes) as f64 / m),
+        ),
+        _ => ("-".into(), "-".into()),
+    };
+    format!(
+        "{:<7}{:>10}{:>10}{:>9}{:>10}  {}",
+        format!("dev{d}"),
+        med(0),
+        med(1),
+        max,
+        mbps,
+        sparkline(&all, spark_w)
+    )
+}
+
 fn transfer_row(d: usize, from: &str, h: &CopyHistory, spark_w: usize) -> String {
     if h.recent_us.is_empty() {
         return format!("{:<7}{:<11}{:>9}", format!("dev{d}"), from, "-");
     }
     let last = *h.recent_us.back().expect("non-empty");
-    let mut sorted: Vec<f64> = h.recent_us.iter().copied().collect();
-    sorted.sort_by(f64::total_cmp);
+    let sorted = sorted_us(h);
     let median = sorted[sorted.len() / 2];
     let max = *sorted.last().expect("non-empty");
     let mbps = h.bytes as f64 / median; // bytes per µs = MB/s
@@ -910,6 +972,17 @@ pub mod tests {
         }
     }
 
+    /// A frame as the cuda runtime sends it: the GPU clock, and the machine's notes.
+    pub fn cuda_fixture(devices: usize) -> Frame {
+        let mut f = fixture(Mode::Events, devices);
+        f.runtime = "cuda";
+        f.notes = (0..devices)
+            .map(|d| format!("dev{d} on GPU {}: NVIDIA H200; peers: direct", d * 2 / devices))
+            .chain([crate::runtime::GPU_CLOCK_NOTE.to_string()])
+            .collect();
+        f
+    }
+
     pub fn render(app: &App, w: u16, h: u16) -> Terminal<TestBackend> {
         let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
         t.draw(|f| f.render_widget(app, f.area())).unwrap();
@@ -929,6 +1002,59 @@ pub mod tests {
     #[test]
     fn whole_screen_160x48() {
         insta::assert_snapshot!(render(&app_with(fixture_frame()), 160, 48).backend());
+    }
+
+    #[test]
+    fn eight_devices_on_gpus_at_160x48_keep_every_device_in_view() {
+        let t = render(&app_with(cuda_fixture(8)), 160, 48);
+        let s = text(&t);
+        // Every device labelled in the plot, a lane each in the timeline, a row each in
+        // the (compact) transfers.
+        for d in 0..8 {
+            assert!(s.contains(&format!("dev{d} compute")), "lane of dev{d}:\n{s}");
+            assert!(s.matches(&format!("dev{d} ")).count() >= 2, "dev{d}:\n{s}");
+        }
+        assert!(s.contains("← med µs"), "compact transfers:\n{s}");
+        assert!(s.contains("GPU clock"), "{s}");
+        insta::assert_snapshot!(t.backend());
+    }
+
+    #[test]
+    fn eight_devices_at_80x24_stay_usable_and_a_device_can_be_focused() {
+        let mut app = app_with(cuda_fixture(8));
+        let t = render(&app, 80, 24);
+        let s = text(&t);
+        assert!(s.contains("dev7") && s.contains("8 dev"), "{s}");
+        insta::assert_snapshot!("eight_devices_80x24", t.backend());
+        // `8` focuses dev7 (digits count devices from 1): the program shows host thread 7.
+        let key = |c| {
+            crossterm::event::KeyEvent::new(
+                crossterm::event::KeyCode::Char(c),
+                crossterm::event::KeyModifiers::NONE,
+            )
+        };
+        app.on_key(key('8'));
+        let s = text(&render(&app, 80, 24));
+        assert!(
+            s.contains("host thread 7 (dev7)") && s.contains("dev7 focused"),
+            "{s}"
+        );
+        // The transfers panel, focused and zoomed at 80×24, lists every device.
+        app.on_key(key('0'));
+        let tab = crossterm::event::KeyEvent::new(
+            crossterm::event::KeyCode::Tab,
+            crossterm::event::KeyModifiers::NONE,
+        );
+        for _ in 0..3 {
+            app.on_key(tab);
+        }
+        app.on_key(key('z'));
+        let s = text(&render(&app, 80, 24));
+        assert!(s.contains("Transfers"), "{s}");
+        for d in 0..8 {
+            assert!(s.contains(&format!("dev{d} ")), "row of dev{d}:\n{s}");
+        }
+        insta::assert_snapshot!("eight_devices_80x24_transfers", text(&render(&app, 80, 24)));
     }
 
     #[test]

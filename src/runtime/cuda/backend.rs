@@ -5,9 +5,10 @@ use anyhow::Result;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{CLOCK_NOTE, CopyTime, CudaRuntime};
+use super::{CopyTime, CudaRuntime};
 use crate::engine::{Backend, MicroView, TIMELINE_STEPS};
 use crate::program::Program;
+use crate::runtime::GPU_CLOCK_NOTE;
 use crate::scenario::Scenario;
 use crate::snapshot::Partial;
 use crate::trace::TraceRecord;
@@ -163,7 +164,7 @@ impl Backend for CudaBackend {
 
     fn notes(&self) -> Vec<String> {
         let mut n = self.rt.topology.clone();
-        n.push(CLOCK_NOTE.to_string());
+        n.push(GPU_CLOCK_NOTE.to_string());
         n
     }
 }

@@ -136,15 +136,11 @@ pub struct CopyTime {
 #[derive(Debug, Clone, Default)]
 pub struct Ran {
     pub copies: Vec<CopyTime>,
-    /// The timed calls, on the host clock (see [`CLOCK_NOTE`]).
+    /// The timed calls, on the host clock (see [`super::GPU_CLOCK_NOTE`]).
     pub records: Vec<TraceRecord>,
     /// Wall time of the run, from the first call to the end of the last GPU work, µs.
     pub wall_us: f64,
 }
-
-/// How the devices' clocks are aligned on the timeline.
-pub const CLOCK_NOTE: &str = "GPU times: CUDA timing events, placed on the host clock by one anchor event \
-     per device recorded on an idle stream (it completes on submission: error ≈ a few µs)";
 
 /// A device's streams and events for micro-stepping.
 #[derive(Debug, Clone, Default)]
