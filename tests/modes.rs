@@ -43,7 +43,7 @@ fn correct_modes_are_bit_identical_after_10000_steps_on_2_3_4_8_devices_and_unev
     cases.push(builtin("uneven"));
     for s in &cases {
         let (ex_ref, hy_ref) = reference(s, 10_000);
-        for mode in [Mode::Events, Mode::HostSync, Mode::Overlap] {
+        for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
             let (ex, hy) = run(s, mode, 10_000, None);
             assert_eq!(
                 bits(&ex),
@@ -67,7 +67,10 @@ fn correct_modes_are_bit_identical_after_10000_steps_on_2_3_4_8_devices_and_unev
 fn broken_modes_diverge_within_100_steps_on_the_default_scenario_the_same_way_twice() {
     let s = builtin("pulse");
     let (ex_ref, _) = reference(&s, 100);
-    for mode in [Mode::NoWait, Mode::WaitBeforeRecord, Mode::HaloOverwrite] {
+    for mode in Mode::ALL
+        .into_iter()
+        .filter(|m| !m.is_correct() && *m != Mode::CrossDeviceRecord)
+    {
         let (ex, hy) = run(&s, mode, 100, None);
         let (diff, first) = max_abs_diff(&ex, &ex_ref);
         assert!(diff > 0.0, "{} should diverge", mode.name());
@@ -92,7 +95,7 @@ fn correct_modes_stay_bit_identical_under_20_jitter_seeds() {
     let s = builtin("uneven");
     let (ex_ref, hy_ref) = reference(&s, 600);
     for seed in 0..20 {
-        for mode in [Mode::Events, Mode::HostSync, Mode::Overlap] {
+        for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
             let (ex, hy) = run(&s, mode, 600, Some(seed));
             assert_eq!(bits(&ex), bits(&ex_ref), "{} seed {seed}", mode.name());
             assert_eq!(bits(&hy), bits(&hy_ref), "{} seed {seed}", mode.name());
@@ -217,6 +220,44 @@ fn computing_on_the_calling_thread_gives_the_same_bits_as_device_threads_in_ever
             let (a, b) = (run(true), run(false));
             assert_eq!(bits(&a.0), bits(&b.0), "{} jitter {jitter:?}: Ex", mode.name());
             assert_eq!(bits(&a.1), bits(&b.1), "{} jitter {jitter:?}: Hy", mode.name());
+        }
+    }
+}
+
+#[test]
+fn push_mode_copies_from_the_producers_own_stream_and_guards_both_sides() {
+    use haloscope::program::Op;
+    let s = builtin("pulse");
+    let p = Mode::Push.program(&s.ranges());
+    for (t, ops) in p.step.iter().enumerate() {
+        let copies: Vec<_> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::PeerCopy { src, stream, .. } => Some((*src, *stream)),
+                _ => None,
+            })
+            .collect();
+        assert!(!copies.is_empty(), "thread {t} pushes");
+        for (src, stream) in copies {
+            assert_eq!(
+                (src, stream.device),
+                (t, t),
+                "a push leaves from its own device's stream"
+            );
+        }
+    }
+    // Each copy is preceded on its stream by two waits: its source is written (RAW) and
+    // the neighbour's last reader of the halo is done (WAR).
+    let ops = &p.step[1];
+    for (i, op) in ops.iter().enumerate() {
+        if let Op::PeerCopy { stream, .. } = op {
+            let waits = ops[..i]
+                .iter()
+                .rev()
+                .take_while(|o| matches!(o, Op::Wait { .. }))
+                .filter(|o| matches!(o, Op::Wait { stream: s, .. } if s == stream))
+                .count();
+            assert_eq!(waits, 2, "call {i}");
         }
     }
 }

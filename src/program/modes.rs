@@ -22,6 +22,8 @@ pub enum Mode {
     HostSync,
     /// Correct and fastest: boundary cells first, copies on a copy stream.
     Overlap,
+    /// Correct: as overlap, but each producer pushes its boundary cell to the neighbour.
+    Push,
     /// Broken: the copy does not wait for the kernel that produces its source.
     NoWait,
     /// Broken: a wait issued before the neighbour recorded the event.
@@ -33,10 +35,11 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 7] = [
+    pub const ALL: [Mode; 8] = [
         Mode::Events,
         Mode::HostSync,
         Mode::Overlap,
+        Mode::Push,
         Mode::NoWait,
         Mode::WaitBeforeRecord,
         Mode::CrossDeviceRecord,
@@ -48,6 +51,7 @@ impl Mode {
             Mode::Events => "events",
             Mode::HostSync => "host-sync",
             Mode::Overlap => "overlap",
+            Mode::Push => "push",
             Mode::NoWait => "no-wait",
             Mode::WaitBeforeRecord => "wait-before-record",
             Mode::CrossDeviceRecord => "cross-device-record",
@@ -57,7 +61,7 @@ impl Mode {
 
     /// Whether the mode orders every copy correctly (and so must match the reference).
     pub fn is_correct(self) -> bool {
-        matches!(self, Mode::Events | Mode::HostSync | Mode::Overlap)
+        matches!(self, Mode::Events | Mode::HostSync | Mode::Overlap | Mode::Push)
     }
 
     /// What the mode shows, which rule, what to look at (at most 6 lines).
@@ -81,6 +85,13 @@ impl Mode {
                  Two waits guard each copy: read-after-write (the source cell is written) and\n\
                  write-after-read (the last reader of the halo and of the source cell is done).\n\
                  Look at the timeline: copy bars under interior kernels. max |Δ| stays 0."
+            }
+            Mode::Push => {
+                "Correct. As overlap, but the producer pushes its boundary cell into the neighbour's halo\n\
+                 on its own copy stream (on NVLink a push costs one link latency, a pull about two).\n\
+                 The write-after-read guard changes sides: before pushing, the producer waits for the\n\
+                 neighbour's last reader of that halo; the neighbour waits for the push's event.\n\
+                 halo-overwrite is this mode without that guard. max |Δ| stays 0."
             }
             Mode::NoWait => {
                 "Broken. The copy is issued on an idle copy stream without waiting for the kernel\n\
@@ -119,6 +130,7 @@ impl Mode {
                 Mode::CrossDeviceRecord => b.events(d, true),
                 Mode::HostSync => b.host_sync(d),
                 Mode::Overlap => b.overlap(d),
+                Mode::Push => b.push_mode(d),
                 Mode::NoWait => b.no_wait(d),
                 Mode::WaitBeforeRecord => b.wait_before_record(d),
                 Mode::HaloOverwrite => b.halo_overwrite(d),
@@ -376,6 +388,74 @@ impl<'a> Builder<'a> {
             let arrived = self.ev("ex_arrived", d);
             self.record(d, arrived, COPY);
         }
+    }
+
+    /// Push `field`'s cell `k` of `d` into the same cell (a halo) of `to`, on `d`'s `stream`.
+    fn send(&mut self, d: usize, to: usize, field: Field, k: usize, stream: usize) {
+        let stream = self.stream(d, stream);
+        self.push(
+            d,
+            Op::PeerCopy {
+                field,
+                src: d,
+                dst: to,
+                cells: k..k + 1,
+                stream,
+            },
+        );
+    }
+
+    fn push_mode(&mut self, d: usize) {
+        let Range { start: lo, end: hi } = self.ranges[d].clone();
+        let (left, right) = (self.has_left(d), self.has_right(d));
+        // H phase: the last cell (pushed right, reads the Ex halo) first.
+        let h_interior = if right {
+            let ex_in = self.ev("ex_sent", d + 1);
+            self.wait(d, COMPUTE, ex_in); // RAW: the neighbour's push of Ex[hi] has landed
+            let hy_out = self.ev("hy_sent", d);
+            self.wait(d, COMPUTE, hy_out); // WAR: my last push has read Hy[hi-1]
+            self.launch(d, Kernel::UpdateH, hi - 1..hi, COMPUTE);
+            let hb = self.ev("h_boundary", d);
+            self.record(d, hb, COMPUTE);
+            lo..hi - 1
+        } else {
+            lo..hi
+        };
+        self.launch(d, Kernel::UpdateH, h_interior, COMPUTE);
+        if right {
+            let hb = self.ev("h_boundary", d);
+            self.wait(d, COPY, hb); // RAW: Hy[hi-1] is written
+            let eb = self.ev("e_boundary", d + 1);
+            self.wait(d, COPY, eb); // WAR: the neighbour's last reader of its Hy halo is done
+            self.send(d, d + 1, Field::Hy, hi - 1, COPY);
+            let sent = self.ev("hy_sent", d);
+            self.record(d, sent, COPY);
+        }
+        self.push(d, Op::HostBarrier);
+        // E phase: the first cell (pushed left, reads the Hy halo) first.
+        let e_interior = if left {
+            let hy_in = self.ev("hy_sent", d - 1);
+            self.wait(d, COMPUTE, hy_in); // RAW: the neighbour's push of Hy[lo-1] has landed
+            let ex_out = self.ev("ex_sent", d);
+            self.wait(d, COMPUTE, ex_out); // WAR: my last push has read Ex[lo]
+            self.e_phase(d, lo..lo + 1);
+            let eb = self.ev("e_boundary", d);
+            self.record(d, eb, COMPUTE);
+            lo + 1..hi
+        } else {
+            lo..hi
+        };
+        self.e_phase(d, e_interior);
+        if left {
+            let eb = self.ev("e_boundary", d);
+            self.wait(d, COPY, eb); // RAW: Ex[lo] is written
+            let hb = self.ev("h_boundary", d - 1);
+            self.wait(d, COPY, hb); // WAR: the neighbour's reader of its Ex halo is done
+            self.send(d, d - 1, Field::Ex, lo, COPY);
+            let sent = self.ev("ex_sent", d);
+            self.record(d, sent, COPY);
+        }
+        self.push(d, Op::HostBarrier);
     }
 
     fn no_wait(&mut self, d: usize) {
