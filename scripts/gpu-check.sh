@@ -38,21 +38,7 @@ done
 
 # Broken modes race for real: give them kernels long enough to lose the race against
 # (2^22 cells per device) and a pulse that reaches the device boundary at once.
-race=$(mktemp /tmp/haloscope-race.XXXX.toml)
-cat > "$race" <<'TOML'
-name = "race"
-description = "2^23 cells on 2 devices, a pulse born at their boundary"
-[grid]
-cells = 8388608
-courant = 1.0
-[devices]
-count = 2
-[[sources]]
-kind = "gaussian"
-position = 4194300
-delay = 30.0
-width = 6.0
-TOML
+race=race   # the built-in scenario: 2^23 cells on 2 devices, a pulse at their boundary
 broken=()
 broken_modes=$([ "${BROKEN:-1}" = 0 ] || echo no-wait wait-before-record halo-overwrite)
 for mode in $broken_modes; do

@@ -24,21 +24,7 @@ check() {
     results+=("$(printf 'FAIL  %-22s %3ss  /%s/ rc=%s %s' "$name" $((SECONDS - t0)) "$pattern" "$rc" "$(head -c 300 "$out/$name.err")")")
   fi
 }
-race=$(mktemp /tmp/haloscope-race.XXXX.toml)
-cat > "$race" <<'TOML'
-name = "race"
-description = "2^23 cells on 2 devices, a pulse born at their boundary"
-[grid]
-cells = 8388608
-courant = 1.0
-[devices]
-count = 2
-[[sources]]
-kind = "gaussian"
-position = 4194300
-delay = 30.0
-width = 6.0
-TOML
+race=race   # the built-in scenario: 2^23 cells on 2 devices, a pulse at their boundary
 c=(--runtime cuda --gpus 0,1)
 check steps 'PAUSED +cuda.*step 3 .*max \|Δ\| 0' "${c[@]}" --paused --screen "n n n"
 check timeline 'Timeline: steps 0–3 \(GPU clock\)' "${c[@]}" --paused --screen "n n n n tab tab z"

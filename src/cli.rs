@@ -49,7 +49,7 @@ Examples:
 In the UI: space pause/resume, n one step, . one API call, m/M mode, +/- speed, r reset,
 tab/z focus/zoom a panel, 1-9 focus a device, l lesson, ? help, q quit.
 
-Built-in scenarios: pulse (default), fresnel, cavity, uneven. A scenario file is TOML;
+Built-in scenarios: pulse (default), fresnel, cavity, uneven, race. A scenario file is TOML;
 see the README for every field. Keys can be rebound in ~/.config/haloscope/keymap.toml.";
 
 /// Watch a 1D FDTD simulation split across devices, and learn how the halo exchange

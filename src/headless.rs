@@ -98,13 +98,12 @@ impl Runner {
         }
     }
 
-    /// Runs until `n` steps; `sync`: stop every host thread there and apply everything.
-    fn run_until(&mut self, n: u64, sync: bool) -> Result<()> {
+    /// Runs until `n` of `total` steps; `sync`: stop every host thread there and apply
+    /// everything (else the threads' loop bound is `total`, and they run ahead freely).
+    fn run_until(&mut self, n: u64, total: u64, sync: bool) -> Result<()> {
         match self {
             Runner::Sim(rt) => {
-                if sync {
-                    rt.scheduler.set_limit(n);
-                }
+                rt.scheduler.set_limit(if sync { n } else { total });
                 rt.run_until(n)
             }
             #[cfg(feature = "cuda")]
@@ -192,7 +191,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
         let next_check = (n / every + 1).saturating_mul(every);
         n = (n + chunk).min(s.steps).min(next_check);
         let check = n == next_check && n < s.steps;
-        result = rt.run_until(n, check);
+        result = rt.run_until(n, s.steps, check);
         if check && result.is_ok() && first_divergence_step.is_none() {
             let tc = Instant::now();
             if let Some(r) = reference.as_mut() {

@@ -15,6 +15,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("fresnel", include_str!("../assets/scenarios/fresnel.toml")),
     ("cavity", include_str!("../assets/scenarios/cavity.toml")),
     ("uneven", include_str!("../assets/scenarios/uneven.toml")),
+    ("race", include_str!("../assets/scenarios/race.toml")),
 ];
 
 /// A bad scenario or argument, explained for the person who wrote it.

@@ -125,3 +125,50 @@ fn list_shows_scenarios_and_every_mode_with_its_lesson() {
     assert!(text.contains("rule 3"));
     assert!(text.contains("fresnel"));
 }
+
+#[test]
+fn the_race_scenario_keeps_correct_modes_identical_and_shows_a_missing_wait_at_once() {
+    let run = |mode: &str| {
+        let out = haloscope(&[
+            "--headless",
+            "--json",
+            "--scenario",
+            "race",
+            "--steps",
+            "20",
+            "--check-every",
+            "5",
+            "--mode",
+            mode,
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let ok = run("events");
+    assert_eq!(
+        (ok["max_abs_diff"].as_f64(), ok["cells"].as_u64()),
+        (Some(0.0), Some(1 << 23))
+    );
+    let bad = run("no-wait");
+    assert_eq!(bad["first_divergence_step"], 5, "{bad}");
+}
+
+#[test]
+fn checking_every_few_steps_neither_stops_the_run_nor_changes_its_bits() {
+    for mode in ["events", "overlap", "push"] {
+        let out = haloscope(&[
+            "--headless",
+            "--json",
+            "--steps",
+            "200",
+            "--check-every",
+            "7",
+            "--mode",
+            mode,
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["max_abs_diff"], 0.0, "{mode}: {v}");
+        assert!(v["first_divergence_step"].is_null(), "{mode}: {v}");
+    }
+}

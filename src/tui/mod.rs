@@ -89,6 +89,20 @@ fn signals() -> Result<Receiver<i32>> {
     Ok(rx)
 }
 
+/// What the engine starts with, from the options and the UI's state.
+fn engine_config(scenario: Scenario, opts: &Options, app: &App, columns: usize) -> EngineConfig {
+    EngineConfig {
+        scenario,
+        mode: opts.mode,
+        runtime: opts.runtime.clone(),
+        jitter: opts.jitter,
+        running: !opts.paused,
+        speed: SPEEDS[app.speed],
+        columns,
+        inject_panic: opts.inject_panic,
+    }
+}
+
 /// A token of `--screen`: a key, or a pause.
 enum Press {
     Key(KeyEvent),
@@ -142,16 +156,7 @@ pub fn screen(scenario: Scenario, opts: Options, keys: &str, size: &str) -> Resu
     let area = parse_size(size)?;
     let (keymap, notice) = KeyMap::load(opts.keymap);
     let mut app = App::new(opts.mode, keymap, notice);
-    let cfg = EngineConfig {
-        scenario,
-        mode: opts.mode,
-        runtime: opts.runtime,
-        jitter: opts.jitter,
-        running: !opts.paused,
-        speed: SPEEDS[app.speed],
-        columns: view::plot_columns(area, &app),
-        inject_panic: opts.inject_panic,
-    };
+    let cfg = engine_config(scenario, &opts, &app, view::plot_columns(area, &app));
     let program = std::sync::Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
     let engine = Engine::start_with(
         cfg.clone(),
@@ -233,16 +238,7 @@ pub fn run(scenario: Scenario, opts: Options) -> Result<()> {
     let (keymap, notice) = KeyMap::load(opts.keymap);
     let mut app = App::new(opts.mode, keymap, notice);
     let signals = signals()?;
-    let mut cfg = EngineConfig {
-        scenario,
-        mode: opts.mode,
-        runtime: opts.runtime,
-        jitter: opts.jitter,
-        running: !opts.paused,
-        speed: SPEEDS[app.speed],
-        columns: 1,
-        inject_panic: opts.inject_panic,
-    };
+    let mut cfg = engine_config(scenario, &opts, &app, 1);
     // The runtime starts before the terminal is taken: its errors (no GPU, a bad GPU
     // list, out of memory) print like any other and exit with code 2.
     let program = std::sync::Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
