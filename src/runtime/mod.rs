@@ -13,7 +13,8 @@ pub const NO_CUDA: &str = "--runtime cuda: this binary was built without CUDA su
 
 /// How the cuda runtime aligns the devices' clocks on the timeline (shown in the UI).
 pub const GPU_CLOCK_NOTE: &str = "GPU times: CUDA timing events, placed on the host clock by one anchor event \
-     per device recorded on an idle stream (it completes on submission: error ≈ a few µs)";
+     per device recorded on an idle stream (it completes on submission: error ≈ a few µs); idle time \
+     between separate runs (steps taken one by one) is cut out";
 
 /// A call that failed, named as the learner wrote it.
 #[derive(Debug, Clone, PartialEq)]

@@ -57,16 +57,52 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Adds timed calls, keeping those of the latest `TIMELINE_STEPS` steps.
-    fn add_records(&mut self, records: Vec<TraceRecord>) {
+    /// Adds timed calls, keeping those of the latest `TIMELINE_STEPS` steps. The host's
+    /// idle time between two runs (a person pressing `n`) is cut out: the new calls start
+    /// 1 µs after the last one shown ended.
+    fn add_records(&mut self, mut records: Vec<TraceRecord>) {
         if records.is_empty() {
             return;
+        }
+        let shown_end = self
+            .timeline
+            .iter()
+            .map(|r| r.end_us)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let new_start = records
+            .iter()
+            .map(|r| r.issue_us.min(r.start_us))
+            .fold(f64::INFINITY, f64::min);
+        let idle = new_start - shown_end - 1.0;
+        if shown_end.is_finite() && idle > 0.0 {
+            for r in &mut records {
+                r.issue_us -= idle;
+                r.start_us -= idle;
+                r.end_us -= idle;
+            }
         }
         self.timeline.extend(records);
         let last = self.timeline.iter().filter_map(|r| r.step).max().unwrap_or(0);
         self.timeline
             .retain(|r| r.step.is_some_and(|s| s + TIMELINE_STEPS > last));
         self.timeline.sort_by_key(|r| r.id);
+    }
+}
+
+/// Moves `new` (one run's calls) back in time so that it starts 1 µs after `shown` ends.
+fn cut_idle(shown: &[TraceRecord], new: &mut [TraceRecord]) {
+    let shown_end = shown.iter().map(|r| r.end_us).fold(f64::NEG_INFINITY, f64::max);
+    let new_start = new
+        .iter()
+        .map(|r| r.issue_us.min(r.start_us))
+        .fold(f64::INFINITY, f64::min);
+    let idle = new_start - shown_end - 1.0;
+    if shown_end.is_finite() && idle > 0.0 {
+        for r in new {
+            r.issue_us -= idle;
+            r.start_us -= idle;
+            r.end_us -= idle;
+        }
     }
 }
 
@@ -166,5 +202,44 @@ impl Backend for CudaBackend {
         let mut n = self.rt.topology.clone();
         n.push(GPU_CLOCK_NOTE.to_string());
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::OpKind;
+
+    fn rec(step: u64, issue: f64, start: f64, end: f64) -> TraceRecord {
+        TraceRecord {
+            id: 0,
+            step: Some(step),
+            thread: 0,
+            op_index: 0,
+            kind: OpKind::Kernel,
+            stream: None,
+            label: String::new(),
+            issue_us: issue,
+            start_us: start,
+            end_us: end,
+            released_by: None,
+            peer: None,
+        }
+    }
+
+    #[test]
+    fn idle_time_between_runs_is_cut_and_durations_kept() {
+        let shown = [rec(0, 0.0, 1.0, 10.0)];
+        let mut new = [rec(1, 5000.0, 5002.0, 5009.0), rec(1, 5001.0, 5009.0, 5020.0)];
+        cut_idle(&shown, &mut new);
+        assert_eq!(
+            (new[0].issue_us, new[0].start_us, new[0].end_us),
+            (11.0, 13.0, 20.0)
+        );
+        assert_eq!(new[1].end_us - new[1].start_us, 11.0);
+        // Overlapping or adjacent runs are left alone.
+        let mut close = [rec(1, 10.5, 10.5, 12.0)];
+        cut_idle(&shown, &mut close);
+        assert_eq!(close[0].issue_us, 10.5);
     }
 }
