@@ -64,23 +64,7 @@ impl CudaBackend {
         if records.is_empty() {
             return;
         }
-        let shown_end = self
-            .timeline
-            .iter()
-            .map(|r| r.end_us)
-            .fold(f64::NEG_INFINITY, f64::max);
-        let new_start = records
-            .iter()
-            .map(|r| r.issue_us.min(r.start_us))
-            .fold(f64::INFINITY, f64::min);
-        let idle = new_start - shown_end - 1.0;
-        if shown_end.is_finite() && idle > 0.0 {
-            for r in &mut records {
-                r.issue_us -= idle;
-                r.start_us -= idle;
-                r.end_us -= idle;
-            }
-        }
+        cut_idle(&self.timeline, &mut records);
         self.timeline.extend(records);
         let last = self.timeline.iter().filter_map(|r| r.step).max().unwrap_or(0);
         self.timeline
