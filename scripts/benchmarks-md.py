@@ -21,9 +21,32 @@ def pct(x):
     return f"{100 * x:.1f} %"
 
 
+def targets(b):
+    """The issue's targets, each a ratio measured in this run."""
+    out = ["### Targets", "", "| target | measured | |", "|---|---|---|"]
+    big = max(i["cells"] for i in b["interior"])
+    worst = min(i["vs_copy"] for i in b["interior"] if i["cells"] == big)
+    out.append(f"| interior update ≥ 90 % of the copy bandwidth ({big:,} cells) | {pct(worst)} | {'✓' if worst >= 0.90 else '✗'} |")
+    for s in b["scaling"]:
+        if s["cells_per_gpu"] == 2**26 and s["mode"] in ("overlap", "push"):
+            e = s["efficiency"]
+            out.append(f"| `{s['mode']}` weak scaling 1 → 2 GPUs ≥ 99 % at 2^26 cells/GPU | {100 * e:.2f} % | {'✓' if e >= 0.99 else '✗'} |")
+    for m in b["modes"]:
+        if m["cells_per_gpu"] == 2**26 and m["gpus"] == 2 and m["mode"] in ("overlap", "push"):
+            h = m["halo_share"]
+            out.append(f"| `{m['mode']}` halo overhead ≤ 1 % of the step at 2^26 cells/GPU | {100 * h:.2f} % ({m['halo_overhead_us']:.2f} µs) | {'✓' if h <= 0.01 else '✗'} |")
+    for m in b["modes"]:
+        if m["gpus"] == 2 and m["cells_per_gpu"] == 2**16 and m["copy_vs_latency"] is not None:
+            r = m["copy_vs_latency"]
+            out.append(f"| `{m['mode']}` halo copy ≤ 1.2 × the 4-byte push latency | {r:.2f}× ({m['copy_median_us']:.2f} µs) | {'✓' if r <= 1.2 else '✗'} |")
+    out.append("| `graph` mode, fused kernel | not built yet | ✗ |")
+    return out + [""]
+
+
 def section(run):
     b = run["bench"]
     out = [f"## {run['date']} — {run['machine']}", "", f"`{run['command']}`", ""]
+    out += targets(b)
     out += ["### What the hardware allows", "", "| what | measured |", "|---|---|"]
     for c in b["copy"]:
         out.append(f"| GPU {c['gpu']} device-to-device copy (read + write) | {c['gb_per_s']:.0f} GB/s |")
