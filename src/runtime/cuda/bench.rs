@@ -70,9 +70,24 @@ pub struct ModeRow {
 pub struct Scaling {
     pub mode: String,
     pub cells_per_gpu: usize,
+    pub gpus: usize,
     pub one_gpu_us: f64,
-    pub two_gpu_us: f64,
-    /// One GPU's step time over two GPUs' (twice the cells): 1.0 is perfect weak scaling.
+    pub n_gpu_us: f64,
+    /// One GPU's step time over `gpus` GPUs' (`gpus` times the cells): 1.0 is perfect
+    /// weak scaling.
+    pub efficiency: f64,
+}
+
+/// A fixed grid spread over more GPUs.
+#[derive(Debug, Clone, Serialize)]
+pub struct StrongScaling {
+    pub mode: String,
+    pub cells: usize,
+    pub gpus: usize,
+    pub us_per_step: f64,
+    /// One GPU's step time over this one's.
+    pub speedup: f64,
+    /// Speedup over the number of GPUs.
     pub efficiency: f64,
 }
 
@@ -93,6 +108,7 @@ pub struct GpuBench {
     pub interior: Vec<Interior>,
     pub modes: Vec<ModeRow>,
     pub scaling: Vec<Scaling>,
+    pub strong: Vec<StrongScaling>,
     pub snapshot: Vec<SnapshotCost>,
 }
 
@@ -304,22 +320,22 @@ pub fn run(gpus: &[i32], seconds: f64) -> Result<GpuBench> {
     let latency = median(&links.iter().map(|l| l.latency_us).collect::<Vec<_>>());
     let mut modes = Vec::new();
     let mut scaling = Vec::new();
-    let two: Vec<i32> = gpus.iter().copied().take(2).collect();
+    // 1 GPU, then 2, 4 and 8 where there are that many.
+    let sets: Vec<&[i32]> = [1, 2, 4, 8]
+        .into_iter()
+        .filter(|&n| n <= gpus.len())
+        .map(|n| &gpus[..n])
+        .collect();
     for cells in [1usize << 16, 1 << 26] {
         let mut baseline = Vec::new();
-        for g in [&two[..1], &two[..]] {
-            if g.len() == 2 || baseline.is_empty() {
-                baseline.push(step_time(kernels_only, cells, g, seconds)?.0);
-            }
+        for g in &sets {
+            baseline.push(step_time(kernels_only, cells, g, seconds)?.0);
         }
         for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
             let mut t = Vec::new();
-            for (k, g) in [&two[..1], &two[..]].into_iter().enumerate() {
-                if k == 1 && two.len() < 2 {
-                    break;
-                }
+            for (k, g) in sets.iter().enumerate() {
                 let (us, copy_med) = step_time(|r| mode.program(r), cells, g, seconds)?;
-                let base = baseline[k.min(baseline.len() - 1)];
+                let base = baseline[k];
                 modes.push(ModeRow {
                     mode: mode.name().to_string(),
                     cells_per_gpu: cells,
@@ -333,15 +349,34 @@ pub fn run(gpus: &[i32], seconds: f64) -> Result<GpuBench> {
                 });
                 t.push(us);
             }
-            if let [one, two] = t[..] {
+            for (k, g) in sets.iter().enumerate().skip(1) {
                 scaling.push(Scaling {
                     mode: mode.name().to_string(),
                     cells_per_gpu: cells,
-                    one_gpu_us: one,
-                    two_gpu_us: two,
-                    efficiency: one / two,
+                    gpus: g.len(),
+                    one_gpu_us: t[0],
+                    n_gpu_us: t[k],
+                    efficiency: t[0] / t[k],
                 });
             }
+        }
+    }
+    // Strong scaling: 2^28 cells in all, over 1, 2, 4, 8 GPUs.
+    let mut strong = Vec::new();
+    let total = 1usize << 28;
+    for mode in [Mode::Overlap, Mode::Push] {
+        let mut one = None;
+        for g in &sets {
+            let (us, _) = step_time(|r| mode.program(r), total / g.len(), g, seconds)?;
+            let t1 = *one.get_or_insert(us);
+            strong.push(StrongScaling {
+                mode: mode.name().to_string(),
+                cells: total,
+                gpus: g.len(),
+                us_per_step: us,
+                speedup: t1 / us,
+                efficiency: t1 / us / g.len() as f64,
+            });
         }
     }
     let mut snapshot = Vec::new();
@@ -372,6 +407,7 @@ pub fn run(gpus: &[i32], seconds: f64) -> Result<GpuBench> {
         interior,
         modes,
         scaling,
+        strong,
         snapshot,
     })
 }
@@ -437,14 +473,27 @@ impl GpuBench {
                 r
             );
         }
-        o += "\n== weak scaling 1 → 2 GPUs (same cells per GPU)\n";
+        o += "\n== weak scaling (same cells per GPU)\n";
         for s in &self.scaling {
             o += &format!(
-                "{:<12} {:>10} cells/GPU  {:>10.2} → {:>10.2} µs/step  efficiency {:>6.1}%\n",
+                "{:<12} {:>10} cells/GPU  1 → {} GPUs  {:>10.2} → {:>10.2} µs/step  efficiency {:>6.2}%\n",
                 s.mode,
                 s.cells_per_gpu,
+                s.gpus,
                 s.one_gpu_us,
-                s.two_gpu_us,
+                s.n_gpu_us,
+                100.0 * s.efficiency
+            );
+        }
+        o += "\n== strong scaling (one grid over more GPUs)\n";
+        for s in &self.strong {
+            o += &format!(
+                "{:<12} {:>10} cells  {} GPUs  {:>10.2} µs/step  speedup {:>5.2}x  efficiency {:>6.2}%\n",
+                s.mode,
+                s.cells,
+                s.gpus,
+                s.us_per_step,
+                s.speedup,
                 100.0 * s.efficiency
             );
         }
