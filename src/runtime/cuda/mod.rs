@@ -43,8 +43,35 @@ const UNTIMED: u64 = u64::MAX;
 enum Failure {
     /// A call of the program failed: shown against the call.
     Op(OpError),
-    /// Anything else (set-up, another thread's failure).
+    /// The user can fix it (out of device memory, kernels the driver cannot load): exit 2.
+    Usage(String),
+    /// Anything else (a driver call outside the program).
     Other(String),
+    /// Released from a barrier because another thread failed.
+    Stopped,
+}
+
+impl Failure {
+    /// Which of several threads' failures to report: the cause, not its echoes.
+    fn rank(&self) -> u8 {
+        match self {
+            Failure::Op(_) => 3,
+            Failure::Usage(_) => 2,
+            Failure::Other(_) => 1,
+            Failure::Stopped => 0,
+        }
+    }
+}
+
+impl Failure {
+    fn into_error(self) -> anyhow::Error {
+        match self {
+            Failure::Op(e) => e.into(),
+            Failure::Usage(m) => UsageError(m).into(),
+            Failure::Other(m) => anyhow!(m),
+            Failure::Stopped => anyhow!("stopped: another device thread failed"),
+        }
+    }
 }
 
 impl From<DriverError> for Failure {
@@ -72,7 +99,7 @@ impl Barrier {
     }
 
     fn wait(&self) -> Result<(), Failure> {
-        let stopped = || Failure::Other("stopped: another device thread failed".into());
+        let stopped = || Failure::Stopped;
         let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if self.broken.load(Ordering::SeqCst) {
             return Err(stopped());
@@ -330,17 +357,16 @@ impl CudaRuntime {
                 .map_err(|_| anyhow!("a device thread ended"))?;
             match r {
                 Ok(reply) => out.push(each(d, reply)?),
-                // A failing call beats "stopped because another thread failed".
-                Err(f @ Failure::Op(_)) => first_failure = Some(f),
                 Err(f) => {
-                    first_failure.get_or_insert(f);
+                    if first_failure.as_ref().is_none_or(|g| f.rank() > g.rank()) {
+                        first_failure = Some(f);
+                    }
                 }
             }
         }
         match first_failure {
             None => Ok(out),
-            Some(Failure::Op(e)) => Err(e.into()),
-            Some(Failure::Other(m)) => Err(anyhow!(m)),
+            Some(f) => Err(f.into_error()),
         }
     }
 
@@ -366,8 +392,7 @@ impl CudaRuntime {
             .map_err(|_| anyhow!("a device thread ended"))?
         {
             (_, Ok(r)) => Ok(r),
-            (_, Err(Failure::Op(e))) => Err(e.into()),
-            (_, Err(Failure::Other(m))) => Err(anyhow!(m)),
+            (_, Err(f)) => Err(f.into_error()),
         }
     }
 
@@ -679,7 +704,7 @@ impl Dev {
         };
         for (file, ptx) in [("fdtd1d", FDTD_PTX), ("reduce", REDUCE_PTX)] {
             let m = sys::load_module(ptx).map_err(|e| {
-                Failure::Other(format!(
+                Failure::Usage(format!(
                     "dev{t} (GPU {gpu}): loading kernels/{file}.cu's PTX: {e} (the driver may be \
                      older than the CUDA 13.0 the kernels were compiled with)"
                 ))
@@ -697,7 +722,7 @@ impl Dev {
         let (ca, cb) = dev.meta.coefficient_arrays();
         for (i, floats) in [len, len, len, len, 2].into_iter().enumerate() {
             let p = sys::alloc(4 * floats).map_err(|e| {
-                Failure::Other(format!(
+                Failure::Usage(format!(
                     "dev{t} (GPU {gpu}): {e}: out of device memory for {} cells ({} MiB per field, \
                      4 fields); use fewer cells per device or more devices",
                     len - 2,
@@ -1404,6 +1429,19 @@ mod tests {
         assert_eq!(cols.len(), 2);
         assert_eq!((cols[0].ex, cols[0].hy), ((-3.0, 4.0), (-1.0, 2.0)));
         assert_eq!((cols[1].ex, cols[1].hy), ((0.5, 2.0), (-2.0, 1.0)));
+    }
+
+    #[test]
+    fn the_cause_of_a_failure_is_reported_not_its_echoes() {
+        let mut all = [
+            Failure::Stopped,
+            Failure::Usage("out of device memory".into()),
+            Failure::Other("cuCtxSynchronize failed".into()),
+        ];
+        all.sort_by_key(|f| std::cmp::Reverse(f.rank()));
+        let e = all[0].clone().into_error();
+        assert!(e.downcast_ref::<UsageError>().is_some(), "exit code 2: {e}");
+        assert!(Failure::Stopped.rank() < Failure::Other(String::new()).rank());
     }
 
     #[test]
