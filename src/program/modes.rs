@@ -337,23 +337,44 @@ impl<'a> Builder<'a> {
         self.push(d, Op::HostBarrier);
     }
 
+    /// The H phase with the last cell (which a right neighbour needs) first: the compute
+    /// stream waits for `waits` (`(name, of)` events), updates the cell, records
+    /// `h_boundary[d]`, then the interior. Without a right neighbour: all at once.
+    fn h_boundary_first(&mut self, d: usize, waits: [(&str, usize); 2]) {
+        let Range { start: lo, end: hi } = self.ranges[d].clone();
+        if !self.has_right(d) {
+            return self.launch(d, Kernel::UpdateH, lo..hi, COMPUTE);
+        }
+        for (name, of) in waits {
+            let e = self.ev(name, of);
+            self.wait(d, COMPUTE, e);
+        }
+        self.launch(d, Kernel::UpdateH, hi - 1..hi, COMPUTE);
+        let hb = self.ev("h_boundary", d);
+        self.record(d, hb, COMPUTE);
+        self.launch(d, Kernel::UpdateH, lo..hi - 1, COMPUTE);
+    }
+
+    /// The E phase with the first cell (which the left neighbour needs) first, after
+    /// `waits`; records `e_boundary[d]` after it.
+    fn e_boundary_first(&mut self, d: usize, waits: [(&str, usize); 2]) {
+        let Range { start: lo, end: hi } = self.ranges[d].clone();
+        for (name, of) in waits {
+            let e = self.ev(name, of);
+            self.wait(d, COMPUTE, e);
+        }
+        self.e_phase(d, lo..lo + 1);
+        let eb = self.ev("e_boundary", d);
+        self.record(d, eb, COMPUTE);
+        self.e_phase(d, lo + 1..hi);
+    }
+
     fn overlap(&mut self, d: usize) {
         let Range { start: lo, end: hi } = self.ranges[d].clone();
         let (left, right) = (self.has_left(d), self.has_right(d));
-        // H phase: the last cell (sent right, reads the Ex halo) first.
-        let h_interior = if right {
-            let ex_in = self.ev("ex_arrived", d);
-            self.wait(d, COMPUTE, ex_in); // RAW: the Ex halo has landed
-            let hy_out = self.ev("hy_arrived", d + 1);
-            self.wait(d, COMPUTE, hy_out); // WAR: the neighbour's copy has read Hy[hi-1]
-            self.launch(d, Kernel::UpdateH, hi - 1..hi, COMPUTE);
-            let hb = self.ev("h_boundary", d);
-            self.record(d, hb, COMPUTE);
-            lo..hi - 1
-        } else {
-            lo..hi
-        };
-        self.launch(d, Kernel::UpdateH, h_interior, COMPUTE);
+        // H phase, the last cell (sent right, reads the Ex halo) first, after: RAW, the Ex
+        // halo has landed; WAR, the neighbour's copy has read Hy[hi-1].
+        self.h_boundary_first(d, [("ex_arrived", d), ("hy_arrived", d + 1)]);
         self.push(d, Op::HostBarrier);
         if left {
             let hb = self.ev("h_boundary", d - 1);
@@ -364,20 +385,13 @@ impl<'a> Builder<'a> {
             let arrived = self.ev("hy_arrived", d);
             self.record(d, arrived, COPY);
         }
-        // E phase: the first cell (sent left, reads the Hy halo) first.
-        let e_interior = if left {
-            let hy_in = self.ev("hy_arrived", d);
-            self.wait(d, COMPUTE, hy_in); // RAW: the Hy halo has landed
-            let ex_out = self.ev("ex_arrived", d - 1);
-            self.wait(d, COMPUTE, ex_out); // WAR: the neighbour's copy has read Ex[lo]
-            self.e_phase(d, lo..lo + 1);
-            let eb = self.ev("e_boundary", d);
-            self.record(d, eb, COMPUTE);
-            lo + 1..hi
+        // E phase, the first cell (sent left, reads the Hy halo) first, after: RAW, the Hy
+        // halo has landed; WAR, the neighbour's copy has read Ex[lo].
+        if left {
+            self.e_boundary_first(d, [("hy_arrived", d), ("ex_arrived", d - 1)]);
         } else {
-            lo..hi
-        };
-        self.e_phase(d, e_interior);
+            self.e_phase(d, lo..hi);
+        }
         self.push(d, Op::HostBarrier);
         if right {
             let eb = self.ev("e_boundary", d + 1);
@@ -408,20 +422,9 @@ impl<'a> Builder<'a> {
     fn push_mode(&mut self, d: usize) {
         let Range { start: lo, end: hi } = self.ranges[d].clone();
         let (left, right) = (self.has_left(d), self.has_right(d));
-        // H phase: the last cell (pushed right, reads the Ex halo) first.
-        let h_interior = if right {
-            let ex_in = self.ev("ex_sent", d + 1);
-            self.wait(d, COMPUTE, ex_in); // RAW: the neighbour's push of Ex[hi] has landed
-            let hy_out = self.ev("hy_sent", d);
-            self.wait(d, COMPUTE, hy_out); // WAR: my last push has read Hy[hi-1]
-            self.launch(d, Kernel::UpdateH, hi - 1..hi, COMPUTE);
-            let hb = self.ev("h_boundary", d);
-            self.record(d, hb, COMPUTE);
-            lo..hi - 1
-        } else {
-            lo..hi
-        };
-        self.launch(d, Kernel::UpdateH, h_interior, COMPUTE);
+        // H phase, the last cell (pushed right, reads the Ex halo) first, after: RAW, the
+        // neighbour's push of Ex[hi] has landed; WAR, my last push has read Hy[hi-1].
+        self.h_boundary_first(d, [("ex_sent", d + 1), ("hy_sent", d)]);
         if right {
             let hb = self.ev("h_boundary", d);
             self.wait(d, COPY, hb); // RAW: Hy[hi-1] is written
@@ -432,20 +435,13 @@ impl<'a> Builder<'a> {
             self.record(d, sent, COPY);
         }
         self.push(d, Op::HostBarrier);
-        // E phase: the first cell (pushed left, reads the Hy halo) first.
-        let e_interior = if left {
-            let hy_in = self.ev("hy_sent", d - 1);
-            self.wait(d, COMPUTE, hy_in); // RAW: the neighbour's push of Hy[lo-1] has landed
-            let ex_out = self.ev("ex_sent", d);
-            self.wait(d, COMPUTE, ex_out); // WAR: my last push has read Ex[lo]
-            self.e_phase(d, lo..lo + 1);
-            let eb = self.ev("e_boundary", d);
-            self.record(d, eb, COMPUTE);
-            lo + 1..hi
+        // E phase, the first cell (pushed left, reads the Hy halo) first, after: RAW, the
+        // neighbour's push of Hy[lo-1] has landed; WAR, my last push has read Ex[lo].
+        if left {
+            self.e_boundary_first(d, [("hy_sent", d - 1), ("ex_sent", d)]);
         } else {
-            lo..hi
-        };
-        self.e_phase(d, e_interior);
+            self.e_phase(d, lo..hi);
+        }
         if left {
             let eb = self.ev("e_boundary", d);
             self.wait(d, COPY, eb); // RAW: Ex[lo] is written
