@@ -739,6 +739,118 @@ mod tests {
         assert_eq!(f.max_diff, Some(0.0));
     }
 
+    /// A runtime that fails the way a GPU can: the call at `fail_at` steps is refused.
+    struct Refusing {
+        step: u64,
+        fail_at: u64,
+    }
+
+    impl Backend for Refusing {
+        fn name(&self) -> &'static str {
+            "cuda"
+        }
+        fn step(&self) -> u64 {
+            self.step
+        }
+        fn at_boundary(&self) -> bool {
+            true
+        }
+        fn run_batch(&mut self, steps: u64) -> Result<()> {
+            self.run_to(steps)
+        }
+        fn run_to(&mut self, steps: u64) -> Result<()> {
+            if steps > self.fail_at {
+                self.step = self.fail_at;
+                return Err(OpError {
+                    step: Some(self.fail_at),
+                    thread: 1,
+                    op_index: 4,
+                    call: "cudaMemcpyPeerAsync(…)".into(),
+                    error: "an illegal memory access was encountered".into(),
+                    why: "cuMemcpyPeerAsync returned CUDA_ERROR_ILLEGAL_ADDRESS, code 700".into(),
+                }
+                .into());
+            }
+            self.step = steps;
+            Ok(())
+        }
+        fn next_boundary(&self) -> u64 {
+            self.step
+        }
+        fn micro_step(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn set_program(&mut self, _: Arc<Program>) -> Result<()> {
+            Ok(())
+        }
+        fn reduce(
+            &mut self,
+            _: &Arc<Vec<usize>>,
+            _: Option<&Arc<(Vec<f32>, Vec<f32>)>>,
+        ) -> Result<Vec<Partial>> {
+            Ok(Vec::new())
+        }
+        fn drain_copies(&mut self, each: &mut dyn FnMut(usize, usize, usize, f64)) {
+            each(0, 1, 4, 5.5);
+        }
+        fn timeline(&self) -> (Vec<TraceRecord>, Option<u64>) {
+            (Vec::new(), None)
+        }
+        fn clock_us(&self) -> f64 {
+            10.0 * self.step as f64
+        }
+        fn micro(&mut self, _: bool) -> MicroView {
+            MicroView {
+                next: Some((1, 2)),
+                ..MicroView::default()
+            }
+        }
+        fn notes(&self) -> Vec<String> {
+            vec!["dev0 on GPU 0; peers: dev1 direct".into()]
+        }
+    }
+
+    #[test]
+    fn a_runtime_failure_stops_the_run_and_the_frame_names_the_call() {
+        let cfg = EngineConfig {
+            scenario: crate::scenario::load(None).unwrap(),
+            mode: Mode::Events,
+            runtime: RuntimeChoice::Sim,
+            jitter: None,
+            running: false,
+            speed: None,
+            columns: 40,
+            inject_panic: None,
+        };
+        let program = Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
+        let e = Engine::start_with(cfg, program, Box::new(Refusing { step: 0, fail_at: 3 }));
+        e.send(Control::Step);
+        let f = wait_for(&e, |f| f.step == 1);
+        assert_eq!((f.runtime, f.max_diff), ("cuda", Some(0.0)));
+        assert_eq!(f.notes, vec!["dev0 on GPU 0; peers: dev1 direct".to_string()]);
+        assert_eq!(
+            f.copies[1][0].recent_us.back(),
+            Some(&5.5),
+            "copy times reach the Transfers panel"
+        );
+        assert_eq!(f.micro.next, None, "no next call at a step boundary");
+        assert!(
+            (f.step_us - 10.0).abs() < 1e-9,
+            "µs per step from the runtime's clock"
+        );
+        e.send(Control::TogglePause);
+        let g = wait_for(&e, |g| g.error.is_some());
+        assert!(!g.running, "a failure stops the run");
+        assert_eq!(g.step, 3);
+        let err = g.error.unwrap();
+        assert_eq!((err.thread, err.op_index), (1, 4));
+        // Stopped: space does not start it again.
+        e.send(Control::TogglePause);
+        e.send(Control::Step);
+        let h = wait_for(&e, |h| h.error.is_some());
+        assert!(!h.running && h.step == 3);
+    }
+
     #[test]
     fn cross_device_record_reports_the_failing_call_and_reset_recovers() {
         let e = engine(Mode::CrossDeviceRecord);
