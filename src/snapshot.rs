@@ -42,6 +42,31 @@ pub struct Partial {
     pub first_diff: Option<usize>,
 }
 
+/// The columns overlapping the owned cells `cells` (global), each with the part of
+/// `cells` it covers (never empty).
+fn column_spans<'a>(
+    cells: &Range<usize>,
+    edges: &'a [usize],
+) -> impl Iterator<Item = (usize, Range<usize>)> + 'a {
+    let cells = cells.clone();
+    // First column whose range reaches into `cells`.
+    let first = edges.partition_point(|&e| e <= cells.start).saturating_sub(1);
+    (first..edges.len().saturating_sub(1))
+        .take_while(move |&c| edges[c] < cells.end)
+        .map(move |c| (c, edges[c].max(cells.start)..edges[c + 1].min(cells.end)))
+        .filter(|(_, r)| !r.is_empty())
+}
+
+/// How far one cell's `(Ex, Hy)` is from the reference's, when their bits differ (a NaN
+/// counts as infinitely far).
+fn difference(e: f32, h: f32, re: f32, rh: f32) -> Option<f32> {
+    if e.to_bits() == re.to_bits() && h.to_bits() == rh.to_bits() {
+        return None;
+    }
+    let d = (e - re).abs().max((h - rh).abs());
+    Some(if d.is_nan() { f32::INFINITY } else { d })
+}
+
 /// Reduces the owned cells `cells` (global) of a device; `ex`/`hy` are the owned values and
 /// `ref_ex`/`ref_hy` the whole reference fields (absent: no comparison).
 pub fn reduce(
@@ -52,32 +77,19 @@ pub fn reduce(
     edges: &[usize],
 ) -> Partial {
     let mut out = Partial::default();
-    if cells.is_empty() {
-        return out;
-    }
-    // First column whose range reaches into `cells`.
-    let mut c = edges.partition_point(|&e| e <= cells.start).saturating_sub(1);
-    while c + 1 < edges.len() && edges[c] < cells.end {
-        let (a, b) = (edges[c].max(cells.start), edges[c + 1].min(cells.end));
-        if a < b {
-            let mut col = Column::EMPTY;
-            for k in a..b {
-                let (e, h) = (ex[k - cells.start], hy[k - cells.start]);
-                col.ex = (col.ex.0.min(e), col.ex.1.max(e));
-                col.hy = (col.hy.0.min(h), col.hy.1.max(h));
-                if let Some((re, rh)) = reference
-                    && (e.to_bits() != re[k].to_bits() || h.to_bits() != rh[k].to_bits())
-                {
-                    let d = (e - re[k]).abs().max((h - rh[k]).abs());
-                    let d = if d.is_nan() { f32::INFINITY } else { d };
-                    col.diff = col.diff.max(d);
-                    out.first_diff = Some(out.first_diff.map_or(k, |f| f.min(k)));
-                }
+    for (c, span) in column_spans(&cells, edges) {
+        let mut col = Column::EMPTY;
+        for k in span {
+            let (e, h) = (ex[k - cells.start], hy[k - cells.start]);
+            col.ex = (col.ex.0.min(e), col.ex.1.max(e));
+            col.hy = (col.hy.0.min(h), col.hy.1.max(h));
+            if let Some(d) = reference.and_then(|(re, rh)| difference(e, h, re[k], rh[k])) {
+                col.diff = col.diff.max(d);
+                out.first_diff.get_or_insert(k);
             }
-            out.max_diff = out.max_diff.max(col.diff);
-            out.columns.push((c, col));
         }
-        c += 1;
+        out.max_diff = out.max_diff.max(col.diff);
+        out.columns.push((c, col));
     }
     out
 }
@@ -93,23 +105,18 @@ pub fn differences(
 ) -> Partial {
     let mut out = Partial::default();
     let (re, rh) = reference;
-    let mut c = edges.partition_point(|&e| e <= cells.start).saturating_sub(1);
-    while c + 1 < edges.len() && edges[c] < cells.end {
-        let (a, b) = (edges[c].max(cells.start), edges[c + 1].min(cells.end));
+    for (c, span) in column_spans(&cells, edges) {
         let mut col = Column::EMPTY;
-        for k in a..b {
-            let (e, h) = (ex[k - cells.start], hy[k - cells.start]);
-            if e.to_bits() != re[k].to_bits() || h.to_bits() != rh[k].to_bits() {
-                let d = (e - re[k]).abs().max((h - rh[k]).abs());
-                col.diff = col.diff.max(if d.is_nan() { f32::INFINITY } else { d });
+        for k in span {
+            if let Some(d) = difference(ex[k - cells.start], hy[k - cells.start], re[k], rh[k]) {
+                col.diff = col.diff.max(d);
                 out.first_diff.get_or_insert(k);
             }
         }
-        if a < b && col.diff > 0.0 {
+        if col.diff > 0.0 {
             out.max_diff = out.max_diff.max(col.diff);
             out.columns.push((c, col));
         }
-        c += 1;
     }
     out
 }
