@@ -233,36 +233,32 @@ impl<'a> Builder<'a> {
         self.push(d, Op::StreamSync { stream });
     }
 
-    /// Pull `d`'s left `Hy` halo from `d − 1`, issued by `d` on `stream`.
-    fn pull_hy(&mut self, d: usize, stream: usize) {
-        let k = self.ranges[d].start - 1;
+    /// Issued by `d` on its `stream`: copy `field`'s cell `k` from `src` to the same cell
+    /// of `dst` (one of them is `d`).
+    fn peer_copy(&mut self, d: usize, field: Field, (src, dst): (usize, usize), k: usize, stream: usize) {
         let stream = self.stream(d, stream);
         self.push(
             d,
             Op::PeerCopy {
-                field: Field::Hy,
-                src: d - 1,
-                dst: d,
+                field,
+                src,
+                dst,
                 cells: k..k + 1,
                 stream,
             },
         );
     }
 
+    /// Pull `d`'s left `Hy` halo from `d − 1`, issued by `d` on `stream`.
+    fn pull_hy(&mut self, d: usize, stream: usize) {
+        let k = self.ranges[d].start - 1;
+        self.peer_copy(d, Field::Hy, (d - 1, d), k, stream);
+    }
+
     /// Pull `d`'s right `Ex` halo from `d + 1`, issued by `d` on `stream`.
     fn pull_ex(&mut self, d: usize, stream: usize) {
         let k = self.ranges[d].end;
-        let stream = self.stream(d, stream);
-        self.push(
-            d,
-            Op::PeerCopy {
-                field: Field::Ex,
-                src: d + 1,
-                dst: d,
-                cells: k..k + 1,
-                stream,
-            },
-        );
+        self.peer_copy(d, Field::Ex, (d + 1, d), k, stream);
     }
 
     fn has_left(&self, d: usize) -> bool {
@@ -406,17 +402,7 @@ impl<'a> Builder<'a> {
 
     /// Push `field`'s cell `k` of `d` into the same cell (a halo) of `to`, on `d`'s `stream`.
     fn send(&mut self, d: usize, to: usize, field: Field, k: usize, stream: usize) {
-        let stream = self.stream(d, stream);
-        self.push(
-            d,
-            Op::PeerCopy {
-                field,
-                src: d,
-                dst: to,
-                cells: k..k + 1,
-                stream,
-            },
-        );
+        self.peer_copy(d, field, (d, to), k, stream);
     }
 
     fn push_mode(&mut self, d: usize) {
@@ -514,32 +500,12 @@ impl<'a> Builder<'a> {
         self.launch(d, Kernel::UpdateH, lo..hi, COMPUTE);
         if self.has_right(d) {
             // Push Hy[hi-1] into the right neighbour's halo, behind the kernel that wrote it.
-            let stream = self.stream(d, COMPUTE);
-            self.push(
-                d,
-                Op::PeerCopy {
-                    field: Field::Hy,
-                    src: d,
-                    dst: d + 1,
-                    cells: hi - 1..hi,
-                    stream,
-                },
-            );
+            self.send(d, d + 1, Field::Hy, hi - 1, COMPUTE);
         }
         self.push(d, Op::HostBarrier);
         self.e_phase(d, lo..hi);
         if self.has_left(d) {
-            let stream = self.stream(d, COMPUTE);
-            self.push(
-                d,
-                Op::PeerCopy {
-                    field: Field::Ex,
-                    src: d,
-                    dst: d - 1,
-                    cells: lo..lo + 1,
-                    stream,
-                },
-            );
+            self.send(d, d - 1, Field::Ex, lo, COMPUTE);
         }
         self.push(d, Op::HostBarrier);
     }
