@@ -949,20 +949,20 @@ impl Dev {
             ran.records.extend(r);
             ran.copies.extend(c);
         }
-        let len = self.program.step[self.t].len();
+        let program = self.program.clone();
+        let ops = &program.step[self.t];
         while self.step < to {
             let capture = self.step >= capture_from;
-            while self.pc < len {
+            while self.pc < ops.len() {
                 let pc = self.pc;
                 if capture {
                     self.exec_timed(pc)?;
                 } else {
-                    let op = &self.program.step[self.t][pc];
+                    let op = &ops[pc];
+                    self.exec(op, Some(self.step), pc)?;
                     if let Op::Record { event, .. } = op {
                         self.set_last_record(event.0, UNTIMED);
                     }
-                    let op = op.clone();
-                    self.exec(&op, Some(self.step), pc)?;
                 }
                 self.pc += 1;
             }
