@@ -8,6 +8,7 @@ pub mod cli;
 pub mod cost;
 pub mod decomp;
 pub mod engine;
+pub mod fused;
 pub mod error;
 pub mod headless;
 pub mod npy;

@@ -1,0 +1,312 @@
+//! Several steps per pass over memory, and several steps per halo exchange: the algorithm
+//! of `kernels/fused.cu`, written here on the CPU so that it is tested everywhere.
+//!
+//! **Temporal blocking.** A pass advances the fields `k` steps at once. The array is cut
+//! into tiles; each tile takes its own cells plus `k` cells on each side (as they were
+//! before the pass), runs `k` steps on that copy and writes back only its own cells. A
+//! value that is wrong (or simply not updated) at the edge of the copy spoils one more
+//! cell per step, inwards: after `k` steps it has not reached the tile's own cells. So a
+//! pass reads and writes each cell once for `k` steps: 24 bytes per cell per pass
+//! (`Ex`, `Hy`, `ca`, `cb` in, `Ex`, `Hy` out) instead of 32 per step.
+//!
+//! **Wide halo.** The same argument one level up: a device that holds `halo` cells of
+//! each neighbour can run `halo` steps between exchanges, then pulls `halo` cells of
+//! both fields from each neighbour. The cells it computes twice (its neighbour computes
+//! them too) come out bit for bit the same, because the float operations are the same.
+//!
+//! Three things keep it exact: a source lying in a copied margin is applied there too
+//! (sources have no state); an end of the grid is applied wherever it lies, from the Mur
+//! state of the pass's start, and only the tile that owns it keeps the new state; and a
+//! tile's margin is one cell wider than the steps of a pass, because a Mur end reads its
+//! inner neighbour in the same step (a tile that starts at the right end cell would
+//! otherwise read it stale in the last step: seen in the tests).
+
+use std::ops::Range;
+
+use crate::physics::{self, Coefficients, EndCondition, PlacedSource};
+use crate::scenario::Scenario;
+
+/// Steps per pass the GPU kernel supports (its source table has this many rows).
+pub const MAX_STEPS: usize = 16;
+/// Sources the GPU kernel supports in one device's held cells.
+pub const MAX_SOURCES: usize = 8;
+
+/// One device's cells as the fused kernel sees them: owned cells `lo..hi` and `halo`
+/// cells of each neighbour. Local index `i` holds global cell `lo − halo + i` (cells
+/// beyond the grid's ends exist in the array and are never updated).
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub lo: usize,
+    pub hi: usize,
+    pub halo: usize,
+    pub ch: f32,
+    /// Per local cell, zero beyond the grid.
+    pub ca: Vec<f32>,
+    pub cb: Vec<f32>,
+    /// Local cells where `update_h` / `update_e` are defined.
+    pub h_valid: Range<usize>,
+    pub e_valid: Range<usize>,
+    /// Sources on held cells: local index and source, in scenario order.
+    pub sources: Vec<(usize, PlacedSource)>,
+    /// The grid's ends this device owns: condition and local index of the end cell.
+    pub left: Option<(EndCondition, usize)>,
+    pub right: Option<(EndCondition, usize)>,
+}
+
+impl Held {
+    pub fn new(s: &Scenario, c: &Coefficients, cells: Range<usize>, halo: usize) -> Self {
+        let (lo, hi, n) = (cells.start, cells.end, s.cells);
+        let len = hi - lo + 2 * halo;
+        let global = |i: usize| (lo + i).checked_sub(halo).filter(|&g| g < n);
+        let local = |g: Range<usize>| {
+            let a = (g.start + halo).saturating_sub(lo).min(len);
+            let b = (g.end + halo).saturating_sub(lo).min(len);
+            a..b.max(a)
+        };
+        let ca = (0..len).map(|i| global(i).map_or(0.0, |g| c.ca[g])).collect();
+        let cb = (0..len).map(|i| global(i).map_or(0.0, |g| c.cb[g])).collect();
+        let sources = s
+            .sources
+            .iter()
+            .filter(|src| local(src.position..src.position + 1).len() == 1)
+            .map(|src| {
+                let placed = PlacedSource {
+                    position: src.position,
+                    kind: src.kind,
+                    injection: src.injection,
+                    amplitude: src.amplitude,
+                };
+                (src.position + halo - lo, placed)
+            })
+            .collect();
+        Held {
+            lo,
+            hi,
+            halo,
+            ch: c.ch,
+            ca,
+            cb,
+            h_valid: local(0..n - 1),
+            e_valid: local(1..n - 1),
+            sources,
+            left: (lo == 0).then(|| (EndCondition::new(s.left, c.mur_left), halo)),
+            right: (hi == n).then(|| (EndCondition::new(s.right, c.mur_right), halo + hi - lo - 1)),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.hi - self.lo + 2 * self.halo
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Local indices of the owned cells.
+    pub fn owned(&self) -> Range<usize> {
+        self.halo..self.halo + self.hi - self.lo
+    }
+
+    /// Local index of global cell `g`.
+    pub fn local(&self, g: usize) -> usize {
+        g + self.halo - self.lo
+    }
+}
+
+/// Fields of one device in the [`Held`] layout, with the Mur state of its ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fields {
+    pub ex: Vec<f32>,
+    pub hy: Vec<f32>,
+    /// The end cells' inner neighbours after the previous step: left, right.
+    pub prev: [f32; 2],
+}
+
+impl Fields {
+    pub fn zeros(len: usize) -> Self {
+        Fields {
+            ex: vec![0.0; len],
+            hy: vec![0.0; len],
+            prev: [0.0; 2],
+        }
+    }
+}
+
+/// Advances `f` by `steps` steps, the first one numbered `step`, tile by tile as the GPU
+/// kernel does (one tile = one thread block). Owned cells and the margins the tiles share
+/// come out as after `steps` plain steps; the `steps` outermost cells of each side of
+/// the held array do not (they need the neighbours: see [`exchange`]).
+pub fn pass(h: &Held, f: &mut Fields, steps: usize, step: u64, tile: usize) {
+    let before = f.clone(); // what the GPU's edge strips and untouched tiles hold
+    let len = h.len();
+    for t0 in (0..len).step_by(tile) {
+        let t1 = (t0 + tile).min(len);
+        // `steps` cells of margin, plus one: a Mur end reads its inner neighbour, which
+        // must still be exact in the last step when the end cell is a tile's first or
+        // last cell.
+        let (a, z) = (t0.saturating_sub(steps + 1), (t1 + steps + 1).min(len));
+        let mut ex = before.ex[a..z].to_vec();
+        let mut hy = before.hy[a..z].to_vec();
+        let mut prev = before.prev;
+        for t in 0..steps {
+            substep(h, &mut ex, &mut hy, &mut prev, a, step + t as u64);
+        }
+        f.ex[t0..t1].copy_from_slice(&ex[t0 - a..t1 - a]);
+        f.hy[t0..t1].copy_from_slice(&hy[t0 - a..t1 - a]);
+        // Only the tile that owns an end keeps its state.
+        if let Some((_, e)) = h.left.filter(|(_, e)| (t0..t1).contains(e)) {
+            debug_assert!(e >= t0);
+            f.prev[0] = prev[0];
+        }
+        if h.right.is_some_and(|(_, e)| (t0..t1).contains(&e)) {
+            f.prev[1] = prev[1];
+        }
+    }
+}
+
+/// One step over the copy `ex`/`hy` of local cells `a..a + ex.len()`: as
+/// `DeviceState::update_h`, `update_e` and `sources_boundaries`, cell for cell.
+fn substep(h: &Held, ex: &mut [f32], hy: &mut [f32], prev: &mut [f32; 2], a: usize, step: u64) {
+    let z = a + ex.len();
+    for j in a.max(h.h_valid.start)..(z - 1).min(h.h_valid.end) {
+        hy[j - a] += h.ch * (ex[j - a] - ex[j + 1 - a]);
+    }
+    for j in (a + 1).max(h.e_valid.start)..z.min(h.e_valid.end) {
+        ex[j - a] = h.ca[j] * ex[j - a] + h.cb[j] * (hy[j - 1 - a] - hy[j - a]);
+    }
+    for (i, src) in &h.sources {
+        if (a..z).contains(i) {
+            src.apply(&mut ex[i - a], step);
+        }
+    }
+    if let Some((c, e)) = h.left.filter(|(_, e)| *e >= a && e + 1 < z) {
+        let inner = ex[e + 1 - a];
+        physics::apply_end(c, &mut ex[e - a], inner, &mut prev[0]);
+    }
+    if let Some((c, e)) = h.right.filter(|(_, e)| *e > a && *e < z) {
+        let inner = ex[e - 1 - a];
+        physics::apply_end(c, &mut ex[e - a], inner, &mut prev[1]);
+    }
+}
+
+/// The wide-halo exchange: each device's `halo` cells on each side get both fields of the
+/// neighbour's owned cells there. Every device must own at least `halo` cells.
+pub fn exchange(held: &[Held], fields: &mut [Fields]) {
+    for d in 1..held.len() {
+        let (l, r) = (&held[d - 1], &held[d]);
+        let w = r.halo;
+        // Left halo of d ← the last w owned cells of d − 1; right halo of d − 1 ← the
+        // first w owned cells of d.
+        let from_left = l.local(r.lo - w)..l.local(r.lo);
+        let from_right = r.local(l.hi)..r.local(l.hi + w);
+        let (a, b) = fields.split_at_mut(d);
+        let (fl, fr) = (&mut a[d - 1], &mut b[0]);
+        fr.ex[..w].copy_from_slice(&fl.ex[from_left.clone()]);
+        fr.hy[..w].copy_from_slice(&fl.hy[from_left]);
+        let end = l.len();
+        fl.ex[end - w..].copy_from_slice(&fr.ex[from_right.clone()]);
+        fl.hy[end - w..].copy_from_slice(&fr.hy[from_right]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::bench_scenario;
+    use crate::decomp::{Domain, Field};
+    use crate::scenario;
+
+    fn scenario(text: &str) -> Scenario {
+        scenario::parse(text, "test").unwrap()
+    }
+
+    /// `steps` steps by passes of `k` (a shorter last pass) on `devices` devices with a
+    /// halo of `k`, against the single-domain reference.
+    fn check(s: &Scenario, k: usize, tile: usize, steps: u64) {
+        let c = Coefficients::new(s);
+        let held: Vec<Held> = s.ranges().into_iter().map(|r| Held::new(s, &c, r, k)).collect();
+        let mut fields: Vec<Fields> = held.iter().map(|h| Fields::zeros(h.len())).collect();
+        let mut reference = Domain::reference(s, &c);
+        let mut done = 0;
+        while done < steps {
+            let n = (k as u64).min(steps - done);
+            for (h, f) in held.iter().zip(&mut fields) {
+                pass(h, f, n as usize, done, tile);
+            }
+            exchange(&held, &mut fields);
+            for t in done..done + n {
+                reference.step(t);
+            }
+            done += n;
+            let (ex, hy) = (reference.gather(Field::Ex), reference.gather(Field::Hy));
+            for (h, f) in held.iter().zip(&fields) {
+                let o = h.owned();
+                let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(
+                    same(&f.ex[o.clone()], &ex[h.lo..h.hi]) && same(&f.hy[o], &hy[h.lo..h.hi]),
+                    "{} devices, k {k}, tile {tile}: cells {}..{} differ after {done} steps",
+                    held.len(),
+                    h.lo,
+                    h.hi
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn one_device_in_tiles_matches_the_reference_bit_for_bit() {
+        let s = bench_scenario(1000, 1).unwrap();
+        for (k, tile) in [(1, 64), (4, 64), (16, 64), (16, 17), (16, 40), (7, 1000), (3, 5)] {
+            check(&s, k, tile, 600);
+        }
+    }
+
+    #[test]
+    fn wide_halos_match_the_reference_with_sources_in_the_margins_and_both_ends() {
+        // Sources on and next to the device boundaries, hard and soft, PEC and Mur ends,
+        // a material: every rule that could make a margin differ.
+        let text = |left: &str, right: &str| {
+            format!(
+                "name = \"t\"\n[grid]\ncells = 240\ncourant = 0.9\n[boundaries]\nleft = \"{left}\"\nright = \"{right}\"\n\
+                 [devices]\ncount = 4\nsplit = [60, 16, 100, 64]\n\
+                 [[sources]]\nkind = \"gaussian\"\nposition = 75\ndelay = 30.0\nwidth = 8.0\n\
+                 [[sources]]\nkind = \"gaussian\"\nposition = 77\ndelay = 40.0\nwidth = 6.0\ninjection = \"hard\"\n\
+                 [[sources]]\nkind = \"gaussian\"\nposition = 61\ndelay = 20.0\nwidth = 5.0\n\
+                 [[materials]]\nstart = 150\nend = 200\neps_r = 4.0\n"
+            )
+        };
+        for (l, r) in [("mur", "mur"), ("pec", "mur"), ("mur", "pec")] {
+            let s = scenario(&text(l, r));
+            for (k, tile) in [(1, 32), (4, 32), (16, 32), (16, 7)] {
+                check(&s, k, tile, 500);
+            }
+        }
+    }
+
+    #[test]
+    fn more_steps_between_exchanges_than_halo_cells_breaks_it() {
+        // The premise, checked: 8 steps between exchanges with 4-cell halos lets the
+        // stale edge of each device's copy reach its owned cells.
+        let s = bench_scenario(400, 2).unwrap();
+        let c = Coefficients::new(&s);
+        let held: Vec<Held> = s.ranges().into_iter().map(|r| Held::new(&s, &c, r, 4)).collect();
+        let mut fields: Vec<Fields> = held.iter().map(|h| Fields::zeros(h.len())).collect();
+        let mut reference = Domain::reference(&s, &c);
+        for p in 0..40 {
+            for (h, f) in held.iter().zip(&mut fields) {
+                pass(h, f, 8, 8 * p, 64);
+            }
+            exchange(&held, &mut fields);
+            for t in 8 * p..8 * p + 8 {
+                reference.step(t);
+            }
+        }
+        let ex = reference.gather(Field::Ex);
+        let h = &held[0];
+        let differs = ex[h.lo..h.hi]
+            .iter()
+            .zip(&fields[0].ex[h.owned()])
+            .any(|(a, b)| a.to_bits() != b.to_bits());
+        assert!(differs, "a halo narrower than the steps between exchanges must show");
+    }
+}
