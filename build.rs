@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const KERNELS: [&str; 2] = ["fdtd1d", "reduce"];
+const KERNELS: [&str; 3] = ["fdtd1d", "reduce", "fused"];
 
 fn nvcc() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("NVCC") {

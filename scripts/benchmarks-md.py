@@ -39,8 +39,25 @@ def targets(b):
         if m["gpus"] == 2 and m["cells_per_gpu"] == 2**16 and m["copy_vs_latency"] is not None:
             r = m["copy_vs_latency"]
             out.append(f"| `{m['mode']}` halo copy ≤ 1.2 × the 4-byte push latency | {r:.2f}× ({m['copy_median_us']:.2f} µs) | {'✓' if r <= 1.2 else '✗'} |")
-    out.append("| `graph` mode, fused kernel | not built yet | ✗ |")
+    fused = b.get("fused", [])
+    for f in fused:
+        if f["gpus"] == 1 and f["cells_per_gpu"] == 2**28:
+            r = f["vs_roofline"]
+            out.append(f"| fused kernel ≥ 1.5 × the two-kernel roofline at 2^28 cells, bit-identical | {r:.2f}× ({bits(f)}) | {'✓' if r >= 1.5 and f['differing_cells'] == 0 else '✗'} |")
+    for f in fused:
+        if f["gpus"] == 2 and f["cells_per_gpu"] == 2**16:
+            r = f["vs_launch"]
+            out.append(f"| 2^16 cells/GPU on 2 GPUs: time per step ≤ 2 × one empty launch (fused, {f['steps_per_pass']} steps per exchange) | {r:.2f}× ({f['us_per_step']:.2f} µs) | {'✓' if r <= 2 and f['differing_cells'] == 0 else '✗'} |")
+    if not fused:
+        out.append("| fused kernel | not built yet | ✗ |")
+    out.append("| `graph` mode | not built yet | ✗ |")
     return out + [""]
+
+
+def bits(f):
+    if f["differing_cells"] == 0:
+        return f"same bits as the CPU after {f['checked_steps']} steps"
+    return f"{f['differing_cells']} cells differ from the CPU"
 
 
 def section(run):
@@ -92,6 +109,18 @@ def section(run):
         for s in b["strong"]:
             out.append(
                 f"| {s['mode']} | {s['cells']:,} | {s['gpus']} | {s['us_per_step']:.2f} | {s['speedup']:.2f}× | {pct(s['efficiency'])} |"
+            )
+    if b.get("fused"):
+        out += ["", "### Fused kernel (k steps per pass over memory, and per halo exchange on several GPUs)", "",
+                "Roofline: the copy bandwidth over 32 B per cell, what the two-kernel step moves; a pass moves 24 B per cell",
+                "for k steps. \"vs 2-kernel\": the interior step (1 GPU) or `overlap` (several GPUs) of the same run over this one.", "",
+                "| cells/GPU | GPUs | k | µs/step | Gcells/s per GPU | vs roofline | vs 2-kernel | vs empty launch | bits |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for f in b["fused"]:
+            two = "-" if f["vs_two_kernel"] is None else f"{f['vs_two_kernel']:.2f}×"
+            out.append(
+                f"| {f['cells_per_gpu']:,} | {f['gpus']} | {f['steps_per_pass']} | {f['us_per_step']:.3f} | {f['gcells_per_s']:.1f} | "
+                f"{f['vs_roofline']:.2f}× | {two} | {f['vs_launch']:.2f}× | {bits(f)} |"
             )
     out += ["", "### Snapshot (reduction kernel + async copy into pinned memory)", "", "| cells | columns | µs |", "|---|---|---|"]
     for s in b["snapshot"]:

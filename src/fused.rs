@@ -307,6 +307,9 @@ mod tests {
             .iter()
             .zip(&fields[0].ex[h.owned()])
             .any(|(a, b)| a.to_bits() != b.to_bits());
-        assert!(differs, "a halo narrower than the steps between exchanges must show");
+        assert!(
+            differs,
+            "a halo narrower than the steps between exchanges must show"
+        );
     }
 }

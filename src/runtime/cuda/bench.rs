@@ -7,8 +7,10 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::wide::WideRun;
 use super::{CudaRuntime, FDTD_PTX, sys};
 use crate::bench::bench_scenario;
+use crate::fused;
 use crate::headless::median;
 use crate::program::{Mode, Op, Program};
 use crate::snapshot;
@@ -98,6 +100,28 @@ pub struct SnapshotCost {
     pub us: f64,
 }
 
+/// The fused kernel (`kernels/fused.cu`): `steps_per_pass` steps per pass over memory
+/// and, on several GPUs, as many steps per halo exchange.
+#[derive(Debug, Clone, Serialize)]
+pub struct FusedRow {
+    pub cells_per_gpu: usize,
+    pub gpus: usize,
+    pub steps_per_pass: usize,
+    pub us_per_step: f64,
+    /// Cells updated per second per GPU.
+    pub gcells_per_s: f64,
+    /// Over the two-kernel roofline of the same GPU: copy bandwidth / 32 B per cell.
+    pub vs_roofline: f64,
+    /// The two-kernel step measured in this run (interior on one GPU, `overlap` on
+    /// several) over this one: the speedup.
+    pub vs_two_kernel: Option<f64>,
+    /// Time per step over one empty-kernel launch of this run.
+    pub vs_launch: f64,
+    /// Steps compared with the CPU reference from step 0, and how many cells differed.
+    pub checked_steps: u64,
+    pub differing_cells: usize,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct GpuBench {
     pub gpus: Vec<String>,
@@ -110,6 +134,8 @@ pub struct GpuBench {
     pub scaling: Vec<Scaling>,
     pub strong: Vec<StrongScaling>,
     pub snapshot: Vec<SnapshotCost>,
+    #[serde(default)]
+    pub fused: Vec<FusedRow>,
 }
 
 /// Runs `f` with GPU `gpu`'s primary context current on this thread.
@@ -399,6 +425,59 @@ pub fn run(gpus: &[i32], seconds: f64) -> Result<GpuBench> {
             us: median(&samples).expect("samples"),
         });
     }
+    let mut fused = Vec::new();
+    let bw = copy[0].gb_per_s;
+    let two_kernel = |cells: usize, n: usize| {
+        if n == 1 {
+            interior
+                .iter()
+                .find(|i| i.gpu == gpus[0] && i.cells == cells)
+                .map(|i| i.us_per_step)
+        } else {
+            let m = modes
+                .iter()
+                .find(|m| m.mode == "overlap" && m.cells_per_gpu == cells && m.gpus == n);
+            m.map(|m| m.us_per_step)
+        }
+    };
+    let mut configs: Vec<(usize, &[i32])> = vec![
+        (1 << 20, &gpus[..1]),
+        (1 << 24, &gpus[..1]),
+        (1 << 28, &gpus[..1]),
+    ];
+    for cells in [1usize << 16, 1 << 26] {
+        configs.extend(sets.iter().map(|g| (cells, *g)));
+    }
+    for (cells, g) in configs {
+        let k = fused::MAX_STEPS;
+        let s = bench_scenario(cells * g.len(), g.len())?;
+        let mut run = WideRun::new(&s, g, k, 1 << 20)?;
+        // Compared with the CPU reference first: a few passes, one for the largest grids
+        // (the CPU steps 2^28 cells in about a second).
+        let passes = if cells * g.len() <= 1 << 24 { 40 } else { 1 };
+        let differing_cells = run.check(&s, passes)?;
+        let per = run.time(2)?;
+        let wanted = (seconds * 1e6 / (per * k as f64)) as usize;
+        let n = wanted.clamp(2, run.passes_left() / 4);
+        let mut samples = Vec::new();
+        for _ in 0..3 {
+            samples.push(run.time(n)?);
+        }
+        let us = median(&samples).expect("samples");
+        let gcells = cells as f64 / us / 1e3;
+        fused.push(FusedRow {
+            cells_per_gpu: cells,
+            gpus: g.len(),
+            steps_per_pass: k,
+            us_per_step: us,
+            gcells_per_s: gcells,
+            vs_roofline: gcells / (bw / BYTES_PER_CELL),
+            vs_two_kernel: two_kernel(cells, g.len()).map(|t| t / us),
+            vs_launch: us / launch_us,
+            checked_steps: passes as u64 * k as u64,
+            differing_cells,
+        });
+    }
     Ok(GpuBench {
         gpus: gpus.iter().map(|&g| names[g as usize].clone()).collect(),
         copy,
@@ -409,6 +488,7 @@ pub fn run(gpus: &[i32], seconds: f64) -> Result<GpuBench> {
         scaling,
         strong,
         snapshot,
+        fused,
     })
 }
 
@@ -497,6 +577,40 @@ impl GpuBench {
                 100.0 * s.efficiency
             );
         }
+        o += "\n== fused kernel: k steps per pass over memory, and per halo exchange on several GPUs\n";
+        o += &format!(
+            "{:>10} {:>4} {:>3} {:>9} {:>10} {:>12} {:>12} {:>10} {:>16}\n",
+            "cells/GPU",
+            "GPUs",
+            "k",
+            "µs/step",
+            "Gcells/s",
+            "vs roofline",
+            "vs 2-kernel",
+            "vs launch",
+            "bits vs CPU"
+        );
+        for f in &self.fused {
+            let two = f.vs_two_kernel.map_or("-".into(), |r| format!("{r:.2}x"));
+            let bits = if f.differing_cells == 0 {
+                format!("same ({} steps)", f.checked_steps)
+            } else {
+                format!("{} cells differ", f.differing_cells)
+            };
+            o += &format!(
+                "{:>10} {:>4} {:>3} {:>9.3} {:>10.1} {:>11.2}x {:>12} {:>9.2}x {:>16}\n",
+                f.cells_per_gpu,
+                f.gpus,
+                f.steps_per_pass,
+                f.us_per_step,
+                f.gcells_per_s,
+                f.vs_roofline,
+                two,
+                f.vs_launch,
+                bits
+            );
+        }
+        o += "(roofline: the copy bandwidth over 32 B per cell, the two-kernel step's traffic; a pass moves 24 B per cell for k steps. 2-kernel: interior on one GPU, overlap on several)\n";
         o += "\n== snapshot (reduction kernel + async copy into pinned memory)\n";
         for s in &self.snapshot {
             o += &format!("{:>10} cells, {} columns: {:>8.1} µs\n", s.cells, s.columns, s.us);

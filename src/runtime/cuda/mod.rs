@@ -11,6 +11,7 @@ mod backend;
 pub mod bench;
 #[allow(unsafe_code)]
 mod sys;
+mod wide;
 
 pub use backend::CudaBackend;
 
@@ -34,6 +35,7 @@ use sys::{Arg, DevicePtr, DriverError};
 
 const FDTD_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fdtd1d.ptx"));
 const REDUCE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/reduce.ptx"));
+const FUSED_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused.ptx"));
 const BLOCK: u32 = 256;
 /// A trace id meaning "recorded, but outside the timed window".
 const UNTIMED: u64 = u64::MAX;

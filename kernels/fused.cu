@@ -1,0 +1,134 @@
+// Several 1D Yee steps per pass over memory (temporal blocking): the algorithm of
+// src/fused.rs, which documents why it gives the bits of one step at a time.
+//
+// Arrays are one device's held cells (src/fused.rs `Held`): `len` cells, `update_h`
+// defined on h_lo..h_hi, `update_e` on e_lo..e_hi. A pass of `k` steps is two launches:
+// `fused_edges` saves every tile's margins (and the Mur state) as they were before the
+// pass, then `fused_steps` runs one block per tile: it loads its TILE cells and MARGIN =
+// k + 1 cells each side into shared memory, runs k steps there and writes its own cells
+// back. Blocks never read what another block writes. Compiled with --fmad=false.
+
+#define TILE 2048
+#define MAX_STEPS 16
+#define MAX_MARGIN (MAX_STEPS + 1)
+#define SPAN (TILE + 2 * MAX_MARGIN)
+
+// Strip b holds cells b*TILE - margin .. b*TILE + margin of both fields (clipped to the
+// array). One block per strip, one thread per cell; block 0 also saves `prev`.
+extern "C" __global__ void fused_edges(const float *__restrict__ ex, const float *__restrict__ hy,
+                                       const float *__restrict__ prev, float *__restrict__ strip_ex,
+                                       float *__restrict__ strip_hy, float *__restrict__ prev_in,
+                                       int len, int margin) {
+    int b = blockIdx.x;
+    int i = threadIdx.x;
+    int j = b * TILE - margin + i;
+    if (i < 2 * margin && j >= 0 && j < len) {
+        strip_ex[b * 2 * margin + i] = ex[j];
+        strip_hy[b * 2 * margin + i] = hy[j];
+    }
+    if (b == 0 && i == 0) {
+        prev_in[0] = prev[0];
+        prev_in[1] = prev[1];
+    }
+}
+
+// `table` holds the source values of this pass's steps, k rows of `nsrc`; `src_info` the
+// local cell and hard flag of each source. End kinds: 0 none, 1 PEC, 2 Mur.
+extern "C" __global__ void fused_steps(float *__restrict__ ex, float *__restrict__ hy,
+                                       const float *__restrict__ ca, const float *__restrict__ cb,
+                                       float *__restrict__ prev, const float *__restrict__ prev_in,
+                                       const float *__restrict__ strip_ex,
+                                       const float *__restrict__ strip_hy,
+                                       const float *__restrict__ table,
+                                       const int *__restrict__ src_info, int nsrc, int len, int k,
+                                       float ch, int h_lo, int h_hi, int e_lo, int e_hi,
+                                       int left_kind, int left, float left_mur, int right_kind,
+                                       int right, float right_mur) {
+    __shared__ float sex[SPAN];
+    __shared__ float shy[SPAN];
+    __shared__ float sca[SPAN];
+    __shared__ float scb[SPAN];
+    const int margin = k + 1;
+    const int b = blockIdx.x;
+    const int t0 = b * TILE;
+    const int t1 = min(t0 + TILE, len);
+    const int base = t0 - margin; // shared index = global (local array) index − base
+    const int a = max(base, 0);
+    const int z = min(t1 + margin, len);
+    const int tid = threadIdx.x;
+    const int bd = blockDim.x;
+
+    for (int j = a + tid; j < z; j += bd) {
+        int s = j - base;
+        float e, h;
+        if (j < t0) {
+            e = strip_ex[b * 2 * margin + s];
+            h = strip_hy[b * 2 * margin + s];
+        } else if (j < t1) {
+            e = ex[j];
+            h = hy[j];
+        } else {
+            int i = (b + 1) * 2 * margin + (j - (t1 - margin));
+            e = strip_ex[i];
+            h = strip_hy[i];
+        }
+        sex[s] = e;
+        shy[s] = h;
+        sca[s] = ca[j];
+        scb[s] = cb[j];
+    }
+    float p0 = prev_in[0];
+    float p1 = prev_in[1];
+    __syncthreads();
+
+    const int hl = max(a, h_lo), hh = min(z - 1, h_hi);
+    const int el = max(a + 1, e_lo), eh = min(z, e_hi);
+    for (int t = 0; t < k; t++) {
+        for (int j = hl + tid; j < hh; j += bd) {
+            int s = j - base;
+            shy[s] = shy[s] + ch * (sex[s] - sex[s + 1]);
+        }
+        __syncthreads();
+        for (int j = el + tid; j < eh; j += bd) {
+            int s = j - base;
+            sex[s] = sca[s] * sex[s] + scb[s] * (shy[s - 1] - shy[s]);
+        }
+        __syncthreads();
+        if (tid == 0) {
+            for (int i = 0; i < nsrc; i++) {
+                int pos = src_info[2 * i];
+                if (pos >= a && pos < z) {
+                    float v = table[t * nsrc + i];
+                    int s = pos - base;
+                    sex[s] = src_info[2 * i + 1] ? v : sex[s] + v;
+                }
+            }
+            if (left_kind != 0 && left >= a && left + 1 < z) {
+                float inner = sex[left + 1 - base];
+                int s = left - base;
+                sex[s] = left_kind == 1 ? 0.0f : p0 + left_mur * (inner - sex[s]);
+                p0 = inner;
+            }
+            if (right_kind != 0 && right > a && right < z) {
+                float inner = sex[right - 1 - base];
+                int s = right - base;
+                sex[s] = right_kind == 1 ? 0.0f : p1 + right_mur * (inner - sex[s]);
+                p1 = inner;
+            }
+        }
+        __syncthreads();
+    }
+
+    for (int j = t0 + tid; j < t1; j += bd) {
+        ex[j] = sex[j - base];
+        hy[j] = shy[j - base];
+    }
+    if (tid == 0) {
+        if (left_kind != 0 && left >= t0 && left < t1) {
+            prev[0] = p0;
+        }
+        if (right_kind != 0 && right >= t0 && right < t1) {
+            prev[1] = p1;
+        }
+    }
+}
