@@ -3,8 +3,8 @@
 // They must perform the float operations of src/physics.rs in the same order, and are
 // compiled with --fmad=false (build.rs), so the GPU and the CPU agree bit for bit.
 //
-// Every array is a device's local array: index 0 is the left halo, 1..=m the owned cells,
-// m+1 the right halo. `start`/`count` select local indices start..start+count.
+// Every array is a device's local array (src/decomp.rs): HALO halo cells, the m owned
+// cells, HALO halo cells. `start`/`count` select local indices start..start+count.
 
 // __restrict__: the arrays never alias, so reads may take the read-only data path (the
 // float operations, and so the bits, are unchanged).
@@ -35,22 +35,22 @@ extern "C" __global__ void apply_source(float *ex, unsigned int i, float value, 
     }
 }
 
-// The grid ends a device holds: kind 0 none, 1 PEC, 2 first-order Mur with coefficient
-// `mur_*`. prev[0] / prev[1] keep the inner node of the left / right end from the step
-// before (physics::apply_end).
-extern "C" __global__ void boundaries(float *ex, float *prev, unsigned int m, int left, float mur_left,
-                                      int right, float mur_right) {
+// The grid ends a device holds, at local cells `first` and `last`: kind 0 none, 1 PEC,
+// 2 first-order Mur with coefficient `mur_*`. prev[0] / prev[1] keep the inner node of the
+// left / right end from the step before (physics::apply_end).
+extern "C" __global__ void boundaries(float *ex, float *prev, unsigned int first, unsigned int last,
+                                      int left, float mur_left, int right, float mur_right) {
     if (blockIdx.x != 0 || threadIdx.x != 0) {
         return;
     }
     if (left != 0) {
-        float inner = ex[2];
-        ex[1] = left == 1 ? 0.0f : prev[0] + mur_left * (inner - ex[1]);
+        float inner = ex[first + 1];
+        ex[first] = left == 1 ? 0.0f : prev[0] + mur_left * (inner - ex[first]);
         prev[0] = inner;
     }
     if (right != 0) {
-        float inner = ex[m - 1];
-        ex[m] = right == 1 ? 0.0f : prev[1] + mur_right * (inner - ex[m]);
+        float inner = ex[last - 1];
+        ex[last] = right == 1 ? 0.0f : prev[1] + mur_right * (inner - ex[last]);
         prev[1] = inner;
     }
 }

@@ -1,17 +1,22 @@
-//! Domain decomposition: each device owns a contiguous range of cells plus one halo cell
-//! per side, and runs the three kernels over cells it owns. Halo values arrive from
+//! Domain decomposition: each device owns a contiguous range of cells plus [`HALO`] halo
+//! cells per side, and runs the kernels over the cells it holds. Halo values arrive from
 //! outside — the runtimes move them; this module only says where they live.
 //!
-//! Local layout of every per-device array: index `i` holds global cell `lo − 1 + i`, so
-//! index 0 is the left halo, `1..=m` are the owned cells and `m + 1` is the right halo.
-//! The kernels need exactly two halos: `update_h` on the last owned cell reads `Ex` of the
-//! right neighbour's first cell, and `update_e` on the first owned cell reads `Hy` of the
-//! left neighbour's last cell.
+//! Local layout of every per-device array: index `i` holds global cell `lo − HALO + i`,
+//! so `HALO..HALO + m` are the owned cells. A one-step exchange needs only the halo cells
+//! next to the owned ones: `update_h` on the last owned cell reads `Ex` of the right
+//! neighbour's first cell, and `update_e` on the first owned cell reads `Hy` of the left
+//! neighbour's last cell. The wide-halo modes use them all: they compute some of their
+//! neighbours' cells too, and exchange once every few steps (src/fused.rs).
 
 use std::ops::Range;
 
 use crate::physics::{self, Coefficients, EndCondition, PlacedSource};
 use crate::scenario::Scenario;
+
+/// Halo cells on each side of every device's arrays: the most steps a wide-halo mode may
+/// run between exchanges.
+pub const HALO: usize = crate::fused::MAX_STEPS;
 
 /// Which field an operation touches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -82,9 +87,11 @@ impl DeviceState {
     pub fn new(index: usize, cells: Range<usize>, s: &Scenario, c: &Coefficients) -> Self {
         let (lo, hi, n) = (cells.start, cells.end, s.cells);
         let m = hi - lo;
+        let len = m + 2 * HALO;
+        let held = lo.saturating_sub(HALO)..(hi + HALO).min(n);
         let mut coef_runs: Vec<(usize, usize, f32, f32)> = Vec::new();
-        for i in 0..m + 2 {
-            let k = (lo + i).checked_sub(1).filter(|&k| k < n);
+        for i in 0..len {
+            let k = (lo + i).checked_sub(HALO).filter(|&k| k < n);
             let (a, b) = k.map_or((0.0, 0.0), |k| (c.ca[k], c.cb[k]));
             match coef_runs.last_mut() {
                 Some(run) if run.2.to_bits() == a.to_bits() && run.3.to_bits() == b.to_bits() => {
@@ -96,7 +103,7 @@ impl DeviceState {
         let sources = s
             .sources
             .iter()
-            .filter(|src| cells.contains(&src.position))
+            .filter(|src| held.contains(&src.position))
             .map(|src| {
                 let placed = PlacedSource {
                     position: src.position,
@@ -104,7 +111,7 @@ impl DeviceState {
                     injection: src.injection,
                     amplitude: src.amplitude,
                 };
-                (src.position + 1 - lo, placed)
+                (src.position + HALO - lo, placed)
             })
             .collect();
         DeviceState {
@@ -112,8 +119,8 @@ impl DeviceState {
             lo,
             hi,
             n,
-            ex: vec![0.0; m + 2],
-            hy: vec![0.0; m + 2],
+            ex: vec![0.0; len],
+            hy: vec![0.0; len],
             coef_runs,
             ch: c.ch,
             sources,
@@ -131,13 +138,23 @@ impl DeviceState {
 
     /// Local index of global cell `k` (halos included).
     pub fn local(&self, k: usize) -> usize {
-        k + 1 - self.lo
+        k + HALO - self.lo
     }
 
-    /// Owned cells of `cells` on which a kernel is defined, as local indices.
+    /// Local indices of the owned cells.
+    pub fn owned_local(&self) -> Range<usize> {
+        HALO..HALO + self.cells()
+    }
+
+    /// Local index of the left / right end cell of the grid, where this device owns it.
+    pub fn end_cells(&self) -> (usize, usize) {
+        (HALO, HALO + self.cells() - 1)
+    }
+
+    /// Held cells of `cells` on which a kernel is defined, as local indices.
     fn clamp(&self, cells: &Range<usize>, valid: Range<usize>) -> Range<usize> {
-        let a = cells.start.max(self.lo).max(valid.start);
-        let b = cells.end.min(self.hi).min(valid.end);
+        let a = cells.start.max(self.lo.saturating_sub(HALO)).max(valid.start);
+        let b = cells.end.min(self.hi + HALO).min(valid.end);
         if a >= b {
             0..0
         } else {
@@ -145,15 +162,22 @@ impl DeviceState {
         }
     }
 
-    /// The local cells a kernel launched over global `cells` works on: owned cells where
+    /// The local cells a kernel launched over global `cells` works on: held cells where
     /// the kernel is defined (the CUDA runtime launches exactly these).
     pub fn kernel_range(&self, kernel: Kernel, cells: &Range<usize>) -> Range<usize> {
-        let valid = match kernel {
-            Kernel::UpdateH => 0..self.n - 1,
-            Kernel::UpdateE => 1..self.n - 1,
-            Kernel::SourcesBoundaries => 0..self.n,
+        let r = match kernel {
+            Kernel::UpdateH => self.clamp(cells, 0..self.n - 1),
+            Kernel::UpdateE => self.clamp(cells, 1..self.n - 1),
+            Kernel::SourcesBoundaries => self.clamp(cells, 0..self.n),
         };
-        self.clamp(cells, valid)
+        // update_h reads Ex one cell to the right, update_e Hy one to the left: never past
+        // the ends of the array.
+        let len = self.ex.len();
+        match kernel {
+            Kernel::UpdateH => r.start..r.end.min(len - 1),
+            Kernel::UpdateE => r.start.max(1)..r.end.max(1),
+            Kernel::SourcesBoundaries => r,
+        }
     }
 
     /// Sources on the local cells `local`, with their local index, in scenario order.
@@ -177,17 +201,17 @@ impl DeviceState {
         (ca, cb)
     }
 
-    /// `update_h` over the owned part of the global range `cells`.
+    /// `update_h` over the held part of the global range `cells`.
     pub fn update_h(&mut self, cells: &Range<usize>) {
-        let r = self.clamp(cells, 0..self.n - 1);
+        let r = self.kernel_range(Kernel::UpdateH, cells);
         if !r.is_empty() {
             physics::update_h(&mut self.hy[r.clone()], &self.ex[r.start..r.end + 1], self.ch);
         }
     }
 
-    /// `update_e` over the owned part of the global range `cells`.
+    /// `update_e` over the held part of the global range `cells`.
     pub fn update_e(&mut self, cells: &Range<usize>) {
-        let r = self.clamp(cells, 1..self.n - 1);
+        let r = self.kernel_range(Kernel::UpdateE, cells);
         if !r.is_empty() {
             for &(s, e, ca, cb) in &self.coef_runs {
                 let (a, b) = (s.max(r.start), e.min(r.end));
@@ -198,7 +222,7 @@ impl DeviceState {
         }
     }
 
-    /// Sources on the owned part of `cells`, then the grid ends among them.
+    /// Sources on the held part of `cells`, then the grid ends among them.
     pub fn sources_boundaries(&mut self, cells: &Range<usize>, step: u64) {
         let r = self.clamp(cells, 0..self.n);
         if r.is_empty() {
@@ -209,14 +233,14 @@ impl DeviceState {
                 src.apply(&mut self.ex[*i], step);
             }
         }
-        if let Some(cond) = self.left_end.filter(|_| r.contains(&1)) {
-            let inner = self.ex[2];
-            physics::apply_end(cond, &mut self.ex[1], inner, &mut self.prev_left);
+        let (l, e) = self.end_cells();
+        if let Some(cond) = self.left_end.filter(|_| r.contains(&l)) {
+            let inner = self.ex[l + 1];
+            physics::apply_end(cond, &mut self.ex[l], inner, &mut self.prev_left);
         }
-        let m = self.cells();
-        if let Some(cond) = self.right_end.filter(|_| r.contains(&m)) {
-            let inner = self.ex[m - 1];
-            physics::apply_end(cond, &mut self.ex[m], inner, &mut self.prev_right);
+        if let Some(cond) = self.right_end.filter(|_| r.contains(&e)) {
+            let inner = self.ex[e - 1];
+            physics::apply_end(cond, &mut self.ex[e], inner, &mut self.prev_right);
         }
     }
 
@@ -256,14 +280,14 @@ impl DeviceState {
 
     /// The owned part of a field.
     pub fn owned(&self, f: Field) -> &[f32] {
-        &self.field(f)[1..=self.cells()]
+        &self.field(f)[self.owned_local()]
     }
 
     /// Sets the owned part of both fields (tests, initial conditions).
     pub fn set_owned(&mut self, ex: &[f32], hy: &[f32]) {
-        let m = self.cells();
-        self.ex[1..=m].copy_from_slice(&ex[self.lo..self.hi]);
-        self.hy[1..=m].copy_from_slice(&hy[self.lo..self.hi]);
+        let o = self.owned_local();
+        self.ex[o.clone()].copy_from_slice(&ex[self.lo..self.hi]);
+        self.hy[o].copy_from_slice(&hy[self.lo..self.hi]);
     }
 }
 
@@ -333,17 +357,17 @@ impl Domain {
     /// One step with the plainest correct exchange: every kernel of a phase on every
     /// device, then that phase's halos. The reference ordering the runtimes must match.
     pub fn step(&mut self, step: u64) {
-        let all = 0..usize::MAX;
         let faces = self.interfaces();
         for d in &mut self.devices {
-            d.update_h(&all);
+            d.update_h(&(d.lo..d.hi));
         }
         for &i in &faces {
             self.copy_halo(i, Field::Hy);
         }
         for d in &mut self.devices {
-            d.update_e(&all);
-            d.sources_boundaries(&all, step);
+            let owned = d.lo..d.hi;
+            d.update_e(&owned);
+            d.sources_boundaries(&owned, step);
         }
         for &i in &faces {
             self.copy_halo(i, Field::Ex);

@@ -1,6 +1,6 @@
 //! One test per CUDA rule of DESIGN.md, on tiny hand-written step programs run by the sim.
 
-use haloscope::decomp::{Field, Kernel};
+use haloscope::decomp::{Field, HALO, Kernel};
 use haloscope::program::{EventId, EventInfo, Mode, Op, Program, StreamId};
 use haloscope::runtime::sim::SimRuntime;
 use haloscope::scenario::{Scenario, parse};
@@ -303,10 +303,10 @@ fn copy_program(wait: bool) -> Program {
 #[test]
 fn rule5_a_copy_that_does_not_wait_reads_its_source_before_the_producer_wrote_it() {
     let (rt, _) = run_one(copy_program(false));
-    let halo = *rt.device_local(0, Field::Ex).unwrap().last().unwrap();
+    let halo = rt.device_local(0, Field::Ex).unwrap()[HALO + 4]; // global cell 4
     assert_eq!(halo, 0.0, "stale: the copy read Ex[4] before the kernel wrote it");
     let (rt, _) = run_one(copy_program(true));
-    let halo = *rt.device_local(0, Field::Ex).unwrap().last().unwrap();
+    let halo = rt.device_local(0, Field::Ex).unwrap()[HALO + 4]; // global cell 4
     assert_eq!(halo, 1.0, "with the wait the copy reads the produced value");
 }
 
@@ -358,7 +358,7 @@ fn rule5_a_kernel_that_completes_before_the_copy_lands_uses_the_old_halo() {
     };
     let hy3 = |ordered| {
         let (rt, _) = run_one(make(ordered));
-        rt.device_local(0, Field::Hy).unwrap()[4]
+        rt.device_local(0, Field::Hy).unwrap()[HALO + 3] // global cell 3
     };
     assert_eq!(hy3(false), 0.0, "the consumer ran before the halo landed");
     assert_eq!(

@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 
 use super::OpError;
 use crate::cost::CostModel;
-use crate::decomp::{DeviceState, Domain, Field, Kernel};
+use crate::decomp::{DeviceState, Domain, Field, HALO, Kernel};
 use crate::physics::Coefficients;
 use crate::program::{Op, Program, StreamId};
 use crate::scenario::Scenario;
@@ -714,7 +714,7 @@ impl Executor {
         Ok(())
     }
 
-    /// Device `d`'s local array of `f`: left halo, owned cells, right halo.
+    /// Device `d`'s local array of `f`: halo, owned cells, halo.
     fn local(&self, d: usize, f: Field) -> anyhow::Result<Vec<f32>> {
         let stopped = || anyhow::anyhow!("device thread dev-{d} has stopped");
         let (tx, rx) = bounded(1);
@@ -736,7 +736,7 @@ impl Executor {
         let mut out = Vec::new();
         for d in 0..self.commands.len() {
             let v = self.local(d, f)?;
-            out.extend_from_slice(&v[1..v.len() - 1]);
+            out.extend_from_slice(&v[HALO..v.len() - HALO]);
         }
         Ok(out)
     }
@@ -1111,7 +1111,7 @@ impl SimRuntime {
         }
     }
 
-    /// Device `d`'s local array of `f`, halos included (index 0 and the last).
+    /// Device `d`'s local array of `f`, halos included (`decomp::HALO` cells each side).
     pub fn device_local(&self, d: usize, f: Field) -> anyhow::Result<Vec<f32>> {
         match &self.compute {
             Compute::Threads(x) => x.local(d, f),

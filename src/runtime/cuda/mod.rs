@@ -24,7 +24,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::OpError;
-use crate::decomp::{DeviceState, Field, Kernel};
+use crate::decomp::{DeviceState, Field, HALO, Kernel};
 use crate::error::UsageError;
 use crate::physics::{Coefficients, EndCondition};
 use crate::program::{Op, OpKind, Program, StreamId};
@@ -1029,7 +1029,7 @@ impl Dev {
         let ncols = c1 - c0;
         let local: Vec<usize> = edges[c0..=c1]
             .iter()
-            .map(|&e| e.clamp(cells.start, cells.end) - cells.start + 1)
+            .map(|&e| e.clamp(cells.start, cells.end) - cells.start + HALO)
             .collect();
         // Chunks per column: blocks of 256 threads reading ~16k cells each.
         let chunks = (m / ncols.max(1) / (1 << 14)).clamp(1, 64);
@@ -1091,11 +1091,11 @@ impl Dev {
         }];
         if reference.is_some() {
             copies.push(sys::Xfer::ToHost {
-                src: ex + 4,
+                src: ex + 4 * HALO as u64,
                 host: ex_at..ex_at + m,
             });
             copies.push(sys::Xfer::ToHost {
-                src: hy + 4,
+                src: hy + 4 * HALO as u64,
                 host: ex_at + m..ex_at + 2 * m,
             });
         }
@@ -1163,12 +1163,12 @@ impl Dev {
 
     fn fields(&mut self) -> Result<(Vec<f32>, Vec<f32>), Failure> {
         sys::synchronize_context()?;
-        let m = self.meta.cells();
-        let mut ex = vec![0.0; m + 2];
-        let mut hy = vec![0.0; m + 2];
+        let o = self.meta.owned_local();
+        let mut ex = vec![0.0; self.meta.ex.len()];
+        let mut hy = vec![0.0; self.meta.ex.len()];
         sys::download(&mut ex, self.buffers[0])?;
         sys::download(&mut hy, self.buffers[1])?;
-        Ok((ex[1..=m].to_vec(), hy[1..=m].to_vec()))
+        Ok((ex[o.clone()].to_vec(), hy[o].to_vec()))
     }
 
     fn event(&self, e: usize) -> Option<sys::Event> {
@@ -1245,7 +1245,7 @@ impl Dev {
                 let ptr = |d: usize| {
                     let (ex, hy) = *sh.fields[d].get().expect("published before the first step");
                     let base = if *field == Field::Ex { ex } else { hy };
-                    base + 4 * (cells.start + 1 - sh.ranges[d].start) as u64
+                    base + 4 * (cells.start + HALO - sh.ranges[d].start) as u64
                 };
                 let ctx = |d: usize| *sh.contexts[d].get().expect("published before the first step");
                 let (src_ptr, dst_ptr, src_ctx, dst_ctx) = (ptr(*src), ptr(*dst), ctx(*src), ctx(*dst));
@@ -1317,19 +1317,20 @@ impl Dev {
                     ];
                     sys::launch(self.k.apply_source, 1, 1, st, &args)?;
                 }
-                let m = self.meta.cells();
+                let (first, last) = self.meta.end_cells();
                 let (left, right) = self.meta.ends();
                 let end = |c: Option<EndCondition>, local: usize| match c.filter(|_| r.contains(&local)) {
                     None => (0, 0.0),
                     Some(EndCondition::Pec) => (1, 0.0),
                     Some(EndCondition::Mur(k)) => (2, k),
                 };
-                let ((lk, lc), (rk, rc)) = (end(left, 1), end(right, m));
+                let ((lk, lc), (rk, rc)) = (end(left, first), end(right, last));
                 if lk != 0 || rk != 0 {
                     let args = [
                         Arg::Ptr(ex),
                         Arg::Ptr(prev),
-                        Arg::U32(m as u32),
+                        Arg::U32(first as u32),
+                        Arg::U32(last as u32),
                         Arg::I32(lk),
                         Arg::F32(lc),
                         Arg::I32(rk),
