@@ -10,6 +10,9 @@
 //! neighbours' cells too, and exchange once every few steps (src/fused.rs).
 
 use std::ops::Range;
+use std::sync::OnceLock;
+
+use crate::fused::{self, Held};
 
 use crate::physics::{self, Coefficients, EndCondition, PlacedSource};
 use crate::scenario::Scenario;
@@ -17,6 +20,10 @@ use crate::scenario::Scenario;
 /// Halo cells on each side of every device's arrays: the most steps a wide-halo mode may
 /// run between exchanges.
 pub const HALO: usize = crate::fused::MAX_STEPS;
+
+/// Cells per tile of the fused pass on the CPU (the GPU's blocks take 2048): a tile's
+/// fields and coefficients stay in the L2 cache.
+const FUSED_TILE: usize = 8192;
 
 /// Which field an operation touches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -40,6 +47,10 @@ pub enum Kernel {
     UpdateH,
     UpdateE,
     SourcesBoundaries,
+    /// `steps` whole steps in one pass over memory (src/fused.rs).
+    Fused {
+        steps: u32,
+    },
 }
 
 impl Kernel {
@@ -48,6 +59,7 @@ impl Kernel {
             Kernel::UpdateH => "update_h",
             Kernel::UpdateE => "update_e",
             Kernel::SourcesBoundaries => "sources_boundaries",
+            Kernel::Fused { .. } => "fused_steps",
         }
     }
 
@@ -57,6 +69,7 @@ impl Kernel {
             Kernel::UpdateH => 12.0,          // read ex, read+write hy
             Kernel::UpdateE => 20.0,          // read hy, ca, cb, read+write ex (as on the GPU)
             Kernel::SourcesBoundaries => 0.0, // a handful of cells
+            Kernel::Fused { .. } => 24.0,     // ex, hy, ca, cb in; ex, hy out: once per pass
         }
     }
 }
@@ -81,6 +94,8 @@ pub struct DeviceState {
     right_end: Option<EndCondition>,
     prev_left: f32,
     prev_right: f32,
+    /// This device as the fused kernel sees it, built at its first pass.
+    held: OnceLock<Held>,
 }
 
 impl DeviceState {
@@ -128,6 +143,7 @@ impl DeviceState {
             right_end: (hi == n).then(|| EndCondition::new(s.right, c.mur_right)),
             prev_left: 0.0,
             prev_right: 0.0,
+            held: OnceLock::new(),
         }
     }
 
@@ -168,15 +184,15 @@ impl DeviceState {
         let r = match kernel {
             Kernel::UpdateH => self.clamp(cells, 0..self.n - 1),
             Kernel::UpdateE => self.clamp(cells, 1..self.n - 1),
-            Kernel::SourcesBoundaries => self.clamp(cells, 0..self.n),
+            Kernel::SourcesBoundaries | Kernel::Fused { .. } => self.clamp(cells, 0..self.n),
         };
         // update_h reads Ex one cell to the right, update_e Hy one to the left: never past
         // the ends of the array.
-        let len = self.ex.len();
+        let len = self.cells() + 2 * HALO;
         match kernel {
             Kernel::UpdateH => r.start..r.end.min(len - 1),
             Kernel::UpdateE => r.start.max(1)..r.end.max(1),
-            Kernel::SourcesBoundaries => r,
+            Kernel::SourcesBoundaries | Kernel::Fused { .. } => r,
         }
     }
 
@@ -192,7 +208,7 @@ impl DeviceState {
 
     /// Per-cell `(ca, cb)` of the local array, halos included (zero outside the grid).
     pub fn coefficient_arrays(&self) -> (Vec<f32>, Vec<f32>) {
-        let len = self.ex.len();
+        let len = self.cells() + 2 * HALO;
         let (mut ca, mut cb) = (vec![0.0; len], vec![0.0; len]);
         for &(s, e, a, b) in &self.coef_runs {
             ca[s..e].fill(a);
@@ -250,7 +266,47 @@ impl DeviceState {
             Kernel::UpdateH => self.update_h(cells),
             Kernel::UpdateE => self.update_e(cells),
             Kernel::SourcesBoundaries => self.sources_boundaries(cells, step),
+            Kernel::Fused { steps } => self.fused(cells, steps as usize, step),
         }
+    }
+
+    /// This device as the fused kernel sees it: coefficients per cell, where each kernel
+    /// is defined, sources and ends, in the local layout.
+    pub fn held(&self) -> &Held {
+        self.held.get_or_init(|| {
+            let (ca, cb) = self.coefficient_arrays();
+            let all = 0..usize::MAX;
+            let (l, r) = self.end_cells();
+            Held {
+                lo: self.lo,
+                hi: self.hi,
+                halo: HALO,
+                ch: self.ch,
+                ca,
+                cb,
+                h_valid: self.kernel_range(Kernel::UpdateH, &all),
+                e_valid: self.kernel_range(Kernel::UpdateE, &all),
+                sources: self.sources.clone(),
+                left: self.left_end.map(|c| (c, l)),
+                right: self.right_end.map(|c| (c, r)),
+            }
+        })
+    }
+
+    /// `steps` steps from step `step` over the held part of `cells` in one pass of tiles
+    /// (src/fused.rs): the cells within `steps` of the ends of that span come out stale.
+    pub fn fused(&mut self, cells: &Range<usize>, steps: usize, step: u64) {
+        let span = self.kernel_range(Kernel::Fused { steps: steps as u32 }, cells);
+        if span.is_empty() {
+            return;
+        }
+        let mut f = fused::Fields {
+            ex: std::mem::take(&mut self.ex),
+            hy: std::mem::take(&mut self.hy),
+            prev: [self.prev_left, self.prev_right],
+        };
+        fused::pass(self.held(), &mut f, span, steps, step, FUSED_TILE);
+        (self.ex, self.hy, [self.prev_left, self.prev_right]) = (f.ex, f.hy, f.prev);
     }
 
     pub fn field(&self, f: Field) -> &[f32] {

@@ -132,19 +132,22 @@ impl Fields {
     }
 }
 
-/// Advances `f` by `steps` steps, the first one numbered `step`, tile by tile as the GPU
-/// kernel does (one tile = one thread block). Owned cells and the margins the tiles share
-/// come out as after `steps` plain steps; the `steps` outermost cells of each side of
-/// the held array do not (they need the neighbours: see [`exchange`]).
-pub fn pass(h: &Held, f: &mut Fields, steps: usize, step: u64, tile: usize) {
+/// Advances `f` by `steps` steps, the first one numbered `step`, over the local cells
+/// `span` (nothing outside it is read or written), tile by tile as the GPU kernel does (one
+/// tile = one thread block). Owned cells and the margins the tiles share come out as after
+/// `steps` plain steps; the `steps` outermost cells of each side of `span` do not (they
+/// need the neighbours: see [`exchange`]).
+pub fn pass(h: &Held, f: &mut Fields, span: Range<usize>, steps: usize, step: u64, tile: usize) {
     let before = f.clone(); // what the GPU's edge strips and untouched tiles hold
-    let len = h.len();
-    for t0 in (0..len).step_by(tile) {
-        let t1 = (t0 + tile).min(len);
+    for t0 in span.clone().step_by(tile) {
+        let t1 = (t0 + tile).min(span.end);
         // `steps` cells of margin, plus one: a Mur end reads its inner neighbour, which
         // must still be exact in the last step when the end cell is a tile's first or
         // last cell.
-        let (a, z) = (t0.saturating_sub(steps + 1), (t1 + steps + 1).min(len));
+        let (a, z) = (
+            t0.saturating_sub(steps + 1).max(span.start),
+            (t1 + steps + 1).min(span.end),
+        );
         let mut ex = before.ex[a..z].to_vec();
         let mut hy = before.hy[a..z].to_vec();
         let mut prev = before.prev;
@@ -154,8 +157,7 @@ pub fn pass(h: &Held, f: &mut Fields, steps: usize, step: u64, tile: usize) {
         f.ex[t0..t1].copy_from_slice(&ex[t0 - a..t1 - a]);
         f.hy[t0..t1].copy_from_slice(&hy[t0 - a..t1 - a]);
         // Only the tile that owns an end keeps its state.
-        if let Some((_, e)) = h.left.filter(|(_, e)| (t0..t1).contains(e)) {
-            debug_assert!(e >= t0);
+        if h.left.is_some_and(|(_, e)| (t0..t1).contains(&e)) {
             f.prev[0] = prev[0];
         }
         if h.right.is_some_and(|(_, e)| (t0..t1).contains(&e)) {
@@ -231,7 +233,7 @@ mod tests {
         while done < steps {
             let n = (k as u64).min(steps - done);
             for (h, f) in held.iter().zip(&mut fields) {
-                pass(h, f, n as usize, done, tile);
+                pass(h, f, 0..h.len(), n as usize, done, tile);
             }
             exchange(&held, &mut fields);
             for t in done..done + n {
@@ -294,7 +296,7 @@ mod tests {
         let mut reference = Domain::reference(&s, &c);
         for p in 0..40 {
             for (h, f) in held.iter().zip(&mut fields) {
-                pass(h, f, 8, 8 * p, 64);
+                pass(h, f, 0..h.len(), 8, 8 * p, 64);
             }
             exchange(&held, &mut fields);
             for t in 8 * p..8 * p + 8 {

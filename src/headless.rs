@@ -170,6 +170,30 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     if args.check_every == Some(0) {
         return Err(UsageError("--check-every 0: give a number of steps, at least 1".into()).into());
     }
+    // Modes that exchange once every few steps stop only at the end of a round.
+    let k = args.mode.program(&s.ranges()).steps_per_round;
+    let mut s = s.clone();
+    let s = &mut s;
+    let mut args = args.clone();
+    let args = &mut args;
+    if s.steps % k != 0 {
+        let steps = s.steps.div_ceil(k) * k;
+        eprintln!(
+            "note: {} runs {k} steps per round: {steps} steps instead of {}",
+            args.mode.name(),
+            s.steps
+        );
+        s.steps = steps;
+    }
+    if let Some(e) = args.check_every.filter(|e| e % k != 0) {
+        let every = e.div_ceil(k) * k;
+        eprintln!(
+            "note: {} runs {k} steps per round: --check-every {every} instead of {e}",
+            args.mode.name()
+        );
+        args.check_every = Some(every);
+    }
+    let (s, args) = (&*s, &*args);
     let mut rt = Runner::new(s, args)?;
     let c = Coefficients::new(s);
     let mut reference = (!args.no_reference).then(|| Domain::reference(s, &c));
@@ -184,7 +208,9 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     let chunk = match args.runtime {
         RuntimeKind::Sim => (s.steps / 200).max(1),
         RuntimeKind::Cuda => (s.steps / 20).max(1),
-    };
+    }
+    .div_ceil(k)
+        * k;
     let mut n = 0;
     let mut compare_time = std::time::Duration::ZERO;
     while n < s.steps && result.is_ok() {

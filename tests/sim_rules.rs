@@ -56,6 +56,7 @@ fn program(events: &[(&str, usize)], step: Vec<Vec<Op>>) -> Program {
         events,
         setup,
         step,
+        steps_per_round: 1,
     }
 }
 
@@ -64,6 +65,7 @@ fn launch(kernel: Kernel, cells: std::ops::Range<usize>, stream: StreamId) -> Op
         kernel,
         cells,
         stream,
+        substep: 0,
     }
 }
 

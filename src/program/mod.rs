@@ -40,11 +40,13 @@ pub enum Op {
     EventDestroy {
         event: EventId,
     },
-    /// A kernel over global cells `cells` (clamped to what the device owns).
+    /// A kernel over global cells `cells` (clamped to what the device holds), in step
+    /// `substep` of the round (0 when a round is one step).
     Launch {
         kernel: Kernel,
         cells: Range<usize>,
         stream: StreamId,
+        substep: u32,
     },
     Record {
         event: EventId,
@@ -115,8 +117,11 @@ pub struct Program {
     pub events: Vec<EventInfo>,
     /// Calls each thread makes once before the first step.
     pub setup: Vec<Vec<Op>>,
-    /// Calls each thread makes every step.
+    /// Calls each thread makes every round.
     pub step: Vec<Vec<Op>>,
+    /// Steps one round of `step` advances (1, except for modes that exchange halos once
+    /// every few steps).
+    pub steps_per_round: u64,
 }
 
 impl Program {
@@ -134,7 +139,19 @@ impl Program {
         match op {
             Op::EventCreate { event, .. } => format!("create {}", ev(event)),
             Op::EventDestroy { event } => format!("destroy {}", ev(event)),
-            Op::Launch { kernel, cells, .. } => format!("{} {}..{}", kernel.name(), cells.start, cells.end),
+            Op::Launch {
+                kernel,
+                cells,
+                substep,
+                ..
+            } => {
+                let at = if self.steps_per_round > 1 && !matches!(kernel, Kernel::Fused { .. }) {
+                    format!(" +{substep}")
+                } else {
+                    String::new()
+                };
+                format!("{}{at} {}..{}", kernel.name(), cells.start, cells.end)
+            }
             Op::Record { event, .. } => format!("record {}", ev(event)),
             Op::Wait { event, .. } => format!("wait {}", ev(event)),
             Op::PeerCopy { field, src, dst, .. } => format!("copy {} dev{src}→dev{dst}", field.name()),
@@ -158,9 +175,15 @@ impl Program {
                 kernel,
                 cells,
                 stream,
+                substep,
             } => {
+                let what = match kernel {
+                    Kernel::Fused { steps } => format!(", {steps} steps"),
+                    _ if self.steps_per_round > 1 => format!(", step + {substep}"),
+                    _ => String::new(),
+                };
                 format!(
-                    "{}<<<…, {}>>>(cells {}..{})",
+                    "{}<<<…, {}>>>(cells {}..{}{what})",
                     kernel.name(),
                     st(stream),
                     cells.start,
@@ -194,8 +217,12 @@ impl Program {
 
 impl fmt::Display for Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let every = match self.steps_per_round {
+            1 => "every step".to_string(),
+            k => format!("every {k} steps"),
+        };
         for (t, ops) in self.step.iter().enumerate() {
-            writeln!(f, "// host thread {t} (dev{t}), every step")?;
+            writeln!(f, "// host thread {t} (dev{t}), {every}")?;
             for op in ops {
                 writeln!(f, "{}", self.render(op))?;
             }

@@ -265,13 +265,19 @@ impl Scheduler {
         self.normalise(t);
     }
 
-    /// Moves thread `t` from the end of a call list (or an empty one) to the next step.
+    /// Steps one round of the program advances.
+    fn round(&self) -> u64 {
+        self.program.steps_per_round
+    }
+
+    /// Moves thread `t` from the end of a call list (or an empty one) to the next round.
     fn normalise(&mut self, t: usize) {
+        let k = self.round();
         while self.threads[t].pc >= self.ops_of(t).len() && !self.threads[t].finished {
             let th = &mut self.threads[t];
             th.pc = 0;
-            th.step = Some(th.step.map_or(0, |s| s + 1));
-            if th.step == Some(self.limit) {
+            th.step = Some(th.step.map_or(0, |s| s + k));
+            if th.step.is_some_and(|s| s >= self.limit) {
                 th.finished = true;
             }
         }
@@ -290,9 +296,11 @@ impl Scheduler {
         self.limit
     }
 
-    /// Lets the threads issue up to `limit` steps (a loop bound raised while running).
-    /// Threads already past `limit` finish their step first: see [`Scheduler::next_boundary`].
+    /// Lets the threads issue up to `limit` steps (a loop bound raised while running),
+    /// rounded up to whole rounds. Threads already past `limit` finish their round first:
+    /// see [`Scheduler::next_boundary`].
     pub fn set_limit(&mut self, limit: u64) {
+        let limit = limit.div_ceil(self.round()).saturating_mul(self.round());
         self.limit = limit;
         for t in &mut self.threads {
             t.finished =
@@ -300,12 +308,13 @@ impl Scheduler {
         }
     }
 
-    /// The first step boundary no thread has passed (threads drift apart without barriers):
-    /// the lowest limit at which every thread can stop.
+    /// The first round boundary no thread has passed (threads drift apart without
+    /// barriers): the lowest limit at which every thread can stop.
     pub fn next_boundary(&self) -> u64 {
+        let k = self.round();
         self.threads
             .iter()
-            .map(|t| t.step.map_or(0, |s| s + u64::from(t.pc > 0)))
+            .map(|t| t.step.map_or(0, |s| s + k * u64::from(t.pc > 0)))
             .max()
             .unwrap_or(0)
     }
@@ -409,6 +418,7 @@ impl Scheduler {
                 kernel,
                 cells,
                 stream,
+                substep,
             } => {
                 let owned = self.owned_in(stream.device, cells);
                 let dur = self.cost.kernel_us(owned as f64 * kernel.bytes_per_cell()) * j(2);
@@ -419,7 +429,7 @@ impl Scheduler {
                     kernel: *kernel,
                     cells: cells.clone(),
                     // Sources see the absolute step (the runtime may continue a run).
-                    step: step.map_or(0, |s| s + self.base_step),
+                    step: step.map_or(0, |s| s + self.base_step) + u64::from(*substep),
                 };
                 self.pending.push(Pending {
                     time: end,
@@ -817,7 +827,7 @@ fn apply_one(state: &mut DeviceState, e: &Effect, io: &mut Io) -> Result<(), Str
     Ok(())
 }
 
-/// Length of a fusable group at the start of `effects`: `update_h` over every owned cell,
+/// Length of a fusable group at the start of `effects`: `update_h` over the owned cells,
 /// copies that touch only cells the pass leaves alone until its end, then `update_e` and
 /// the sources over every owned cell, all of one step.
 fn fusable(state: &DeviceState, effects: &[Effect]) -> Option<usize> {
@@ -831,7 +841,7 @@ fn fusable(state: &DeviceState, effects: &[Effect]) -> Option<usize> {
             cells,
             step,
             ..
-        } if *k == kernel && cells.start <= lo && cells.end >= hi => Some(*step),
+        } if *k == kernel && *cells == (lo..hi) => Some(*step),
         _ => None,
     };
     let step = whole(Kernel::UpdateH, effects.first()?)?;
