@@ -176,7 +176,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     let s = &mut s;
     let mut args = args.clone();
     let args = &mut args;
-    if s.steps % k != 0 {
+    if !s.steps.is_multiple_of(k) {
         let steps = s.steps.div_ceil(k) * k;
         eprintln!(
             "note: {} runs {k} steps per round: {steps} steps instead of {}",
@@ -185,7 +185,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
         );
         s.steps = steps;
     }
-    if let Some(e) = args.check_every.filter(|e| e % k != 0) {
+    if let Some(e) = args.check_every.filter(|e| !e.is_multiple_of(k)) {
         let every = e.div_ceil(k) * k;
         eprintln!(
             "note: {} runs {k} steps per round: --check-every {every} instead of {e}",
