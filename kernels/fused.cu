@@ -10,6 +10,7 @@
 
 #define TILE 2048
 #define MAX_STEPS 16
+#define MAX_SOURCES 8
 #define MAX_MARGIN (MAX_STEPS + 1)
 #define SPAN (TILE + 2 * MAX_MARGIN)
 
@@ -32,15 +33,22 @@ extern "C" __global__ void fused_edges(const float *__restrict__ ex, const float
     }
 }
 
-// `table` holds the source values of this pass's steps, k rows of `nsrc`; `src_info` the
-// local cell and hard flag of each source. End kinds: 0 none, 1 PEC, 2 Mur.
+// The sources of a pass, passed by value (src/runtime/cuda/wide.rs writes these bytes):
+// value[t][i] is source i's value in step t of the pass (computed on the host in f64 and
+// rounded once, as on the CPU), at local cell pos[i], hard (imposed) or soft (added).
+struct Sources {
+    float value[MAX_STEPS][MAX_SOURCES];
+    int pos[MAX_SOURCES];
+    int hard[MAX_SOURCES];
+    int n;
+};
+
+// End kinds: 0 none, 1 PEC, 2 Mur.
 extern "C" __global__ void fused_steps(float *__restrict__ ex, float *__restrict__ hy,
                                        const float *__restrict__ ca, const float *__restrict__ cb,
                                        float *__restrict__ prev, const float *__restrict__ prev_in,
                                        const float *__restrict__ strip_ex,
-                                       const float *__restrict__ strip_hy,
-                                       const float *__restrict__ table,
-                                       const int *__restrict__ src_info, int nsrc, int len, int k,
+                                       const float *__restrict__ strip_hy, Sources src, int len, int k,
                                        float ch, int h_lo, int h_hi, int e_lo, int e_hi,
                                        int left_kind, int left, float left_mur, int right_kind,
                                        int right, float right_mur) {
@@ -95,12 +103,12 @@ extern "C" __global__ void fused_steps(float *__restrict__ ex, float *__restrict
         }
         __syncthreads();
         if (tid == 0) {
-            for (int i = 0; i < nsrc; i++) {
-                int pos = src_info[2 * i];
+            for (int i = 0; i < src.n; i++) {
+                int pos = src.pos[i];
                 if (pos >= a && pos < z) {
-                    float v = table[t * nsrc + i];
+                    float v = src.value[t][i];
                     int s = pos - base;
-                    sex[s] = src_info[2 * i + 1] ? v : sex[s] + v;
+                    sex[s] = src.hard[i] ? v : sex[s] + v;
                 }
             }
             if (left_kind != 0 && left >= a && left + 1 < z) {

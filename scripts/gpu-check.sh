@@ -24,7 +24,7 @@ gpus() { local n=$1 out="" d; for ((d = 0; d < n; d++)); do out+="${out:+,}$((d 
 field() { python3 -c "import json,sys; d=json.load(sys.stdin); v=d$1; print('-' if v is None else v)"; }
 run() { echo "\$ $bin $*" >> "$log"; "$bin" "$@" 2>> "$log" | tee -a "$log"; }
 
-correct_modes=${MODES:-events host-sync overlap push}
+correct_modes=${MODES:-events host-sync overlap push wide-halo fused}
 rows=()
 for n in 2 4 8; do
   for mode in $correct_modes; do

@@ -329,7 +329,10 @@ fn render_program(frame: &Frame, device: Option<usize>, area: Rect, buf: &mut Bu
     };
     let mut lines = vec![Line::from(vec![
         Span::styled(
-            format!("host thread {thread} (dev{thread}), every step"),
+            match p.steps_per_round {
+                1 => format!("host thread {thread} (dev{thread}), every step"),
+                k => format!("host thread {thread} (dev{thread}), every {k} steps"),
+            },
             Style::new().bold(),
         ),
         Span::styled(

@@ -44,9 +44,11 @@ impl CudaBackend {
         let from = self.rt.step();
         let to = steps.max(self.rt.next_boundary());
         let due = self.last_capture.is_none_or(|t| t.elapsed() >= CAPTURE_EVERY);
-        let capture_from = if to - from <= TIMELINE_STEPS || due {
+        // At least the last whole round: its calls are numbered with its first step.
+        let span = TIMELINE_STEPS.max(2 * self.rt.steps_per_round());
+        let capture_from = if to - from <= span || due {
             self.last_capture = Some(Instant::now());
-            to.saturating_sub(TIMELINE_STEPS)
+            to.saturating_sub(span)
         } else {
             u64::MAX
         };

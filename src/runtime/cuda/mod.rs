@@ -221,8 +221,12 @@ pub struct CudaRuntime {
     /// One line per logical device: the GPU it runs on and which peer links are direct.
     pub topology: Vec<String>,
     program: Arc<Program>,
+    /// The step the current program started at: its rounds begin there.
+    base: u64,
     /// `(step, op index)` of each thread's next call.
     pos: Vec<(u64, usize)>,
+    /// Sources each device holds (owned and halo cells), for the fused kernel's limit.
+    held_sources: Vec<usize>,
 }
 
 /// Parses `--gpus 0,1` (or `0,0,1,1`).
@@ -295,6 +299,13 @@ impl CudaRuntime {
         });
         let program = Arc::new(program);
         let coefficients = Coefficients::new(s);
+        let held_sources: Vec<usize> = s
+            .ranges()
+            .into_iter()
+            .enumerate()
+            .map(|(d, r)| DeviceState::new(d, r, s, &coefficients).held().sources.len())
+            .collect();
+        check_fused(&program, &held_sources)?;
         let (reply_tx, replies) = unbounded();
         let mut commands = Vec::new();
         let mut handles = Vec::new();
@@ -318,7 +329,9 @@ impl CudaRuntime {
             copy_us: vec![Vec::new(); n],
             topology: Vec::new(),
             program: program.clone(),
+            base: 0,
             pos: vec![(0, 0); n],
+            held_sources,
         };
         rt.collect(|_, r| {
             matches!(r, Reply::Ready)
@@ -399,9 +412,12 @@ impl CudaRuntime {
     }
 
     /// Runs every thread until step `to` is complete (threads already further finish their
-    /// step), timing every call of the steps from `capture_from` on.
+    /// step; a program of rounds runs to the end of the round), timing every call of the
+    /// steps from `capture_from` on.
     pub fn run_to(&mut self, to: u64, capture_from: u64) -> Result<Ran> {
+        let k = self.program.steps_per_round;
         let to = to.max(self.next_boundary());
+        let to = self.base + to.saturating_sub(self.base).div_ceil(k) * k;
         self.send_all(|| Cmd::Run { to, capture_from })?;
         let parts = self.collect(|_, r| match r {
             Reply::Ran(r) => Ok(r),
@@ -421,11 +437,17 @@ impl CudaRuntime {
         Ok(all)
     }
 
-    /// The first step boundary no thread has passed.
+    /// Steps one round of the current program advances.
+    pub fn steps_per_round(&self) -> u64 {
+        self.program.steps_per_round
+    }
+
+    /// The first step (round) boundary no thread has passed.
     pub fn next_boundary(&self) -> u64 {
+        let k = self.program.steps_per_round;
         self.pos
             .iter()
-            .map(|&(s, pc)| s + u64::from(pc > 0))
+            .map(|&(s, pc)| s + k * u64::from(pc > 0))
             .max()
             .unwrap_or(0)
     }
@@ -453,10 +475,11 @@ impl CudaRuntime {
 
     fn advance(&mut self, t: usize) {
         let len = self.program.step[t].len();
+        let k = self.program.steps_per_round;
         let p = &mut self.pos[t];
         p.1 += 1;
         if p.1 == len {
-            *p = (p.0 + 1, 0);
+            *p = (p.0 + k, 0);
         }
     }
 
@@ -476,10 +499,12 @@ impl CudaRuntime {
 
     /// Continues from the current step boundary (reach it first) with `program`.
     pub fn set_program(&mut self, program: Arc<Program>) -> Result<()> {
+        check_fused(&program, &self.held_sources)?;
         let p = program.clone();
         self.send_all(|| Cmd::SetProgram(p.clone()))?;
         self.collect(|_, _| Ok(()))?;
         self.program = program;
+        self.base = self.step();
         Ok(())
     }
 
@@ -539,6 +564,33 @@ impl Drop for CudaRuntime {
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
+    }
+}
+
+/// The fused kernel takes its sources as a kernel argument: at most
+/// [`crate::fused::MAX_SOURCES`] on a device.
+fn check_fused(program: &Program, held_sources: &[usize]) -> Result<(), UsageError> {
+    let fused = program.step.iter().flatten().any(|op| {
+        matches!(
+            op,
+            Op::Launch {
+                kernel: Kernel::Fused { .. },
+                ..
+            }
+        )
+    });
+    match held_sources
+        .iter()
+        .enumerate()
+        .find(|(_, n)| **n > crate::fused::MAX_SOURCES)
+    {
+        Some((d, n)) if fused => Err(UsageError(format!(
+            "mode {}: dev{d} holds {n} sources, and the fused kernel takes at most {} per device; \
+             use more devices or another mode",
+            program.name,
+            crate::fused::MAX_SOURCES
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -609,6 +661,8 @@ struct Kernels {
     apply_source: sys::Function,
     boundaries: sys::Function,
     reduce_columns: sys::Function,
+    fused_edges: sys::Function,
+    fused_steps: sys::Function,
 }
 
 /// A timed call waiting for its GPU events.
@@ -650,7 +704,7 @@ struct Dev {
     /// Snapshots' own stream, and an idle one for clock anchors.
     snap_stream: sys::Stream,
     clock_stream: sys::Stream,
-    /// `ex, hy, ca, cb, prev`.
+    /// `ex, hy, ca, cb, prev`, and for the fused kernel `prev_in, strip_ex, strip_hy`.
     buffers: Vec<DevicePtr>,
     snap: Option<Snap>,
     /// Timing event pairs of copies outside the timed window, reused every run; `timed`
@@ -689,6 +743,8 @@ impl Dev {
                 apply_source: null,
                 boundaries: null,
                 reduce_columns: null,
+                fused_edges: null,
+                fused_steps: null,
             },
             streams: Vec::new(),
             snap_stream: sys::Stream(std::ptr::null_mut()),
@@ -704,7 +760,7 @@ impl Dev {
             own_events: Vec::new(),
             meta,
         };
-        for (file, ptx) in [("fdtd1d", FDTD_PTX), ("reduce", REDUCE_PTX)] {
+        for (file, ptx) in [("fdtd1d", FDTD_PTX), ("reduce", REDUCE_PTX), ("fused", FUSED_PTX)] {
             let m = sys::load_module(ptx).map_err(|e| {
                 Failure::Usage(format!(
                     "dev{t} (GPU {gpu}): loading kernels/{file}.cu's PTX: {e} (the driver may be \
@@ -720,14 +776,17 @@ impl Dev {
             apply_source: f(0, "apply_source")?,
             boundaries: f(0, "boundaries")?,
             reduce_columns: f(1, "reduce_columns")?,
+            fused_edges: f(2, "fused_edges")?,
+            fused_steps: f(2, "fused_steps")?,
         };
         let (ca, cb) = dev.meta.coefficient_arrays();
-        for (i, floats) in [len, len, len, len, 2].into_iter().enumerate() {
+        let strip = wide::strip_floats(len);
+        for (i, floats) in [len, len, len, len, 2, 2, strip, strip].into_iter().enumerate() {
             let p = sys::alloc(4 * floats).map_err(|e| {
                 Failure::Usage(format!(
                     "dev{t} (GPU {gpu}): {e}: out of device memory for {} cells ({} MiB per field, \
                      4 fields); use fewer cells per device or more devices",
-                    len - 2,
+                    len - 2 * HALO,
                     (4 * len) >> 20
                 ))
             })?;
@@ -807,7 +866,7 @@ impl Dev {
         self.pc += 1;
         if self.pc == self.program.step[self.t].len() {
             self.pc = 0;
-            self.step += 1;
+            self.step += self.program.steps_per_round;
         }
     }
 
@@ -969,7 +1028,7 @@ impl Dev {
                 self.pc += 1;
             }
             self.pc = 0;
-            self.step += 1;
+            self.step += program.steps_per_round;
         }
         sys::synchronize_context()?;
         ran.wall_us = t0.elapsed().as_secs_f64() * 1e6;
@@ -1221,7 +1280,8 @@ impl Dev {
                 kernel,
                 cells,
                 stream: s,
-            } => self.launch(*kernel, cells, stream(s), step)?,
+                substep,
+            } => self.launch(*kernel, cells, stream(s), step + u64::from(*substep))?,
             Op::Record { event, stream: s } => {
                 let e = self
                     .event(event.0)
@@ -1279,12 +1339,26 @@ impl Dev {
         if r.is_empty() {
             return Ok(());
         }
-        let [ex, hy, ca, cb, prev] = self.buffers[..] else {
-            unreachable!("five buffers")
+        let [ex, hy, ca, cb, prev, prev_in, strip_ex, strip_hy] = self.buffers[..] else {
+            unreachable!("eight buffers")
         };
         let grid = (r.len() as u32).div_ceil(BLOCK);
         let (start, count) = (Arg::U32(r.start as u32), Arg::U32(r.len() as u32));
         match kernel {
+            Kernel::Fused { steps } => {
+                let bufs = wide::FusedBufs {
+                    ex,
+                    hy,
+                    ca,
+                    cb,
+                    prev,
+                    prev_in,
+                    strip_ex,
+                    strip_hy,
+                };
+                let k = (self.k.fused_edges, self.k.fused_steps);
+                wide::launch_fused(k, st, bufs, self.meta.held(), r, steps as usize, step)
+            }
             Kernel::UpdateH => sys::launch(
                 self.k.update_h,
                 grid,

@@ -329,13 +329,15 @@ pub fn memcpy_async(dst: DevicePtr, src: DevicePtr, bytes: usize, s: Stream) -> 
     })
 }
 
-/// A kernel argument: a device pointer, an f32, a u32 or an i32.
+/// A kernel argument: a device pointer, an f32, a u32, an i32, or a struct passed by
+/// value (its bytes, laid out as the kernel's C struct).
 #[derive(Debug, Clone, Copy)]
-pub enum Arg {
+pub enum Arg<'a> {
     Ptr(DevicePtr),
     F32(f32),
     U32(u32),
     I32(i32),
+    Bytes(&'a [u8]),
 }
 
 /// Launches `f` with `args` (in the kernel's parameter order) on `s`.
@@ -351,23 +353,32 @@ pub fn launch_2d(
     s: Stream,
     args: &[Arg],
 ) -> Result<(), DriverError> {
-    let mut store: Vec<[u8; 8]> = args
+    // Each argument's value in 8-byte-aligned storage of its own.
+    let mut store: Vec<Vec<u64>> = args
         .iter()
         .map(|a| {
-            let mut b = [0u8; 8];
-            match *a {
-                Arg::Ptr(p) => b.copy_from_slice(&p.to_ne_bytes()),
-                Arg::F32(x) => b[..4].copy_from_slice(&x.to_ne_bytes()),
-                Arg::U32(x) => b[..4].copy_from_slice(&x.to_ne_bytes()),
-                Arg::I32(x) => b[..4].copy_from_slice(&x.to_ne_bytes()),
-            }
-            b
+            let bytes: Vec<u8> = match *a {
+                Arg::Ptr(p) => p.to_ne_bytes().to_vec(),
+                Arg::F32(x) => x.to_ne_bytes().to_vec(),
+                Arg::U32(x) => x.to_ne_bytes().to_vec(),
+                Arg::I32(x) => x.to_ne_bytes().to_vec(),
+                Arg::Bytes(b) => b.to_vec(),
+            };
+            // from_ne_bytes: each word's memory holds its eight bytes in order.
+            bytes
+                .chunks(8)
+                .map(|c| {
+                    let mut w = [0u8; 8];
+                    w[..c.len()].copy_from_slice(c);
+                    u64::from_ne_bytes(w)
+                })
+                .collect()
         })
         .collect();
     let mut params: Vec<*mut c_void> = store.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
     // SAFETY: `params` holds one pointer per kernel parameter, each to a value of the
-    // parameter's size (8 bytes for pointers, 4 for f32/u32/i32, at the start of an
-    // 8-byte slot); `store` outlives the call, which copies the values.
+    // parameter's size (8 bytes for pointers, 4 for f32/u32/i32, a struct's bytes, at the
+    // start of 8-byte-aligned storage); `store` outlives the call, which copies the values.
     let r = unsafe {
         cuLaunchKernel(
             f.0,

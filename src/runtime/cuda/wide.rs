@@ -6,6 +6,7 @@
 //! waits for its neighbours' `pulled` (they have read its cells) before writing them.
 
 use anyhow::{Result, anyhow};
+use std::ops::Range;
 use std::time::Instant;
 
 use super::{FUSED_PTX, sys};
@@ -19,6 +20,129 @@ use crate::scenario::Scenario;
 const TILE: usize = 2048;
 const BLOCK: u32 = 512;
 
+/// The device buffers of a fused pass: the fields, coefficients and Mur state, and the
+/// margins (`strip_*`, [`strip_floats`] each) and Mur state (`prev_in`, 2) saved before it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FusedBufs {
+    pub ex: sys::DevicePtr,
+    pub hy: sys::DevicePtr,
+    pub ca: sys::DevicePtr,
+    pub cb: sys::DevicePtr,
+    pub prev: sys::DevicePtr,
+    pub prev_in: sys::DevicePtr,
+    pub strip_ex: sys::DevicePtr,
+    pub strip_hy: sys::DevicePtr,
+}
+
+/// Floats of each strip buffer for an array of `len` cells.
+pub(super) fn strip_floats(len: usize) -> usize {
+    (len.div_ceil(TILE) + 1) * 2 * (MAX_STEPS + 1)
+}
+
+/// The kernel's `Sources` struct (kernels/fused.cu): values of steps `step..step + steps`
+/// of the sources on `span`, their cells relative to `span`.
+fn sources_bytes(h: &Held, span: &Range<usize>, steps: usize, step: u64) -> Vec<u8> {
+    let on: Vec<_> = h.sources.iter().filter(|(i, _)| span.contains(i)).collect();
+    let mut value = [[0.0f32; MAX_SOURCES]; MAX_STEPS];
+    let (mut pos, mut hard) = ([0i32; MAX_SOURCES], [0i32; MAX_SOURCES]);
+    for (j, (i, src)) in on.iter().enumerate().take(MAX_SOURCES) {
+        for (t, row) in value.iter_mut().enumerate().take(steps) {
+            row[j] = src.value(step + t as u64);
+        }
+        pos[j] = (i - span.start) as i32;
+        hard[j] = i32::from(src.injection == Injection::Hard);
+    }
+    let mut out = Vec::with_capacity(4 * (MAX_STEPS * MAX_SOURCES + 2 * MAX_SOURCES + 1));
+    for row in &value {
+        row.iter().for_each(|v| out.extend_from_slice(&v.to_ne_bytes()));
+    }
+    pos.iter()
+        .chain(&hard)
+        .for_each(|v| out.extend_from_slice(&v.to_ne_bytes()));
+    out.extend_from_slice(&(on.len().min(MAX_SOURCES) as i32).to_ne_bytes());
+    out
+}
+
+/// Issues one pass of `steps` steps from step `step` over the local cells `span` of `h`
+/// on `s`: `fused_edges`, then `fused_steps` on the sub-array (at most [`MAX_SOURCES`]
+/// sources on it: the runtime checks programs with `check_fused`, the bench its grids).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn launch_fused(
+    (edges, fused): (sys::Function, sys::Function),
+    s: sys::Stream,
+    b: FusedBufs,
+    h: &Held,
+    span: Range<usize>,
+    steps: usize,
+    step: u64,
+) -> Result<(), sys::DriverError> {
+    use sys::Arg::{Bytes, F32, I32, Ptr};
+    let (off, len) = (span.start, span.len());
+    let at = |p: sys::DevicePtr| p + 4 * off as u64;
+    let rel = |r: &Range<usize>| {
+        let a = r.start.clamp(span.start, span.end) - off;
+        let z = r.end.clamp(span.start, span.end) - off;
+        (a as i32, z.max(a) as i32)
+    };
+    let margin = steps + 1;
+    let tiles = len.div_ceil(TILE) as u32;
+    sys::launch(
+        edges,
+        tiles + 1,
+        2 * margin as u32,
+        s,
+        &[
+            Ptr(at(b.ex)),
+            Ptr(at(b.hy)),
+            Ptr(b.prev),
+            Ptr(b.strip_ex),
+            Ptr(b.strip_hy),
+            Ptr(b.prev_in),
+            I32(len as i32),
+            I32(margin as i32),
+        ],
+    )?;
+    let end = |e: Option<(EndCondition, usize)>| match e.filter(|(_, i)| span.contains(i)) {
+        None => (0, 0, 0.0),
+        Some((EndCondition::Pec, i)) => (1, (i - off) as i32, 0.0),
+        Some((EndCondition::Mur(m), i)) => (2, (i - off) as i32, m),
+    };
+    let ((lk, li, lm), (rk, ri, rm)) = (end(h.left), end(h.right));
+    let (h_lo, h_hi) = rel(&h.h_valid);
+    let (e_lo, e_hi) = rel(&h.e_valid);
+    let sources = sources_bytes(h, &span, steps, step);
+    sys::launch(
+        fused,
+        tiles,
+        BLOCK,
+        s,
+        &[
+            Ptr(at(b.ex)),
+            Ptr(at(b.hy)),
+            Ptr(at(b.ca)),
+            Ptr(at(b.cb)),
+            Ptr(b.prev),
+            Ptr(b.prev_in),
+            Ptr(b.strip_ex),
+            Ptr(b.strip_hy),
+            Bytes(&sources),
+            I32(len as i32),
+            I32(steps as i32),
+            F32(h.ch),
+            I32(h_lo),
+            I32(h_hi),
+            I32(e_lo),
+            I32(e_hi),
+            I32(lk),
+            I32(li),
+            F32(lm),
+            I32(rk),
+            I32(ri),
+            F32(rm),
+        ],
+    )
+}
+
 struct Gpu {
     held: Held,
     dev: sys::CuDevice,
@@ -29,9 +153,7 @@ struct Gpu {
     stream: sys::Stream,
     done: sys::Event,
     pulled: sys::Event,
-    /// ex, hy, ca, cb, prev, prev_in, strip_ex, strip_hy, table, src_info
-    bufs: [sys::DevicePtr; 10],
-    nsrc: usize,
+    bufs: FusedBufs,
 }
 
 pub struct WideRun {
@@ -40,14 +162,11 @@ pub struct WideRun {
     k: usize,
     /// Steps done.
     pub step: u64,
-    /// Steps the source tables hold.
-    capacity: u64,
 }
 
 impl WideRun {
-    /// The scenario's devices one per GPU of `gpus`, `k` steps per pass and exchange;
-    /// source tables for `capacity` steps.
-    pub fn new(s: &Scenario, gpus: &[i32], k: usize, capacity: u64) -> Result<Self> {
+    /// The scenario's devices one per GPU of `gpus`, `k` steps per pass and exchange.
+    pub fn new(s: &Scenario, gpus: &[i32], k: usize) -> Result<Self> {
         let ranges = s.ranges();
         if ranges.len() != gpus.len() {
             return Err(anyhow!("{} devices for {} GPUs", ranges.len(), gpus.len()));
@@ -69,42 +188,24 @@ impl WideRun {
             let ctx = sys::primary_context(dev)?;
             let module = sys::load_module(FUSED_PTX)?;
             let len = held.len();
-            let tiles = len.div_ceil(TILE);
-            let strip = (tiles + 1) * 2 * (MAX_STEPS + 1);
-            let nsrc = held.sources.len();
-            let sizes = [
-                len,
-                len,
-                len,
-                len,
-                2,
-                2,
-                strip,
-                strip,
-                capacity as usize * nsrc,
-                2 * nsrc,
-            ];
-            let mut bufs = [0; 10];
-            for (b, n) in bufs.iter_mut().zip(sizes) {
-                *b = sys::alloc(4 * n)?;
-                sys::zero(*b, n.max(1))?;
-            }
-            sys::upload(bufs[2], &held.ca)?;
-            sys::upload(bufs[3], &held.cb)?;
-            let mut table = vec![0.0f32; capacity as usize * nsrc];
-            for step in 0..capacity as usize {
-                for (i, (_, src)) in held.sources.iter().enumerate() {
-                    table[step * nsrc + i] = src.value(step as u64);
-                }
-            }
-            sys::upload(bufs[8], &table)?;
-            let info: Vec<f32> = held
-                .sources
-                .iter()
-                .flat_map(|(i, src)| [*i as i32, i32::from(src.injection == Injection::Hard)])
-                .map(|v| f32::from_bits(v as u32))
-                .collect();
-            sys::upload(bufs[9], &info)?;
+            let strip = strip_floats(len);
+            let alloc = |n: usize| -> Result<sys::DevicePtr> {
+                let p = sys::alloc(4 * n)?;
+                sys::zero(p, n)?;
+                Ok(p)
+            };
+            let bufs = FusedBufs {
+                ex: alloc(len)?,
+                hy: alloc(len)?,
+                ca: alloc(len)?,
+                cb: alloc(len)?,
+                prev: alloc(2)?,
+                prev_in: alloc(2)?,
+                strip_ex: alloc(strip)?,
+                strip_hy: alloc(strip)?,
+            };
+            sys::upload(bufs.ca, &held.ca)?;
+            sys::upload(bufs.cb, &held.cb)?;
             out.push(Gpu {
                 edges: sys::function(module, "fused_edges")?,
                 steps: sys::function(module, "fused_steps")?,
@@ -116,7 +217,6 @@ impl WideRun {
                 ctx,
                 module,
                 bufs,
-                nsrc,
             });
         }
         for a in 0..out.len() {
@@ -131,17 +231,12 @@ impl WideRun {
             gpus: out,
             k,
             step: 0,
-            capacity,
         })
     }
 
     /// Issues one pass of `k` steps and its exchange (nothing waits on the host).
     pub fn pass(&mut self) -> Result<()> {
-        if self.step + self.k as u64 > self.capacity {
-            return Err(anyhow!("source table full at step {}", self.step));
-        }
         let (k, n) = (self.k, self.gpus.len());
-        let margin = k + 1;
         for d in 0..n {
             let g = &self.gpus[d];
             sys::set_current(g.ctx)?;
@@ -150,66 +245,8 @@ impl WideRun {
                     sys::stream_wait_event(g.stream, self.gpus[e].pulled)?;
                 }
             }
-            let h = &g.held;
-            let len = h.len();
-            let [ex, hy, ca, cb, prev, prev_in, sex, shy, table, info] = g.bufs;
-            let tiles = len.div_ceil(TILE) as u32;
-            use sys::Arg::{F32, I32, Ptr};
-            sys::launch(
-                g.edges,
-                tiles + 1,
-                2 * margin as u32,
-                g.stream,
-                &[
-                    Ptr(ex),
-                    Ptr(hy),
-                    Ptr(prev),
-                    Ptr(sex),
-                    Ptr(shy),
-                    Ptr(prev_in),
-                    I32(len as i32),
-                    I32(margin as i32),
-                ],
-            )?;
-            let end = |e: Option<(EndCondition, usize)>| match e {
-                None => (0, 0, 0.0),
-                Some((EndCondition::Pec, i)) => (1, i as i32, 0.0),
-                Some((EndCondition::Mur(m), i)) => (2, i as i32, m),
-            };
-            let ((lk, li, lm), (rk, ri, rm)) = (end(h.left), end(h.right));
-            let rows = table + 4 * self.step * g.nsrc as u64;
-            sys::launch(
-                g.steps,
-                tiles,
-                BLOCK,
-                g.stream,
-                &[
-                    Ptr(ex),
-                    Ptr(hy),
-                    Ptr(ca),
-                    Ptr(cb),
-                    Ptr(prev),
-                    Ptr(prev_in),
-                    Ptr(sex),
-                    Ptr(shy),
-                    Ptr(rows),
-                    Ptr(info),
-                    I32(g.nsrc as i32),
-                    I32(len as i32),
-                    I32(k as i32),
-                    F32(h.ch),
-                    I32(h.h_valid.start as i32),
-                    I32(h.h_valid.end as i32),
-                    I32(h.e_valid.start as i32),
-                    I32(h.e_valid.end as i32),
-                    I32(lk),
-                    I32(li),
-                    F32(lm),
-                    I32(rk),
-                    I32(ri),
-                    F32(rm),
-                ],
-            )?;
+            let span = 0..g.held.len();
+            launch_fused((g.edges, g.steps), g.stream, g.bufs, &g.held, span, k, self.step)?;
             sys::record(g.done, g.stream)?;
         }
         if n > 1 {
@@ -226,11 +263,11 @@ impl WideRun {
                     } else {
                         (p.held.local(g.held.hi), g.held.len() - w)
                     };
-                    for f in 0..2 {
+                    for (dst, src) in [(g.bufs.ex, p.bufs.ex), (g.bufs.hy, p.bufs.hy)] {
                         sys::memcpy_peer_async(
-                            g.bufs[f] + 4 * to as u64,
+                            dst + 4 * to as u64,
                             g.ctx,
-                            p.bufs[f] + 4 * from as u64,
+                            src + 4 * from as u64,
                             p.ctx,
                             4 * w,
                             g.stream,
@@ -259,8 +296,8 @@ impl WideRun {
         for g in &self.gpus {
             sys::set_current(g.ctx)?;
             let mut buf = vec![0.0; g.held.len()];
-            for (f, out) in [(0, &mut ex), (1, &mut hy)] {
-                sys::download(&mut buf, g.bufs[f])?;
+            for (f, out) in [(g.bufs.ex, &mut ex), (g.bufs.hy, &mut hy)] {
+                sys::download(&mut buf, f)?;
                 out.extend_from_slice(&buf[g.held.owned()]);
             }
         }
@@ -301,11 +338,6 @@ impl WideRun {
         self.synchronize()?;
         Ok(t0.elapsed().as_secs_f64() * 1e6 / (passes * self.k) as f64)
     }
-
-    /// Passes left before the source tables run out.
-    pub fn passes_left(&self) -> usize {
-        ((self.capacity - self.step) / self.k as u64) as usize
-    }
 }
 
 impl Drop for WideRun {
@@ -315,8 +347,9 @@ impl Drop for WideRun {
                 continue;
             }
             let _ = sys::synchronize_context();
-            for b in g.bufs {
-                sys::free(b);
+            let b = g.bufs;
+            for p in [b.ex, b.hy, b.ca, b.cb, b.prev, b.prev_in, b.strip_ex, b.strip_hy] {
+                sys::free(p);
             }
             sys::destroy_event(g.done);
             sys::destroy_event(g.pulled);
