@@ -3,6 +3,7 @@
 # with the date and the machine, where scripts/benchmarks-md.py reads it:
 #
 #   scripts/gpu-bench.sh [BINARY] [GPUS] [DIR]     e.g. scripts/gpu-bench.sh ./haloscope 0,1,2,3
+#   BENCH_SECONDS=0.3 scripts/gpu-bench.sh ...     seconds per measurement (default 0.5)
 #
 # DIR defaults to $OUT or benchmarks/. Then, in the repository: copy the file into
 # benchmarks/ and run `python3 scripts/benchmarks-md.py > BENCHMARKS.md`.
@@ -17,7 +18,7 @@ driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1
 short=$(echo "$name" | awk '{print tolower($NF)}')
 out="$dir/$(date +%F)-${short}x$n.json"
 mkdir -p "$dir"
-"$bin" bench --runtime cuda --gpus "$gpus" --json > "$out.bench"
+"$bin" bench --runtime cuda --gpus "$gpus" --seconds "${BENCH_SECONDS:-0.5}" --json > "$out.bench"
 python3 - "$out" "$name" "$driver" "$n" "$gpus" <<'PY'
 import json, sys, datetime
 out, name, driver, n, gpus = sys.argv[1:]

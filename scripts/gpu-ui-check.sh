@@ -41,6 +41,11 @@ check reset-after-error 'PAUSED .*step 1 .*max \|Δ\| 0' "${c[@]}" --paused --mo
 # 2^23 cells: the CPU reference (~10 ms a step) sets the pace; 100 steps/s keeps up.
 check race-no-wait 'max \|Δ\| [0-9.]+e' "${c[@]}" --scenario "$race" --mode no-wait --screen "wait:3000 space"
 check race-events 'max \|Δ\| 0' "${c[@]}" --scenario "$race" --screen "wait:3000 space"
+check fused-steps 'PAUSED +cuda.*fused .*step 32 .*max \|Δ\| 0' "${c[@]}" --paused --mode fused --screen "n n"
+check fused-timeline 'Timeline: steps 16–31 \(one round; GPU clock\)' "${c[@]}" --paused --mode fused --screen "n n tab tab z"
+check wide-running 'cuda.*wide-halo.*max \|Δ\| 0' "${c[@]}" --mode wide-halo --screen "wait:3000 space"
+check switch-to-fused 'fused .*step 18 .*max \|Δ\| 0' "${c[@]}" --paused --screen "n n m m m m m n"
+check race-fused 'fused.*max \|Δ\| 0' "${c[@]}" --scenario "$race" --mode fused --screen "wait:3000 space"
 check eight-on-two '8 dev' --runtime cuda --gpus 0,0,0,0,1,1,1,1 --devices 8 --paused --screen "n n"
 check eight-compact '8 dev' --runtime cuda --gpus 0,0,0,0,1,1,1,1 --devices 8 --paused --screen "n n" --size 80x24
 # Errors before the UI: exit code 2 and the reason.

@@ -117,6 +117,12 @@ fn panel_block<'a>(panel: Panel, focused: bool, frame: &Frame, app: &App) -> Blo
         }
         Panel::Program => format!(" Program: {} ", frame.mode.name()),
         Panel::Timeline => match frame.timeline_step {
+            // A round of several steps: its calls carry the round's first step.
+            Some(s) if frame.program.steps_per_round > 1 => format!(
+                " Timeline: steps {s}–{} (one round; {} clock) ",
+                s + frame.program.steps_per_round - 1,
+                clock_name(frame)
+            ),
             Some(s) if app.zoom && s > 0 => {
                 let first = s.saturating_sub(crate::engine::TIMELINE_STEPS - 1);
                 format!(" Timeline: steps {first}–{s} ({} clock) ", clock_name(frame))

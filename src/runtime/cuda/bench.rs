@@ -286,19 +286,19 @@ fn step_time(
 ) -> Result<(f64, Option<f64>)> {
     let s = bench_scenario(cells_per_gpu * gpus.len(), gpus.len())?;
     let mut rt = CudaRuntime::new(&s, program(&s.ranges()), gpus)?;
-    rt.run_until(5)?;
-    let t0 = Instant::now();
-    rt.run_until(10)?;
-    let per = t0.elapsed().as_secs_f64() / 5.0;
+    // Steps as the runtime counts them: a program of rounds stops only at a round's end.
+    let run = |rt: &mut CudaRuntime, steps: u64| -> Result<f64> {
+        let (from, t0) = (rt.step(), Instant::now());
+        rt.run_until(from + steps)?;
+        Ok(t0.elapsed().as_secs_f64() / (rt.step() - from).max(1) as f64)
+    };
+    run(&mut rt, 5)?;
+    let per = run(&mut rt, 5)?;
     let steps = ((seconds / per) as u64).clamp(10, 50_000);
     let mut samples = Vec::new();
-    let mut at = 10;
     for _ in 0..3 {
         rt.copy_us.iter_mut().for_each(Vec::clear);
-        let t0 = Instant::now();
-        rt.run_until(at + steps)?;
-        samples.push(t0.elapsed().as_secs_f64() * 1e6 / steps as f64);
-        at += steps;
+        samples.push(run(&mut rt, steps)? * 1e6);
     }
     let copies: Vec<f64> = rt.copy_us.iter().flatten().copied().collect();
     Ok((median(&samples).expect("samples"), median(&copies)))

@@ -302,8 +302,10 @@ impl CudaRuntime {
         let held_sources: Vec<usize> = s
             .ranges()
             .into_iter()
-            .enumerate()
-            .map(|(d, r)| DeviceState::new(d, r, s, &coefficients).held().sources.len())
+            .map(|r| {
+                let held = r.start.saturating_sub(HALO)..r.end + HALO;
+                s.sources.iter().filter(|src| held.contains(&src.position)).count()
+            })
             .collect();
         check_fused(&program, &held_sources)?;
         let (reply_tx, replies) = unbounded();
