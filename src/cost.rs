@@ -13,6 +13,8 @@ pub struct CostModel {
     pub api_host_us: f64,
     /// Shortest kernel on the device: an empty kernel back to back on one stream (3.98 µs).
     pub kernel_min_us: f64,
+    /// Shortest kernel node of a CUDA graph: an empty kernel inside a graph (0.51 µs).
+    pub graph_node_us: f64,
     /// Memory bandwidth a Yee kernel reaches (130 Gcells/s × 28 B/cell ≈ 3650 GB/s).
     pub kernel_bandwidth_gbs: f64,
     /// Latency of a small peer copy (7.3 µs for 4 B … 64 KiB).
@@ -35,6 +37,7 @@ impl Default for CostModel {
             launch_host_us: 2.0,
             api_host_us: 1.0,
             kernel_min_us: 3.98,
+            graph_node_us: 0.51,
             kernel_bandwidth_gbs: 3650.0,
             peer_latency_us: 7.3,
             peer_bandwidth_gbs: 394.0,
@@ -52,6 +55,7 @@ impl CostModel {
             ("launch_host_us", self.launch_host_us),
             ("api_host_us", self.api_host_us),
             ("kernel_min_us", self.kernel_min_us),
+            ("graph_node_us", self.graph_node_us),
             ("peer_latency_us", self.peer_latency_us),
             ("sync_wake_us", self.sync_wake_us),
             ("barrier_us", self.barrier_us),
@@ -81,6 +85,11 @@ impl CostModel {
     /// Modelled duration of a kernel moving `bytes`.
     pub fn kernel_us(&self, bytes: f64) -> f64 {
         self.kernel_min_us + bytes / (self.kernel_bandwidth_gbs * 1e3)
+    }
+
+    /// Modelled duration of a graph's kernel node moving `bytes`.
+    pub fn graph_node_us(&self, bytes: f64) -> f64 {
+        self.graph_node_us + bytes / (self.kernel_bandwidth_gbs * 1e3)
     }
 
     /// Modelled duration of a peer copy of `bytes`.

@@ -72,6 +72,13 @@ pub enum Op {
     },
     /// Every host thread waits here for all the others.
     HostBarrier,
+    /// `cudaGraphLaunch` of a graph built once from `nodes` (kernel launches, each node
+    /// after the one before), on `stream`. Node arguments that change (sources' values)
+    /// are updated before each launch.
+    Graph {
+        nodes: Vec<Op>,
+        stream: StreamId,
+    },
 }
 
 /// Broad kinds, for colours and the trace.
@@ -86,7 +93,7 @@ pub enum OpKind {
 impl Op {
     pub fn kind(&self) -> OpKind {
         match self {
-            Op::Launch { .. } => OpKind::Kernel,
+            Op::Launch { .. } | Op::Graph { .. } => OpKind::Kernel,
             Op::PeerCopy { .. } => OpKind::Copy,
             Op::EventCreate { .. } | Op::EventDestroy { .. } | Op::Record { .. } | Op::Wait { .. } => {
                 OpKind::Event
@@ -99,6 +106,7 @@ impl Op {
     pub fn stream(&self) -> Option<StreamId> {
         match self {
             Op::Launch { stream, .. }
+            | Op::Graph { stream, .. }
             | Op::Record { stream, .. }
             | Op::Wait { stream, .. }
             | Op::PeerCopy { stream, .. } => Some(*stream),
@@ -158,6 +166,7 @@ impl Program {
             Op::StreamSync { .. } => "stream sync".into(),
             Op::DeviceSync { .. } => "device sync".into(),
             Op::HostBarrier => "barrier".into(),
+            Op::Graph { nodes, .. } => format!("graph of {} kernels", nodes.len()),
         }
     }
 
@@ -211,6 +220,33 @@ impl Program {
             Op::StreamSync { stream } => format!("cudaStreamSynchronize({})", st(stream)),
             Op::DeviceSync { device } => format!("cudaSetDevice({device}); cudaDeviceSynchronize()"),
             Op::HostBarrier => "barrier.wait()  // every host thread".to_string(),
+            Op::Graph { nodes, stream } => {
+                // The nodes of one step, and how many steps: "16 steps × (update_h → …)".
+                let kernels: Vec<(&str, u32)> = nodes
+                    .iter()
+                    .filter_map(|n| match n {
+                        Op::Launch { kernel, substep, .. } => Some((kernel.name(), *substep)),
+                        _ => None,
+                    })
+                    .collect();
+                let first: Vec<&str> = kernels.iter().filter(|k| k.1 == 0).map(|k| k.0).collect();
+                let steps = kernels.iter().map(|k| k.1).max().map_or(0, |m| m + 1) as usize;
+                let shape = if !first.is_empty() && first.len() * steps == kernels.len() {
+                    format!("{steps} steps × ({})", first.join(" → "))
+                } else {
+                    kernels.iter().map(|k| k.0).collect::<Vec<_>>().join(" → ")
+                };
+                let cells = match nodes.first() {
+                    Some(Op::Launch { cells, .. }) => format!(" over cells {}..{}", cells.start, cells.end),
+                    _ => String::new(),
+                };
+                format!(
+                    "cudaGraphLaunch(round@dev{}, {})  // {} kernel nodes{cells}: {shape}",
+                    stream.device,
+                    st(stream),
+                    nodes.len(),
+                )
+            }
         }
     }
 }

@@ -383,7 +383,7 @@ impl Scheduler {
         let issue = self.threads[t].clock;
         let j = |salt| self.jitter(t, step, pc, salt);
         let host_cost = match op {
-            Op::Launch { .. } => self.cost.launch_host_us,
+            Op::Launch { .. } | Op::Graph { .. } => self.cost.launch_host_us,
             _ => self.cost.api_host_us,
         } * j(1);
         let after_call = issue + host_cost;
@@ -436,6 +436,44 @@ impl Scheduler {
                     seq,
                     effect,
                 });
+            }
+            Op::Graph { nodes, stream } => {
+                // One launch call; on the device, each node after the one before, at a
+                // graph node's cost instead of a launched kernel's.
+                let mut at = after_call;
+                let base = step.map_or(0, |s| s + self.base_step);
+                rec.start_us = f64::INFINITY;
+                for (i, node) in nodes.iter().enumerate() {
+                    let Op::Launch {
+                        kernel,
+                        cells,
+                        substep,
+                        ..
+                    } = node
+                    else {
+                        continue;
+                    };
+                    let owned = self.owned_in(stream.device, cells);
+                    let jn = self.jitter(t, step, pc, 16 + i as u64);
+                    let dur = self.cost.graph_node_us(owned as f64 * kernel.bytes_per_cell()) * jn;
+                    let (start, end) = self.enqueue(*stream, at, dur);
+                    at = end;
+                    rec.start_us = rec.start_us.min(start);
+                    rec.end_us = end;
+                    self.pending.push(Pending {
+                        time: end,
+                        seq,
+                        effect: Effect::Kernel {
+                            device: stream.device,
+                            kernel: *kernel,
+                            cells: cells.clone(),
+                            step: base + u64::from(*substep),
+                        },
+                    });
+                }
+                if rec.start_us.is_infinite() {
+                    rec.start_us = after_call;
+                }
             }
             Op::Record { event, stream } => {
                 let info = &self.program.events[event.0];

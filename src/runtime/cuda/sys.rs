@@ -34,6 +34,20 @@ handle!(Stream);
 handle!(Event);
 handle!(Module);
 handle!(Function);
+handle!(Graph);
+handle!(GraphExec);
+handle!(GraphNode);
+
+/// `CUDA_KERNEL_NODE_PARAMS` (v1, the layout of the unversioned graph calls).
+#[repr(C)]
+struct KernelNodeParams {
+    func: *mut Opaque,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_bytes: u32,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+}
 
 #[link(name = "cuda")]
 unsafe extern "C" {
@@ -87,6 +101,19 @@ unsafe extern "C" {
     fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: DevicePtr, bytes: usize, stream: *mut Opaque) -> i32;
     fn cuEventQuery(event: *mut Opaque) -> i32;
     fn cuMemcpyDtoDAsync_v2(dst: DevicePtr, src: DevicePtr, bytes: usize, stream: *mut Opaque) -> i32;
+    fn cuGraphCreate(graph: *mut *mut Opaque, flags: u32) -> i32;
+    fn cuGraphAddKernelNode(
+        node: *mut *mut Opaque,
+        graph: *mut Opaque,
+        deps: *const *mut Opaque,
+        ndeps: usize,
+        params: *const KernelNodeParams,
+    ) -> i32;
+    fn cuGraphInstantiateWithFlags(exec: *mut *mut Opaque, graph: *mut Opaque, flags: u64) -> i32;
+    fn cuGraphExecKernelNodeSetParams(exec: *mut Opaque, node: *mut Opaque, params: *const KernelNodeParams) -> i32;
+    fn cuGraphLaunch(exec: *mut Opaque, stream: *mut Opaque) -> i32;
+    fn cuGraphExecDestroy(exec: *mut Opaque) -> i32;
+    fn cuGraphDestroy(graph: *mut Opaque) -> i32;
     fn cuGetErrorName(code: i32, name: *mut *const c_char) -> i32;
     fn cuGetErrorString(code: i32, text: *mut *const c_char) -> i32;
 }
@@ -342,7 +369,7 @@ pub enum Arg<'a> {
 
 /// Launches `f` with `args` (in the kernel's parameter order) on `s`.
 pub fn launch(f: Function, grid: u32, block: u32, s: Stream, args: &[Arg]) -> Result<(), DriverError> {
-    launch_2d(f, (grid, 1), block, s, args)
+    Launch::new(f, (grid, 1), block, args).run(s)
 }
 
 /// [`launch`] on a two-dimensional grid of blocks.
@@ -353,48 +380,173 @@ pub fn launch_2d(
     s: Stream,
     args: &[Arg],
 ) -> Result<(), DriverError> {
-    // Each argument's value in 8-byte-aligned storage of its own.
-    let mut store: Vec<Vec<u64>> = args
-        .iter()
-        .map(|a| {
-            let bytes: Vec<u8> = match *a {
-                Arg::Ptr(p) => p.to_ne_bytes().to_vec(),
-                Arg::F32(x) => x.to_ne_bytes().to_vec(),
-                Arg::U32(x) => x.to_ne_bytes().to_vec(),
-                Arg::I32(x) => x.to_ne_bytes().to_vec(),
-                Arg::Bytes(b) => b.to_vec(),
-            };
-            // from_ne_bytes: each word's memory holds its eight bytes in order.
-            bytes
-                .chunks(8)
-                .map(|c| {
-                    let mut w = [0u8; 8];
-                    w[..c.len()].copy_from_slice(c);
-                    u64::from_ne_bytes(w)
-                })
-                .collect()
-        })
-        .collect();
-    let mut params: Vec<*mut c_void> = store.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
-    // SAFETY: `params` holds one pointer per kernel parameter, each to a value of the
-    // parameter's size (8 bytes for pointers, 4 for f32/u32/i32, a struct's bytes, at the
-    // start of 8-byte-aligned storage); `store` outlives the call, which copies the values.
-    let r = unsafe {
-        cuLaunchKernel(
-            f.0,
-            grid.0,
-            grid.1,
-            1,
-            block,
-            1,
-            1,
-            0,
-            s.0,
-            params.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
-    };
-    check("cuLaunchKernel", r)
+    Launch::new(f, grid, block, args).run(s)
+}
+
+/// A kernel launch with its arguments' values: issued on a stream, or a graph's node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launch {
+    f: Function,
+    grid: (u32, u32),
+    block: u32,
+    /// Each argument's value in 8-byte-aligned storage of its own.
+    values: Vec<Vec<u64>>,
+}
+
+impl Launch {
+    pub fn new(f: Function, grid: (u32, u32), block: u32, args: &[Arg]) -> Launch {
+        let values = args
+            .iter()
+            .map(|a| {
+                let bytes: Vec<u8> = match *a {
+                    Arg::Ptr(p) => p.to_ne_bytes().to_vec(),
+                    Arg::F32(x) => x.to_ne_bytes().to_vec(),
+                    Arg::U32(x) => x.to_ne_bytes().to_vec(),
+                    Arg::I32(x) => x.to_ne_bytes().to_vec(),
+                    Arg::Bytes(b) => b.to_vec(),
+                };
+                // from_ne_bytes: each word's memory holds its eight bytes in order.
+                bytes
+                    .chunks(8)
+                    .map(|c| {
+                        let mut w = [0u8; 8];
+                        w[..c.len()].copy_from_slice(c);
+                        u64::from_ne_bytes(w)
+                    })
+                    .collect()
+            })
+            .collect();
+        Launch { f, grid, block, values }
+    }
+
+    /// Pointers to each argument's value, as the driver takes them; valid while `self`
+    /// is not moved or changed.
+    fn params(&mut self) -> Vec<*mut c_void> {
+        self.values.iter_mut().map(|b| b.as_mut_ptr().cast()).collect()
+    }
+
+    fn node_params(&mut self, params: &mut [*mut c_void]) -> KernelNodeParams {
+        KernelNodeParams {
+            func: self.f.0,
+            grid: [self.grid.0, self.grid.1, 1],
+            block: [self.block, 1, 1],
+            shared_bytes: 0,
+            params: params.as_mut_ptr(),
+            extra: std::ptr::null_mut(),
+        }
+    }
+
+    pub fn run(mut self, s: Stream) -> Result<(), DriverError> {
+        let mut params = self.params();
+        // SAFETY: `params` holds one pointer per kernel parameter, each to a value of the
+        // parameter's size (8 bytes for pointers, 4 for f32/u32/i32, a struct's bytes, at
+        // the start of 8-byte-aligned storage); `self` outlives the call, which copies them.
+        let r = unsafe {
+            cuLaunchKernel(
+                self.f.0,
+                self.grid.0,
+                self.grid.1,
+                1,
+                self.block,
+                1,
+                1,
+                0,
+                s.0,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        check("cuLaunchKernel", r)
+    }
+}
+
+/// A CUDA graph of kernel nodes in a chain, instantiated: each node starts when the one
+/// before it is done, as launches on one stream do.
+#[derive(Debug)]
+pub struct ChainGraph {
+    graph: Graph,
+    exec: GraphExec,
+    nodes: Vec<GraphNode>,
+    /// What each node launches now.
+    launches: Vec<Launch>,
+}
+
+impl ChainGraph {
+    /// Builds and instantiates the chain in the current context.
+    pub fn new(launches: Vec<Launch>) -> Result<ChainGraph, DriverError> {
+        let mut g = std::ptr::null_mut();
+        // SAFETY: `g` is a valid out-pointer.
+        check("cuGraphCreate", unsafe { cuGraphCreate(&mut g, 0) })?;
+        let mut out = ChainGraph {
+            graph: Graph(g),
+            exec: GraphExec(std::ptr::null_mut()),
+            nodes: Vec::new(),
+            launches: Vec::new(),
+        };
+        for mut l in launches {
+            let mut node = std::ptr::null_mut();
+            let mut params = l.params();
+            let p = l.node_params(&mut params);
+            let dep = out.nodes.last().map(|n| n.0);
+            let deps: Vec<*mut Opaque> = dep.into_iter().collect();
+            // SAFETY: live graph; `deps` holds nodes of this graph; `p` points at the
+            // argument values in `l` and `params`, which outlive the call (it copies them).
+            check("cuGraphAddKernelNode", unsafe {
+                cuGraphAddKernelNode(&mut node, g, deps.as_ptr(), deps.len(), &p)
+            })?;
+            out.nodes.push(GraphNode(node));
+            out.launches.push(l);
+        }
+        let mut exec = std::ptr::null_mut();
+        // SAFETY: `exec` is a valid out-pointer, the graph is complete.
+        check("cuGraphInstantiateWithFlags", unsafe {
+            cuGraphInstantiateWithFlags(&mut exec, g, 0)
+        })?;
+        out.exec = GraphExec(exec);
+        Ok(out)
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Node `i` launches `l` from the next launch of the graph on (launches already
+    /// issued keep their arguments). Unchanged arguments cost nothing.
+    pub fn set(&mut self, i: usize, mut l: Launch) -> Result<(), DriverError> {
+        if self.launches[i] == l {
+            return Ok(());
+        }
+        let mut params = l.params();
+        let p = l.node_params(&mut params);
+        // SAFETY: live exec and node of its graph; `p` as in `new`.
+        check("cuGraphExecKernelNodeSetParams", unsafe {
+            cuGraphExecKernelNodeSetParams(self.exec.0, self.nodes[i].0, &p)
+        })?;
+        self.launches[i] = l;
+        Ok(())
+    }
+
+    pub fn launch(&self, s: Stream) -> Result<(), DriverError> {
+        // SAFETY: live exec and stream of the current context.
+        check("cuGraphLaunch", unsafe { cuGraphLaunch(self.exec.0, s.0) })
+    }
+}
+
+impl Drop for ChainGraph {
+    fn drop(&mut self) {
+        // SAFETY: destroyed once, by the owner, after its launches completed (the owner
+        // synchronises its context first).
+        unsafe {
+            if !self.exec.0.is_null() {
+                cuGraphExecDestroy(self.exec.0);
+            }
+            cuGraphDestroy(self.graph.0);
+        }
+    }
 }
 
 /// Whether all work captured by the event's last record has completed (an event never
