@@ -29,7 +29,7 @@ pub fn main(cli: Cli) -> Result<()> {
                 .take(2)
                 .collect(),
         };
-        let r = crate::runtime::cuda::bench::run(&gpus, b.seconds.min(0.5))?;
+        let r = crate::runtime::cuda::bench::run(&gpus, b.seconds.min(0.5), b.modes.as_deref())?;
         if b.json {
             println!("{}", serde_json::to_string_pretty(&r)?);
         } else {

@@ -100,6 +100,12 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// With `--runtime cuda`: only these modes' rows and weak scaling (comma-separated),
+    /// with the copy, link and launch figures they are compared with; no interior, strong
+    /// scaling, fused-kernel or snapshot rows.
+    #[arg(long, value_delimiter = ',', value_name = "MODES")]
+    pub modes: Option<Vec<crate::program::Mode>>,
+
     /// Instead: the UI's cost. Sim throughput on the default scenario headless vs with the
     /// UI drawing to an off-screen 200×60 terminal, and the time to render one frame.
     #[arg(long)]

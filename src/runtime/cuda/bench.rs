@@ -304,7 +304,9 @@ fn step_time(
     Ok((median(&samples).expect("samples"), median(&copies)))
 }
 
-pub fn run(gpus: &[i32], seconds: f64) -> Result<GpuBench> {
+/// Every measurement, or with `only` just those modes' rows (and what they are compared
+/// with).
+pub fn run(gpus: &[i32], seconds: f64, only: Option<&[Mode]>) -> Result<GpuBench> {
     let names = super::visible()?;
     if gpus.is_empty() {
         return Err(anyhow!("no GPU to measure"));
@@ -327,7 +329,7 @@ pub fn run(gpus: &[i32], seconds: f64) -> Result<GpuBench> {
     let launch_us = launch_cost(gpus[0])?;
     let mut interior = Vec::new();
     let kernels_only = |r: &[std::ops::Range<usize>]| no_exchange(&Mode::Events.program(r));
-    for &g in gpus {
+    for &g in gpus.iter().filter(|_| only.is_none()) {
         let bw = copy.iter().find(|c| c.gpu == g).map_or(1.0, |c| c.gb_per_s);
         for cells in [1usize << 20, 1 << 24, 1 << 28] {
             let (us, _) = step_time(kernels_only, cells, &[g], seconds)?;
@@ -353,7 +355,10 @@ pub fn run(gpus: &[i32], seconds: f64) -> Result<GpuBench> {
         .map(|n| &gpus[..n])
         .collect();
     for cells in [1usize << 16, 1 << 26] {
-        for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
+        for mode in Mode::ALL
+            .into_iter()
+            .filter(|m| m.is_correct() && only.is_none_or(|o| o.contains(m)))
+        {
             let mut t = Vec::new();
             for g in &sets {
                 let (us, copy_med) = step_time(|r| mode.program(r), cells, g, seconds)?;
@@ -387,7 +392,7 @@ pub fn run(gpus: &[i32], seconds: f64) -> Result<GpuBench> {
     // Strong scaling: 2^28 cells in all, over 1, 2, 4, 8 GPUs.
     let mut strong = Vec::new();
     let total = 1usize << 28;
-    for mode in [Mode::Overlap, Mode::Push] {
+    for mode in [Mode::Overlap, Mode::Push].into_iter().filter(|_| only.is_none()) {
         let mut one = None;
         for g in &sets {
             let (us, _) = step_time(|r| mode.program(r), total / g.len(), g, seconds)?;
@@ -403,7 +408,7 @@ pub fn run(gpus: &[i32], seconds: f64) -> Result<GpuBench> {
         }
     }
     let mut snapshot = Vec::new();
-    for cells in [1usize << 16, 1 << 28] {
+    for cells in [1usize << 16, 1 << 28].into_iter().filter(|_| only.is_none()) {
         let s = bench_scenario(cells, 1)?;
         let mut rt = CudaRuntime::new(&s, Mode::Events.program(&s.ranges()), &gpus[..1])?;
         rt.run_until(2)?;
@@ -444,6 +449,9 @@ pub fn run(gpus: &[i32], seconds: f64) -> Result<GpuBench> {
     ];
     for cells in [1usize << 16, 1 << 26] {
         configs.extend(sets.iter().map(|g| (cells, *g)));
+    }
+    if only.is_some() {
+        configs.clear();
     }
     for (cells, g) in configs {
         let k = fused::MAX_STEPS;

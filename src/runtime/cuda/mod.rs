@@ -17,6 +17,7 @@ pub use backend::CudaBackend;
 
 use anyhow::{Context as _, Result, anyhow};
 use crossbeam_channel::{Receiver, Sender, unbounded};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
@@ -304,7 +305,10 @@ impl CudaRuntime {
             .into_iter()
             .map(|r| {
                 let held = r.start.saturating_sub(HALO)..r.end + HALO;
-                s.sources.iter().filter(|src| held.contains(&src.position)).count()
+                s.sources
+                    .iter()
+                    .filter(|src| held.contains(&src.position))
+                    .count()
             })
             .collect();
         check_fused(&program, &held_sources)?;
@@ -720,6 +724,8 @@ struct Dev {
     /// The call being issued is timed by `exec_timed`.
     capturing: bool,
     own_events: Vec<sys::Event>,
+    /// The program's graphs, by the index of their call in the step, built at first use.
+    graphs: HashMap<usize, sys::ChainGraph>,
 }
 
 impl Dev {
@@ -760,6 +766,7 @@ impl Dev {
             pending: Vec::new(),
             capturing: false,
             own_events: Vec::new(),
+            graphs: HashMap::new(),
             meta,
         };
         for (file, ptx) in [("fdtd1d", FDTD_PTX), ("reduce", REDUCE_PTX), ("fused", FUSED_PTX)] {
@@ -1056,6 +1063,7 @@ impl Dev {
     fn set_program(&mut self, program: Arc<Program>) -> Result<(), Failure> {
         sys::synchronize_context()?;
         self.resolve(true)?;
+        self.graphs.clear();
         self.shared.barrier.wait()?;
         for e in self.own_events.drain(..) {
             sys::destroy_event(e);
@@ -1257,15 +1265,54 @@ impl Dev {
     }
 
     fn exec(&mut self, op: &Op, step: Option<u64>, i: usize) -> Result<(), Failure> {
-        self.exec_driver(op, step.unwrap_or(0)).map_err(|e| match e {
+        self.exec_driver(op, step.unwrap_or(0), i).map_err(|e| match e {
             Exec::Driver(e) => self.op_error(op, step, i, e),
             Exec::Failure(f) => f,
         })
     }
 
-    fn exec_driver(&mut self, op: &Op, step: u64) -> Result<(), Exec> {
+    fn exec_driver(&mut self, op: &Op, step: u64, pc: usize) -> Result<(), Exec> {
         let stream = |s: &crate::program::StreamId| self.streams[s.index];
         match op {
+            Op::Graph { nodes, stream: s } => {
+                let mut launches = Vec::new();
+                for node in nodes {
+                    let Op::Launch {
+                        kernel,
+                        cells,
+                        substep,
+                        ..
+                    } = node
+                    else {
+                        return Err(Exec::Failure(Failure::Other(
+                            "a graph node that is not a kernel".into(),
+                        )));
+                    };
+                    launches.extend(
+                        self.launches(*kernel, cells, step + u64::from(*substep))
+                            .ok_or_else(|| {
+                                Exec::Failure(Failure::Other(format!(
+                                    "{} cannot be a graph node",
+                                    kernel.name()
+                                )))
+                            })?,
+                    );
+                }
+                // Built at the first round; later rounds only update what changed (the
+                // sources' values).
+                match self.graphs.get_mut(&pc) {
+                    Some(g) if g.nodes() == launches.len() => {
+                        for (i, l) in launches.into_iter().enumerate() {
+                            g.set(i, l)?;
+                        }
+                    }
+                    _ => {
+                        let g = sys::ChainGraph::new(launches)?;
+                        self.graphs.insert(pc, g);
+                    }
+                }
+                self.graphs[&pc].launch(stream(s))?;
+            }
             Op::EventCreate { event, .. } => {
                 let e = sys::event(false)?;
                 self.own_events.push(e);
@@ -1337,42 +1384,59 @@ impl Dev {
         st: sys::Stream,
         step: u64,
     ) -> Result<(), DriverError> {
+        if let Kernel::Fused { steps } = kernel {
+            let r = self.meta.kernel_range(kernel, cells);
+            if r.is_empty() {
+                return Ok(());
+            }
+            let [ex, hy, ca, cb, prev, prev_in, strip_ex, strip_hy] = self.buffers[..] else {
+                unreachable!("eight buffers")
+            };
+            let bufs = wide::FusedBufs {
+                ex,
+                hy,
+                ca,
+                cb,
+                prev,
+                prev_in,
+                strip_ex,
+                strip_hy,
+            };
+            let k = (self.k.fused_edges, self.k.fused_steps);
+            return wide::launch_fused(k, st, bufs, self.meta.held(), r, steps as usize, step);
+        }
+        for l in self.launches(kernel, cells, step).unwrap_or_default() {
+            l.run(st)?;
+        }
+        Ok(())
+    }
+
+    /// The kernel launches of one of the step's kernels over `cells` in step `step` (the
+    /// sources and ends are several small ones); `None` for the fused kernel, which is
+    /// launched by [`wide::launch_fused`].
+    fn launches(&self, kernel: Kernel, cells: &Range<usize>, step: u64) -> Option<Vec<sys::Launch>> {
         let r = self.meta.kernel_range(kernel, cells);
         if r.is_empty() {
-            return Ok(());
+            return Some(Vec::new());
         }
-        let [ex, hy, ca, cb, prev, prev_in, strip_ex, strip_hy] = self.buffers[..] else {
+        let [ex, hy, ca, cb, prev, ..] = self.buffers[..] else {
             unreachable!("eight buffers")
         };
-        let grid = (r.len() as u32).div_ceil(BLOCK);
+        let grid = ((r.len() as u32).div_ceil(BLOCK), 1);
         let (start, count) = (Arg::U32(r.start as u32), Arg::U32(r.len() as u32));
-        match kernel {
-            Kernel::Fused { steps } => {
-                let bufs = wide::FusedBufs {
-                    ex,
-                    hy,
-                    ca,
-                    cb,
-                    prev,
-                    prev_in,
-                    strip_ex,
-                    strip_hy,
-                };
-                let k = (self.k.fused_edges, self.k.fused_steps);
-                wide::launch_fused(k, st, bufs, self.meta.held(), r, steps as usize, step)
-            }
-            Kernel::UpdateH => sys::launch(
+        let one = |f, args: &[Arg]| sys::Launch::new(f, (1, 1), 1, args);
+        Some(match kernel {
+            Kernel::Fused { .. } => return None,
+            Kernel::UpdateH => vec![sys::Launch::new(
                 self.k.update_h,
                 grid,
                 BLOCK,
-                st,
                 &[Arg::Ptr(hy), Arg::Ptr(ex), Arg::F32(self.ch), start, count],
-            ),
-            Kernel::UpdateE => sys::launch(
+            )],
+            Kernel::UpdateE => vec![sys::Launch::new(
                 self.k.update_e,
                 grid,
                 BLOCK,
-                st,
                 &[
                     Arg::Ptr(ex),
                     Arg::Ptr(hy),
@@ -1381,8 +1445,9 @@ impl Dev {
                     start,
                     count,
                 ],
-            ),
+            )],
             Kernel::SourcesBoundaries => {
+                let mut out = Vec::new();
                 for (i, src) in self.meta.sources_in(&r) {
                     let hard = i32::from(src.injection == Injection::Hard);
                     let args = [
@@ -1391,7 +1456,7 @@ impl Dev {
                         Arg::F32(src.value(step)),
                         Arg::I32(hard),
                     ];
-                    sys::launch(self.k.apply_source, 1, 1, st, &args)?;
+                    out.push(one(self.k.apply_source, &args));
                 }
                 let (first, last) = self.meta.end_cells();
                 let (left, right) = self.meta.ends();
@@ -1412,11 +1477,11 @@ impl Dev {
                         Arg::I32(rk),
                         Arg::F32(rc),
                     ];
-                    sys::launch(self.k.boundaries, 1, 1, st, &args)?;
+                    out.push(one(self.k.boundaries, &args));
                 }
-                Ok(())
+                out
             }
-        }
+        })
     }
 }
 
@@ -1457,6 +1522,7 @@ impl Drop for Dev {
         if sys::set_current(self.ctx).is_ok() {
             let _ = sys::synchronize_context();
         }
+        self.graphs.clear();
         for (a, b) in self.timers.drain(..) {
             sys::destroy_event(a);
             sys::destroy_event(b);

@@ -110,7 +110,11 @@ unsafe extern "C" {
         params: *const KernelNodeParams,
     ) -> i32;
     fn cuGraphInstantiateWithFlags(exec: *mut *mut Opaque, graph: *mut Opaque, flags: u64) -> i32;
-    fn cuGraphExecKernelNodeSetParams(exec: *mut Opaque, node: *mut Opaque, params: *const KernelNodeParams) -> i32;
+    fn cuGraphExecKernelNodeSetParams(
+        exec: *mut Opaque,
+        node: *mut Opaque,
+        params: *const KernelNodeParams,
+    ) -> i32;
     fn cuGraphLaunch(exec: *mut Opaque, stream: *mut Opaque) -> i32;
     fn cuGraphExecDestroy(exec: *mut Opaque) -> i32;
     fn cuGraphDestroy(graph: *mut Opaque) -> i32;
@@ -416,7 +420,12 @@ impl Launch {
                     .collect()
             })
             .collect();
-        Launch { f, grid, block, values }
+        Launch {
+            f,
+            grid,
+            block,
+            values,
+        }
     }
 
     /// Pointers to each argument's value, as the driver takes them; valid while `self`
@@ -506,12 +515,9 @@ impl ChainGraph {
         Ok(out)
     }
 
-    pub fn len(&self) -> usize {
+    /// Kernel nodes in the chain.
+    pub fn nodes(&self) -> usize {
         self.nodes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
     }
 
     /// Node `i` launches `l` from the next launch of the graph on (launches already
