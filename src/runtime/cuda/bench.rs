@@ -265,13 +265,13 @@ fn launch_cost(gpu: i32) -> Result<f64> {
     })
 }
 
-/// The step of `p` with no exchange: its kernels and barriers only (not a correct
-/// program: a yardstick for the exchange's cost).
+/// The step of `p` with no exchange: its kernels (launched or as graphs) and barriers
+/// only (not a correct program: a yardstick for the exchange's cost).
 fn no_exchange(p: &Program) -> Program {
     let mut q = p.clone();
     q.name = "no exchange".into();
     for ops in &mut q.step {
-        ops.retain(|op| matches!(op, Op::Launch { .. } | Op::HostBarrier));
+        ops.retain(|op| matches!(op, Op::Launch { .. } | Op::Graph { .. } | Op::HostBarrier));
     }
     q
 }
@@ -621,5 +621,29 @@ impl GpuBench {
             o += &format!("{:>10} cells, {} columns: {:>8.1} µs\n", s.cells, s.columns, s.us);
         }
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_no_exchange_yardstick_keeps_kernels_and_graphs_and_drops_copies_and_waits() {
+        let ranges = [0..1000, 1000..2000];
+        for mode in [Mode::Overlap, Mode::Graph, Mode::Fused] {
+            let q = no_exchange(&mode.program(&ranges));
+            let ops: Vec<&Op> = q.step.iter().flatten().collect();
+            assert!(
+                ops.iter()
+                    .any(|op| matches!(op, Op::Launch { .. } | Op::Graph { .. }))
+            );
+            assert!(
+                ops.iter()
+                    .all(|op| matches!(op, Op::Launch { .. } | Op::Graph { .. } | Op::HostBarrier)),
+                "{}",
+                mode.name()
+            );
+        }
     }
 }
