@@ -172,3 +172,29 @@ fn checking_every_few_steps_neither_stops_the_run_nor_changes_its_bits() {
         assert!(v["first_divergence_step"].is_null(), "{mode}: {v}");
     }
 }
+
+#[test]
+fn modes_of_rounds_run_whole_rounds_and_say_so() {
+    for mode in ["wide-halo", "graph", "fused"] {
+        let out = haloscope(&[
+            "--headless",
+            "--json",
+            "--steps",
+            "200",
+            "--check-every",
+            "7",
+            "--mode",
+            mode,
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["steps"], 208, "{mode}: 13 rounds of 16 steps");
+        assert_eq!(v["max_abs_diff"], 0.0, "{mode}: {v}");
+        assert!(v["first_divergence_step"].is_null(), "{mode}: {v}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("208 steps instead of 200") && err.contains("--check-every 16 instead of 7"),
+            "{mode}: {err}"
+        );
+    }
+}

@@ -266,3 +266,41 @@ fn push_mode_copies_from_the_producers_own_stream_and_guards_both_sides() {
         }
     }
 }
+
+#[test]
+fn fewer_exchanges_fewer_launches_then_one_kernel_each_cut_the_modelled_step() {
+    // What the three round modes teach, in the sim's model: on a small grid, exchanging
+    // once every 16 steps beats every step; a graph removes the launches' cost; one kernel
+    // for the round removes most of the rest.
+    let s = builtin("pulse");
+    let per_step = |mode: Mode| {
+        let mut rt = SimRuntime::new(&s, mode.program(&s.ranges()), None, 320);
+        rt.run_until(320).unwrap();
+        rt.scheduler.horizon_us / 320.0
+    };
+    let (events, wide, graph, fused) = (
+        per_step(Mode::Events),
+        per_step(Mode::WideHalo),
+        per_step(Mode::Graph),
+        per_step(Mode::Fused),
+    );
+    assert!(
+        events > wide && wide > graph && graph > fused,
+        "{events} {wide} {graph} {fused}"
+    );
+}
+
+#[test]
+fn the_graph_mode_shows_its_nodes_and_the_round_in_its_program() {
+    let s = builtin("pulse");
+    let p = Mode::Graph.program(&s.ranges());
+    assert_eq!(p.steps_per_round, 16);
+    let text = p.to_string();
+    assert!(text.contains("every 16 steps"), "{text}");
+    assert!(
+        text.contains(
+            "48 kernel nodes over cells 484..1016: 16 steps × (update_h → update_e → sources_boundaries)"
+        ),
+        "{text}"
+    );
+}

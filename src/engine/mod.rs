@@ -739,6 +739,30 @@ mod tests {
         assert_eq!(f.max_diff, Some(0.0));
     }
 
+    #[test]
+    fn modes_of_rounds_step_a_whole_round_and_continue_any_run_bit_identically() {
+        // From step 3 under events, the fused mode's rounds start at 3: 19, 35.
+        let e = engine(Mode::Events);
+        for _ in 0..3 {
+            e.send(Control::Step);
+        }
+        e.send(Control::SetMode(Mode::Fused));
+        e.send(Control::Step);
+        let f = wait_for(&e, |f| f.mode == Mode::Fused && f.step == 19);
+        assert_eq!(f.max_diff, Some(0.0));
+        e.send(Control::SetMode(Mode::Graph));
+        e.send(Control::Step);
+        let g = wait_for(&e, |f| f.mode == Mode::Graph && f.step == 35);
+        assert_eq!(g.max_diff, Some(0.0));
+        assert!(g.timeline.iter().all(|r| r.step == Some(19)), "one round's calls");
+        // Micro-steps issue one call; the round finishes at its end.
+        e.send(Control::MicroStep);
+        wait_for(&e, |f| f.micro.next.is_some());
+        e.send(Control::Step);
+        let h = wait_for(&e, |f| f.step == 51);
+        assert_eq!(h.max_diff, Some(0.0));
+    }
+
     /// A runtime that fails the way a GPU can: the call at `fail_at` steps is refused.
     struct Refusing {
         step: u64,
