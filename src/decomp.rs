@@ -98,12 +98,30 @@ pub struct DeviceState {
     held: OnceLock<Held>,
 }
 
+/// The scenario's sources on the owned cells `cells` and `halo` cells each side, with
+/// their local index (global cell `lo − halo` is local 0), in scenario order.
+pub fn place_sources(s: &Scenario, cells: Range<usize>, halo: usize) -> Vec<(usize, PlacedSource)> {
+    let held = cells.start.saturating_sub(halo)..cells.end + halo;
+    s.sources
+        .iter()
+        .filter(|src| held.contains(&src.position))
+        .map(|src| {
+            let placed = PlacedSource {
+                position: src.position,
+                kind: src.kind,
+                injection: src.injection,
+                amplitude: src.amplitude,
+            };
+            (src.position + halo - cells.start, placed)
+        })
+        .collect()
+}
+
 impl DeviceState {
     pub fn new(index: usize, cells: Range<usize>, s: &Scenario, c: &Coefficients) -> Self {
         let (lo, hi, n) = (cells.start, cells.end, s.cells);
         let m = hi - lo;
         let len = m + 2 * HALO;
-        let held = lo.saturating_sub(HALO)..(hi + HALO).min(n);
         let mut coef_runs: Vec<(usize, usize, f32, f32)> = Vec::new();
         for i in 0..len {
             let k = (lo + i).checked_sub(HALO).filter(|&k| k < n);
@@ -115,20 +133,7 @@ impl DeviceState {
                 _ => coef_runs.push((i, i + 1, a, b)),
             }
         }
-        let sources = s
-            .sources
-            .iter()
-            .filter(|src| held.contains(&src.position))
-            .map(|src| {
-                let placed = PlacedSource {
-                    position: src.position,
-                    kind: src.kind,
-                    injection: src.injection,
-                    amplitude: src.amplitude,
-                };
-                (src.position + HALO - lo, placed)
-            })
-            .collect();
+        let sources = place_sources(s, lo..hi, HALO);
         DeviceState {
             index,
             lo,

@@ -65,20 +65,7 @@ impl Held {
         };
         let ca = (0..len).map(|i| global(i).map_or(0.0, |g| c.ca[g])).collect();
         let cb = (0..len).map(|i| global(i).map_or(0.0, |g| c.cb[g])).collect();
-        let sources = s
-            .sources
-            .iter()
-            .filter(|src| local(src.position..src.position + 1).len() == 1)
-            .map(|src| {
-                let placed = PlacedSource {
-                    position: src.position,
-                    kind: src.kind,
-                    injection: src.injection,
-                    amplitude: src.amplitude,
-                };
-                (src.position + halo - lo, placed)
-            })
-            .collect();
+        let sources = crate::decomp::place_sources(s, lo..hi, halo);
         Held {
             lo,
             hi,

@@ -102,6 +102,19 @@ impl Op {
         }
     }
 
+    /// A kernel launch's kernel, cells and step within the round.
+    pub fn as_launch(&self) -> Option<(Kernel, &Range<usize>, u32)> {
+        match self {
+            Op::Launch {
+                kernel,
+                cells,
+                substep,
+                ..
+            } => Some((*kernel, cells, *substep)),
+            _ => None,
+        }
+    }
+
     /// The stream the call enqueues work on, if any.
     pub fn stream(&self) -> Option<StreamId> {
         match self {
@@ -224,10 +237,7 @@ impl Program {
                 // The nodes of one step, and how many steps: "16 steps × (update_h → …)".
                 let kernels: Vec<(&str, u32)> = nodes
                     .iter()
-                    .filter_map(|n| match n {
-                        Op::Launch { kernel, substep, .. } => Some((kernel.name(), *substep)),
-                        _ => None,
-                    })
+                    .filter_map(|n| n.as_launch().map(|(k, _, t)| (k.name(), t)))
                     .collect();
                 let first: Vec<&str> = kernels.iter().filter(|k| k.1 == 0).map(|k| k.0).collect();
                 let steps = kernels.iter().map(|k| k.1).max().map_or(0, |m| m + 1) as usize;
@@ -236,9 +246,9 @@ impl Program {
                 } else {
                     kernels.iter().map(|k| k.0).collect::<Vec<_>>().join(" → ")
                 };
-                let cells = match nodes.first() {
-                    Some(Op::Launch { cells, .. }) => format!(" over cells {}..{}", cells.start, cells.end),
-                    _ => String::new(),
+                let cells = match nodes.first().and_then(Op::as_launch) {
+                    Some((_, cells, _)) => format!(" over cells {}..{}", cells.start, cells.end),
+                    None => String::new(),
                 };
                 format!(
                     "cudaGraphLaunch(round@dev{}, {})  // {} kernel nodes{cells}: {shape}",

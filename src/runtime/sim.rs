@@ -443,16 +443,7 @@ impl Scheduler {
                 let mut at = after_call;
                 let base = step.map_or(0, |s| s + self.base_step);
                 rec.start_us = f64::INFINITY;
-                for (i, node) in nodes.iter().enumerate() {
-                    let Op::Launch {
-                        kernel,
-                        cells,
-                        substep,
-                        ..
-                    } = node
-                    else {
-                        continue;
-                    };
+                for (i, (kernel, cells, substep)) in nodes.iter().filter_map(Op::as_launch).enumerate() {
                     let owned = self.owned_in(stream.device, cells);
                     let jn = self.jitter(t, step, pc, 16 + i as u64);
                     let dur = self.cost.graph_node_us(owned as f64 * kernel.bytes_per_cell()) * jn;
@@ -465,9 +456,9 @@ impl Scheduler {
                         seq,
                         effect: Effect::Kernel {
                             device: stream.device,
-                            kernel: *kernel,
+                            kernel,
                             cells: cells.clone(),
-                            step: base + u64::from(*substep),
+                            step: base + u64::from(substep),
                         },
                     });
                 }

@@ -1277,19 +1277,11 @@ impl Dev {
             Op::Graph { nodes, stream: s } => {
                 let mut launches = Vec::new();
                 for node in nodes {
-                    let Op::Launch {
-                        kernel,
-                        cells,
-                        substep,
-                        ..
-                    } = node
-                    else {
-                        return Err(Exec::Failure(Failure::Other(
-                            "a graph node that is not a kernel".into(),
-                        )));
-                    };
+                    let (kernel, cells, substep) = node.as_launch().ok_or_else(|| {
+                        Exec::Failure(Failure::Other("a graph node that is not a kernel".into()))
+                    })?;
                     launches.extend(
-                        self.launches(*kernel, cells, step + u64::from(*substep))
+                        self.launches(kernel, cells, step + u64::from(substep))
                             .ok_or_else(|| {
                                 Exec::Failure(Failure::Other(format!(
                                     "{} cannot be a graph node",
