@@ -155,6 +155,9 @@ impl Scheduler {
         limit: u64,
     ) -> Self {
         let n = program.devices();
+        // A loop bound at the end of a round.
+        let k = program.steps_per_round.max(1);
+        let limit = limit.div_ceil(k).saturating_mul(k);
         let mut s = Scheduler {
             program,
             cost,
