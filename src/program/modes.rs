@@ -151,7 +151,7 @@ impl Mode {
                  block loads its tile plus 17 cells each side, runs 16 steps in shared memory and writes\n\
                  its tile back. Memory is read and written once per 16 steps (24 B per cell, not 32 B\n\
                  per cell per step). One launch per 16 steps also hides the launch cost on small grids.\n\
-                 Step and micro-step move 16 steps at a time. max |Δ| stays 0."
+                 A step (n) runs the whole round of 16 steps. max |Δ| stays 0."
             }
             Mode::HaloOverwrite => {
                 "Broken. The producer pushes its boundary cell on its own stream, right behind the kernel\n\
