@@ -278,24 +278,35 @@ impl DeviceState {
     /// This device as the fused kernel sees it: coefficients per cell, where each kernel
     /// is defined, sources and ends, in the local layout.
     pub fn held(&self) -> &Held {
-        self.held.get_or_init(|| {
-            let (ca, cb) = self.coefficient_arrays();
-            let all = 0..usize::MAX;
-            let (l, r) = self.end_cells();
-            Held {
-                lo: self.lo,
-                hi: self.hi,
-                halo: HALO,
-                ch: self.ch,
-                ca,
-                cb,
-                h_valid: self.kernel_range(Kernel::UpdateH, &all),
-                e_valid: self.kernel_range(Kernel::UpdateE, &all),
-                sources: self.sources.clone(),
-                left: self.left_end.map(|c| (c, l)),
-                right: self.right_end.map(|c| (c, r)),
-            }
-        })
+        self.held.get_or_init(|| self.build_held())
+    }
+
+    /// [`DeviceState::held`], for a caller that needs nothing else of the device (the
+    /// GPU bench, the fused algorithm's tests).
+    pub fn into_held(mut self) -> Held {
+        match self.held.take() {
+            Some(h) => h,
+            None => self.build_held(),
+        }
+    }
+
+    fn build_held(&self) -> Held {
+        let (ca, cb) = self.coefficient_arrays();
+        let all = 0..usize::MAX;
+        let (l, r) = self.end_cells();
+        Held {
+            lo: self.lo,
+            hi: self.hi,
+            halo: HALO,
+            ch: self.ch,
+            ca,
+            cb,
+            h_valid: self.kernel_range(Kernel::UpdateH, &all),
+            e_valid: self.kernel_range(Kernel::UpdateE, &all),
+            sources: self.sources.clone(),
+            left: self.left_end.map(|c| (c, l)),
+            right: self.right_end.map(|c| (c, r)),
+        }
     }
 
     /// `steps` steps from step `step` over the held part of `cells` in one pass of tiles

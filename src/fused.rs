@@ -23,17 +23,17 @@
 
 use std::ops::Range;
 
-use crate::physics::{self, Coefficients, EndCondition, PlacedSource};
-use crate::scenario::Scenario;
+use crate::physics::{self, EndCondition, PlacedSource};
 
 /// Steps per pass the GPU kernel supports (its source table has this many rows).
 pub const MAX_STEPS: usize = 16;
 /// Sources the GPU kernel supports in one device's held cells.
 pub const MAX_SOURCES: usize = 8;
 
-/// One device's cells as the fused kernel sees them: owned cells `lo..hi` and `halo`
-/// cells of each neighbour. Local index `i` holds global cell `lo − halo + i` (cells
-/// beyond the grid's ends exist in the array and are never updated).
+/// One device's cells as the fused kernel sees them (`DeviceState::held` builds it):
+/// owned cells `lo..hi` and `halo` cells of each neighbour. Local index `i` holds global
+/// cell `lo − halo + i` (cells beyond the grid's ends exist in the array and are never
+/// updated).
 #[derive(Debug, Clone)]
 pub struct Held {
     pub lo: usize,
@@ -54,33 +54,6 @@ pub struct Held {
 }
 
 impl Held {
-    pub fn new(s: &Scenario, c: &Coefficients, cells: Range<usize>, halo: usize) -> Self {
-        let (lo, hi, n) = (cells.start, cells.end, s.cells);
-        let len = hi - lo + 2 * halo;
-        let global = |i: usize| (lo + i).checked_sub(halo).filter(|&g| g < n);
-        let local = |g: Range<usize>| {
-            let a = (g.start + halo).saturating_sub(lo).min(len);
-            let b = (g.end + halo).saturating_sub(lo).min(len);
-            a..b.max(a)
-        };
-        let ca = (0..len).map(|i| global(i).map_or(0.0, |g| c.ca[g])).collect();
-        let cb = (0..len).map(|i| global(i).map_or(0.0, |g| c.cb[g])).collect();
-        let sources = crate::decomp::place_sources(s, lo..hi, halo);
-        Held {
-            lo,
-            hi,
-            halo,
-            ch: c.ch,
-            ca,
-            cb,
-            h_valid: local(0..n - 1),
-            e_valid: local(1..n - 1),
-            sources,
-            left: (lo == 0).then(|| (EndCondition::new(s.left, c.mur_left), halo)),
-            right: (hi == n).then(|| (EndCondition::new(s.right, c.mur_right), halo + hi - lo - 1)),
-        }
-    }
-
     pub fn len(&self) -> usize {
         self.hi - self.lo + 2 * self.halo
     }
@@ -178,23 +151,22 @@ fn substep(h: &Held, ex: &mut [f32], hy: &mut [f32], prev: &mut [f32; 2], a: usi
     }
 }
 
-/// The wide-halo exchange: each device's `halo` cells on each side get both fields of the
-/// neighbour's owned cells there. Every device must own at least `halo` cells.
-pub fn exchange(held: &[Held], fields: &mut [Fields]) {
+/// The wide-halo exchange: the `w` halo cells next to each device's owned cells, on
+/// each side, get both fields of the neighbour's owned cells there. Every device must own
+/// at least `w` cells.
+pub fn exchange(held: &[Held], fields: &mut [Fields], w: usize) {
     for d in 1..held.len() {
         let (l, r) = (&held[d - 1], &held[d]);
-        let w = r.halo;
         // Left halo of d ← the last w owned cells of d − 1; right halo of d − 1 ← the
         // first w owned cells of d.
-        let from_left = l.local(r.lo - w)..l.local(r.lo);
-        let from_right = r.local(l.hi)..r.local(l.hi + w);
+        let (from_left, to_left) = (l.local(r.lo - w)..l.local(r.lo), r.local(r.lo - w)..r.local(r.lo));
+        let (from_right, to_right) = (r.local(l.hi)..r.local(l.hi + w), l.local(l.hi)..l.local(l.hi + w));
         let (a, b) = fields.split_at_mut(d);
         let (fl, fr) = (&mut a[d - 1], &mut b[0]);
-        fr.ex[..w].copy_from_slice(&fl.ex[from_left.clone()]);
-        fr.hy[..w].copy_from_slice(&fl.hy[from_left]);
-        let end = l.len();
-        fl.ex[end - w..].copy_from_slice(&fr.ex[from_right.clone()]);
-        fl.hy[end - w..].copy_from_slice(&fr.hy[from_right]);
+        fr.ex[to_left.clone()].copy_from_slice(&fl.ex[from_left.clone()]);
+        fr.hy[to_left].copy_from_slice(&fl.hy[from_left]);
+        fl.ex[to_right.clone()].copy_from_slice(&fr.ex[from_right.clone()]);
+        fl.hy[to_right].copy_from_slice(&fr.hy[from_right]);
     }
 }
 
@@ -202,18 +174,28 @@ pub fn exchange(held: &[Held], fields: &mut [Fields]) {
 mod tests {
     use super::*;
     use crate::bench::bench_scenario;
-    use crate::decomp::{Domain, Field};
-    use crate::scenario;
+    use crate::decomp::{DeviceState, Domain, Field};
+    use crate::physics::Coefficients;
+    use crate::scenario::{self, Scenario};
 
     fn scenario(text: &str) -> Scenario {
         scenario::parse(text, "test").unwrap()
     }
 
-    /// `steps` steps by passes of `k` (a shorter last pass) on `devices` devices with a
-    /// halo of `k`, against the single-domain reference.
+    /// Each device of `s` as the fused kernel sees it.
+    fn held(s: &Scenario) -> Vec<Held> {
+        let c = Coefficients::new(s);
+        let ranges = s.ranges().into_iter().enumerate();
+        ranges
+            .map(|(d, r)| DeviceState::new(d, r, s, &c).into_held())
+            .collect()
+    }
+
+    /// `steps` steps by passes of `k` (a shorter last pass) on `devices` devices,
+    /// exchanging `k` halo cells, against the single-domain reference.
     fn check(s: &Scenario, k: usize, tile: usize, steps: u64) {
         let c = Coefficients::new(s);
-        let held: Vec<Held> = s.ranges().into_iter().map(|r| Held::new(s, &c, r, k)).collect();
+        let held = held(s);
         let mut fields: Vec<Fields> = held.iter().map(|h| Fields::zeros(h.len())).collect();
         let mut reference = Domain::reference(s, &c);
         let mut done = 0;
@@ -222,7 +204,7 @@ mod tests {
             for (h, f) in held.iter().zip(&mut fields) {
                 pass(h, f, 0..h.len(), n as usize, done, tile);
             }
-            exchange(&held, &mut fields);
+            exchange(&held, &mut fields, k);
             for t in done..done + n {
                 reference.step(t);
             }
@@ -274,18 +256,18 @@ mod tests {
 
     #[test]
     fn more_steps_between_exchanges_than_halo_cells_breaks_it() {
-        // The premise, checked: 8 steps between exchanges with 4-cell halos lets the
-        // stale edge of each device's copy reach its owned cells.
+        // The premise, checked: 8 steps between exchanges of 4 halo cells lets the stale
+        // edge of each device's copy reach its owned cells.
         let s = bench_scenario(400, 2).unwrap();
         let c = Coefficients::new(&s);
-        let held: Vec<Held> = s.ranges().into_iter().map(|r| Held::new(&s, &c, r, 4)).collect();
+        let held = held(&s);
         let mut fields: Vec<Fields> = held.iter().map(|h| Fields::zeros(h.len())).collect();
         let mut reference = Domain::reference(&s, &c);
         for p in 0..40 {
             for (h, f) in held.iter().zip(&mut fields) {
                 pass(h, f, 0..h.len(), 8, 8 * p, 64);
             }
-            exchange(&held, &mut fields);
+            exchange(&held, &mut fields, 4);
             for t in 8 * p..8 * p + 8 {
                 reference.step(t);
             }

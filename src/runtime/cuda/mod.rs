@@ -303,13 +303,7 @@ impl CudaRuntime {
         let held_sources: Vec<usize> = s
             .ranges()
             .into_iter()
-            .map(|r| {
-                let held = r.start.saturating_sub(HALO)..r.end + HALO;
-                s.sources
-                    .iter()
-                    .filter(|src| held.contains(&src.position))
-                    .count()
-            })
+            .map(|r| crate::decomp::place_sources(s, r, HALO).len())
             .collect();
         check_fused(&program, &held_sources)?;
         let (reply_tx, replies) = unbounded();

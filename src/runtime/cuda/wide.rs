@@ -1,7 +1,7 @@
 //! The fused kernel on GPUs, for the bench: several steps per pass (`kernels/fused.cu`)
 //! and, on several GPUs, as many steps per halo exchange (src/fused.rs documents both).
 //! One host thread drives every GPU: per pass, each GPU saves its tile margins, runs the
-//! pass and records `done`; then each pulls `halo` cells of both fields from each
+//! pass and records `done`; then each pulls `k` cells of both fields from each
 //! neighbour after the neighbour's `done`, and records `pulled`; the next pass on a GPU
 //! waits for its neighbours' `pulled` (they have read its cells) before writing them.
 
@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use super::{FUSED_PTX, sys};
-use crate::decomp::{Domain, Field};
+use crate::decomp::{DeviceState, Domain, Field};
 use crate::fused::{Held, MAX_SOURCES, MAX_STEPS};
 use crate::physics::{Coefficients, EndCondition};
 use crate::scenario::Injection;
@@ -158,7 +158,7 @@ struct Gpu {
 
 pub struct WideRun {
     gpus: Vec<Gpu>,
-    /// Steps per pass, and halo cells per side (the same).
+    /// Steps per pass, and halo cells pulled from each neighbour per pass (the same).
     k: usize,
     /// Steps done.
     pub step: u64,
@@ -177,10 +177,9 @@ impl WideRun {
             ));
         }
         let c = Coefficients::new(s);
-        let halo = if gpus.len() > 1 { k } else { 1 };
         let mut out = Vec::new();
-        for (r, &g) in ranges.into_iter().zip(gpus) {
-            let held = Held::new(s, &c, r, halo);
+        for (d, (r, &g)) in ranges.into_iter().zip(gpus).enumerate() {
+            let held = DeviceState::new(d, r, s, &c).into_held();
             if held.sources.len() > MAX_SOURCES {
                 return Err(anyhow!("more than {MAX_SOURCES} sources on one GPU"));
             }
@@ -253,16 +252,13 @@ impl WideRun {
             for d in 0..n {
                 let g = &self.gpus[d];
                 sys::set_current(g.ctx)?;
-                let w = g.held.halo;
+                let w = self.k;
                 for e in [d.wrapping_sub(1), d + 1].into_iter().filter(|&e| e < n) {
                     let p = &self.gpus[e];
                     sys::stream_wait_event(g.stream, p.done)?;
                     // From the neighbour's owned cells next to us into our halo.
-                    let (from, to) = if e < d {
-                        (p.held.local(g.held.lo - w), 0)
-                    } else {
-                        (p.held.local(g.held.hi), g.held.len() - w)
-                    };
+                    let first = if e < d { g.held.lo - w } else { g.held.hi };
+                    let (from, to) = (p.held.local(first), g.held.local(first));
                     for (dst, src) in [(g.bufs.ex, p.bufs.ex), (g.bufs.hy, p.bufs.hy)] {
                         sys::memcpy_peer_async(
                             dst + 4 * to as u64,
