@@ -172,10 +172,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     }
     // Modes that exchange once every few steps stop only at the end of a round.
     let k = args.mode.program(&s.ranges()).steps_per_round;
-    let mut s = s.clone();
-    let s = &mut s;
-    let mut args = args.clone();
-    let args = &mut args;
+    let (mut s, mut args) = (s.clone(), args.clone());
     if !s.steps.is_multiple_of(k) {
         let steps = s.steps.div_ceil(k) * k;
         eprintln!(
@@ -193,7 +190,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
         );
         args.check_every = Some(every);
     }
-    let (s, args) = (&*s, &*args);
+    let (s, args) = (&s, &args);
     let mut rt = Runner::new(s, args)?;
     let c = Coefficients::new(s);
     let mut reference = (!args.no_reference).then(|| Domain::reference(s, &c));

@@ -499,12 +499,10 @@ impl<'a> Builder<'a> {
         self.push(d, Op::HostBarrier);
         // E phase, the first cell (pushed left, reads the Hy halo) first, after: RAW, the
         // neighbour's push of Hy[lo-1] has landed; WAR, my last push has read Ex[lo].
-        if left {
-            self.e_boundary_first(d, [("hy_sent", d - 1), ("ex_sent", d)]);
-        } else {
+        if !left {
             self.e_phase(d, lo..hi);
-        }
-        if left {
+        } else {
+            self.e_boundary_first(d, [("hy_sent", d - 1), ("ex_sent", d)]);
             let eb = self.ev("e_boundary", d);
             self.wait(d, COPY, eb); // RAW: Ex[lo] is written
             let hb = self.ev("h_boundary", d - 1);
