@@ -62,7 +62,7 @@ fn plain(s: &Scenario, steps: u64) -> Result<f64> {
 }
 
 fn sim(s: &Scenario, steps: u64, fuse: bool) -> Result<f64> {
-    let mut rt = SimRuntime::new(s, Mode::Events.program(&s.ranges()), None, steps + 1);
+    let mut rt = SimRuntime::new(s, Mode::Events.program(&s.ranges()), None)?;
     rt.set_fusion(fuse);
     rt.run_until(1)?;
     let t0 = Instant::now();
@@ -202,7 +202,7 @@ pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
     let headless = |budget: Duration| -> Result<f64> {
         let c = Coefficients::new(&s);
         let mut reference = Domain::reference(&s, &c);
-        let mut rt = SimRuntime::new(&s, Mode::Events.program(&s.ranges()), None, u64::MAX);
+        let mut rt = SimRuntime::new(&s, Mode::Events.program(&s.ranges()), None)?;
         let t0 = Instant::now();
         let mut n = 0;
         while t0.elapsed() < budget {

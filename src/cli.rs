@@ -167,9 +167,20 @@ pub struct RunArgs {
     #[arg(long, value_name = "SEED")]
     pub jitter: Option<u64>,
 
-    /// Write the timeline as Chrome Trace Event JSON (open in Perfetto or chrome://tracing).
+    /// Write the timeline as Chrome Trace Event JSON (open in Perfetto or chrome://tracing),
+    /// streamed to FILE as the run goes: memory stays flat, and a run cut short leaves a
+    /// file that still loads (sim runtime).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+
+    /// With --trace: only steps A..B (A included, B not), e.g. 1000..1010.
+    #[arg(long, value_name = "A..B", value_parser = parse_step_range, requires = "trace",
+          conflicts_with = "trace_last")]
+    pub trace_steps: Option<std::ops::Range<u64>>,
+
+    /// With --trace: only the last N steps of the run (kept in memory until the end).
+    #[arg(long, value_name = "N", requires = "trace", value_parser = clap::value_parser!(u64).range(1..))]
+    pub trace_last: Option<u64>,
 
     /// Key bindings file for the UI (default: ~/.config/haloscope/keymap.toml if present).
     #[arg(long, value_name = "FILE")]
@@ -197,4 +208,21 @@ pub struct RunArgs {
     /// List the built-in scenarios and ordering modes, and exit.
     #[arg(long)]
     pub list: bool,
+}
+
+/// `A..B` with A < B.
+fn parse_step_range(s: &str) -> Result<std::ops::Range<u64>, String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("`{s}` is not a step range: write A..B, e.g. 1000..1010"))?;
+    let num = |x: &str| {
+        x.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("`{x}` in `{s}` is not a step number"))
+    };
+    let (a, b) = (num(a)?, num(b)?);
+    if a >= b {
+        return Err(format!("`{s}` is empty: A must be below B"));
+    }
+    Ok(a..b)
 }

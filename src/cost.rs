@@ -17,8 +17,12 @@ pub struct CostModel {
     pub graph_node_us: f64,
     /// Memory bandwidth a Yee kernel reaches (130 Gcells/s × 28 B/cell ≈ 3650 GB/s).
     pub kernel_bandwidth_gbs: f64,
-    /// Latency of a small peer copy (7.3 µs for 4 B … 64 KiB).
-    pub peer_latency_us: f64,
+    /// Latency of a small peer copy issued on a stream of the source device, a push
+    /// (4.98 µs: the median of both directions of 4 B, bench run benchmarks/2026-11-30-h200x2-4).
+    pub peer_push_latency_us: f64,
+    /// Latency of a small peer copy issued on a stream of the destination device, a pull
+    /// (8.96 µs, same run; other runs measured up to 15.9 µs).
+    pub peer_pull_latency_us: f64,
     /// Bandwidth of a large peer copy (394 GB/s at 512 MiB).
     pub peer_bandwidth_gbs: f64,
     /// Host time from a stream's last completion to a synchronize call returning
@@ -26,6 +30,10 @@ pub struct CostModel {
     pub sync_wake_us: f64,
     /// Host time for the last thread to leave a host barrier after it arrives.
     pub barrier_us: f64,
+    /// Queue slots one stream holds of work issued and not complete: a launch, a push, a
+    /// record or a wait takes one, a pull three; past that the issuing call blocks until
+    /// the oldest work completes (1022 on an H200, scripts/queue-depth.cu).
+    pub queue_depth: u32,
     /// Relative spread of `--jitter`: each duration is scaled by a factor in
     /// `[1 - jitter, 1 + jitter]`.
     pub jitter: f64,
@@ -39,10 +47,12 @@ impl Default for CostModel {
             kernel_min_us: 3.98,
             graph_node_us: 0.51,
             kernel_bandwidth_gbs: 3650.0,
-            peer_latency_us: 7.3,
+            peer_push_latency_us: 4.98,
+            peer_pull_latency_us: 8.96,
             peer_bandwidth_gbs: 394.0,
             sync_wake_us: 3.4,
             barrier_us: 1.0,
+            queue_depth: 1022,
             jitter: 0.5,
         }
     }
@@ -56,7 +66,8 @@ impl CostModel {
             ("api_host_us", self.api_host_us),
             ("kernel_min_us", self.kernel_min_us),
             ("graph_node_us", self.graph_node_us),
-            ("peer_latency_us", self.peer_latency_us),
+            ("peer_push_latency_us", self.peer_push_latency_us),
+            ("peer_pull_latency_us", self.peer_pull_latency_us),
             ("sync_wake_us", self.sync_wake_us),
             ("barrier_us", self.barrier_us),
         ];
@@ -72,6 +83,16 @@ impl CostModel {
             if !(v > 0.0 && v.is_finite()) {
                 return Err((name, format!("a bandwidth must be positive GB/s, got {v}")));
             }
+        }
+        if self.queue_depth < crate::runtime::sim::PULL_QUEUE_SLOTS {
+            return Err((
+                "queue_depth",
+                format!(
+                    "a stream must hold at least {} slots (one pulled copy), got {}",
+                    crate::runtime::sim::PULL_QUEUE_SLOTS,
+                    self.queue_depth
+                ),
+            ));
         }
         if !(0.0..1.0).contains(&self.jitter) {
             return Err((
@@ -92,8 +113,13 @@ impl CostModel {
         self.graph_node_us + bytes / (self.kernel_bandwidth_gbs * 1e3)
     }
 
-    /// Modelled duration of a peer copy of `bytes`.
-    pub fn peer_copy_us(&self, bytes: f64) -> f64 {
-        self.peer_latency_us + bytes / (self.peer_bandwidth_gbs * 1e3)
+    /// Modelled duration of a peer copy of `bytes`, pulled or pushed.
+    pub fn peer_copy_us(&self, bytes: f64, pull: bool) -> f64 {
+        let latency = if pull {
+            self.peer_pull_latency_us
+        } else {
+            self.peer_push_latency_us
+        };
+        latency + bytes / (self.peer_bandwidth_gbs * 1e3)
     }
 }

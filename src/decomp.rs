@@ -152,6 +152,27 @@ impl DeviceState {
         }
     }
 
+    /// A copy of the device's memory and end state (the fused kernel's view of it is
+    /// rebuilt if asked for): an observation's fork.
+    pub fn fork(&self) -> DeviceState {
+        DeviceState {
+            index: self.index,
+            lo: self.lo,
+            hi: self.hi,
+            n: self.n,
+            ex: self.ex.clone(),
+            hy: self.hy.clone(),
+            coef_runs: self.coef_runs.clone(),
+            ch: self.ch,
+            sources: self.sources.clone(),
+            left_end: self.left_end,
+            right_end: self.right_end,
+            prev_left: self.prev_left,
+            prev_right: self.prev_right,
+            held: OnceLock::new(),
+        }
+    }
+
     /// Number of owned cells.
     pub fn cells(&self) -> usize {
         self.hi - self.lo

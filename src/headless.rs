@@ -11,6 +11,7 @@ use crate::error::UsageError;
 use crate::physics::Coefficients;
 use crate::runtime::sim::SimRuntime;
 use crate::scenario::{self, Scenario};
+use crate::stats::Window;
 use crate::trace;
 
 /// What a headless run prints (as text, or as JSON with `--json`).
@@ -36,8 +37,9 @@ pub struct Summary {
     pub modelled_step_us: Option<f64>,
     /// Wall time per step, µs (on the cuda runtime, the GPUs' pace).
     pub measured_step_us: f64,
-    /// Per device, the median time of its incoming halo copies, µs (modelled on the sim,
-    /// measured with CUDA events on the cuda runtime).
+    /// Per device, the median time of its latest incoming halo copies (at most
+    /// `stats::Window::CAP` of them), µs: modelled on the sim, measured with CUDA events on
+    /// the cuda runtime.
     pub copy_us_median: Vec<Option<f64>>,
     /// Cuda: each logical device's GPU and how it reaches its neighbours.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -79,13 +81,7 @@ impl Runner {
     fn new(s: &Scenario, args: &RunArgs) -> Result<Runner> {
         let program = args.mode.program(&s.ranges());
         match args.runtime {
-            RuntimeKind::Sim => {
-                let mut rt = SimRuntime::new(s, program, args.jitter, s.steps);
-                if args.trace.is_some() {
-                    rt.scheduler.keep_all_trace();
-                }
-                Ok(Runner::Sim(Box::new(rt)))
-            }
+            RuntimeKind::Sim => Ok(Runner::Sim(Box::new(SimRuntime::new(s, program, args.jitter)?))),
             #[cfg(feature = "cuda")]
             RuntimeKind::Cuda => {
                 let gpus = gpus_for(s, args)?;
@@ -98,16 +94,20 @@ impl Runner {
         }
     }
 
-    /// Runs until `n` of `total` steps; `sync`: stop every host thread there and apply
-    /// everything (else the threads' loop bound is `total`, and they run ahead freely).
-    fn run_until(&mut self, n: u64, total: u64, sync: bool) -> Result<()> {
+    /// Runs until `n` steps are done. On the sim the run is observed there and goes on
+    /// unchanged; `each` gets the records of the steps observed since the last call.
+    fn run_until(&mut self, n: u64, each: impl FnMut(&crate::trace::TraceRecord)) -> Result<()> {
         match self {
             Runner::Sim(rt) => {
-                rt.scheduler.set_limit(if sync { n } else { total });
-                rt.run_until(n)
+                rt.observe(n)?;
+                rt.take_records(n, each);
+                Ok(())
             }
             #[cfg(feature = "cuda")]
-            Runner::Cuda(rt) => rt.run_until(n),
+            Runner::Cuda(rt) => {
+                let _ = each;
+                rt.run_until(n)
+            }
         }
     }
 
@@ -116,14 +116,6 @@ impl Runner {
             Runner::Sim(rt) => rt.fields(),
             #[cfg(feature = "cuda")]
             Runner::Cuda(rt) => rt.fields(),
-        }
-    }
-
-    fn copy_us(&self) -> &[Vec<f64>] {
-        match self {
-            Runner::Sim(rt) => &rt.scheduler.copy_us,
-            #[cfg(feature = "cuda")]
-            Runner::Cuda(rt) => &rt.copy_us,
         }
     }
 }
@@ -191,6 +183,26 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
         args.check_every = Some(every);
     }
     let (s, args) = (&s, &args);
+    // The trace file is created before the run: a path that cannot be written is refused
+    // at once, and the file grows as the run goes.
+    let mut trace = match &args.trace {
+        None => None,
+        Some(_) if args.runtime != RuntimeKind::Sim => {
+            return Err(UsageError("--trace: traces are written by the sim runtime only".into()).into());
+        }
+        Some(path) => {
+            let steps = match (&args.trace_steps, args.trace_last) {
+                (Some(r), _) => trace::TraceSteps::Range(r.clone()),
+                (None, Some(n)) => trace::TraceSteps::Last(n),
+                (None, None) => trace::TraceSteps::All,
+            };
+            let program = args.mode.program(&s.ranges());
+            Some(
+                trace::TraceWriter::create(path, &program, "sim", steps)
+                    .map_err(|e| UsageError(format!("--trace {}: cannot write: {e}", path.display())))?,
+            )
+        }
+    };
     let mut rt = Runner::new(s, args)?;
     let c = Coefficients::new(s);
     let mut reference = (!args.no_reference).then(|| Domain::reference(s, &c));
@@ -199,8 +211,12 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     let bar = progress(s.steps, "run");
     let t0 = Instant::now();
     let mut result = Ok(());
-    // Chunks only pace the progress bar, except at --check-every points, where every
-    // device synchronises and the fields are compared.
+    // Copy times (a window of the latest per device), the modelled clock, trace errors.
+    let mut copies: Vec<Window> = vec![Window::default(); s.split.len()];
+    let mut modelled_end = 0.0f64;
+    let mut trace_error: Option<std::io::Error> = None;
+    // Chunks pace the progress bar; at --check-every points the fields are compared. On
+    // the sim every chunk end is an observation, which leaves the run as it is.
     let every = args.check_every.unwrap_or(u64::MAX);
     let chunk = match args.runtime {
         RuntimeKind::Sim => (s.steps / 200).max(1),
@@ -214,7 +230,20 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
         let next_check = (n / every + 1).saturating_mul(every);
         n = (n + chunk).min(s.steps).min(next_check);
         let check = n == next_check && n < s.steps;
-        result = rt.run_until(n, s.steps, check);
+        result = rt.run_until(n, |r| {
+            if let (crate::program::OpKind::Copy, Some((_, dst, _))) = (r.kind, r.peer) {
+                copies[dst].push(r.end_us - r.start_us);
+            }
+            if r.stream.is_some() {
+                modelled_end = modelled_end.max(r.end_us);
+            }
+            if let Some(w) = trace.as_mut()
+                && trace_error.is_none()
+                && let Err(e) = w.record(r)
+            {
+                trace_error = Some(e);
+            }
+        });
         if check && result.is_ok() && first_divergence_step.is_none() {
             let tc = Instant::now();
             if let Some(r) = reference.as_mut() {
@@ -235,10 +264,12 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     }
     let wall_s = (t0.elapsed() - compare_time).as_secs_f64();
     bar.finish_and_clear();
-    if let (Some(path), Runner::Sim(sim)) = (&args.trace, &rt) {
-        let records: Vec<_> = sim.scheduler.trace.iter().cloned().collect();
-        let json = trace::chrome_trace(sim.scheduler.program(), &records, "sim");
-        std::fs::write(path, serde_json::to_vec(&json)?)
+    if let Some(w) = trace {
+        let path = w.path().to_path_buf();
+        if let Some(e) = trace_error.take() {
+            return Err(UsageError(format!("--trace {}: cannot write: {e}", path.display())).into());
+        }
+        w.finish()
             .map_err(|e| UsageError(format!("--trace {}: cannot write: {e}", path.display())))?;
     }
     result.with_context(|| format!("mode {} stopped", args.mode.name()))?;
@@ -270,11 +301,18 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
             crate::npy::write_f32(&path, data).with_context(|| format!("writing {}", path.display()))?;
         }
     }
-    let copy_us_median = rt.copy_us().iter().map(|v| median(v)).collect();
-    let (modelled_step_us, topology) = match &rt {
-        Runner::Sim(sim) => (Some(sim.scheduler.horizon_us / s.steps.max(1) as f64), Vec::new()),
+    let (copy_us_median, modelled_step_us, topology) = match &rt {
+        Runner::Sim(_) => (
+            copies.iter().map(Window::median).collect(),
+            Some(modelled_end / s.steps.max(1) as f64),
+            Vec::new(),
+        ),
         #[cfg(feature = "cuda")]
-        Runner::Cuda(c) => (None, c.topology.clone()),
+        Runner::Cuda(c) => (
+            c.copy_us.iter().map(Window::median).collect(),
+            None,
+            c.topology.clone(),
+        ),
     };
     Ok(Summary {
         scenario: s.name.clone(),
@@ -296,20 +334,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     })
 }
 
-/// Median of a sample; `None` when empty.
-pub fn median(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    Some(if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        0.5 * (v[m - 1] + v[m])
-    })
-}
+pub use crate::stats::median;
 
 impl Summary {
     pub fn to_text(&self) -> String {

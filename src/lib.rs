@@ -17,5 +17,6 @@ pub mod program;
 pub mod runtime;
 pub mod scenario;
 pub mod snapshot;
+pub mod stats;
 pub mod trace;
 pub mod tui;

@@ -20,59 +20,169 @@ pub struct TraceRecord {
     /// The stream it ran on; `None` for host-only calls (barrier, synchronize).
     pub stream: Option<StreamId>,
     pub label: String,
+    /// When the host thread made the call.
     pub issue_us: f64,
     pub start_us: f64,
     pub end_us: f64,
+    /// When the call returned to the host thread: later than `issue_us` by the call's host
+    /// cost, more when it blocked (a full stream queue, a synchronize, a barrier).
+    pub returned_us: f64,
     /// For a wait: the record it bound to (`None`: never recorded, completes at once).
     pub released_by: Option<u64>,
+    /// For a wait: the stream of that record and when it completes.
+    pub released_from: Option<(StreamId, f64)>,
     /// For a peer copy: `(source device, destination device, bytes)`.
     pub peer: Option<(usize, usize, usize)>,
 }
 
-/// Chrome Trace Event JSON: one process per device, one thread (track) per stream plus one
-/// for the host thread, one complete event (`ph: X`) per call, and a flow arrow from each
-/// record to every wait it released.
-pub fn chrome_trace(program: &Program, records: &[TraceRecord], runtime: &str) -> serde_json::Value {
-    let mut events = Vec::new();
-    let host_tid = 100;
-    for d in 0..program.devices() {
-        events
-            .push(json!({"ph": "M", "name": "process_name", "pid": d, "args": {"name": format!("dev{d}")}}));
-        for (i, name) in program.stream_names.iter().enumerate() {
-            events.push(json!({"ph": "M", "name": "thread_name", "pid": d, "tid": i,
-                               "args": {"name": format!("stream {name}@dev{d}")}}));
-        }
-        events.push(
-            json!({"ph": "M", "name": "thread_name", "pid": d, "tid": host_tid,
-                           "args": {"name": format!("host thread {d}")}}),
-        );
-    }
-    let by_id: std::collections::HashMap<u64, &TraceRecord> = records.iter().map(|r| (r.id, r)).collect();
-    for r in records {
-        let (pid, tid) = match r.stream {
-            Some(s) => (s.device, s.index),
-            None => (r.thread, host_tid),
+/// Which steps a trace file keeps.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum TraceSteps {
+    /// Every step (and the setup calls).
+    #[default]
+    All,
+    /// Steps `a..b` (and the setup calls when `a` is 0).
+    Range(std::ops::Range<u64>),
+    /// The last `n` steps of the run.
+    Last(u64),
+}
+
+/// Chrome Trace Event JSON in the array format, written as the run goes: one process per
+/// device, one thread (track) per stream plus one for the host thread, one complete event
+/// (`ph: X`) per call, a flow arrow from each record to every wait it released. A run cut
+/// short leaves a file without its closing `]`, which the format allows (Perfetto and
+/// chrome://tracing load it). `--trace-last N` keeps the last N steps' events in memory.
+pub struct TraceWriter {
+    out: std::io::BufWriter<std::fs::File>,
+    path: std::path::PathBuf,
+    first: bool,
+    steps: TraceSteps,
+    /// For `Last`: each step's events, oldest first.
+    last: std::collections::BTreeMap<u64, Vec<serde_json::Value>>,
+}
+
+const HOST_TID: usize = 100;
+
+impl TraceWriter {
+    /// Creates `path` and writes the tracks' names: a path that cannot be written fails
+    /// here, before the run.
+    pub fn create(
+        path: &std::path::Path,
+        program: &Program,
+        runtime: &str,
+        steps: TraceSteps,
+    ) -> std::io::Result<TraceWriter> {
+        let file = std::fs::File::create(path)?;
+        let mut w = TraceWriter {
+            out: std::io::BufWriter::new(file),
+            path: path.to_path_buf(),
+            first: true,
+            steps,
+            last: Default::default(),
         };
-        let cat = format!("{:?}", r.kind).to_lowercase();
-        events.push(json!({
-            "ph": "X", "name": r.label, "cat": cat, "pid": pid, "tid": tid,
-            "ts": r.start_us, "dur": (r.end_us - r.start_us).max(0.0),
-            "args": {"step": r.step, "issued_us": r.issue_us, "host_thread": r.thread, "call": r.op_index}
-        }));
-        if let Some(src) = r.released_by.and_then(|id| by_id.get(&id)) {
-            let (spid, stid) = src.stream.map_or((src.thread, host_tid), |s| (s.device, s.index));
-            events.push(json!({"ph": "s", "id": r.id, "name": "release", "cat": "flow",
-                               "pid": spid, "tid": stid, "ts": src.end_us}));
-            events.push(
-                json!({"ph": "f", "bp": "e", "id": r.id, "name": "release", "cat": "flow",
-                               "pid": pid, "tid": tid, "ts": r.end_us}),
-            );
+        w.raw("[\n")?;
+        let clock = match runtime {
+            "sim" => "simulated µs from the first call; every device shares one clock",
+            _ => "µs on the host clock",
+        };
+        w.event(&json!({"ph": "M", "name": "haloscope", "pid": 0, "tid": 0,
+                        "args": {"mode": program.name, "runtime": runtime, "clock": clock}}))?;
+        for d in 0..program.devices() {
+            w.event(&json!({"ph": "M", "name": "process_name", "pid": d, "args": {"name": format!("dev{d}")}}))?;
+            for (i, name) in program.stream_names.iter().enumerate() {
+                w.event(&json!({"ph": "M", "name": "thread_name", "pid": d, "tid": i,
+                                "args": {"name": format!("stream {name}@dev{d}")}}))?;
+            }
+            w.event(&json!({"ph": "M", "name": "thread_name", "pid": d, "tid": HOST_TID,
+                            "args": {"name": format!("host thread {d}")}}))?;
         }
+        Ok(w)
     }
-    json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ns",
-        "otherData": {"mode": program.name, "runtime": runtime,
-                      "clock": "simulated µs from the first call; every device shares one clock"}
-    })
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    fn raw(&mut self, s: &str) -> std::io::Result<()> {
+        use std::io::Write;
+        self.out.write_all(s.as_bytes())
+    }
+
+    fn event(&mut self, v: &serde_json::Value) -> std::io::Result<()> {
+        use std::io::Write;
+        if !self.first {
+            self.raw(",\n")?;
+        }
+        self.first = false;
+        serde_json::to_writer(&mut self.out, v)?;
+        self.out.flush()
+    }
+
+    /// Writes one final record (its step observed), if its step is kept.
+    pub fn record(&mut self, r: &TraceRecord) -> std::io::Result<()> {
+        let step = r.step;
+        let keep = match &self.steps {
+            TraceSteps::All | TraceSteps::Last(_) => true,
+            TraceSteps::Range(range) => step.map_or(range.start == 0, |s| range.contains(&s)),
+        };
+        if !keep {
+            return Ok(());
+        }
+        let events = record_events(r);
+        if let TraceSteps::Last(n) = self.steps {
+            let s = step.unwrap_or(0);
+            self.last.entry(s).or_default().extend(events);
+            let newest = self.last.last_key_value().map_or(0, |(k, _)| *k);
+            while self.last.first_key_value().is_some_and(|(k, _)| k + n <= newest) {
+                self.last.pop_first();
+            }
+            return Ok(());
+        }
+        for e in &events {
+            self.event(e)?;
+        }
+        Ok(())
+    }
+
+    /// Writes what `--trace-last` kept and closes the array.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        let kept: Vec<serde_json::Value> = std::mem::take(&mut self.last).into_iter().flat_map(|(_, v)| v).collect();
+        for e in &kept {
+            self.event(e)?;
+        }
+        self.raw("\n]\n")?;
+        self.out.flush()
+    }
+}
+
+/// The trace events of one record: its slice and, for a wait that bound to a record, the
+/// flow arrow from that record's completion.
+pub fn record_events(r: &TraceRecord) -> Vec<serde_json::Value> {
+    let (pid, tid) = match r.stream {
+        Some(s) => (s.device, s.index),
+        None => (r.thread, HOST_TID),
+    };
+    let cat = format!("{:?}", r.kind).to_lowercase();
+    let mut out = vec![json!({
+        "ph": "X", "name": r.label, "cat": cat, "pid": pid, "tid": tid,
+        "ts": r.start_us, "dur": (r.end_us - r.start_us).max(0.0),
+        "args": {"step": r.step, "issued_us": r.issue_us, "returned_us": r.returned_us,
+                 "host_thread": r.thread, "call": r.op_index}
+    })];
+    if r.returned_us > r.issue_us && r.stream.is_some() {
+        // The host thread inside the call: its cost, and any time it blocked.
+        out.push(json!({
+            "ph": "X", "name": format!("{} (call)", r.label), "cat": "host", "pid": r.thread, "tid": HOST_TID,
+            "ts": r.issue_us, "dur": r.returned_us - r.issue_us,
+            "args": {"step": r.step}
+        }));
+    }
+    if let Some((src, at)) = r.released_from {
+        out.push(json!({"ph": "s", "id": r.id, "name": "release", "cat": "flow",
+                        "pid": src.device, "tid": src.index, "ts": at}));
+        out.push(json!({"ph": "f", "bp": "e", "id": r.id, "name": "release", "cat": "flow",
+                        "pid": pid, "tid": tid, "ts": r.end_us}));
+    }
+    out
 }

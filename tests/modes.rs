@@ -21,7 +21,7 @@ fn reference(s: &Scenario, steps: u64) -> (Vec<f32>, Vec<f32>) {
 }
 
 fn run(s: &Scenario, mode: Mode, steps: u64, jitter: Option<u64>) -> (Vec<f32>, Vec<f32>) {
-    let mut rt = SimRuntime::new(s, mode.program(&s.ranges()), jitter, steps);
+    let mut rt = SimRuntime::new(s, mode.program(&s.ranges()), jitter).unwrap();
     rt.run_until(steps).unwrap();
     rt.fields().unwrap()
 }
@@ -112,7 +112,7 @@ fn correct_modes_stay_bit_identical_under_20_jitter_seeds() {
 fn jitter_changes_the_timeline_reproducibly() {
     let s = builtin("pulse");
     let timeline = |seed| {
-        let mut rt = SimRuntime::new(&s, Mode::Overlap.program(&s.ranges()), seed, 20);
+        let mut rt = SimRuntime::new(&s, Mode::Overlap.program(&s.ranges()), seed).unwrap();
         rt.run_until(20).unwrap();
         rt.scheduler
             .trace
@@ -141,7 +141,7 @@ fn issuing_in_chunks_gives_the_same_fields_as_issuing_at_once() {
     let s = builtin("uneven");
     for mode in [Mode::WaitBeforeRecord, Mode::Overlap] {
         let once = run(&s, mode, 400, Some(5));
-        let mut rt = SimRuntime::new(&s, mode.program(&s.ranges()), Some(5), 400);
+        let mut rt = SimRuntime::new(&s, mode.program(&s.ranges()), Some(5)).unwrap();
         for n in (7..=400).step_by(7).chain([400]) {
             rt.run_until(n).unwrap();
         }
@@ -154,7 +154,7 @@ fn issuing_in_chunks_gives_the_same_fields_as_issuing_at_once() {
 #[test]
 fn cross_device_record_stops_with_the_drivers_error_against_the_exact_call() {
     let s = builtin("pulse");
-    let mut rt = SimRuntime::new(&s, Mode::CrossDeviceRecord.program(&s.ranges()), None, 10);
+    let mut rt = SimRuntime::new(&s, Mode::CrossDeviceRecord.program(&s.ranges()), None).unwrap();
     let err = rt.run_until(10).unwrap_err().to_string();
     assert!(err.contains("step 0, host thread 0 (dev0), call 1"), "{err}");
     assert!(
@@ -173,7 +173,6 @@ fn host_sync_models_a_slower_step_than_events_and_overlap_hides_copies_on_large_
             s.cost.clone(),
             s.split.clone(),
             None,
-            50,
         );
         sch.issue_until(50).unwrap();
         sch.horizon_us / 50.0
@@ -199,7 +198,7 @@ fn the_cache_blocked_fused_step_gives_the_same_bits_as_kernels_one_by_one_in_eve
     for mode in Mode::ALL.into_iter().filter(|m| *m != Mode::CrossDeviceRecord) {
         for jitter in [None, Some(1), Some(2)] {
             let run = |fuse: bool| {
-                let mut rt = SimRuntime::new(&s, mode.program(&s.ranges()), jitter, 150);
+                let mut rt = SimRuntime::new(&s, mode.program(&s.ranges()), jitter).unwrap();
                 rt.set_fusion(fuse);
                 rt.run_until(150).unwrap();
                 rt.fields().unwrap()
@@ -218,7 +217,7 @@ fn computing_on_the_calling_thread_gives_the_same_bits_as_device_threads_in_ever
     for mode in Mode::ALL.into_iter().filter(|m| *m != Mode::CrossDeviceRecord) {
         for jitter in [None, Some(9)] {
             let run = |threads: bool| {
-                let mut rt = SimRuntime::with_threads(&s, mode.program(&s.ranges()), jitter, 700, threads);
+                let mut rt = SimRuntime::with_threads(&s, mode.program(&s.ranges()), jitter, threads).unwrap();
                 rt.run_until(700).unwrap();
                 rt.fields().unwrap()
             };
@@ -274,7 +273,7 @@ fn fewer_exchanges_fewer_launches_then_one_kernel_each_cut_the_modelled_step() {
     // for the round removes most of the rest.
     let s = builtin("pulse");
     let per_step = |mode: Mode| {
-        let mut rt = SimRuntime::new(&s, mode.program(&s.ranges()), None, 320);
+        let mut rt = SimRuntime::new(&s, mode.program(&s.ranges()), None).unwrap();
         rt.run_until(320).unwrap();
         rt.scheduler.horizon_us / 320.0
     };
@@ -308,7 +307,7 @@ fn the_graph_mode_shows_its_nodes_and_the_round_in_its_program() {
 #[test]
 fn a_loop_bound_inside_a_round_ends_at_the_round_and_says_so() {
     let s = builtin("pulse");
-    let mut rt = SimRuntime::new(&s, Mode::Fused.program(&s.ranges()), None, 20);
+    let mut rt = SimRuntime::new(&s, Mode::Fused.program(&s.ranges()), None).unwrap();
     rt.run_until(20).unwrap();
     assert_eq!(rt.scheduler.issued_steps(), 32);
     let (ex, hy) = rt.fields().unwrap();

@@ -71,7 +71,7 @@ fn launch(kernel: Kernel, cells: std::ops::Range<usize>, stream: StreamId) -> Op
 
 /// Runs one step of `p` and returns the trace of that step.
 fn run_one(p: Program) -> (SimRuntime, Vec<TraceRecord>) {
-    let mut rt = SimRuntime::new(&scenario(), p, None, 1);
+    let mut rt = SimRuntime::new(&scenario(), p, None).unwrap();
     rt.run_until(1).expect("runs");
     let trace = rt
         .scheduler
@@ -242,7 +242,7 @@ fn rule4_recording_an_event_on_another_devices_stream_fails_with_invalid_resourc
             vec![],
         ],
     );
-    let mut rt = SimRuntime::new(&scenario(), p, None, 1);
+    let mut rt = SimRuntime::new(&scenario(), p, None).unwrap();
     let err = rt.run_until(1).unwrap_err().to_string();
     assert!(err.contains("invalid resource handle"), "{err}");
     assert!(err.contains("cudaEventRecord(e, compute@dev0)"), "{err}");
@@ -262,7 +262,8 @@ fn rule4_recording_an_event_on_another_devices_stream_fails_with_invalid_resourc
             }],
         ],
     );
-    SimRuntime::new(&scenario(), p, None, 1)
+    SimRuntime::new(&scenario(), p, None)
+            .unwrap()
         .run_until(1)
         .expect("a cross-device wait is legal");
 }

@@ -14,22 +14,53 @@ pub struct SimBackend {
     rt: SimRuntime,
     scenario: Scenario,
     jitter: Option<u64>,
-    /// The newest trace record already handed to `drain_copies`.
-    last_trace_id: Option<u64>,
+    /// The step of the latest observation (what the frame shows at a step boundary).
+    observed: u64,
+    /// Copy records of observed steps not yet handed to `drain_copies`.
+    copies: Vec<(usize, usize, usize, f64)>,
+    /// When the last operation of the observed steps completes, µs.
+    clock: f64,
 }
 
 impl SimBackend {
     pub fn new(s: &Scenario, program: Arc<Program>, jitter: Option<u64>) -> Result<SimBackend> {
         Ok(SimBackend {
-            rt: SimRuntime::new(s, (*program).clone(), jitter, 0),
+            rt: SimRuntime::new(s, (*program).clone(), jitter)?,
             scenario: s.clone(),
             jitter,
-            last_trace_id: None,
+            observed: 0,
+            copies: Vec::new(),
+            clock: 0.0,
         })
     }
 
     fn base(&self) -> u64 {
         self.rt.scheduler.base_step()
+    }
+
+    /// The first round boundary at or after `steps` (absolute).
+    fn boundary_at_or_after(&self, steps: u64) -> u64 {
+        let k = self.rt.scheduler.round();
+        let base = self.base();
+        base + steps.saturating_sub(base).div_ceil(k) * k
+    }
+
+    /// Observes the run at `steps` (rounded up to a round's end) and collects what the
+    /// steps before it did: copy times, the clock. Observing never changes the run.
+    fn observe(&mut self, steps: u64) -> Result<()> {
+        let target = self.boundary_at_or_after(steps.max(self.observed));
+        self.rt.observe(target)?;
+        self.observed = target;
+        let (copies, clock) = (&mut self.copies, &mut self.clock);
+        self.rt.take_records(target, |r| {
+            if let (OpKind::Copy, Some((src, dst, bytes))) = (r.kind, r.peer) {
+                copies.push((src, dst, bytes, r.end_us - r.start_us));
+            }
+            if r.stream.is_some() {
+                *clock = clock.max(r.end_us);
+            }
+        });
+        Ok(())
     }
 }
 
@@ -39,47 +70,38 @@ impl Backend for SimBackend {
     }
 
     fn step(&self) -> u64 {
-        self.base() + self.rt.scheduler.issued_steps()
+        self.observed
     }
 
     fn at_boundary(&self) -> bool {
-        self.rt.scheduler.at_boundary()
+        self.rt.observed_step().is_some()
     }
 
     fn run_batch(&mut self, steps: u64) -> Result<()> {
-        // No loop bound: threads run ahead of each other as real host threads do.
-        self.rt.scheduler.set_limit(u64::MAX);
-        let rel = steps.saturating_sub(self.base());
-        self.rt.run_until(rel)
+        self.observe(steps)
     }
 
     fn run_to(&mut self, steps: u64) -> Result<()> {
-        let rel = steps.saturating_sub(self.base());
-        // The limit is every host thread's loop bound: they stop exactly there.
-        let limit = rel.max(self.rt.scheduler.next_boundary());
-        self.rt.scheduler.set_limit(limit);
-        self.rt.run_until(rel)
+        self.observe(steps)
     }
 
     fn next_boundary(&self) -> u64 {
-        self.base() + self.rt.scheduler.next_boundary()
+        if self.at_boundary() {
+            self.observed
+        } else {
+            self.observed + self.rt.scheduler.round()
+        }
     }
 
     fn micro_step(&mut self) -> Result<()> {
-        let sch = &mut self.rt.scheduler;
-        if sch.peek_next().is_none() {
-            let limit = sch.limit() + 1;
-            sch.set_limit(limit);
-        }
         self.rt.issue_one().map(|_| ())
     }
 
     fn set_program(&mut self, program: Arc<Program>) -> Result<()> {
         let states = self.rt.states()?;
         let base = self.step();
-        self.rt = SimRuntime::from_states(&self.scenario, states, (*program).clone(), self.jitter, base, 0);
-        self.last_trace_id = None;
-        self.run_to(base)
+        self.rt = SimRuntime::from_states(&self.scenario, states, (*program).clone(), self.jitter, base)?;
+        self.observe(base)
     }
 
     fn reduce(
@@ -91,40 +113,31 @@ impl Backend for SimBackend {
     }
 
     fn drain_copies(&mut self, each: &mut dyn FnMut(usize, usize, usize, f64)) {
-        let last = self.last_trace_id;
-        // Records are in id order: walk back to the last one seen.
-        let trace = &self.rt.scheduler.trace;
-        let new = trace
-            .iter()
-            .rev()
-            .take_while(|r| last.is_none_or(|l| r.id > l))
-            .count();
-        for r in trace.iter().skip(trace.len() - new) {
-            if let (OpKind::Copy, Some((src, dst, bytes))) = (r.kind, r.peer) {
-                each(src, dst, bytes, r.end_us - r.start_us);
-            }
+        for (src, dst, bytes, us) in self.copies.drain(..) {
+            each(src, dst, bytes, us);
         }
-        self.last_trace_id = trace.back().map(|r| r.id).or(last);
     }
 
     fn timeline(&self) -> (Vec<TraceRecord>, Option<u64>) {
         let trace = &self.rt.scheduler.trace;
-        let last = trace.iter().rev().find_map(|r| r.step);
-        // The latest steps' records sit at the end of the trace (with, mid-step, some of
-        // the step before): scan back only that far.
-        let mut timeline: Vec<TraceRecord> = trace
+        // At a boundary: the observed steps' records. Mid-step: every call issued since.
+        let (from, to) = if self.at_boundary() {
+            (self.observed.saturating_sub(TIMELINE_STEPS), self.observed)
+        } else {
+            let next = self.observed + self.rt.scheduler.round();
+            (next.saturating_sub(TIMELINE_STEPS), u64::MAX)
+        };
+        let timeline: Vec<TraceRecord> = trace
             .iter()
-            .rev()
-            .take_while(|r| r.step.is_none_or(|s| s + TIMELINE_STEPS >= last.unwrap_or(0)))
-            .filter(|r| r.step.is_some_and(|s| s + TIMELINE_STEPS > last.unwrap_or(0)))
+            .filter(|r| r.step.is_some_and(|s| (from..to).contains(&s)))
             .cloned()
             .collect();
-        timeline.reverse();
+        let last = timeline.iter().filter_map(|r| r.step).max();
         (timeline, last)
     }
 
     fn clock_us(&self) -> f64 {
-        self.rt.scheduler.horizon_us
+        self.clock
     }
 
     fn micro(&mut self, detail: bool) -> MicroView {

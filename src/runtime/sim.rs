@@ -19,7 +19,7 @@
 //!   one by one, while devices compute in parallel.
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -57,20 +57,12 @@ enum Effect {
     },
 }
 
-impl Effect {
-    fn touches(&self, d: usize) -> bool {
-        match *self {
-            Effect::Kernel { device, .. } => device == d,
-            Effect::CopyRead { src, .. } => src == d,
-            Effect::CopyWrite { dst, .. } => dst == d,
-        }
-    }
-}
-
 /// An effect waiting for its instant; ordered so the heap pops the earliest first.
 struct Pending {
     time: f64,
     seq: u64,
+    /// The step of the call (this scheduler's numbering; a round's first step).
+    at: u64,
     effect: Effect,
 }
 
@@ -101,7 +93,6 @@ struct HostThread {
     at_barrier: bool,
     /// The trace record of the barrier call it waits in.
     barrier_record: Option<u64>,
-    finished: bool,
 }
 
 /// The most recent record of an event.
@@ -109,6 +100,7 @@ struct HostThread {
 struct Recorded {
     complete: f64,
     trace_id: u64,
+    stream: StreamId,
 }
 
 /// Everything the UI or a summary wants to know about one stream or event right now.
@@ -121,47 +113,69 @@ pub enum EventState {
     },
 }
 
+/// Queue slots a pulled peer copy takes (a push, a launch, a record or a wait: one).
+/// Measured on an H200: 340 pulls are accepted behind a running kernel against 1021
+/// launches or pushes (scripts/queue-depth.cu, DESIGN.md).
+pub const PULL_QUEUE_SLOTS: u32 = 3;
+
+/// Work issued to one stream and not yet complete: `(end, slots)`, in issue order.
+#[derive(Debug, Clone, Default)]
+struct StreamQueue {
+    ops: VecDeque<(f64, u32)>,
+    slots: u32,
+}
+
+/// Records kept for the timeline at most (a bound on memory whatever the drift).
+const TRACE_CAP: usize = 1 << 16;
+
 /// The deterministic timing model of the issue of every call.
+///
+/// The host threads' loop has no bound: they issue step after step for as long as they
+/// are asked to, and a run is observed at step boundaries without changing it (see
+/// [`SimRuntime::observe`]).
 pub struct Scheduler {
     program: Program,
     cost: CostModel,
     jitter_seed: Option<u64>,
-    /// Owned cells per device, for kernel costs.
+    /// First owned cell and owned cells per device, for kernel costs.
+    starts: Vec<usize>,
     cells: Vec<usize>,
     threads: Vec<HostThread>,
-    limit: u64,
     /// Step number of this scheduler's step 0 (a run continued under another mode).
     base_step: u64,
     stream_free: HashMap<StreamId, f64>,
+    queues: HashMap<StreamId, StreamQueue>,
     events: Vec<Option<Recorded>>,
     next_seq: u64,
     pending: BinaryHeap<Pending>,
-    /// Recent trace records (all of them when `keep_all_trace`).
+    /// Per call step: effects not yet released and the latest instant among them.
+    pending_at: BTreeMap<u64, (usize, f64)>,
+    /// Recent trace records, in issue order (records of steps below the last observation,
+    /// less [`TIMELINE_KEEP`] steps, are dropped).
     pub trace: VecDeque<TraceRecord>,
-    keep_all_trace: bool,
-    trace_cap: usize,
-    /// Modelled durations of each device's incoming halo copies, in µs.
-    pub copy_us: Vec<Vec<f64>>,
     /// Latest simulated time any operation completes.
     pub horizon_us: f64,
 }
 
+/// Steps of records kept below the last observation (the timeline shows 4).
+pub const TIMELINE_KEEP: u64 = 8;
+
 impl Scheduler {
-    pub fn new(
-        program: Program,
-        cost: CostModel,
-        cells: Vec<usize>,
-        jitter_seed: Option<u64>,
-        limit: u64,
-    ) -> Self {
+    pub fn new(program: Program, cost: CostModel, cells: Vec<usize>, jitter_seed: Option<u64>) -> Self {
         let n = program.devices();
-        // A loop bound at the end of a round.
-        let k = program.steps_per_round.max(1);
-        let limit = limit.div_ceil(k).saturating_mul(k);
+        let starts = cells
+            .iter()
+            .scan(0usize, |acc, &c| {
+                let s = *acc;
+                *acc += c;
+                Some(s)
+            })
+            .collect();
         let mut s = Scheduler {
             program,
             cost,
             jitter_seed,
+            starts,
             cells,
             threads: vec![
                 HostThread {
@@ -170,20 +184,17 @@ impl Scheduler {
                     clock: 0.0,
                     at_barrier: false,
                     barrier_record: None,
-                    finished: false
                 };
                 n
             ],
-            limit,
             base_step: 0,
             stream_free: HashMap::new(),
+            queues: HashMap::new(),
             events: Vec::new(),
             next_seq: 0,
             pending: BinaryHeap::new(),
+            pending_at: BTreeMap::new(),
             trace: VecDeque::new(),
-            keep_all_trace: false,
-            trace_cap: 4096,
-            copy_us: vec![Vec::new(); n],
             horizon_us: 0.0,
         };
         for t in 0..n {
@@ -194,11 +205,6 @@ impl Scheduler {
 
     pub fn program(&self) -> &Program {
         &self.program
-    }
-
-    /// Keep every trace record (for `--trace FILE`) instead of a recent window.
-    pub fn keep_all_trace(&mut self) {
-        self.keep_all_trace = true;
     }
 
     /// A factor in `[1 − j, 1 + j]`, a pure function of the seed and the call.
@@ -224,11 +230,11 @@ impl Scheduler {
         }
     }
 
-    /// The thread whose next call comes first in simulated time, if any can run.
+    /// The thread whose next call comes first in simulated time.
     fn next_thread(&mut self) -> Option<usize> {
         loop {
             let runnable = (0..self.threads.len())
-                .filter(|&t| !self.threads[t].finished && !self.threads[t].at_barrier)
+                .filter(|&t| !self.threads[t].at_barrier && !self.ops_of(t).is_empty())
                 .min_by(|&a, &b| {
                     self.threads[a]
                         .clock
@@ -238,25 +244,19 @@ impl Scheduler {
             if runnable.is_some() {
                 return runnable;
             }
-            // Everyone left is at the barrier: release it.
-            let waiting: Vec<usize> = (0..self.threads.len())
-                .filter(|&t| self.threads[t].at_barrier)
-                .collect();
-            if waiting.is_empty() {
+            if self.threads.is_empty() {
                 return None;
             }
-            let release = waiting
-                .iter()
-                .map(|&t| self.threads[t].clock)
-                .fold(f64::MIN, f64::max)
-                + self.cost.barrier_us;
-            for t in waiting {
+            // Everyone is at the barrier: release it.
+            let release = self.threads.iter().map(|t| t.clock).fold(f64::MIN, f64::max) + self.cost.barrier_us;
+            for t in 0..self.threads.len() {
                 self.threads[t].clock = release;
                 self.threads[t].at_barrier = false;
                 // Show the wait in the timeline: the barrier call ends at the release.
                 let id = self.threads[t].barrier_record.take();
                 if let Some(r) = self.trace.iter_mut().rev().find(|r| Some(r.id) == id) {
                     r.end_us = release;
+                    r.returned_us = release;
                 }
             }
         }
@@ -269,19 +269,22 @@ impl Scheduler {
     }
 
     /// Steps one round of the program advances.
-    fn round(&self) -> u64 {
-        self.program.steps_per_round
+    pub fn round(&self) -> u64 {
+        self.program.steps_per_round.max(1)
     }
 
     /// Moves thread `t` from the end of a call list (or an empty one) to the next round.
     fn normalise(&mut self, t: usize) {
         let k = self.round();
-        while self.threads[t].pc >= self.ops_of(t).len() && !self.threads[t].finished {
+        let mut guard = 0;
+        while self.threads[t].pc >= self.ops_of(t).len() {
             let th = &mut self.threads[t];
             th.pc = 0;
             th.step = Some(th.step.map_or(0, |s| s + k));
-            if th.step.is_some_and(|s| s >= self.limit) {
-                th.finished = true;
+            guard += 1;
+            if guard > 2 {
+                // An empty program: the thread stays at the start of a step.
+                break;
             }
         }
     }
@@ -295,72 +298,55 @@ impl Scheduler {
         self.base_step
     }
 
-    pub fn limit(&self) -> u64 {
-        self.limit
-    }
-
-    /// Lets the threads issue up to `limit` steps (a loop bound raised while running),
-    /// rounded up to whole rounds. Threads already past `limit` finish their round first:
-    /// see [`Scheduler::next_boundary`].
-    pub fn set_limit(&mut self, limit: u64) {
-        let limit = limit.div_ceil(self.round()).saturating_mul(self.round());
-        self.limit = limit;
-        for t in &mut self.threads {
-            t.finished =
-                t.step == Some(limit) && t.pc == 0 || t.finished && t.step.is_some_and(|s| s >= limit);
-        }
-    }
-
-    /// The first round boundary no thread has passed (threads drift apart without
-    /// barriers): the lowest limit at which every thread can stop.
-    pub fn next_boundary(&self) -> u64 {
-        let k = self.round();
-        self.threads
-            .iter()
-            .map(|t| t.step.map_or(0, |s| s + k * u64::from(t.pc > 0)))
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Every thread stopped at the limit and every effect applied: a step boundary.
-    pub fn at_boundary(&self) -> bool {
-        self.threads.iter().all(|t| t.finished) && self.pending.is_empty()
-    }
-
-    /// `(thread, op index)` of each thread's next call.
-    pub fn positions(&self) -> Vec<(usize, Option<u64>, usize, bool)> {
+    /// `(thread, step, op index)` of each thread's next call.
+    pub fn positions(&self) -> Vec<(usize, Option<u64>, usize)> {
         self.threads
             .iter()
             .enumerate()
-            .map(|(i, t)| (i, t.step.map(|s| s + self.base_step), t.pc, t.finished))
+            .map(|(i, t)| (i, t.step.map(|s| s + self.base_step), t.pc))
             .collect()
     }
 
-    /// Steps fully issued by every thread.
+    /// Steps every thread has issued all the calls of (this scheduler's numbering).
     pub fn issued_steps(&self) -> u64 {
         self.threads
             .iter()
-            .map(|t| {
-                if t.finished {
-                    self.limit
-                } else {
-                    t.step.unwrap_or(0)
-                }
-            })
+            .map(|t| t.step.unwrap_or(0))
             .min()
             .unwrap_or(0)
     }
 
-    /// Issues calls, in simulated-time order, until every thread has issued `steps` steps
-    /// (or reached the limit).
+    fn in_setup(&self) -> bool {
+        self.threads.iter().any(|t| t.step.is_none())
+    }
+
+    /// Issues calls, in simulated-time order, until every thread has issued every call of
+    /// the steps before `steps` (the calls of later steps that come first in time too).
     pub fn issue_until(&mut self, steps: u64) -> Result<(), OpError> {
-        let target = steps.min(self.limit);
-        let in_setup = |s: &Self| s.threads.iter().any(|t| t.step.is_none() && !t.finished);
-        while self.issued_steps() < target || in_setup(self) {
+        while self.issued_steps() < steps || self.in_setup() {
             let Some(t) = self.next_thread() else { break };
             self.issue(t)?;
         }
         Ok(())
+    }
+
+    /// Issues calls until no effect of a call of a step before `steps` is still to be
+    /// released: the host clocks pass the last of them. Call after `issue_until(steps)`.
+    pub fn issue_past_effects_below(&mut self, steps: u64) -> Result<(), OpError> {
+        let Some(last) = self.pending_at.range(..steps).map(|(_, &(_, t))| t).reduce(f64::max) else {
+            return Ok(());
+        };
+        while self.now_us() < last {
+            let Some(t) = self.next_thread() else { break };
+            self.issue(t)?;
+        }
+        Ok(())
+    }
+
+    /// No call of a step before `steps` is still to be issued, nor any of its effects to
+    /// be released.
+    pub fn complete_below(&self, steps: u64) -> bool {
+        !self.in_setup() && self.issued_steps() >= steps && self.pending_at.range(..steps).next().is_none()
     }
 
     /// Issues one call: the next one in simulated time. Returns the thread that issued it.
@@ -378,18 +364,63 @@ impl Scheduler {
         Some((t, self.threads[t].step, self.threads[t].pc))
     }
 
+    /// When a call putting work of `slots` queue slots on `stream` at host time `at` can
+    /// go on: a stream accepts [`CostModel::queue_depth`] slots of incomplete work; past
+    /// that the call blocks until enough earlier work completes (as a real driver does).
+    fn admit(&mut self, stream: StreamId, at: f64, slots: u32) -> f64 {
+        let depth = self.cost.queue_depth.max(slots);
+        let q = self.queues.entry(stream).or_default();
+        let mut t = at;
+        while let Some(&(end, s)) = q.ops.front() {
+            if end <= t || q.slots + slots > depth {
+                t = t.max(end);
+                q.ops.pop_front();
+                q.slots -= s;
+            } else {
+                break;
+            }
+        }
+        t
+    }
+
+    /// Records work of `slots` slots ending at `end` in `stream`'s queue.
+    fn queued(&mut self, stream: StreamId, end: f64, slots: u32) {
+        let q = self.queues.entry(stream).or_default();
+        q.ops.push_back((end, slots));
+        q.slots += slots;
+    }
+
+    fn push_effect(&mut self, time: f64, seq: u64, at: u64, effect: Effect) {
+        let e = self.pending_at.entry(at).or_insert((0, f64::MIN));
+        e.0 += 1;
+        e.1 = e.1.max(time);
+        self.pending.push(Pending { time, seq, at, effect });
+    }
+
     fn issue(&mut self, t: usize) -> Result<(), OpError> {
         let (step, pc) = (self.threads[t].step, self.threads[t].pc);
         let op = self.ops_of(t)[pc].clone();
         let seq = self.next_seq;
         self.next_seq += 1;
-        let issue = self.threads[t].clock;
-        let j = |salt| self.jitter(t, step, pc, salt);
+        let called = self.threads[t].clock;
+        let at = step.unwrap_or(0);
         let host_cost = match op {
             Op::Launch { .. } | Op::Graph { .. } => self.cost.launch_host_us,
             _ => self.cost.api_host_us,
-        } * j(1);
+        } * self.jitter(t, step, pc, 1);
+        // Work for a stream waits for a free slot in its queue: the call blocks till then.
+        let slots = match &op {
+            Op::Launch { .. } | Op::Graph { .. } | Op::Record { .. } | Op::Wait { .. } => 1,
+            Op::PeerCopy { dst, stream, .. } if stream.device == *dst => PULL_QUEUE_SLOTS,
+            Op::PeerCopy { .. } => 1,
+            _ => 0,
+        };
+        let issue = match op.stream() {
+            Some(s) if slots > 0 => self.admit(s, called, slots),
+            _ => called,
+        };
         let after_call = issue + host_cost;
+        let j = |salt| self.jitter(t, step, pc, salt);
         let mut rec = TraceRecord {
             id: seq,
             step: step.map(|s| s + self.base_step),
@@ -398,15 +429,20 @@ impl Scheduler {
             kind: op.kind(),
             stream: op.stream(),
             label: self.program.label(&op),
-            issue_us: issue,
-            start_us: issue,
+            issue_us: called,
+            start_us: after_call,
             end_us: after_call,
+            returned_us: after_call,
             released_by: None,
+            released_from: None,
             peer: match &op {
                 Op::PeerCopy { src, dst, cells, .. } => Some((*src, *dst, 4 * cells.len())),
                 _ => None,
             },
         };
+        if op.stream().is_none() {
+            rec.start_us = called;
+        }
         let fail = |error: &str, why: String| OpError {
             step: step.map(|s| s + self.base_step),
             thread: t,
@@ -434,36 +470,33 @@ impl Scheduler {
                     // Sources see the absolute step (the runtime may continue a run).
                     step: step.map_or(0, |s| s + self.base_step) + u64::from(*substep),
                 };
-                self.pending.push(Pending {
-                    time: end,
-                    seq,
-                    effect,
-                });
+                self.push_effect(end, seq, at, effect);
             }
             Op::Graph { nodes, stream } => {
                 // One launch call; on the device, each node after the one before, at a
                 // graph node's cost instead of a launched kernel's.
-                let mut at = after_call;
+                let mut when = after_call;
                 let base = step.map_or(0, |s| s + self.base_step);
                 rec.start_us = f64::INFINITY;
                 for (i, (kernel, cells, substep)) in nodes.iter().filter_map(Op::as_launch).enumerate() {
                     let owned = self.owned_in(stream.device, cells);
                     let jn = self.jitter(t, step, pc, 16 + i as u64);
                     let dur = self.cost.graph_node_us(owned as f64 * kernel.bytes_per_cell()) * jn;
-                    let (start, end) = self.enqueue(*stream, at, dur);
-                    at = end;
+                    let (start, end) = self.enqueue(*stream, when, dur);
+                    when = end;
                     rec.start_us = rec.start_us.min(start);
                     rec.end_us = end;
-                    self.pending.push(Pending {
-                        time: end,
+                    self.push_effect(
+                        end,
                         seq,
-                        effect: Effect::Kernel {
+                        at,
+                        Effect::Kernel {
                             device: stream.device,
                             kernel,
                             cells: cells.clone(),
                             step: base + u64::from(substep),
                         },
-                    });
+                    );
                 }
                 if rec.start_us.is_infinite() {
                     rec.start_us = after_call;
@@ -491,6 +524,7 @@ impl Scheduler {
                     Recorded {
                         complete: end,
                         trace_id: seq,
+                        stream: *stream,
                     },
                 );
             }
@@ -502,6 +536,7 @@ impl Scheduler {
                 let end = target.map_or(start, |r| start.max(r.complete));
                 self.stream_free.insert(*stream, end);
                 rec.released_by = target.map(|r| r.trace_id);
+                rec.released_from = target.map(|r| (r.stream, r.complete));
                 (rec.start_us, rec.end_us) = (start, end);
             }
             Op::PeerCopy {
@@ -511,10 +546,10 @@ impl Scheduler {
                 cells,
                 stream,
             } => {
-                let dur = self.cost.peer_copy_us(4.0 * cells.len() as f64) * j(2);
+                let pull = stream.device != *src;
+                let dur = self.cost.peer_copy_us(4.0 * cells.len() as f64, pull) * j(2);
                 let (start, end) = self.enqueue(*stream, after_call, dur);
                 (rec.start_us, rec.end_us) = (start, end);
-                self.copy_us[*dst].push(dur);
                 let read = Effect::CopyRead {
                     src: *src,
                     dst: *dst,
@@ -528,16 +563,8 @@ impl Scheduler {
                     cells: cells.clone(),
                     tag: seq,
                 };
-                self.pending.push(Pending {
-                    time: start,
-                    seq,
-                    effect: read,
-                });
-                self.pending.push(Pending {
-                    time: end,
-                    seq,
-                    effect: write,
-                });
+                self.push_effect(start, seq, at, read);
+                self.push_effect(end, seq, at, write);
             }
             Op::StreamSync { stream } => {
                 let free = self.stream_free.get(stream).copied().unwrap_or(0.0);
@@ -557,11 +584,15 @@ impl Scheduler {
                 self.threads[t].barrier_record = Some(seq);
             }
         }
+        if let Some(s) = op.stream().filter(|_| slots > 0) {
+            self.queued(s, rec.end_us, slots);
+        }
         // The host thread is busy until the call returns (a sync blocks it longer).
         self.threads[t].clock = match op {
             Op::StreamSync { .. } | Op::DeviceSync { .. } => rec.end_us,
             _ => after_call,
         };
+        rec.returned_us = self.threads[t].clock;
         if rec.stream.is_some() {
             self.horizon_us = self.horizon_us.max(rec.end_us);
         }
@@ -587,33 +618,49 @@ impl Scheduler {
     }
 
     fn owned_in(&self, device: usize, cells: &Range<usize>) -> usize {
-        let lo: usize = self.cells[..device].iter().sum();
+        let lo = self.starts[device];
         let hi = lo + self.cells[device];
         cells.end.min(hi).saturating_sub(cells.start.max(lo))
     }
 
     fn push_trace(&mut self, rec: TraceRecord) {
         self.trace.push_back(rec);
-        if !self.keep_all_trace && self.trace.len() > self.trace_cap {
+        if self.trace.len() > TRACE_CAP {
             self.trace.pop_front();
         }
     }
 
-    /// Removes and returns, in order, every effect that no future call can precede.
-    fn ready_effects(&mut self) -> Vec<Effect> {
-        // A future call is issued no earlier than the earliest running host clock, and its
-        // effects happen no earlier than that.
-        let bound = self
-            .threads
-            .iter()
-            .filter(|t| !t.finished)
-            .map(|t| t.clock)
-            .fold(f64::INFINITY, f64::min);
+    /// Drops the records of steps before `step` (absolute) from the front of the trace,
+    /// the setup calls with them.
+    pub fn prune_trace_below(&mut self, step: u64) {
+        while self.trace.front().is_some_and(|r| r.step.is_none_or(|s| s < step)) {
+            self.trace.pop_front();
+        }
+    }
+
+    /// Removes and returns, in order, every effect that no future call can precede, with
+    /// the step of its call.
+    fn ready_effects(&mut self) -> Vec<(u64, Effect)> {
+        // A future call is issued no earlier than the earliest host clock, and its effects
+        // happen no earlier than that.
+        let bound = self.now_us();
         let mut out = Vec::new();
         while self.pending.peek().is_some_and(|p| p.time <= bound) {
-            out.push(self.pending.pop().expect("peeked").effect);
+            let p = self.pending.pop().expect("peeked");
+            if let std::collections::btree_map::Entry::Occupied(mut e) = self.pending_at.entry(p.at) {
+                e.get_mut().0 -= 1;
+                if e.get().0 == 0 {
+                    e.remove();
+                }
+            }
+            out.push((p.at, p.effect));
         }
         out
+    }
+
+    /// Calls issued so far.
+    pub fn trace_issued(&self) -> u64 {
+        self.next_seq
     }
 
     /// State of each event now (for the program view).
@@ -630,18 +677,83 @@ impl Scheduler {
     pub fn now_us(&self) -> f64 {
         self.threads.iter().map(|t| t.clock).fold(f64::INFINITY, f64::min)
     }
+
+    /// Work queued on `stream` and not complete at the host's `now`, in slots.
+    pub fn queued_slots(&self, stream: StreamId) -> u32 {
+        self.queues.get(&stream).map_or(0, |q| q.slots)
+    }
 }
 
 /// Values one peer copy carries between device threads, tagged with the copy.
 type Parcel = (u64, Vec<f32>);
 
+/// What a device applies: an effect with the step of its call, or the start of a fork.
+#[derive(Debug, Clone, PartialEq)]
+enum Item {
+    Effect(u64, Effect),
+    /// Keep the device's state as it is now as the state of step `m` (this scheduler's
+    /// numbering): no effect of a call of step `m` or later has touched it yet.
+    Fork(u64),
+}
+
+/// Which state a query reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// Memory as it is now, mid-step (micro-stepping).
+    Live,
+    /// The state after the steps before this one (this scheduler's numbering): the effects
+    /// of their calls, in the order of the run, and no others.
+    At(u64),
+}
+
+/// A device's memory, and its state at observation points it has already passed.
+struct Slot {
+    real: DeviceState,
+    /// `(m, state)`: the state of step `m`, kept from the first effect of a call of step
+    /// `m` or later on; later effects of earlier calls are applied to it too.
+    forks: Vec<(u64, DeviceState)>,
+}
+
+impl Slot {
+    fn view(&self, v: View) -> &DeviceState {
+        match v {
+            View::At(m) => self.forks.iter().find(|f| f.0 == m).map_or(&self.real, |f| &f.1),
+            View::Live => &self.real,
+        }
+    }
+
+    /// Forget the states of steps before `m`.
+    fn drop_below(&mut self, m: u64) {
+        self.forks.retain(|f| f.0 >= m);
+    }
+
+    /// Runs a kernel of a call of step `at` on the real memory and on every fork of a
+    /// later step.
+    fn kernel(&mut self, at: u64, kernel: Kernel, cells: &Range<usize>, step: u64) {
+        for (_, f) in self.forks.iter_mut().filter(|f| f.0 > at) {
+            f.run(kernel, cells, step);
+        }
+        self.real.run(kernel, cells, step);
+    }
+
+    fn write(&mut self, at: u64, field: Field, start: usize, v: &[f32]) {
+        for (_, f) in self.forks.iter_mut().filter(|f| f.0 > at) {
+            f.write(field, start, v);
+        }
+        self.real.write(field, start, v);
+    }
+}
+
 enum Command {
-    /// Apply these effects in order (`true`: fuse whole-step kernels where allowed).
-    Apply(Vec<Effect>, bool),
+    /// Apply these items in order (`true`: fuse whole-step kernels where allowed).
+    Apply(Vec<Item>, bool),
+    /// Forget the states of steps before this one.
+    DropBelow(u64),
     /// A copy of the device's whole state.
-    State(Sender<DeviceState>),
+    State(View, Sender<DeviceState>),
     /// Reduce the owned cells to screen columns against the reference.
     Reduce(
+        View,
         Arc<Vec<usize>>,
         Option<Arc<(Vec<f32>, Vec<f32>)>>,
         Sender<Partial>,
@@ -649,7 +761,7 @@ enum Command {
     /// Test-only: panic inside the device thread.
     Panic,
     /// The whole local array of a field, halos included.
-    Gather(Field, Sender<Vec<f32>>),
+    Gather(View, Field, Sender<Vec<f32>>),
 }
 
 /// Device threads that own the fields and apply effects.
@@ -662,50 +774,52 @@ struct Executor {
 }
 
 impl Executor {
-    fn from_states(states: Vec<DeviceState>) -> Self {
+    fn from_states(states: Vec<DeviceState>) -> anyhow::Result<Self> {
         let n = states.len();
         let (done_tx, done) = unbounded();
         let inboxes: Vec<(Sender<Parcel>, Receiver<Parcel>)> = (0..n).map(|_| unbounded()).collect();
-        let mut commands = Vec::new();
-        let mut handles = Vec::new();
-        for (d, mut state) in states.into_iter().enumerate() {
+        let mut x = Executor {
+            fuse: true,
+            commands: Vec::new(),
+            done,
+            handles: Vec::new(),
+        };
+        for (d, state) in states.into_iter().enumerate() {
             let (tx, rx) = bounded::<Command>(4);
             let outboxes: Vec<Sender<Parcel>> = inboxes.iter().map(|(t, _)| t.clone()).collect();
             let inbox = inboxes[d].1.clone();
             let done_tx = done_tx.clone();
+            let mut slot = Slot {
+                real: state,
+                forks: Vec::new(),
+            };
             let h = std::thread::Builder::new()
                 .name(format!("dev-{d}"))
                 .spawn(move || {
                     let mut stash: HashMap<u64, Vec<f32>> = HashMap::new();
                     for cmd in rx {
                         match cmd {
-                            Command::Apply(effects, fuse) => {
+                            Command::Apply(items, fuse) => {
                                 let mut io = Io {
                                     outboxes: &outboxes,
                                     inbox: &inbox,
                                     stash: &mut stash,
                                 };
-                                let r = apply(&mut state, &effects, fuse, &mut io);
+                                let r = apply(&mut slot, &items, fuse, &mut io);
                                 if done_tx.send(r).is_err() {
                                     return;
                                 }
                             }
-                            Command::Gather(f, reply) => {
-                                let _ = reply.send(state.field(f).to_vec());
+                            Command::DropBelow(m) => slot.drop_below(m),
+                            Command::Gather(v, f, reply) => {
+                                let _ = reply.send(slot.view(v).field(f).to_vec());
                             }
-                            Command::State(reply) => {
-                                let _ = reply.send(state.clone());
+                            Command::State(v, reply) => {
+                                let _ = reply.send(slot.view(v).fork());
                             }
-                            Command::Reduce(edges, reference, reply) => {
+                            Command::Reduce(v, edges, reference, reply) => {
                                 let r = reference.as_deref().map(|(e, h)| (e.as_slice(), h.as_slice()));
-                                let p = snapshot::reduce(
-                                    state.lo..state.hi,
-                                    state.owned(Field::Ex),
-                                    state.owned(Field::Hy),
-                                    r,
-                                    &edges,
-                                );
-                                let _ = reply.send(p);
+                                let _ = reply.send(reduce_state(slot.view(v), r, &edges));
                             }
                             Command::Panic => {
                                 panic!("injected panic in device thread dev-{d} (--inject-panic)")
@@ -713,37 +827,24 @@ impl Executor {
                         }
                     }
                 })
-                .expect("spawn a device thread");
-            commands.push(tx);
-            handles.push(h);
+                .map_err(|e| anyhow::anyhow!("cannot start device thread dev-{d}: {e}"))?;
+            x.commands.push(tx);
+            x.handles.push(h);
         }
-        Executor {
-            fuse: true,
-            commands,
-            done,
-            handles,
-        }
+        Ok(x)
     }
 
-    fn apply(&self, effects: Vec<Effect>) -> anyhow::Result<()> {
-        if effects.is_empty() {
-            return Ok(());
-        }
-        let n = self.commands.len();
-        let mut per: Vec<Vec<Effect>> = vec![Vec::new(); n];
-        for e in effects {
-            for (d, list) in per.iter_mut().enumerate() {
-                if e.touches(d) {
-                    list.push(e.clone());
-                }
-            }
-        }
+    fn send(&self, d: usize, c: Command) -> anyhow::Result<()> {
+        self.commands[d]
+            .send(c)
+            .map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))
+    }
+
+    fn apply(&self, per: Vec<Vec<Item>>) -> anyhow::Result<()> {
         let mut sent = 0;
         for (d, list) in per.into_iter().enumerate() {
             if !list.is_empty() {
-                self.commands[d]
-                    .send(Command::Apply(list, self.fuse))
-                    .map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))?;
+                self.send(d, Command::Apply(list, self.fuse))?;
                 sent += 1;
             }
         }
@@ -756,31 +857,11 @@ impl Executor {
         Ok(())
     }
 
-    /// Device `d`'s local array of `f`: halo, owned cells, halo.
-    fn local(&self, d: usize, f: Field) -> anyhow::Result<Vec<f32>> {
-        let stopped = || anyhow::anyhow!("device thread dev-{d} has stopped");
-        let (tx, rx) = bounded(1);
-        self.commands[d]
-            .send(Command::Gather(f, tx))
-            .map_err(|_| stopped())?;
-        rx.recv().map_err(|_| stopped())
-    }
-
     fn ask<T>(&self, d: usize, make: impl FnOnce(Sender<T>) -> Command) -> anyhow::Result<T> {
-        let stopped = || anyhow::anyhow!("device thread dev-{d} has stopped");
         let (tx, rx) = bounded(1);
-        self.commands[d].send(make(tx)).map_err(|_| stopped())?;
-        rx.recv().map_err(|_| stopped())
-    }
-
-    /// The owned cells of every device, in order.
-    fn gather(&self, f: Field) -> anyhow::Result<Vec<f32>> {
-        let mut out = Vec::new();
-        for d in 0..self.commands.len() {
-            let v = self.local(d, f)?;
-            out.extend_from_slice(&v[HALO..v.len() - HALO]);
-        }
-        Ok(out)
+        self.send(d, make(tx))?;
+        rx.recv()
+            .map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))
     }
 }
 
@@ -793,6 +874,10 @@ impl Drop for Executor {
     }
 }
 
+fn reduce_state(st: &DeviceState, reference: Option<(&[f32], &[f32])>, edges: &[usize]) -> Partial {
+    snapshot::reduce(st.lo..st.hi, st.owned(Field::Ex), st.owned(Field::Hy), reference, edges)
+}
+
 /// Where copied values go and come from, for one device thread.
 struct Io<'a> {
     outboxes: &'a [Sender<Parcel>],
@@ -803,19 +888,36 @@ struct Io<'a> {
 /// Cells per tile of a fused step: `Ex` and `Hy` of a tile stay in the L2 cache.
 const TILE: usize = 8192;
 
-/// Applies one device's share of a batch of effects, in order. With `fuse`, a step's
+/// Applies one device's share of a batch of items, in order. With `fuse`, a step's
 /// `update_h`, `update_e` and sources over all owned cells, with only boundary-cell copies
-/// between them, run as one cache-blocked pass ([`fused_step`]) that gives the same bits.
-fn apply(state: &mut DeviceState, effects: &[Effect], fuse: bool, io: &mut Io) -> Result<(), String> {
+/// between them, run as one cache-blocked pass ([`fused_step`]) that gives the same bits
+/// (only while the device keeps no fork: forks are short-lived, at observation points).
+fn apply(slot: &mut Slot, items: &[Item], fuse: bool, io: &mut Io) -> Result<(), String> {
     let mut i = 0;
-    while i < effects.len() {
-        match fuse.then(|| fusable(state, &effects[i..])).flatten() {
+    while i < items.len() {
+        let group = (fuse && slot.forks.is_empty())
+            .then(|| fusable(&slot.real, &items[i..]))
+            .flatten();
+        match group {
             Some(len) => {
-                fused_step(state, &effects[i..i + len], io)?;
+                let effects: Vec<&Effect> = items[i..i + len]
+                    .iter()
+                    .map(|it| match it {
+                        Item::Effect(_, e) => e,
+                        Item::Fork(_) => unreachable!("fusable groups hold effects only"),
+                    })
+                    .collect();
+                fused_step(&mut slot.real, &effects, io)?;
                 i += len;
             }
             None => {
-                apply_one(state, &effects[i], io)?;
+                match &items[i] {
+                    Item::Fork(m) => {
+                        let f = slot.real.fork();
+                        slot.forks.push((*m, f));
+                    }
+                    Item::Effect(at, e) => apply_one(slot, *at, e, io)?,
+                }
                 i += 1;
             }
         }
@@ -823,11 +925,25 @@ fn apply(state: &mut DeviceState, effects: &[Effect], fuse: bool, io: &mut Io) -
     Ok(())
 }
 
-fn apply_one(state: &mut DeviceState, e: &Effect, io: &mut Io) -> Result<(), String> {
+/// A copy's values: read on the source's device, sent to the destination's.
+fn receive(io: &mut Io, tag: u64) -> Result<Vec<f32>, String> {
+    loop {
+        if let Some(v) = io.stash.remove(&tag) {
+            return Ok(v);
+        }
+        let (t, v) = io
+            .inbox
+            .recv()
+            .map_err(|_| "a peer device has stopped".to_string())?;
+        io.stash.insert(t, v);
+    }
+}
+
+fn apply_one(slot: &mut Slot, at: u64, e: &Effect, io: &mut Io) -> Result<(), String> {
     match e {
         Effect::Kernel {
             kernel, cells, step, ..
-        } => state.run(*kernel, cells, *step),
+        } => slot.kernel(at, *kernel, cells, *step),
         Effect::CopyRead {
             dst,
             field,
@@ -835,7 +951,7 @@ fn apply_one(state: &mut DeviceState, e: &Effect, io: &mut Io) -> Result<(), Str
             tag,
             ..
         } => {
-            let v = state.read(*field, cells).to_vec();
+            let v = slot.real.read(*field, cells).to_vec();
             io.outboxes[*dst]
                 .send((*tag, v))
                 .map_err(|_| format!("dev{dst} has stopped"))?;
@@ -843,30 +959,25 @@ fn apply_one(state: &mut DeviceState, e: &Effect, io: &mut Io) -> Result<(), Str
         Effect::CopyWrite {
             field, cells, tag, ..
         } => {
-            let v = loop {
-                if let Some(v) = io.stash.remove(tag) {
-                    break v;
-                }
-                let (t, v) = io
-                    .inbox
-                    .recv()
-                    .map_err(|_| "a peer device has stopped".to_string())?;
-                io.stash.insert(t, v);
-            };
-            state.write(*field, cells.start, &v);
+            let v = receive(io, *tag)?;
+            slot.write(at, *field, cells.start, &v);
         }
     }
     Ok(())
 }
 
-/// Length of a fusable group at the start of `effects`: `update_h` over the owned cells,
+/// Length of a fusable group at the start of `items`: `update_h` over the owned cells,
 /// copies that touch only cells the pass leaves alone until its end, then `update_e` and
 /// the sources over every owned cell, all of one step.
-fn fusable(state: &DeviceState, effects: &[Effect]) -> Option<usize> {
+fn fusable(state: &DeviceState, items: &[Item]) -> Option<usize> {
     let (lo, hi) = (state.lo, state.hi);
     if hi - lo < 2 * TILE {
         return None;
     }
+    let effect = |k: usize| match items.get(k)? {
+        Item::Effect(_, e) => Some(e),
+        Item::Fork(_) => None,
+    };
     let whole = |kernel: Kernel, e: &Effect| match e {
         Effect::Kernel {
             kernel: k,
@@ -876,12 +987,12 @@ fn fusable(state: &DeviceState, effects: &[Effect]) -> Option<usize> {
         } if *k == kernel && *cells == (lo..hi) => Some(*step),
         _ => None,
     };
-    let step = whole(Kernel::UpdateH, effects.first()?)?;
+    let step = whole(Kernel::UpdateH, effect(0)?)?;
     // Cells whose last use in the pass is at its very end (see `fused_step`).
     let late = |c: &Range<usize>| c.start + 1 >= lo && (c.end <= lo + 1 || c.start >= hi);
     let mut k = 1;
     loop {
-        match effects.get(k)? {
+        match effect(k)? {
             Effect::CopyRead { field: Field::Hy, .. } => {}
             Effect::CopyRead {
                 field: Field::Ex,
@@ -903,8 +1014,7 @@ fn fusable(state: &DeviceState, effects: &[Effect]) -> Option<usize> {
         }
         k += 1;
     }
-    (whole(Kernel::UpdateE, effects.get(k)?)? == step
-        && whole(Kernel::SourcesBoundaries, effects.get(k + 1)?)? == step)
+    (whole(Kernel::UpdateE, effect(k)?)? == step && whole(Kernel::SourcesBoundaries, effect(k + 1)?)? == step)
         .then_some(k + 2)
 }
 
@@ -918,7 +1028,7 @@ fn fusable(state: &DeviceState, effects: &[Effect]) -> Option<usize> {
 /// touches the cells the copies touch (`Hy` anywhere is final once `update_h` is done;
 /// `Ex` at the halos and the first owned cell changes only at the end). Running the first
 /// tile's `update_e` last lets a device start before its left neighbour's `Hy` arrives.
-fn fused_step(state: &mut DeviceState, group: &[Effect], io: &mut Io) -> Result<(), String> {
+fn fused_step(state: &mut DeviceState, group: &[&Effect], io: &mut Io) -> Result<(), String> {
     let Some(Effect::Kernel { step, .. }) = group.last() else {
         unreachable!("a fused group ends in a kernel")
     };
@@ -937,7 +1047,27 @@ fn fused_step(state: &mut DeviceState, group: &[Effect], io: &mut Io) -> Result<
         state.sources_boundaries(t, step);
     }
     for e in &group[1..group.len() - 2] {
-        apply_one(state, e, io)?;
+        match e {
+            Effect::CopyRead {
+                dst,
+                field,
+                cells,
+                tag,
+                ..
+            } => {
+                let v = state.read(*field, cells).to_vec();
+                io.outboxes[*dst]
+                    .send((*tag, v))
+                    .map_err(|_| format!("dev{dst} has stopped"))?;
+            }
+            Effect::CopyWrite {
+                field, cells, tag, ..
+            } => {
+                let v = receive(io, *tag)?;
+                state.write(*field, cells.start, &v);
+            }
+            Effect::Kernel { .. } => unreachable!("a fused group has copies between its kernels"),
+        }
     }
     state.update_e(&tiles[0]);
     state.sources_boundaries(&tiles[0], step);
@@ -947,42 +1077,40 @@ fn fused_step(state: &mut DeviceState, group: &[Effect], io: &mut Io) -> Result<
 /// Computes a small grid on the calling thread: there, handing halos between device
 /// threads would cost more than the kernels. Same effects, same global order.
 struct Inline {
-    states: Vec<DeviceState>,
+    slots: Vec<Slot>,
     stash: HashMap<u64, Vec<f32>>,
 }
 
 impl Inline {
-    fn apply(&mut self, effects: Vec<Effect>) {
-        for e in effects {
-            match e {
-                Effect::Kernel {
-                    device,
-                    kernel,
-                    cells,
-                    step,
-                } => self.states[device].run(kernel, &cells, step),
-                Effect::CopyRead {
-                    src,
-                    field,
-                    cells,
-                    tag,
-                    ..
-                } => {
-                    let v = self.states[src].read(field, &cells).to_vec();
-                    self.stash.insert(tag, v);
+    /// Applies `(device, item)` in order.
+    fn apply(&mut self, items: Vec<(usize, Item)>) {
+        for (d, item) in items {
+            let slot = &mut self.slots[d];
+            match item {
+                Item::Fork(m) => {
+                    let f = slot.real.fork();
+                    slot.forks.push((m, f));
                 }
-                Effect::CopyWrite {
-                    dst,
-                    field,
-                    cells,
-                    tag,
-                } => {
-                    let v = self
-                        .stash
-                        .remove(&tag)
-                        .expect("a copy is read before it is written");
-                    self.states[dst].write(field, cells.start, &v);
-                }
+                Item::Effect(at, e) => match e {
+                    Effect::Kernel {
+                        kernel, cells, step, ..
+                    } => slot.kernel(at, kernel, &cells, step),
+                    Effect::CopyRead {
+                        field, cells, tag, ..
+                    } => {
+                        let v = slot.real.read(field, &cells).to_vec();
+                        self.stash.insert(tag, v);
+                    }
+                    Effect::CopyWrite {
+                        field, cells, tag, ..
+                    } => {
+                        let v = self
+                            .stash
+                            .remove(&tag)
+                            .expect("a copy is read before it is written");
+                        slot.write(at, field, cells.start, &v);
+                    }
+                },
             }
         }
     }
@@ -999,17 +1127,29 @@ enum Compute {
 pub const INLINE_BELOW_CELLS: usize = 32_768;
 
 /// The sim runtime: scheduler + executor for one scenario and one program.
+///
+/// The host threads' loop is unbounded; a run is looked at with [`SimRuntime::observe`],
+/// which never changes it: the state after `N` steps is the effects of the calls of the
+/// steps before `N`, in the order of the run (see DESIGN.md, "Observation").
 pub struct SimRuntime {
     pub scheduler: Scheduler,
     compute: Compute,
+    /// Per device: the latest step whose call has changed its memory.
+    frontier: Vec<Option<u64>>,
+    /// Steps (this scheduler's numbering) from which every round boundary is kept for
+    /// observation: the latest observation.
+    floor: u64,
+    /// What queries read.
+    view: View,
+    /// Records handed out by [`SimRuntime::take_records`]: steps below this (setup: 0).
+    taken: u64,
 }
 
 impl SimRuntime {
-    /// `limit`: the number of steps the run will issue (a real program's loop bound).
     /// Grids below [`INLINE_BELOW_CELLS`] are computed on the calling thread, larger ones
     /// by one thread per device.
-    pub fn new(s: &Scenario, program: Program, jitter_seed: Option<u64>, limit: u64) -> Self {
-        Self::with_threads(s, program, jitter_seed, limit, s.cells >= INLINE_BELOW_CELLS)
+    pub fn new(s: &Scenario, program: Program, jitter_seed: Option<u64>) -> anyhow::Result<Self> {
+        Self::with_threads(s, program, jitter_seed, s.cells >= INLINE_BELOW_CELLS)
     }
 
     /// As [`SimRuntime::new`], choosing device threads (`true`) or the calling thread.
@@ -1017,11 +1157,10 @@ impl SimRuntime {
         s: &Scenario,
         program: Program,
         jitter_seed: Option<u64>,
-        limit: u64,
         threads: bool,
-    ) -> Self {
+    ) -> anyhow::Result<Self> {
         let states = Domain::new(s, &Coefficients::new(s)).devices;
-        Self::from_states_with(s, states, program, jitter_seed, 0, limit, threads)
+        Self::from_states_with(s, states, program, jitter_seed, 0, threads)
     }
 
     /// Continues from `states` (e.g. after switching mode), numbering steps from `base`.
@@ -1031,17 +1170,8 @@ impl SimRuntime {
         program: Program,
         jitter_seed: Option<u64>,
         base: u64,
-        limit: u64,
-    ) -> Self {
-        Self::from_states_with(
-            s,
-            states,
-            program,
-            jitter_seed,
-            base,
-            limit,
-            s.cells >= INLINE_BELOW_CELLS,
-        )
+    ) -> anyhow::Result<Self> {
+        Self::from_states_with(s, states, program, jitter_seed, base, s.cells >= INLINE_BELOW_CELLS)
     }
 
     fn from_states_with(
@@ -1050,42 +1180,162 @@ impl SimRuntime {
         program: Program,
         jitter_seed: Option<u64>,
         base: u64,
-        limit: u64,
         threads: bool,
-    ) -> Self {
-        let mut scheduler = Scheduler::new(program, s.cost.clone(), s.split.clone(), jitter_seed, limit);
+    ) -> anyhow::Result<Self> {
+        let mut scheduler = Scheduler::new(program, s.cost.clone(), s.split.clone(), jitter_seed);
         scheduler.set_base_step(base);
+        let n = states.len();
         let compute = if threads {
-            Compute::Threads(Executor::from_states(states))
+            Compute::Threads(Executor::from_states(states)?)
         } else {
             Compute::Inline(Inline {
-                states,
+                slots: states
+                    .into_iter()
+                    .map(|real| Slot {
+                        real,
+                        forks: Vec::new(),
+                    })
+                    .collect(),
                 stash: HashMap::new(),
             })
         };
-        SimRuntime { scheduler, compute }
+        Ok(SimRuntime {
+            scheduler,
+            compute,
+            frontier: vec![None; n],
+            floor: 0,
+            view: View::At(0),
+            taken: base + u64::from(base > 0),
+        })
     }
 
-    /// Issues calls until `steps` steps are issued by every thread, then applies every
-    /// effect that is now settled.
+    /// Calls `each` with every trace record of the steps before `steps` (absolute) not
+    /// handed out before (the setup calls first), then drops records older than
+    /// [`TIMELINE_KEEP`] steps before `steps`. Records of a step are final once the step
+    /// is observed: its barriers are released, its waits bound.
+    pub fn take_records(&mut self, steps: u64, mut each: impl FnMut(&TraceRecord)) {
+        // Setup calls are step 0 here, step s is s + 1.
+        let key = |r: &TraceRecord| r.step.map_or(0, |s| s + 1);
+        let (from, to) = (self.taken, steps + 1);
+        if to > from {
+            for r in self.scheduler.trace.iter().filter(|r| (from..to).contains(&key(r))) {
+                each(r);
+            }
+            self.taken = to;
+        }
+        self.scheduler
+            .prune_trace_below(steps.saturating_sub(TIMELINE_KEEP).min(self.taken.saturating_sub(1)));
+    }
+
+    /// The step (absolute) the queries describe; `None` mid-step after micro-steps.
+    pub fn observed_step(&self) -> Option<u64> {
+        match self.view {
+            View::At(m) => Some(m + self.scheduler.base_step()),
+            View::Live => None,
+        }
+    }
+
+    /// Makes the state after `steps` steps (absolute; rounded up to a round's end) what
+    /// the queries read, issuing and applying as much of the unbounded run as that needs.
+    /// Every round boundary from there on stays observable until a later observation.
+    pub fn observe(&mut self, steps: u64) -> anyhow::Result<()> {
+        let base = self.scheduler.base_step();
+        let k = self.scheduler.round();
+        let rel = steps.saturating_sub(base).div_ceil(k).saturating_mul(k);
+        anyhow::ensure!(
+            rel >= self.floor,
+            "step {steps} cannot be observed any more (observed: {}; rounds of {k} from {base})",
+            self.floor + base
+        );
+        if rel != self.floor {
+            self.floor = rel;
+            self.drop_below(rel)?;
+        }
+        self.scheduler.issue_until(rel)?;
+        while !self.scheduler.complete_below(rel) {
+            let before = self.scheduler.trace_issued();
+            self.scheduler.issue_past_effects_below(rel)?;
+            self.settle()?;
+            anyhow::ensure!(
+                self.scheduler.complete_below(rel) || self.scheduler.trace_issued() > before,
+                "step {steps} cannot be reached: no host thread can issue a call"
+            );
+        }
+        self.settle()?;
+        self.view = View::At(rel);
+        Ok(())
+    }
+
+    /// As [`SimRuntime::observe`].
     pub fn run_until(&mut self, steps: u64) -> anyhow::Result<()> {
-        self.scheduler.issue_until(steps)?;
-        self.settle()
+        self.observe(steps)
     }
 
-    /// Issues the next call in simulated time (micro-step).
+    fn drop_below(&mut self, m: u64) -> anyhow::Result<()> {
+        match &mut self.compute {
+            Compute::Threads(x) => (0..x.commands.len()).try_for_each(|d| x.send(d, Command::DropBelow(m))),
+            Compute::Inline(i) => {
+                i.slots.iter_mut().for_each(|s| s.drop_below(m));
+                Ok(())
+            }
+        }
+    }
+
+    /// Issues the next call in simulated time (micro-step); the queries then read memory
+    /// as it is.
     pub fn issue_one(&mut self) -> anyhow::Result<Option<usize>> {
         let t = self.scheduler.issue_one()?;
         self.settle()?;
+        self.view = View::Live;
         Ok(t)
     }
 
+    /// Applies every effect that no future call can precede, forking each device's state
+    /// at the round boundaries at or above the floor that its effects pass.
     fn settle(&mut self) -> anyhow::Result<()> {
         let effects = self.scheduler.ready_effects();
+        if effects.is_empty() {
+            return Ok(());
+        }
+        let n = self.frontier.len();
+        let k = self.scheduler.round();
+        let mut items: Vec<(usize, Item)> = Vec::new();
+        for (at, e) in effects {
+            let changes = match e {
+                Effect::Kernel { device, .. } => Some(device),
+                Effect::CopyWrite { dst, .. } => Some(dst),
+                Effect::CopyRead { .. } => None,
+            };
+            if let Some(d) = changes
+                && self.frontier[d].is_none_or(|f| at > f)
+            {
+                // Boundaries m with frontier < m <= at, m >= floor: at most a few.
+                let from = self.frontier[d].map_or(0, |f| f + 1).max(self.floor);
+                let first = from.div_ceil(k) * k;
+                let mut m = first;
+                while m <= at && m < first + 64 * k {
+                    items.push((d, Item::Fork(m)));
+                    m += k;
+                }
+                self.frontier[d] = Some(at);
+            }
+            let d = match e {
+                Effect::Kernel { device, .. } => device,
+                Effect::CopyRead { src, .. } => src,
+                Effect::CopyWrite { dst, .. } => dst,
+            };
+            items.push((d, Item::Effect(at, e)));
+        }
         match &mut self.compute {
-            Compute::Threads(x) => x.apply(effects),
+            Compute::Threads(x) => {
+                let mut per: Vec<Vec<Item>> = vec![Vec::new(); n];
+                for (d, item) in items {
+                    per[d].push(item);
+                }
+                x.apply(per)
+            }
             Compute::Inline(i) => {
-                i.apply(effects);
+                i.apply(items);
                 Ok(())
             }
         }
@@ -1099,11 +1349,18 @@ impl SimRuntime {
         }
     }
 
-    /// A copy of every device's state.
+    fn devices(&self) -> usize {
+        self.frontier.len()
+    }
+
+    /// A copy of every device's state, as the queries see it.
     pub fn states(&self) -> anyhow::Result<Vec<DeviceState>> {
+        let v = self.view;
         match &self.compute {
-            Compute::Threads(x) => (0..x.commands.len()).map(|d| x.ask(d, Command::State)).collect(),
-            Compute::Inline(i) => Ok(i.states.clone()),
+            Compute::Threads(x) => (0..self.devices())
+                .map(|d| x.ask(d, |tx| Command::State(v, tx)))
+                .collect(),
+            Compute::Inline(i) => Ok(i.slots.iter().map(|s| s.view(v).fork()).collect()),
         }
     }
 
@@ -1113,25 +1370,19 @@ impl SimRuntime {
         edges: &Arc<Vec<usize>>,
         reference: Option<&Arc<(Vec<f32>, Vec<f32>)>>,
     ) -> anyhow::Result<Vec<Partial>> {
+        let v = self.view;
         let x = match &self.compute {
             Compute::Threads(x) => x,
             Compute::Inline(i) => {
                 let r = reference.map(|r| (r.0.as_slice(), r.1.as_slice()));
-                return Ok(i
-                    .states
-                    .iter()
-                    .map(|st| {
-                        snapshot::reduce(st.lo..st.hi, st.owned(Field::Ex), st.owned(Field::Hy), r, edges)
-                    })
-                    .collect());
+                return Ok(i.slots.iter().map(|s| reduce_state(s.view(v), r, edges)).collect());
             }
         };
         // Ask every device first, then collect: they reduce in parallel.
         let mut replies = Vec::new();
-        for (d, c) in x.commands.iter().enumerate() {
+        for d in 0..self.devices() {
             let (tx, rx) = bounded(1);
-            c.send(Command::Reduce(edges.clone(), reference.cloned(), tx))
-                .map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))?;
+            x.send(d, Command::Reduce(v, edges.clone(), reference.cloned(), tx))?;
             replies.push(rx);
         }
         replies
@@ -1155,25 +1406,24 @@ impl SimRuntime {
 
     /// Device `d`'s local array of `f`, halos included (`decomp::HALO` cells each side).
     pub fn device_local(&self, d: usize, f: Field) -> anyhow::Result<Vec<f32>> {
+        let v = self.view;
         match &self.compute {
-            Compute::Threads(x) => x.local(d, f),
-            Compute::Inline(i) => Ok(i.states[d].field(f).to_vec()),
+            Compute::Threads(x) => x.ask(d, |tx| Command::Gather(v, f, tx)),
+            Compute::Inline(i) => Ok(i.slots[d].view(v).field(f).to_vec()),
         }
     }
 
+    /// The owned cells of every device, in order, as the queries see them.
     pub fn fields(&self) -> anyhow::Result<(Vec<f32>, Vec<f32>)> {
-        match &self.compute {
-            Compute::Threads(x) => Ok((x.gather(Field::Ex)?, x.gather(Field::Hy)?)),
-            Compute::Inline(i) => {
-                let gather = |f| {
-                    i.states
-                        .iter()
-                        .flat_map(|st| st.owned(f).iter().copied())
-                        .collect()
-                };
-                Ok((gather(Field::Ex), gather(Field::Hy)))
+        let mut ex = Vec::new();
+        let mut hy = Vec::new();
+        for d in 0..self.devices() {
+            for (f, out) in [(Field::Ex, &mut ex), (Field::Hy, &mut hy)] {
+                let v = self.device_local(d, f)?;
+                out.extend_from_slice(&v[HALO..v.len() - HALO]);
             }
         }
+        Ok((ex, hy))
     }
 }
 
@@ -1192,16 +1442,19 @@ mod tests {
         };
         h.push(Pending {
             time: 2.0,
+            at: 0,
             seq: 0,
             effect: e(0),
         });
         h.push(Pending {
             time: 1.0,
+            at: 0,
             seq: 5,
             effect: e(1),
         });
         h.push(Pending {
             time: 1.0,
+            at: 0,
             seq: 3,
             effect: e(2),
         });

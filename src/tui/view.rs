@@ -531,21 +531,23 @@ fn render_timeline(frame: &Frame, device: Option<usize>, zoomed: bool, area: Rec
         // Bars first, then the event markers on top of them.
         for markers in [false, true] {
             for r in &records {
+                // The host lane: host-only calls (barrier, synchronize), and calls for a
+                // stream that blocked the host (a full queue: longer than any call's cost).
+                let blocked = r.stream.is_some() && r.returned_us - r.issue_us > BLOCKED_CALL_US;
                 let on_lane = match stream {
                     Some(i) => r.stream.is_some_and(|s| s.device == *d && s.index == *i),
-                    None => r.stream.is_none() && r.thread == *d,
+                    None => (r.stream.is_none() || blocked) && r.thread == *d,
                 };
-                if !on_lane || markers != (r.kind == OpKind::Event) {
+                let marker = r.kind == OpKind::Event && stream.is_some();
+                if !on_lane || markers != marker {
                     continue;
                 }
-                draw_record(
-                    r,
-                    stream.is_none(),
-                    (x_of(r.start_us), x_of(r.end_us)),
-                    x_base,
-                    y,
-                    buf,
-                );
+                let span = if blocked && stream.is_none() {
+                    (r.issue_us, r.returned_us)
+                } else {
+                    (r.start_us, r.end_us)
+                };
+                draw_record(r, stream.is_none(), (x_of(span.0), x_of(span.1)), x_base, y, buf);
             }
         }
     }
@@ -573,10 +575,26 @@ fn render_timeline(frame: &Frame, device: Option<usize>, zoomed: bool, area: Rec
     }
 }
 
+/// A call for a stream that kept its host thread longer than this blocked it (a full
+/// queue): every call's own host cost is shorter, jitter included.
+const BLOCKED_CALL_US: f64 = 3.5;
+
 /// One operation on a timeline lane spanning columns `a..=b` (relative to `x_base`).
 fn draw_record(r: &TraceRecord, host_lane: bool, (a, b): (u16, u16), x_base: u16, y: u16, buf: &mut Buffer) {
     let color = lane_color(r.kind);
-    if r.kind == OpKind::Event {
+    if host_lane {
+        // Only what blocks the host thread.
+        let held = if r.stream.is_some() {
+            r.returned_us - r.issue_us
+        } else {
+            r.end_us - r.start_us
+        };
+        if held > 1.5 && b > 0 {
+            for x in a..=b {
+                buf[(x_base + x, y)].set_symbol("░").set_fg(SYNC_COLOR);
+            }
+        }
+    } else if r.kind == OpKind::Event {
         let (sym, c) = if r.label.starts_with("record") {
             ("●", EVENT_COLOR)
         } else if r.label.starts_with("wait") && r.released_by.is_some() {
@@ -587,13 +605,6 @@ fn draw_record(r: &TraceRecord, host_lane: bool, (a, b): (u16, u16), x_base: u16
             return;
         };
         buf[(x_base + b, y)].set_symbol(sym).set_fg(c);
-    } else if host_lane {
-        // Only what blocks the host thread.
-        if r.end_us - r.start_us > 1.5 && b > 0 {
-            for x in a..=b {
-                buf[(x_base + x, y)].set_symbol("░").set_fg(color);
-            }
-        }
     } else {
         for x in a..=b {
             buf[(x_base + x, y)].set_symbol("█").set_fg(color);
@@ -930,7 +941,7 @@ pub mod tests {
             })
             .collect();
         let program = mode.program(&ranges);
-        let mut sch = Scheduler::new(program.clone(), Default::default(), split.clone(), None, 2);
+        let mut sch = Scheduler::new(program.clone(), Default::default(), split.clone(), None);
         // cross-device-record fails in step 0: its timeline stays empty.
         let _ = sch.issue_until(2);
         let timeline: Vec<TraceRecord> = sch.trace.iter().filter(|r| r.step.is_some()).cloned().collect();

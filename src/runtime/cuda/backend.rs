@@ -208,7 +208,9 @@ mod tests {
             issue_us: issue,
             start_us: start,
             end_us: end,
+            returned_us: issue,
             released_by: None,
+            released_from: None,
             peer: None,
         }
     }

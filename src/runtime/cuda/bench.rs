@@ -297,10 +297,10 @@ fn step_time(
     let steps = ((seconds / per) as u64).clamp(10, 50_000);
     let mut samples = Vec::new();
     for _ in 0..3 {
-        rt.copy_us.iter_mut().for_each(Vec::clear);
+        rt.copy_us.iter_mut().for_each(crate::stats::Window::clear);
         samples.push(run(&mut rt, steps)? * 1e6);
     }
-    let copies: Vec<f64> = rt.copy_us.iter().flatten().copied().collect();
+    let copies: Vec<f64> = rt.copy_us.iter().flat_map(|w| w.iter()).copied().collect();
     Ok((median(&samples).expect("samples"), median(&copies)))
 }
 

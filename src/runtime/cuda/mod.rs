@@ -218,7 +218,7 @@ pub struct CudaRuntime {
     replies: Receiver<(usize, Result<Reply, Failure>)>,
     handles: Vec<JoinHandle<()>>,
     /// Measured durations of each device's incoming halo copies, µs.
-    pub copy_us: Vec<Vec<f64>>,
+    pub copy_us: Vec<crate::stats::Window>,
     /// One line per logical device: the GPU it runs on and which peer links are direct.
     pub topology: Vec<String>,
     program: Arc<Program>,
@@ -326,7 +326,7 @@ impl CudaRuntime {
             commands,
             replies,
             handles,
-            copy_us: vec![Vec::new(); n],
+            copy_us: vec![crate::stats::Window::default(); n],
             topology: Vec::new(),
             program: program.clone(),
             base: 0,
@@ -887,7 +887,9 @@ impl Dev {
             issue_us: now,
             start_us: now,
             end_us: now,
+            returned_us: now,
             released_by: None,
+            released_from: None,
             peer: match op {
                 Op::PeerCopy { src, dst, cells, .. } => Some((*src, *dst, 4 * cells.len())),
                 _ => None,
