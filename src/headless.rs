@@ -99,9 +99,11 @@ impl Runner {
     fn run_until(&mut self, n: u64, each: impl FnMut(&crate::trace::TraceRecord)) -> Result<()> {
         match self {
             Runner::Sim(rt) => {
-                rt.observe(n)?;
-                rt.take_records(n, each);
-                Ok(())
+                let r = rt.observe(n);
+                // After a failure, every call issued so far (the failing one included).
+                let upto = if r.is_ok() { n } else { u64::MAX - 1 };
+                rt.take_records(upto, each);
+                r
             }
             #[cfg(feature = "cuda")]
             Runner::Cuda(rt) => {

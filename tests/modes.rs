@@ -305,11 +305,11 @@ fn the_graph_mode_shows_its_nodes_and_the_round_in_its_program() {
 }
 
 #[test]
-fn a_loop_bound_inside_a_round_ends_at_the_round_and_says_so() {
+fn an_observation_inside_a_round_is_made_at_the_round_end() {
     let s = builtin("pulse");
     let mut rt = SimRuntime::new(&s, Mode::Fused.program(&s.ranges()), None).unwrap();
     rt.run_until(20).unwrap();
-    assert_eq!(rt.scheduler.issued_steps(), 32);
+    assert_eq!(rt.observed_step(), Some(32));
     let (ex, hy) = rt.fields().unwrap();
     let (ex_ref, hy_ref) = reference(&s, 32);
     assert_eq!((bits(&ex), bits(&hy)), (bits(&ex_ref), bits(&hy_ref)));

@@ -230,11 +230,22 @@ impl Scheduler {
         }
     }
 
+    /// A thread whose current call list is empty issues nothing (a device without work
+    /// in a hand-written program): it takes no part in time or barriers.
+    fn idle(&self, t: usize) -> bool {
+        self.ops_of(t).is_empty()
+    }
+
+    /// The threads that issue calls.
+    fn active(&self) -> impl Iterator<Item = (usize, &HostThread)> {
+        self.threads.iter().enumerate().filter(|(t, _)| !self.idle(*t))
+    }
+
     /// The thread whose next call comes first in simulated time.
     fn next_thread(&mut self) -> Option<usize> {
         loop {
             let runnable = (0..self.threads.len())
-                .filter(|&t| !self.threads[t].at_barrier && !self.ops_of(t).is_empty())
+                .filter(|&t| !self.threads[t].at_barrier && !self.idle(t))
                 .min_by(|&a, &b| {
                     self.threads[a]
                         .clock
@@ -244,12 +255,13 @@ impl Scheduler {
             if runnable.is_some() {
                 return runnable;
             }
-            if self.threads.is_empty() {
+            if self.active().next().is_none() {
                 return None;
             }
             // Everyone is at the barrier: release it.
-            let release = self.threads.iter().map(|t| t.clock).fold(f64::MIN, f64::max) + self.cost.barrier_us;
-            for t in 0..self.threads.len() {
+            let release = self.active().map(|(_, t)| t.clock).fold(f64::MIN, f64::max) + self.cost.barrier_us;
+            let waiting: Vec<usize> = (0..self.threads.len()).filter(|&t| !self.idle(t)).collect();
+            for t in waiting {
                 self.threads[t].clock = release;
                 self.threads[t].at_barrier = false;
                 // Show the wait in the timeline: the barrier call ends at the release.
@@ -309,11 +321,7 @@ impl Scheduler {
 
     /// Steps every thread has issued all the calls of (this scheduler's numbering).
     pub fn issued_steps(&self) -> u64 {
-        self.threads
-            .iter()
-            .map(|t| t.step.unwrap_or(0))
-            .min()
-            .unwrap_or(0)
+        self.active().map(|(_, t)| t.step.unwrap_or(0)).min().unwrap_or(u64::MAX)
     }
 
     fn in_setup(&self) -> bool {
@@ -675,7 +683,7 @@ impl Scheduler {
 
     /// The earliest host clock (the "now" of micro-stepping).
     pub fn now_us(&self) -> f64 {
-        self.threads.iter().map(|t| t.clock).fold(f64::INFINITY, f64::min)
+        self.active().map(|(_, t)| t.clock).fold(f64::INFINITY, f64::min)
     }
 
     /// Work queued on `stream` and not complete at the host's `now`, in slots.
