@@ -95,21 +95,19 @@ impl Runner {
     }
 
     /// Runs until `n` steps are done. On the sim the run is observed there and goes on
-    /// unchanged; `each` gets the records of the steps observed since the last call.
-    fn run_until(&mut self, n: u64, each: impl FnMut(&crate::trace::TraceRecord)) -> Result<()> {
+    /// unchanged.
+    fn run_until(&mut self, n: u64) -> Result<()> {
         match self {
             Runner::Sim(rt) => {
                 let r = rt.observe(n);
-                // After a failure, every call issued so far (the failing one included).
-                let upto = if r.is_ok() { n } else { u64::MAX - 1 };
-                rt.take_records(upto, each);
+                if r.is_err() {
+                    // The trace keeps every call issued, the failing one included.
+                    rt.scheduler.flush_sink_all();
+                }
                 r
             }
             #[cfg(feature = "cuda")]
-            Runner::Cuda(rt) => {
-                let _ = each;
-                rt.run_until(n)
-            }
+            Runner::Cuda(rt) => rt.run_until(n),
         }
     }
 
@@ -206,6 +204,42 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
         }
     };
     let mut rt = Runner::new(s, args)?;
+    // Copy times (a window of the latest per device), the modelled clock and the trace
+    // file take every record of the steps of the run, once, as soon as it is final.
+    struct Taken {
+        copies: Vec<Window>,
+        modelled_end: f64,
+        trace: Option<trace::TraceWriter>,
+        error: Option<std::io::Error>,
+    }
+    let taken = std::sync::Arc::new(std::sync::Mutex::new(Taken {
+        copies: vec![Window::default(); s.split.len()],
+        modelled_end: 0.0,
+        trace: trace.take(),
+        error: None,
+    }));
+    #[allow(irrefutable_let_patterns)] // without the cuda feature, the sim is all there is
+    if let Runner::Sim(sim) = &mut rt {
+        let t = taken.clone();
+        sim.scheduler.set_sink(
+            Box::new(move |r| {
+                let mut t = t.lock().unwrap_or_else(|e| e.into_inner());
+                if let (crate::program::OpKind::Copy, Some((_, dst, _))) = (r.kind, r.peer) {
+                    t.copies[dst].push(r.end_us - r.start_us);
+                }
+                if r.stream.is_some() {
+                    t.modelled_end = t.modelled_end.max(r.end_us);
+                }
+                if t.error.is_none()
+                    && let Some(w) = t.trace.as_mut()
+                    && let Err(e) = w.record(r)
+                {
+                    t.error = Some(e);
+                }
+            }),
+            s.steps,
+        );
+    }
     let c = Coefficients::new(s);
     let mut reference = (!args.no_reference).then(|| Domain::reference(s, &c));
     let mut reference_step = 0;
@@ -213,10 +247,6 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     let bar = progress(s.steps, "run");
     let t0 = Instant::now();
     let mut result = Ok(());
-    // Copy times (a window of the latest per device), the modelled clock, trace errors.
-    let mut copies: Vec<Window> = vec![Window::default(); s.split.len()];
-    let mut modelled_end = 0.0f64;
-    let mut trace_error: Option<std::io::Error> = None;
     // Chunks pace the progress bar; at --check-every points the fields are compared. On
     // the sim every chunk end is an observation, which leaves the run as it is.
     let every = args.check_every.unwrap_or(u64::MAX);
@@ -232,20 +262,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
         let next_check = (n / every + 1).saturating_mul(every);
         n = (n + chunk).min(s.steps).min(next_check);
         let check = n == next_check && n < s.steps;
-        result = rt.run_until(n, |r| {
-            if let (crate::program::OpKind::Copy, Some((_, dst, _))) = (r.kind, r.peer) {
-                copies[dst].push(r.end_us - r.start_us);
-            }
-            if r.stream.is_some() {
-                modelled_end = modelled_end.max(r.end_us);
-            }
-            if let Some(w) = trace.as_mut()
-                && trace_error.is_none()
-                && let Err(e) = w.record(r)
-            {
-                trace_error = Some(e);
-            }
-        });
+        result = rt.run_until(n);
         if check && result.is_ok() && first_divergence_step.is_none() {
             let tc = Instant::now();
             if let Some(r) = reference.as_mut() {
@@ -266,11 +283,20 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     }
     let wall_s = (t0.elapsed() - compare_time).as_secs_f64();
     bar.finish_and_clear();
+    let (copies, modelled_end) = {
+        let mut t = taken.lock().unwrap_or_else(|e| e.into_inner());
+        trace = t.trace.take();
+        if let Some(e) = t.error.take()
+            && let Some(w) = &trace
+        {
+            return Err(
+                UsageError(format!("--trace {}: cannot write: {e}", w.path().display())).into(),
+            );
+        }
+        (std::mem::take(&mut t.copies), t.modelled_end)
+    };
     if let Some(w) = trace {
         let path = w.path().to_path_buf();
-        if let Some(e) = trace_error.take() {
-            return Err(UsageError(format!("--trace {}: cannot write: {e}", path.display())).into());
-        }
         w.finish()
             .map_err(|e| UsageError(format!("--trace {}: cannot write: {e}", path.display())))?;
     }

@@ -125,8 +125,12 @@ struct StreamQueue {
     slots: u32,
 }
 
-/// Records kept for the timeline at most (a bound on memory whatever the drift).
-const TRACE_CAP: usize = 1 << 16;
+/// Records kept for the timeline (more only while the sink has not had them).
+const TRACE_CAP: usize = 1 << 14;
+
+/// Where every final trace record of a run goes, once (headless: the trace file and the
+/// copy statistics).
+pub type Sink = Box<dyn FnMut(&TraceRecord) + Send>;
 
 /// The deterministic timing model of the issue of every call.
 ///
@@ -155,6 +159,10 @@ pub struct Scheduler {
     pub trace: VecDeque<TraceRecord>,
     /// Latest simulated time any operation completes.
     pub horizon_us: f64,
+    /// The sink and the step (absolute) below which records go to it.
+    sink: Option<(Sink, u64)>,
+    /// Records of steps below this went to the sink (setup calls: 0, step s: s + 1).
+    sunk: u64,
 }
 
 /// Steps of records kept below the last observation (the timeline shows 4).
@@ -196,6 +204,8 @@ impl Scheduler {
             pending_at: BTreeMap::new(),
             trace: VecDeque::new(),
             horizon_us: 0.0,
+            sink: None,
+            sunk: 0,
         };
         for t in 0..n {
             s.normalise(t);
@@ -336,6 +346,18 @@ impl Scheduler {
             self.issue(t)?;
         }
         Ok(())
+    }
+
+    /// As [`Scheduler::issue_until`], issuing at most `calls` calls; `true` when done.
+    pub fn issue_until_at_most(&mut self, steps: u64, calls: usize) -> Result<bool, OpError> {
+        for _ in 0..calls {
+            if self.issued_steps() >= steps && !self.in_setup() {
+                return Ok(true);
+            }
+            let Some(t) = self.next_thread() else { return Ok(true) };
+            self.issue(t)?;
+        }
+        Ok(self.issued_steps() >= steps && !self.in_setup())
     }
 
     /// Issues calls until no effect of a call of a step before `steps` is still to be
@@ -633,9 +655,69 @@ impl Scheduler {
 
     fn push_trace(&mut self, rec: TraceRecord) {
         self.trace.push_back(rec);
-        if self.trace.len() > TRACE_CAP {
+        if self.trace.len() > TRACE_CAP && self.sink.is_some() && self.next_seq.is_multiple_of(1024) {
+            self.flush_sink();
+        }
+        // Records the sink has not had yet stay (their number is bounded by how far the
+        // threads drift apart, not by the length of the run).
+        while self.trace.len() > TRACE_CAP
+            && self.trace.front().is_some_and(|r| self.sink.is_none() || Self::key(r) < self.sunk)
+        {
             self.trace.pop_front();
         }
+    }
+
+    /// Setup calls are 0, step s is s + 1.
+    fn key(r: &TraceRecord) -> u64 {
+        r.step.map_or(0, |s| s + 1)
+    }
+
+    /// Sends every record of the steps before `below` (absolute) to `sink`, once each, as
+    /// soon as the step is final (every thread has issued all its calls; its barriers are
+    /// released and its waits bound).
+    pub fn set_sink(&mut self, sink: Sink, below: u64) {
+        self.sink = Some((sink, below));
+        self.sunk = self.base_step + u64::from(self.base_step > 0);
+    }
+
+    /// Hands the sink the records of the steps that became final since the last call.
+    pub fn flush_sink(&mut self) {
+        if self.sink.is_none() {
+            return;
+        }
+        let done = if self.threads.iter().any(|t| t.step.is_none()) {
+            0
+        } else {
+            self.active()
+                .map(|(_, t)| t.step.unwrap_or(0))
+                .min()
+                .unwrap_or(u64::MAX)
+                .saturating_add(self.base_step)
+                .saturating_add(1)
+        };
+        let Some((sink, below)) = self.sink.as_mut() else {
+            return;
+        };
+        let to = done.min(below.saturating_add(1));
+        if to > self.sunk {
+            let from = self.sunk;
+            for r in self.trace.iter().filter(|r| (from..to).contains(&Self::key(r))) {
+                sink(r);
+            }
+            self.sunk = to;
+        }
+    }
+
+    /// Hands the sink every record issued so far of the steps it takes (after a failure).
+    pub fn flush_sink_all(&mut self) {
+        let Some((sink, below)) = self.sink.as_mut() else {
+            return;
+        };
+        let (from, to) = (self.sunk, below.saturating_add(1));
+        for r in self.trace.iter().filter(|r| (from..to).contains(&Self::key(r))) {
+            sink(r);
+        }
+        self.sunk = to.max(from);
     }
 
     /// Drops the records of steps before `step` (absolute) from the front of the trace,
@@ -1259,7 +1341,12 @@ impl SimRuntime {
             self.floor = rel;
             self.drop_below(rel)?;
         }
-        self.scheduler.issue_until(rel)?;
+        // In batches: effects are applied and records handed on as the run goes, so
+        // memory does not grow with the distance to the next observation.
+        while !self.scheduler.issue_until_at_most(rel, 4096)? {
+            self.settle()?;
+            self.scheduler.flush_sink();
+        }
         while !self.scheduler.complete_below(rel) {
             let before = self.scheduler.trace_issued();
             self.scheduler.issue_past_effects_below(rel)?;
@@ -1270,6 +1357,7 @@ impl SimRuntime {
             );
         }
         self.settle()?;
+        self.scheduler.flush_sink();
         self.view = View::At(rel);
         Ok(())
     }
