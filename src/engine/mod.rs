@@ -763,6 +763,63 @@ mod tests {
         assert_eq!(h.max_diff, Some(0.0));
     }
 
+    fn core(mode: Mode, jitter: Option<u64>) -> Core {
+        let cfg = EngineConfig {
+            scenario: crate::scenario::load(None).unwrap(),
+            mode,
+            runtime: RuntimeChoice::Sim,
+            jitter,
+            running: false,
+            speed: None,
+            columns: 97,
+            inject_panic: None,
+        };
+        let program = Arc::new(mode.program(&cfg.scenario.ranges()));
+        let backend = make_backend(&cfg, program.clone()).unwrap();
+        let mut c = Core::new(cfg, program, backend);
+        c.advance_to(0);
+        c
+    }
+
+    /// What a frame at a step boundary shows of the run.
+    fn seen(c: &mut Core) -> String {
+        let f = c.frame();
+        assert!(f.max_diff.is_some(), "a frame at a step boundary compares");
+        let last: Vec<String> = c.copies.iter().flatten().map(|h| format!("{:?}", h.recent_us)).collect();
+        format!(
+            "step {} diff {:?} first {:?}\ncolumns {:?}\ntimeline {:?}\ncopies {last:?}",
+            f.step, f.max_diff, f.first_diff, f.columns, f.timeline
+        )
+    }
+
+    #[test]
+    fn the_ui_shows_the_same_run_at_step_n_however_it_was_paced() {
+        for mode in [Mode::HaloOverwrite, Mode::NoWait, Mode::Overlap, Mode::WideHalo] {
+            for jitter in [None, Some(4)] {
+                let target = 64;
+                let mut once = core(mode, jitter);
+                once.advance_to(target);
+                let expect = seen(&mut once);
+                // Steps, micro-steps, running in batches and frames in between, in a mix.
+                let mut mixed = core(mode, jitter);
+                let mut i = 0;
+                while mixed.step() < target - 16 {
+                    match i % 4 {
+                        0 => mixed.control(Control::Step),
+                        1 => (0..3).for_each(|_| mixed.control(Control::MicroStep)),
+                        2 => mixed.advance_timed(5, Duration::from_secs(1)),
+                        _ => {
+                            let _ = mixed.frame();
+                        }
+                    }
+                    i += 1;
+                }
+                mixed.advance_to(target);
+                assert_eq!(seen(&mut mixed), expect, "{} jitter {jitter:?}", mode.name());
+            }
+        }
+    }
+
     /// A runtime that fails the way a GPU can: the call at `fail_at` steps is refused.
     struct Refusing {
         step: u64,
