@@ -63,6 +63,10 @@ pub struct TraceWriter {
 
 const HOST_TID: usize = 100;
 
+/// A call for a stream that kept its host thread longer than this blocked it (a full
+/// queue): every call's own host cost is shorter, jitter included.
+pub const BLOCKED_CALL_US: f64 = 3.5;
+
 impl TraceWriter {
     /// Creates `path` and writes the tracks' names: a path that cannot be written fails
     /// here, before the run.
@@ -170,10 +174,10 @@ pub fn record_events(r: &TraceRecord) -> Vec<serde_json::Value> {
         "args": {"step": r.step, "issued_us": r.issue_us, "returned_us": r.returned_us,
                  "host_thread": r.thread, "call": r.op_index}
     })];
-    if r.returned_us > r.issue_us && r.stream.is_some() {
-        // The host thread inside the call: its cost, and any time it blocked.
+    if r.returned_us - r.issue_us > BLOCKED_CALL_US && r.stream.is_some() {
+        // The host thread blocked in the call (a full stream queue).
         out.push(json!({
-            "ph": "X", "name": format!("{} (call)", r.label), "cat": "host", "pid": r.thread, "tid": HOST_TID,
+            "ph": "X", "name": format!("{} (blocked: stream queue full)", r.label), "cat": "host", "pid": r.thread, "tid": HOST_TID,
             "ts": r.issue_us, "dur": r.returned_us - r.issue_us,
             "args": {"step": r.step}
         }));

@@ -111,7 +111,7 @@ fn memory_does_not_grow_with_the_number_of_steps() {
             "haloscope",
             "--headless",
             "--mode",
-            "overlap",
+            "events",
             "--no-reference",
             "--steps",
             &steps.to_string(),

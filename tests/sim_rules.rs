@@ -406,3 +406,71 @@ fn rule7_ordering_only_events_are_created_without_timing_in_every_mode() {
         }
     }
 }
+
+/// Rule 8 (a driver's limit, measured on an H200): a stream holds `queue_depth` slots of
+/// incomplete work; a call that finds it full blocks its host thread until the oldest
+/// work completes, then returns after its own host cost.
+#[test]
+fn rule8_a_full_stream_queue_blocks_the_issuing_call_until_the_oldest_work_completes() {
+    let mut s = scenario();
+    s.cost.kernel_min_us = 100.0;
+    s.cost.queue_depth = 4;
+    let launch_us = s.cost.launch_host_us;
+    let kernels: Vec<Op> = (0..6).map(|_| launch(Kernel::UpdateH, 0..4, C0)).collect();
+    let p = program(&[], vec![kernels, vec![]]);
+    let mut rt = SimRuntime::new(&s, p, None).unwrap();
+    rt.run_until(1).expect("runs");
+    let t: Vec<TraceRecord> = rt.scheduler.trace.iter().filter(|r| r.step == Some(0)).cloned().collect();
+    let k = |i| find(&t, 0, i);
+    // The first four are queued at once: each call returns after its host cost.
+    for i in 0..4 {
+        assert_eq!(k(i).returned_us - k(i).issue_us, launch_us, "call {i} does not block");
+    }
+    // The fifth finds four kernels queued: it returns when the first one ends.
+    assert_eq!(k(4).issue_us, 4.0 * launch_us);
+    assert_eq!(k(4).returned_us, k(0).end_us + launch_us, "blocks until kernel 0 ends");
+    assert_eq!(k(5).issue_us, k(4).returned_us);
+    assert_eq!(k(5).returned_us, k(1).end_us + launch_us, "then until kernel 1 ends");
+    // On the device nothing changes: one kernel after the other.
+    assert_eq!(k(5).start_us, k(4).end_us);
+
+    // With the measured depth (1022) the same program never blocks.
+    let kernels: Vec<Op> = (0..6).map(|_| launch(Kernel::UpdateH, 0..4, C0)).collect();
+    let mut s = scenario();
+    s.cost.kernel_min_us = 100.0;
+    let mut rt = SimRuntime::new(&s, program(&[], vec![kernels, vec![]]), None).unwrap();
+    rt.run_until(1).expect("runs");
+    assert!(rt.scheduler.trace.iter().all(|r| r.returned_us - r.issue_us <= launch_us));
+}
+
+/// A pulled copy takes three slots (340 pulls fill an H200's queue, 1021 pushes).
+#[test]
+fn rule8_a_pulled_copy_takes_three_queue_slots_a_pushed_one_one() {
+    let mut s = scenario();
+    s.cost.queue_depth = 6;
+    s.cost.peer_pull_latency_us = 100.0;
+    s.cost.peer_push_latency_us = 100.0;
+    let copy = |stream| Op::PeerCopy {
+        field: Field::Ex,
+        src: 1,
+        dst: 0,
+        cells: 4..5,
+        stream,
+    };
+    let blocked = |stream: StreamId, n: usize| {
+        let ops: Vec<Op> = (0..n).map(|_| copy(stream)).collect();
+        let mut step = vec![vec![], vec![]];
+        step[stream.device] = ops;
+        let mut rt = SimRuntime::new(&s, program(&[], step), None).unwrap();
+        rt.run_until(1).expect("runs");
+        rt.scheduler
+            .trace
+            .iter()
+            .filter(|r| r.step == Some(0))
+            .position(|r| r.returned_us - r.issue_us > s.cost.api_host_us)
+    };
+    // Pulls on dev0's stream: two fit in six slots, the third blocks.
+    assert_eq!(blocked(C0, 4), Some(2));
+    // Pushes on dev1's stream: six fit, the seventh blocks.
+    assert_eq!(blocked(C1, 8), Some(6));
+}

@@ -533,7 +533,7 @@ fn render_timeline(frame: &Frame, device: Option<usize>, zoomed: bool, area: Rec
             for r in &records {
                 // The host lane: host-only calls (barrier, synchronize), and calls for a
                 // stream that blocked the host (a full queue: longer than any call's cost).
-                let blocked = r.stream.is_some() && r.returned_us - r.issue_us > BLOCKED_CALL_US;
+                let blocked = r.stream.is_some() && r.returned_us - r.issue_us > crate::trace::BLOCKED_CALL_US;
                 let on_lane = match stream {
                     Some(i) => r.stream.is_some_and(|s| s.device == *d && s.index == *i),
                     None => (r.stream.is_none() || blocked) && r.thread == *d,
@@ -574,10 +574,6 @@ fn render_timeline(frame: &Frame, device: Option<usize>, zoomed: bool, area: Rec
         buf.set_string(nx, y, note, Style::new().fg(Color::DarkGray));
     }
 }
-
-/// A call for a stream that kept its host thread longer than this blocked it (a full
-/// queue): every call's own host cost is shorter, jitter included.
-const BLOCKED_CALL_US: f64 = 3.5;
 
 /// One operation on a timeline lane spanning columns `a..=b` (relative to `x_base`).
 fn draw_record(r: &TraceRecord, host_lane: bool, (a, b): (u16, u16), x_base: u16, y: u16, buf: &mut Buffer) {
