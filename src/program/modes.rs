@@ -101,15 +101,16 @@ impl Mode {
                  Compare the modelled step time with `events` and `overlap`."
             }
             Mode::Overlap => {
-                "Correct and fastest. Each device updates its boundary cell first and records an event;\n\
+                "Correct and overlapped. Each device updates its boundary cell first and records an event;\n\
                  the halo copy runs on a separate copy stream while the interior updates.\n\
                  Two waits guard each copy: read-after-write (the source cell is written) and\n\
                  write-after-read (the last reader of the halo and of the source cell is done).\n\
-                 Look at the timeline: copy bars under interior kernels. max |Δ| stays 0."
+                 It beats events once the interior outlasts the copies (modelled, 2^20 cells on 4\n\
+                 devices: 30.2 µs a step against 32.2); on the default grid the split costs what it hides."
             }
             Mode::Push => {
                 "Correct. As overlap, but the producer pushes its boundary cell into the neighbour's halo\n\
-                 on its own copy stream (on NVLink a push costs one link latency, a pull about two).\n\
+                 on its own copy stream (4 B over NVLink, 2×H200: a push 4.98 µs, a pull 8.96 µs).\n\
                  The write-after-read guard changes sides: before pushing, the producer waits for the\n\
                  neighbour's last reader of that halo; the neighbour waits for the push's event.\n\
                  halo-overwrite is this mode without that guard. max |Δ| stays 0."
