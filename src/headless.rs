@@ -388,7 +388,8 @@ impl Summary {
             .collect::<Vec<_>>()
             .join(", ");
         let copies = format!(
-            "{copies} (median, {})",
+            "{copies} (median of the last {} at most, {})",
+            crate::stats::Window::CAP,
             if self.modelled_step_us.is_some() {
                 "modelled"
             } else {

@@ -16,6 +16,10 @@ pub const GPU_CLOCK_NOTE: &str = "GPU times: CUDA timing events, placed on the h
      per device recorded on an idle stream (it completes on submission: error ≈ a few µs); idle time \
      between separate runs (steps taken one by one) is cut out";
 
+/// What watching costs on GPUs (shown in the UI; the sim's observations change nothing).
+pub const GPU_OBSERVE_NOTE: &str = "Observing synchronises: every frame, step and check waits for the GPUs to \
+     finish the steps it shows (on the sim, watching never changes the run)";
+
 /// A call that failed, named as the learner wrote it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpError {

@@ -994,7 +994,10 @@ pub mod tests {
         f.runtime = "cuda";
         f.notes = (0..devices)
             .map(|d| format!("dev{d} on GPU {}: NVIDIA H200; peers: direct", d * 2 / devices))
-            .chain([crate::runtime::GPU_CLOCK_NOTE.to_string()])
+            .chain([
+                crate::runtime::GPU_CLOCK_NOTE.to_string(),
+                crate::runtime::GPU_OBSERVE_NOTE.to_string(),
+            ])
             .collect();
         f
     }

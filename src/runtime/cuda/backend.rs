@@ -187,6 +187,7 @@ impl Backend for CudaBackend {
     fn notes(&self) -> Vec<String> {
         let mut n = self.rt.topology.clone();
         n.push(GPU_CLOCK_NOTE.to_string());
+        n.push(crate::runtime::GPU_OBSERVE_NOTE.to_string());
         n
     }
 }
