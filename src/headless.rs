@@ -289,9 +289,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
         if let Some(e) = t.error.take()
             && let Some(w) = &trace
         {
-            return Err(
-                UsageError(format!("--trace {}: cannot write: {e}", w.path().display())).into(),
-            );
+            return Err(UsageError(format!("--trace {}: cannot write: {e}", w.path().display())).into());
         }
         (std::mem::take(&mut t.copies), t.modelled_end)
     };

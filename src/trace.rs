@@ -92,13 +92,17 @@ impl TraceWriter {
         w.event(&json!({"ph": "M", "name": "haloscope", "pid": 0, "tid": 0,
                         "args": {"mode": program.name, "runtime": runtime, "clock": clock}}))?;
         for d in 0..program.devices() {
-            w.event(&json!({"ph": "M", "name": "process_name", "pid": d, "args": {"name": format!("dev{d}")}}))?;
+            w.event(
+                &json!({"ph": "M", "name": "process_name", "pid": d, "args": {"name": format!("dev{d}")}}),
+            )?;
             for (i, name) in program.stream_names.iter().enumerate() {
                 w.event(&json!({"ph": "M", "name": "thread_name", "pid": d, "tid": i,
                                 "args": {"name": format!("stream {name}@dev{d}")}}))?;
             }
-            w.event(&json!({"ph": "M", "name": "thread_name", "pid": d, "tid": HOST_TID,
-                            "args": {"name": format!("host thread {d}")}}))?;
+            w.event(
+                &json!({"ph": "M", "name": "thread_name", "pid": d, "tid": HOST_TID,
+                            "args": {"name": format!("host thread {d}")}}),
+            )?;
         }
         Ok(w)
     }
@@ -151,7 +155,7 @@ impl TraceWriter {
     /// Writes what `--trace-last` kept and closes the array.
     pub fn finish(mut self) -> std::io::Result<()> {
         use std::io::Write;
-        let kept: Vec<serde_json::Value> = std::mem::take(&mut self.last).into_iter().flat_map(|(_, v)| v).collect();
+        let kept: Vec<serde_json::Value> = std::mem::take(&mut self.last).into_values().flatten().collect();
         for e in &kept {
             self.event(e)?;
         }
@@ -185,8 +189,10 @@ pub fn record_events(r: &TraceRecord) -> Vec<serde_json::Value> {
     if let Some((src, at)) = r.released_from {
         out.push(json!({"ph": "s", "id": r.id, "name": "release", "cat": "flow",
                         "pid": src.device, "tid": src.index, "ts": at}));
-        out.push(json!({"ph": "f", "bp": "e", "id": r.id, "name": "release", "cat": "flow",
-                        "pid": pid, "tid": tid, "ts": r.end_us}));
+        out.push(
+            json!({"ph": "f", "bp": "e", "id": r.id, "name": "release", "cat": "flow",
+                        "pid": pid, "tid": tid, "ts": r.end_us}),
+        );
     }
     out
 }

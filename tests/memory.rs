@@ -69,7 +69,11 @@ fn memory_does_not_grow_with_the_number_of_steps() {
         }
         let grew = at[1] - at[0];
         report.push(format!("{}: {} B", mode.name(), grew));
-        assert!(grew.abs() < MB, "{}: {grew} B more live after 10^5 steps than after 10^4", mode.name());
+        assert!(
+            grew.abs() < MB,
+            "{}: {grew} B more live after 10^5 steps than after 10^4",
+            mode.name()
+        );
     }
 
     // The UI's engine at its top speed.
@@ -101,7 +105,11 @@ fn memory_does_not_grow_with_the_number_of_steps() {
     e.send(Control::Quit);
     drop(e);
     report.push(format!("engine: {} B", b - a));
-    assert!((b - a).abs() < MB, "the engine holds {} B more after 10^5 steps", b - a);
+    assert!(
+        (b - a).abs() < MB,
+        "the engine holds {} B more after 10^5 steps",
+        b - a
+    );
 
     // A trace of 10^3 and of 10^4 steps: the peak does not follow the file's size.
     let dir = tempfile::tempdir().unwrap();

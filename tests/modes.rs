@@ -168,12 +168,7 @@ fn cross_device_record_stops_with_the_drivers_error_against_the_exact_call() {
 fn host_sync_models_a_slower_step_than_events_and_overlap_hides_copies_on_large_grids() {
     // Timing only: the scheduler alone, no fields computed.
     let step_us = |s: &Scenario, mode: Mode| {
-        let mut sch = Scheduler::new(
-            mode.program(&s.ranges()),
-            s.cost.clone(),
-            s.split.clone(),
-            None,
-        );
+        let mut sch = Scheduler::new(mode.program(&s.ranges()), s.cost.clone(), s.split.clone(), None);
         sch.issue_until(50).unwrap();
         sch.horizon_us / 50.0
     };
@@ -217,7 +212,8 @@ fn computing_on_the_calling_thread_gives_the_same_bits_as_device_threads_in_ever
     for mode in Mode::ALL.into_iter().filter(|m| *m != Mode::CrossDeviceRecord) {
         for jitter in [None, Some(9)] {
             let run = |threads: bool| {
-                let mut rt = SimRuntime::with_threads(&s, mode.program(&s.ranges()), jitter, threads).unwrap();
+                let mut rt =
+                    SimRuntime::with_threads(&s, mode.program(&s.ranges()), jitter, threads).unwrap();
                 rt.run_until(700).unwrap();
                 rt.fields().unwrap()
             };
@@ -358,7 +354,10 @@ fn every_performance_claim_of_a_lesson_holds_in_the_model_on_its_scenario() {
     // overlap: "beats events once the interior outlasts the copies (2^20 cells on 4
     // devices: 30.2 against 32.2); on the default grid the split costs what it hides".
     let (o, e) = (t(&big, Mode::Overlap), t(&big, Mode::Events));
-    assert!(o < e && (o - 30.2).abs() < 0.1 && (e - 32.2).abs() < 0.1, "2^20: overlap {o}, events {e}");
+    assert!(
+        o < e && (o - 30.2).abs() < 0.1 && (e - 32.2).abs() < 0.1,
+        "2^20: overlap {o}, events {e}"
+    );
     let (o, e) = (t(&small, Mode::Overlap), t(&small, Mode::Events));
     assert!((o - e).abs() < 0.05 * e, "default grid: overlap {o}, events {e}");
     // host-sync: "correct but slow".
@@ -370,8 +369,17 @@ fn every_performance_claim_of_a_lesson_holds_in_the_model_on_its_scenario() {
     // fused: "fastest" (README), on the small grid and the big one.
     for s in [&small, &big] {
         let f = t(s, Mode::Fused);
-        for m in Mode::ALL.into_iter().filter(|m| m.is_correct() && *m != Mode::Fused) {
-            assert!(f < t(s, m), "{} cells: fused {f}, {} {}", s.cells, m.name(), t(s, m));
+        for m in Mode::ALL
+            .into_iter()
+            .filter(|m| m.is_correct() && *m != Mode::Fused)
+        {
+            assert!(
+                f < t(s, m),
+                "{} cells: fused {f}, {} {}",
+                s.cells,
+                m.name(),
+                t(s, m)
+            );
         }
     }
 }

@@ -263,7 +263,7 @@ fn rule4_recording_an_event_on_another_devices_stream_fails_with_invalid_resourc
         ],
     );
     SimRuntime::new(&scenario(), p, None)
-            .unwrap()
+        .unwrap()
         .run_until(1)
         .expect("a cross-device wait is legal");
 }
@@ -420,17 +420,35 @@ fn rule8_a_full_stream_queue_blocks_the_issuing_call_until_the_oldest_work_compl
     let p = program(&[], vec![kernels, vec![]]);
     let mut rt = SimRuntime::new(&s, p, None).unwrap();
     rt.run_until(1).expect("runs");
-    let t: Vec<TraceRecord> = rt.scheduler.trace.iter().filter(|r| r.step == Some(0)).cloned().collect();
+    let t: Vec<TraceRecord> = rt
+        .scheduler
+        .trace
+        .iter()
+        .filter(|r| r.step == Some(0))
+        .cloned()
+        .collect();
     let k = |i| find(&t, 0, i);
     // The first four are queued at once: each call returns after its host cost.
     for i in 0..4 {
-        assert_eq!(k(i).returned_us - k(i).issue_us, launch_us, "call {i} does not block");
+        assert_eq!(
+            k(i).returned_us - k(i).issue_us,
+            launch_us,
+            "call {i} does not block"
+        );
     }
     // The fifth finds four kernels queued: it returns when the first one ends.
     assert_eq!(k(4).issue_us, 4.0 * launch_us);
-    assert_eq!(k(4).returned_us, k(0).end_us + launch_us, "blocks until kernel 0 ends");
+    assert_eq!(
+        k(4).returned_us,
+        k(0).end_us + launch_us,
+        "blocks until kernel 0 ends"
+    );
     assert_eq!(k(5).issue_us, k(4).returned_us);
-    assert_eq!(k(5).returned_us, k(1).end_us + launch_us, "then until kernel 1 ends");
+    assert_eq!(
+        k(5).returned_us,
+        k(1).end_us + launch_us,
+        "then until kernel 1 ends"
+    );
     // On the device nothing changes: one kernel after the other.
     assert_eq!(k(5).start_us, k(4).end_us);
 
@@ -440,7 +458,12 @@ fn rule8_a_full_stream_queue_blocks_the_issuing_call_until_the_oldest_work_compl
     s.cost.kernel_min_us = 100.0;
     let mut rt = SimRuntime::new(&s, program(&[], vec![kernels, vec![]]), None).unwrap();
     rt.run_until(1).expect("runs");
-    assert!(rt.scheduler.trace.iter().all(|r| r.returned_us - r.issue_us <= launch_us));
+    assert!(
+        rt.scheduler
+            .trace
+            .iter()
+            .all(|r| r.returned_us - r.issue_us <= launch_us)
+    );
 }
 
 /// A pulled copy takes three slots (340 pulls fill an H200's queue, 1021 pushes).

@@ -65,7 +65,10 @@ fn overlap_trace_has_a_named_track_per_stream_slices_and_record_to_wait_flows() 
         .collect();
     assert!(!starts.is_empty());
     assert_eq!(starts, finishes);
-    let meta = ev.iter().find(|e| e["name"] == "haloscope").expect("run metadata");
+    let meta = ev
+        .iter()
+        .find(|e| e["name"] == "haloscope")
+        .expect("run metadata");
     assert_eq!(meta["args"]["mode"], "overlap");
 }
 

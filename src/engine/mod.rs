@@ -785,7 +785,12 @@ mod tests {
     fn seen(c: &mut Core) -> String {
         let f = c.frame();
         assert!(f.max_diff.is_some(), "a frame at a step boundary compares");
-        let last: Vec<String> = c.copies.iter().flatten().map(|h| format!("{:?}", h.recent_us)).collect();
+        let last: Vec<String> = c
+            .copies
+            .iter()
+            .flatten()
+            .map(|h| format!("{:?}", h.recent_us))
+            .collect();
         format!(
             "step {} diff {:?} first {:?}\ncolumns {:?}\ntimeline {:?}\ncopies {last:?}",
             f.step, f.max_diff, f.first_diff, f.columns, f.timeline

@@ -265,9 +265,7 @@ impl Scheduler {
             if runnable.is_some() {
                 return runnable;
             }
-            if self.active().next().is_none() {
-                return None;
-            }
+            self.active().next()?;
             // Everyone is at the barrier: release it.
             let release = self.active().map(|(_, t)| t.clock).fold(f64::MIN, f64::max) + self.cost.barrier_us;
             let waiting: Vec<usize> = (0..self.threads.len()).filter(|&t| !self.idle(t)).collect();
@@ -331,7 +329,10 @@ impl Scheduler {
 
     /// Steps every thread has issued all the calls of (this scheduler's numbering).
     pub fn issued_steps(&self) -> u64 {
-        self.active().map(|(_, t)| t.step.unwrap_or(0)).min().unwrap_or(u64::MAX)
+        self.active()
+            .map(|(_, t)| t.step.unwrap_or(0))
+            .min()
+            .unwrap_or(u64::MAX)
     }
 
     fn in_setup(&self) -> bool {
@@ -354,7 +355,9 @@ impl Scheduler {
             if self.issued_steps() >= steps && !self.in_setup() {
                 return Ok(true);
             }
-            let Some(t) = self.next_thread() else { return Ok(true) };
+            let Some(t) = self.next_thread() else {
+                return Ok(true);
+            };
             self.issue(t)?;
         }
         Ok(self.issued_steps() >= steps && !self.in_setup())
@@ -363,7 +366,12 @@ impl Scheduler {
     /// Issues calls until no effect of a call of a step before `steps` is still to be
     /// released: the host clocks pass the last of them. Call after `issue_until(steps)`.
     pub fn issue_past_effects_below(&mut self, steps: u64) -> Result<(), OpError> {
-        let Some(last) = self.pending_at.range(..steps).map(|(_, &(_, t))| t).reduce(f64::max) else {
+        let Some(last) = self
+            .pending_at
+            .range(..steps)
+            .map(|(_, &(_, t))| t)
+            .reduce(f64::max)
+        else {
             return Ok(());
         };
         while self.now_us() < last {
@@ -424,7 +432,12 @@ impl Scheduler {
         let e = self.pending_at.entry(at).or_insert((0, f64::MIN));
         e.0 += 1;
         e.1 = e.1.max(time);
-        self.pending.push(Pending { time, seq, at, effect });
+        self.pending.push(Pending {
+            time,
+            seq,
+            at,
+            effect,
+        });
     }
 
     fn issue(&mut self, t: usize) -> Result<(), OpError> {
@@ -661,7 +674,10 @@ impl Scheduler {
         // Records the sink has not had yet stay (their number is bounded by how far the
         // threads drift apart, not by the length of the run).
         while self.trace.len() > TRACE_CAP
-            && self.trace.front().is_some_and(|r| self.sink.is_none() || Self::key(r) < self.sunk)
+            && self
+                .trace
+                .front()
+                .is_some_and(|r| self.sink.is_none() || Self::key(r) < self.sunk)
         {
             self.trace.pop_front();
         }
@@ -723,7 +739,11 @@ impl Scheduler {
     /// Drops the records of steps before `step` (absolute) from the front of the trace,
     /// the setup calls with them.
     pub fn prune_trace_below(&mut self, step: u64) {
-        while self.trace.front().is_some_and(|r| r.step.is_none_or(|s| s < step)) {
+        while self
+            .trace
+            .front()
+            .is_some_and(|r| r.step.is_none_or(|s| s < step))
+        {
             self.trace.pop_front();
         }
     }
@@ -965,7 +985,13 @@ impl Drop for Executor {
 }
 
 fn reduce_state(st: &DeviceState, reference: Option<(&[f32], &[f32])>, edges: &[usize]) -> Partial {
-    snapshot::reduce(st.lo..st.hi, st.owned(Field::Ex), st.owned(Field::Hy), reference, edges)
+    snapshot::reduce(
+        st.lo..st.hi,
+        st.owned(Field::Ex),
+        st.owned(Field::Hy),
+        reference,
+        edges,
+    )
 }
 
 /// Where copied values go and come from, for one device thread.
@@ -1261,7 +1287,14 @@ impl SimRuntime {
         jitter_seed: Option<u64>,
         base: u64,
     ) -> anyhow::Result<Self> {
-        Self::from_states_with(s, states, program, jitter_seed, base, s.cells >= INLINE_BELOW_CELLS)
+        Self::from_states_with(
+            s,
+            states,
+            program,
+            jitter_seed,
+            base,
+            s.cells >= INLINE_BELOW_CELLS,
+        )
     }
 
     fn from_states_with(
@@ -1308,13 +1341,21 @@ impl SimRuntime {
         let key = |r: &TraceRecord| r.step.map_or(0, |s| s + 1);
         let (from, to) = (self.taken, steps + 1);
         if to > from {
-            for r in self.scheduler.trace.iter().filter(|r| (from..to).contains(&key(r))) {
+            for r in self
+                .scheduler
+                .trace
+                .iter()
+                .filter(|r| (from..to).contains(&key(r)))
+            {
                 each(r);
             }
             self.taken = to;
         }
-        self.scheduler
-            .prune_trace_below(steps.saturating_sub(TIMELINE_KEEP).min(self.taken.saturating_sub(1)));
+        self.scheduler.prune_trace_below(
+            steps
+                .saturating_sub(TIMELINE_KEEP)
+                .min(self.taken.saturating_sub(1)),
+        );
     }
 
     /// The step (absolute) the queries describe; `None` mid-step after micro-steps.
@@ -1471,7 +1512,11 @@ impl SimRuntime {
             Compute::Threads(x) => x,
             Compute::Inline(i) => {
                 let r = reference.map(|r| (r.0.as_slice(), r.1.as_slice()));
-                return Ok(i.slots.iter().map(|s| reduce_state(s.view(v), r, edges)).collect());
+                return Ok(i
+                    .slots
+                    .iter()
+                    .map(|s| reduce_state(s.view(v), r, edges))
+                    .collect());
             }
         };
         // Ask every device first, then collect: they reduce in parallel.

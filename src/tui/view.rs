@@ -533,7 +533,8 @@ fn render_timeline(frame: &Frame, device: Option<usize>, zoomed: bool, area: Rec
             for r in &records {
                 // The host lane: host-only calls (barrier, synchronize), and calls for a
                 // stream that blocked the host (a full queue: longer than any call's cost).
-                let blocked = r.stream.is_some() && r.returned_us - r.issue_us > crate::trace::BLOCKED_CALL_US;
+                let blocked =
+                    r.stream.is_some() && r.returned_us - r.issue_us > crate::trace::BLOCKED_CALL_US;
                 let on_lane = match stream {
                     Some(i) => r.stream.is_some_and(|s| s.device == *d && s.index == *i),
                     None => (r.stream.is_none() || blocked) && r.thread == *d,
