@@ -1016,14 +1016,7 @@ fn apply(slot: &mut Slot, items: &[Item], fuse: bool, io: &mut Io) -> Result<(),
             .flatten();
         match group {
             Some(len) => {
-                let effects: Vec<&Effect> = items[i..i + len]
-                    .iter()
-                    .map(|it| match it {
-                        Item::Effect(_, e) => e,
-                        Item::Fork(_) => unreachable!("fusable groups hold effects only"),
-                    })
-                    .collect();
-                fused_step(&mut slot.real, &effects, io)?;
+                fused_step(slot, &items[i..i + len], io)?;
                 i += len;
             }
             None => {
@@ -1144,11 +1137,12 @@ fn fusable(state: &DeviceState, items: &[Item]) -> Option<usize> {
 /// touches the cells the copies touch (`Hy` anywhere is final once `update_h` is done;
 /// `Ex` at the halos and the first owned cell changes only at the end). Running the first
 /// tile's `update_e` last lets a device start before its left neighbour's `Hy` arrives.
-fn fused_step(state: &mut DeviceState, group: &[&Effect], io: &mut Io) -> Result<(), String> {
-    let Some(Effect::Kernel { step, .. }) = group.last() else {
+fn fused_step(slot: &mut Slot, group: &[Item], io: &mut Io) -> Result<(), String> {
+    let Some(Item::Effect(_, Effect::Kernel { step, .. })) = group.last() else {
         unreachable!("a fused group ends in a kernel")
     };
     let step = *step;
+    let state = &mut slot.real;
     let (lo, hi) = (state.lo, state.hi);
     // Tiles of TILE cells; the last one takes the remainder (fusable: at least two tiles).
     let mut tiles: Vec<Range<usize>> = (lo..hi).step_by(TILE).map(|a| a..(a + TILE).min(hi)).collect();
@@ -1162,29 +1156,12 @@ fn fused_step(state: &mut DeviceState, group: &[&Effect], io: &mut Io) -> Result
         state.update_e(t);
         state.sources_boundaries(t, step);
     }
-    for e in &group[1..group.len() - 2] {
-        match e {
-            Effect::CopyRead {
-                dst,
-                field,
-                cells,
-                tag,
-                ..
-            } => {
-                let v = state.read(*field, cells).to_vec();
-                io.outboxes[*dst]
-                    .send((*tag, v))
-                    .map_err(|_| format!("dev{dst} has stopped"))?;
-            }
-            Effect::CopyWrite {
-                field, cells, tag, ..
-            } => {
-                let v = receive(io, *tag)?;
-                state.write(*field, cells.start, &v);
-            }
-            Effect::Kernel { .. } => unreachable!("a fused group has copies between its kernels"),
+    for item in &group[1..group.len() - 2] {
+        if let Item::Effect(at, e) = item {
+            apply_one(slot, *at, e, io)?;
         }
     }
+    let state = &mut slot.real;
     state.update_e(&tiles[0]);
     state.sources_boundaries(&tiles[0], step);
     Ok(())
