@@ -816,39 +816,162 @@ pub enum View {
     At(u64),
 }
 
+/// A copy's write to a device, kept while a fork may need to be derived from the memory.
+struct Write {
+    at: u64,
+    field: Field,
+    start: usize,
+    before: Vec<f32>,
+    after: Vec<f32>,
+}
+
+/// The state of step `m` of a device that has already been changed by a call of step `m`
+/// or later: derived from the memory and the journal of copy writes since the fork began
+/// until the device's own kernels pass `m`, then kept as a state of its own.
+struct Fork {
+    m: u64,
+    /// Index (in the slot's journal numbering) of the first write after the fork began.
+    from: u64,
+    state: Option<DeviceState>,
+}
+
 /// A device's memory, and its state at observation points it has already passed.
+///
+/// Copies ahead of a device's kernels (a copy stream running ahead, as in `no-wait`) only
+/// add to a journal; a fork becomes a copy of the device only when the device's own
+/// kernels pass its step before the observation is complete. Memory and work then follow
+/// how far the device's kernels drift, not how far its copies run ahead.
 struct Slot {
     real: DeviceState,
-    /// `(m, state)`: the state of step `m`, kept from the first effect of a call of step
-    /// `m` or later on; later effects of earlier calls are applied to it too.
-    forks: Vec<(u64, DeviceState)>,
+    forks: Vec<Fork>,
+    journal: VecDeque<Write>,
+    /// Journal index of `journal[0]`.
+    journal_base: u64,
 }
 
 impl Slot {
+    fn new(real: DeviceState) -> Slot {
+        Slot {
+            real,
+            forks: Vec::new(),
+            journal: VecDeque::new(),
+            journal_base: 0,
+        }
+    }
+
+    fn journal_end(&self) -> u64 {
+        self.journal_base + self.journal.len() as u64
+    }
+
+    /// Begins the state of step `m`: the memory as it is now.
+    fn fork_at(&mut self, m: u64) {
+        let from = self.journal_end();
+        self.forks.push(Fork { m, from, state: None });
+    }
+
+    /// The memory without the journal's writes of calls of step `m` or later since `from`.
+    fn derive(&self, m: u64, from: u64) -> DeviceState {
+        let mut s = self.real.fork();
+        let skip = (from - self.journal_base) as usize;
+        for w in self.journal.iter().skip(skip).rev() {
+            s.write(w.field, w.start, &w.before);
+        }
+        for w in self.journal.iter().skip(skip).filter(|w| w.at < m) {
+            s.write(w.field, w.start, &w.after);
+        }
+        s
+    }
+
+    /// Makes fork `i` a state of its own.
+    fn materialize(&mut self, i: usize) {
+        if self.forks[i].state.is_none() {
+            let s = self.derive(self.forks[i].m, self.forks[i].from);
+            self.forks[i].state = Some(s);
+        }
+        self.trim_journal();
+    }
+
+    /// Makes the fork of step `m`, if any, a state of its own (before it is read).
+    fn settle_fork(&mut self, m: u64) {
+        if let Some(i) = self.forks.iter().position(|f| f.m == m) {
+            self.materialize(i);
+        }
+    }
+
+    fn trim_journal(&mut self) {
+        let keep = self
+            .forks
+            .iter()
+            .filter(|f| f.state.is_none())
+            .map(|f| f.from)
+            .min()
+            .unwrap_or(self.journal_end());
+        while self.journal_base < keep && self.journal.pop_front().is_some() {
+            self.journal_base += 1;
+        }
+    }
+
     fn view(&self, v: View) -> &DeviceState {
         match v {
-            View::At(m) => self.forks.iter().find(|f| f.0 == m).map_or(&self.real, |f| &f.1),
+            View::At(m) => self
+                .forks
+                .iter()
+                .find(|f| f.m == m)
+                .and_then(|f| f.state.as_ref())
+                .unwrap_or(&self.real),
             View::Live => &self.real,
         }
     }
 
     /// Forget the states of steps before `m`.
     fn drop_below(&mut self, m: u64) {
-        self.forks.retain(|f| f.0 >= m);
+        self.forks.retain(|f| f.m >= m);
+        self.trim_journal();
     }
 
-    /// Runs a kernel of a call of step `at` on the real memory and on every fork of a
-    /// later step.
+    /// Runs a kernel of a call of step `at`: a fork of step `at` or earlier becomes a
+    /// state of its own first (the kernel is not its); a fork of a later step that is a
+    /// state of its own runs it too.
     fn kernel(&mut self, at: u64, kernel: Kernel, cells: &Range<usize>, step: u64) {
-        for (_, f) in self.forks.iter_mut().filter(|f| f.0 > at) {
-            f.run(kernel, cells, step);
+        for i in 0..self.forks.len() {
+            // A later fork derived from the memory takes the kernel's writes with it,
+            // unless a copy it does not include wrote where the kernel writes.
+            let (m, from) = (self.forks[i].m, self.forks[i].from);
+            let skip = (from.max(self.journal_base) - self.journal_base) as usize;
+            let overlaps = || {
+                self.journal
+                    .iter()
+                    .skip(skip)
+                    .any(|w| w.at >= m && w.start < cells.end && cells.start < w.start + w.after.len())
+            };
+            if m <= at || overlaps() {
+                self.materialize(i);
+            }
+        }
+        for f in self.forks.iter_mut().filter(|f| f.m > at) {
+            if let Some(s) = f.state.as_mut() {
+                s.run(kernel, cells, step);
+            }
         }
         self.real.run(kernel, cells, step);
     }
 
+    /// A copy of a call of step `at` lands.
     fn write(&mut self, at: u64, field: Field, start: usize, v: &[f32]) {
-        for (_, f) in self.forks.iter_mut().filter(|f| f.0 > at) {
-            f.write(field, start, v);
+        for f in self.forks.iter_mut().filter(|f| f.m > at) {
+            if let Some(s) = f.state.as_mut() {
+                s.write(field, start, v);
+            }
+        }
+        if self.forks.iter().any(|f| f.state.is_none()) {
+            let before = self.real.read(field, &(start..start + v.len())).to_vec();
+            self.journal.push_back(Write {
+                at,
+                field,
+                start,
+                before,
+                after: v.to_vec(),
+            });
         }
         self.real.write(field, start, v);
     }
@@ -859,6 +982,8 @@ enum Command {
     Apply(Vec<Item>, bool),
     /// Forget the states of steps before this one.
     DropBelow(u64),
+    /// The observation of this step is complete: make its fork a state of its own.
+    Settle(u64),
     /// A copy of the device's whole state.
     State(View, Sender<DeviceState>),
     /// Reduce the owned cells to screen columns against the reference.
@@ -899,10 +1024,7 @@ impl Executor {
             let outboxes: Vec<Sender<Parcel>> = inboxes.iter().map(|(t, _)| t.clone()).collect();
             let inbox = inboxes[d].1.clone();
             let done_tx = done_tx.clone();
-            let mut slot = Slot {
-                real: state,
-                forks: Vec::new(),
-            };
+            let mut slot = Slot::new(state);
             let h = std::thread::Builder::new()
                 .name(format!("dev-{d}"))
                 .spawn(move || {
@@ -921,6 +1043,7 @@ impl Executor {
                                 }
                             }
                             Command::DropBelow(m) => slot.drop_below(m),
+                            Command::Settle(m) => slot.settle_fork(m),
                             Command::Gather(v, f, reply) => {
                                 let _ = reply.send(slot.view(v).field(f).to_vec());
                             }
@@ -1021,10 +1144,7 @@ fn apply(slot: &mut Slot, items: &[Item], fuse: bool, io: &mut Io) -> Result<(),
             }
             None => {
                 match &items[i] {
-                    Item::Fork(m) => {
-                        let f = slot.real.fork();
-                        slot.forks.push((*m, f));
-                    }
+                    Item::Fork(m) => slot.fork_at(*m),
                     Item::Effect(at, e) => apply_one(slot, *at, e, io)?,
                 }
                 i += 1;
@@ -1180,10 +1300,7 @@ impl Inline {
         for (d, item) in items {
             let slot = &mut self.slots[d];
             match item {
-                Item::Fork(m) => {
-                    let f = slot.real.fork();
-                    slot.forks.push((m, f));
-                }
+                Item::Fork(m) => slot.fork_at(m),
                 Item::Effect(at, e) => match e {
                     Effect::Kernel {
                         kernel, cells, step, ..
@@ -1289,13 +1406,7 @@ impl SimRuntime {
             Compute::Threads(Executor::from_states(states)?)
         } else {
             Compute::Inline(Inline {
-                slots: states
-                    .into_iter()
-                    .map(|real| Slot {
-                        real,
-                        forks: Vec::new(),
-                    })
-                    .collect(),
+                slots: states.into_iter().map(Slot::new).collect(),
                 stash: HashMap::new(),
             })
         };
@@ -1376,6 +1487,10 @@ impl SimRuntime {
         }
         self.settle()?;
         self.scheduler.flush_sink();
+        match &mut self.compute {
+            Compute::Threads(x) => (0..x.commands.len()).try_for_each(|d| x.send(d, Command::Settle(rel)))?,
+            Compute::Inline(i) => i.slots.iter_mut().for_each(|s| s.settle_fork(rel)),
+        }
         self.view = View::At(rel);
         Ok(())
     }
@@ -1548,6 +1663,60 @@ impl SimRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A device of the 16-cell test grid, owning cells 0..8 (a source at cell 3).
+    fn device() -> DeviceState {
+        let s = crate::scenario::parse(
+            "[grid]\ncells = 16\ncourant = 1.0\n[devices]\ncount = 2\n[[sources]]\nkind = \"sinusoid\"\nposition = 3\nperiod = 5.0\n",
+            "test",
+        )
+        .unwrap();
+        Domain::new(&s, &Coefficients::new(&s)).devices.remove(0)
+    }
+
+    fn bits(s: &DeviceState) -> Vec<u32> {
+        [Field::Ex, Field::Hy]
+            .iter()
+            .flat_map(|f| s.field(*f).iter().map(|x| x.to_bits()))
+            .collect()
+    }
+
+    #[test]
+    fn a_fork_holds_exactly_the_effects_of_earlier_calls_in_run_order() {
+        // Step 0 runs; step 1's copies land early (into a halo, and into a cell a late
+        // step-0 kernel writes); step-0 effects arrive late; step 1's kernel runs.
+        let mut slot = Slot::new(device());
+        let mut expect = device();
+        let k = |st: &mut DeviceState, kernel, step| st.run(kernel, &(0..8), step);
+        k(&mut slot.real, Kernel::UpdateH, 0);
+        k(&mut expect, Kernel::UpdateH, 0);
+        slot.fork_at(1);
+        slot.write(1, Field::Ex, 8, &[0.25]); // halo, step 1: not in the fork
+        slot.write(1, Field::Ex, 5, &[9.0]); // owned cell, step 1: not in the fork
+        slot.write(0, Field::Hy, 0, &[0.5]); // late, step 0: in the fork
+        expect.write(Field::Hy, 0, &[0.5]);
+        slot.kernel(0, Kernel::UpdateE, &(0..8), 0); // late: writes cell 5 again
+        k(&mut expect, Kernel::UpdateE, 0);
+        slot.write(0, Field::Ex, 8, &[0.75]); // late halo write after step 1's
+        expect.write(Field::Ex, 8, &[0.75]);
+        slot.kernel(1, Kernel::UpdateH, &(0..8), 1); // step 1 on the device
+        slot.settle_fork(1);
+        assert_eq!(bits(slot.view(View::At(1))), bits(&expect));
+        // A fork that never became a state of its own is derived from the memory.
+        let mut slot = Slot::new(device());
+        let mut expect = device();
+        slot.fork_at(2);
+        slot.write(2, Field::Ex, 8, &[0.25]);
+        slot.write(1, Field::Ex, 8, &[0.5]);
+        expect.write(Field::Ex, 8, &[0.5]);
+        slot.write(3, Field::Hy, 0, &[1.5]);
+        slot.settle_fork(2);
+        assert_eq!(bits(slot.view(View::At(2))), bits(&expect));
+        assert!(
+            slot.journal.is_empty(),
+            "the journal is let go once no fork needs it"
+        );
+    }
 
     #[test]
     fn pending_effects_pop_earliest_first_then_in_issue_order() {
