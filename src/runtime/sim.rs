@@ -1685,8 +1685,14 @@ mod tests {
     fn a_fork_holds_exactly_the_effects_of_earlier_calls_in_run_order() {
         // Step 0 runs; step 1's copies land early (into a halo, and into a cell a late
         // step-0 kernel writes); step-0 effects arrive late; step 1's kernel runs.
-        let mut slot = Slot::new(device());
-        let mut expect = device();
+        let mut start = device();
+        let wave: Vec<f32> = (0..8)
+            .map(|i| 0.1 * i as f32 * if i % 2 == 0 { 1.0 } else { -0.5 })
+            .collect();
+        start.write(Field::Hy, 0, &wave);
+        start.write(Field::Ex, 0, &wave);
+        let mut slot = Slot::new(start.fork());
+        let mut expect = start;
         let k = |st: &mut DeviceState, kernel, step| st.run(kernel, &(0..8), step);
         k(&mut slot.real, Kernel::UpdateH, 0);
         k(&mut expect, Kernel::UpdateH, 0);
