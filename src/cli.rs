@@ -157,8 +157,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIST")]
     pub gpus: Option<String>,
 
-    /// Compare with the reference every N steps (synchronising the devices there) and
-    /// report the first step at which the run differs. Default: only at the end.
+    /// Compare with the reference every N steps and report the first step at which the run
+    /// differs. Default: only at the end. On the sim this only observes the run (it goes on
+    /// unchanged); on GPUs the devices synchronise there.
     #[arg(long, value_name = "N")]
     pub check_every: Option<u64>,
 

@@ -92,3 +92,29 @@ fn a_failing_mode_still_writes_its_trace_up_to_the_failure() {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert!(events(&v).iter().any(|e| e["ph"] == "X"));
 }
+
+#[test]
+fn a_trace_cut_short_is_an_array_of_whole_events_without_its_end() {
+    // The trace streams as the run goes: killed halfway, the file holds whole events, and
+    // only the closing `]` is missing (the array format allows it).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+        .args(["--headless", "--steps", "10000000", "--no-reference", "--trace"])
+        .arg(&path)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::metadata(&path).map_or(0, |m| m.len()) < 2 << 20 {
+        assert!(std::time::Instant::now() < deadline, "the trace did not grow");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.trim_end().ends_with(']'), "cut short: no closing bracket");
+    text.push(']');
+    let v: serde_json::Value = serde_json::from_str(&text).expect("whole events");
+    assert!(events(&v).iter().filter(|e| e["ph"] == "X").count() > 1000);
+}
