@@ -38,6 +38,14 @@ pub fn main(cli: Cli) -> Result<()> {
         return Ok(());
     }
     if let Some(Command::Bench(b)) = &cli.command {
+        for (set, what) in [(b.gpus.is_some(), "--gpus"), (b.modes.is_some(), "--modes")] {
+            if set && b.runtime == crate::cli::RuntimeKind::Sim {
+                return Err(crate::error::UsageError(format!(
+                    "bench {what}: applies to `bench --runtime cuda` only; the sim bench measures the events mode"
+                ))
+                .into());
+            }
+        }
         let rows = crate::bench::run(b)?;
         if b.json {
             println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -66,6 +74,12 @@ pub fn main(cli: Cli) -> Result<()> {
             }
         }
         return Ok(());
+    }
+    if args.gpus.is_some() && args.runtime == crate::cli::RuntimeKind::Sim {
+        return Err(crate::error::UsageError(
+            "--gpus: applies to --runtime cuda only (the sim runtime has no GPUs to choose)".into(),
+        )
+        .into());
     }
     let scenario = headless::scenario_for_run(&args)?;
     if !args.headless {

@@ -88,8 +88,9 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2, 4])]
     pub devices: Vec<usize>,
 
-    /// Seconds to spend on each measurement (steps are chosen to fill it).
-    #[arg(long, default_value_t = 0.5, value_name = "S")]
+    /// Seconds to spend on each measurement (steps are chosen to fill it), above 0 and at
+    /// most 3600.
+    #[arg(long, default_value_t = 0.5, value_name = "S", value_parser = parse_seconds)]
     pub seconds: f64,
 
     /// Repetitions of each measurement; the median is reported.
@@ -226,4 +227,17 @@ fn parse_step_range(s: &str) -> Result<std::ops::Range<u64>, String> {
         return Err(format!("`{s}` is empty: A must be below B"));
     }
     Ok(a..b)
+}
+
+/// A number of seconds in (0, 3600].
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if v > 0.0 && v <= 3600.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v} seconds: give a number above 0 and at most 3600"))
+    }
 }

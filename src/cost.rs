@@ -58,6 +58,15 @@ impl Default for CostModel {
     }
 }
 
+/// Longest duration a figure may give (µs): about 17 minutes; sums over 10^9 calls stay
+/// far from where f64 loses whole nanoseconds.
+pub const MAX_DURATION_US: f64 = 1e9;
+/// Bandwidths (GB/s) a figure may give: from 1 kB/s to 10^9 GB/s.
+pub const MIN_BANDWIDTH_GBS: f64 = 1e-6;
+pub const MAX_BANDWIDTH_GBS: f64 = 1e9;
+/// Most queue slots a stream may be given (a real one has 1022).
+pub const MAX_QUEUE_DEPTH: u32 = 1 << 20;
+
 impl CostModel {
     /// Checks every figure; on error returns `(field, reason)`.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
@@ -72,17 +81,34 @@ impl CostModel {
             ("barrier_us", self.barrier_us),
         ];
         for (name, v) in fields {
-            if !(v >= 0.0 && v.is_finite()) {
-                return Err((name, format!("a duration must be zero or positive µs, got {v}")));
+            if !(v >= 0.0 && v <= MAX_DURATION_US) {
+                return Err((
+                    name,
+                    format!(
+                        "a duration must be between 0 and {MAX_DURATION_US:e} µs (so modelled clocks stay \
+                         exact over long runs), got {v}"
+                    ),
+                ));
             }
         }
         for (name, v) in [
             ("kernel_bandwidth_gbs", self.kernel_bandwidth_gbs),
             ("peer_bandwidth_gbs", self.peer_bandwidth_gbs),
         ] {
-            if !(v > 0.0 && v.is_finite()) {
-                return Err((name, format!("a bandwidth must be positive GB/s, got {v}")));
+            if !((MIN_BANDWIDTH_GBS..=MAX_BANDWIDTH_GBS).contains(&v)) {
+                return Err((
+                    name,
+                    format!(
+                        "a bandwidth must be between {MIN_BANDWIDTH_GBS:e} and {MAX_BANDWIDTH_GBS:e} GB/s, got {v}"
+                    ),
+                ));
             }
+        }
+        if self.queue_depth > MAX_QUEUE_DEPTH {
+            return Err((
+                "queue_depth",
+                format!("at most {MAX_QUEUE_DEPTH} slots, got {}", self.queue_depth),
+            ));
         }
         if self.queue_depth < crate::runtime::sim::PULL_QUEUE_SLOTS {
             return Err((

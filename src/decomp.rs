@@ -487,16 +487,36 @@ impl Domain {
     }
 }
 
+/// The first cell holding a value that is not finite (NaN or ±∞), if any.
+pub fn first_non_finite(v: &[f32]) -> Option<usize> {
+    v.iter().position(|x| !x.is_finite())
+}
+
 /// Largest |a − b| over two equally long fields, and the first index where they differ.
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> (f32, Option<usize>) {
     let mut max = 0.0f32;
     let mut first = None;
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        if x.to_bits() != y.to_bits() {
+        // NaN is never "the same": a blown-up run is not bit-identical to anything.
+        if x.to_bits() != y.to_bits() || x.is_nan() {
             first.get_or_insert(i);
             let d = (x - y).abs();
             max = if d.is_nan() { f32::INFINITY } else { max.max(d) };
         }
     }
     (max, first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nan_is_a_difference_even_against_the_same_nan() {
+        let nan = f32::NAN;
+        assert_eq!(max_abs_diff(&[1.0, nan], &[1.0, nan]), (f32::INFINITY, Some(1)));
+        assert_eq!(max_abs_diff(&[1.0, 2.0], &[1.0, 2.0]), (0.0, None));
+        assert_eq!(first_non_finite(&[0.0, 1.0, f32::NEG_INFINITY, nan]), Some(2));
+        assert_eq!(first_non_finite(&[0.0, 1.0]), None);
+    }
 }

@@ -158,6 +158,11 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
                 dir.display()
             ))
         })?;
+        // Checked before the run, not after it: a file can be created there.
+        let probe = dir.join(".haloscope-write-check");
+        std::fs::write(&probe, b"")
+            .and_then(|()| std::fs::remove_file(&probe))
+            .map_err(|e| UsageError(format!("--dump-fields {}: cannot write there: {e}", dir.display())))?;
     }
     if args.check_every == Some(0) {
         return Err(UsageError("--check-every 0: give a number of steps, at least 1".into()).into());
@@ -165,8 +170,16 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     // Modes that exchange once every few steps stop only at the end of a round.
     let k = args.mode.program(&s.ranges()).steps_per_round;
     let (mut s, mut args) = (s.clone(), args.clone());
+    let whole = |n: u64, what: &str| {
+        n.div_ceil(k).checked_mul(k).ok_or_else(|| {
+            UsageError(format!(
+                "{what} {n}: {} runs {k} steps per round, and rounding up to whole rounds overflows",
+                args.mode.name()
+            ))
+        })
+    };
     if !s.steps.is_multiple_of(k) {
-        let steps = s.steps.div_ceil(k) * k;
+        let steps = whole(s.steps, "--steps")?;
         eprintln!(
             "note: {} runs {k} steps per round: {steps} steps instead of {}",
             args.mode.name(),
@@ -175,7 +188,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
         s.steps = steps;
     }
     if let Some(e) = args.check_every.filter(|e| !e.is_multiple_of(k)) {
-        let every = e.div_ceil(k) * k;
+        let every = whole(e, "--check-every")?;
         eprintln!(
             "note: {} runs {k} steps per round: --check-every {every} instead of {e}",
             args.mode.name()
@@ -271,6 +284,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
                     reference_step += 1;
                 }
                 let (ex, hy) = rt.fields()?;
+                blown_up(&ex, &hy, n)?;
                 if max_abs_diff(&ex, &r.gather(Field::Ex)).1.is_some()
                     || max_abs_diff(&hy, &r.gather(Field::Hy)).1.is_some()
                 {
@@ -286,6 +300,12 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     let (copies, modelled_end) = {
         let mut t = taken.lock().unwrap_or_else(|e| e.into_inner());
         trace = t.trace.take();
+        if result.is_err() {
+            // The run's failure is what to report; the trace is closed as well as it can be.
+            if let Some(w) = trace.take() {
+                let _ = w.finish();
+            }
+        }
         if let Some(e) = t.error.take()
             && let Some(w) = &trace
         {
@@ -300,6 +320,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     }
     result.with_context(|| format!("mode {} stopped", args.mode.name()))?;
     let (ex, hy) = rt.fields()?;
+    blown_up(&ex, &hy, s.steps)?;
 
     let (mut max_diff, mut first) = (None, None);
     if let Some(r) = reference.as_mut() {
@@ -362,6 +383,21 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
 
 pub use crate::stats::median;
 
+/// A run whose fields hold NaN or ±∞ stops here (exit 1): it is never "bit-identical".
+fn blown_up(ex: &[f32], hy: &[f32], step: u64) -> Result<()> {
+    use crate::decomp::first_non_finite;
+    for (name, f) in [("Ex", ex), ("Hy", hy)] {
+        if let Some(k) = first_non_finite(f) {
+            anyhow::bail!(
+                "the fields are not finite by step {step}: {name} at cell {k} is {} (the scheme blew up: \
+                 a resonant or unbounded source, or an unstable material)",
+                f[k]
+            );
+        }
+    }
+    Ok(())
+}
+
 impl Summary {
     pub fn to_text(&self) -> String {
         let split = self
@@ -421,5 +457,15 @@ impl Summary {
             out += &format!("{:<12}{t}\n", "gpu");
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_blown_up_field_stops_the_run_naming_the_step_and_cell() {
+        let e = super::blown_up(&[0.0, 1.0], &[0.5, f32::NAN], 120).unwrap_err().to_string();
+        assert!(e.contains("by step 120: Hy at cell 1 is NaN"), "{e}");
+        assert!(super::blown_up(&[0.0], &[0.0], 1).is_ok());
     }
 }

@@ -356,7 +356,37 @@ fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
     }
     let mut materials = Vec::new();
     for (i, m) in raw.materials.iter().enumerate() {
-        materials.push(material(cx, i, m, cells)?);
+        let mat = material(cx, i, m, cells)?;
+        let m = m.get_ref();
+        // Stability where the wave is slowest... and fastest: the local Courant number is
+        // courant / sqrt(eps_r), and the scheme blows up above 1.
+        let local = courant / mat.eps_r.sqrt();
+        if local > 1.0 {
+            return Err(cx.at(
+                &m.eps_r,
+                &format!("materials[{i}].eps_r"),
+                format!(
+                    "eps_r = {} makes the local Courant number {local} (courant / sqrt(eps_r)): the \
+                     scheme is unstable above 1; use eps_r >= {} or a smaller grid.courant",
+                    mat.eps_r,
+                    courant * courant
+                ),
+            ));
+        }
+        let dt = courant * dx / crate::physics::C0;
+        let loss = mat.sigma * dt / (2.0 * crate::physics::EPS0 * mat.eps_r);
+        if !loss.is_finite() {
+            let at = m.sigma.as_ref().map(|s| s.span());
+            return Err(cx.err(
+                at,
+                &format!("materials[{i}].sigma"),
+                format!(
+                    "with grid.dx = {dx} m the loss per step (sigma·dt / 2ε) is not a finite number: \
+                     use a smaller conductivity or cell size"
+                ),
+            ));
+        }
+        materials.push(mat);
     }
     let b = raw.boundaries.as_ref();
     let left = b.and_then(|b| b.left).unwrap_or(Boundary::Mur);
@@ -452,8 +482,17 @@ fn device_split(cx: &Ctx, d: &RawDevices, cells: usize) -> Result<Vec<usize>, Sc
                         ),
                     ));
                 }
-                let sum: i64 = v.iter().sum();
-                if sum as u64 != cells as u64 {
+                if let Some((i, c)) = v.iter().enumerate().find(|(_, c)| **c as u64 > cells as u64) {
+                    return Err(cx.at(
+                        sp,
+                        "devices.split",
+                        format!("device {i} gets {c} cells but the grid has {cells}"),
+                    ));
+                }
+                // Each entry is at most `cells`: the sum cannot overflow, but check anyway.
+                let sum = v.iter().try_fold(0u64, |a, &c| a.checked_add(c as u64));
+                if sum != Some(cells as u64) {
+                    let sum = sum.map_or("more than 2^64".to_string(), |s| s.to_string());
                     return Err(cx.at(
                         sp,
                         "devices.split",
@@ -506,6 +545,9 @@ fn check_split(s: &Scenario) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Largest source amplitude: float32 fields hold up to about 3.4e38, and sources add up.
+pub const MAX_AMPLITUDE: f64 = 1e9;
 
 fn source(cx: &Ctx, i: usize, s: &Spanned<RawSource>, cells: usize) -> Result<Source, ScenarioError> {
     let f = |name: &str| format!("sources[{i}].{name}");
@@ -561,6 +603,35 @@ fn source(cx: &Ctx, i: usize, s: &Spanned<RawSource>, cells: usize) -> Result<So
             amplitude,
         ),
     };
+    let finite = |x: f64, name: &str| {
+        if x.is_finite() {
+            Ok(())
+        } else {
+            Err(cx.at(s, &f(name), format!("must be a finite number, got {x}")))
+        }
+    };
+    match kind {
+        SourceKind::Gaussian { delay, .. } | SourceKind::Ricker { delay, .. } => finite(delay, "delay")?,
+        SourceKind::Sinusoid { .. } => {}
+    }
+    if let SourceKind::Ricker { period, .. } | SourceKind::Sinusoid { period } = kind
+        && period < 2.0
+    {
+        return Err(cx.at(
+            s,
+            &f("period"),
+            format!("a period of {period} steps is below 2 steps: the grid cannot carry it (it aliases)"),
+        ));
+    }
+    if let Some(a) = amplitude
+        && !(a.is_finite() && a.abs() <= MAX_AMPLITUDE)
+    {
+        return Err(cx.at(
+            s,
+            &f("amplitude"),
+            format!("amplitude {a} is not a number within ±{MAX_AMPLITUDE:e}: float32 fields overflow"),
+        ));
+    }
     if position < 0 || position as u64 >= cells as u64 {
         return Err(cx.at(
             s,
@@ -607,7 +678,7 @@ fn material(cx: &Ctx, i: usize, m: &Spanned<RawMaterial>, cells: usize) -> Resul
             return Err(cx.at(
                 s,
                 &f("sigma"),
-                format!("conductivity cannot be negative, got {}", s.get_ref()),
+                format!("conductivity must be a finite number, zero or positive, got {}", s.get_ref()),
             ));
         }
         Some(s) => *s.get_ref(),

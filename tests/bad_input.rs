@@ -104,3 +104,50 @@ fn a_dump_directory_that_cannot_be_created_is_bad_input() {
     ]);
     assert_bad_input(&out, &["--dump-fields", "cannot create the directory"]);
 }
+
+#[test]
+fn steps_or_checks_that_overflow_when_rounded_to_whole_rounds_are_refused() {
+    let max = u64::MAX.to_string();
+    let out = haloscope(&["--headless", "--mode", "wide-halo", "--steps", &max]);
+    assert_bad_input(&out, &["--steps", "rounding up to whole rounds overflows"]);
+    let out = haloscope(&["--headless", "--mode", "fused", "--steps", "32", "--check-every", &max]);
+    assert_bad_input(&out, &["--check-every", "rounding up to whole rounds overflows"]);
+}
+
+#[test]
+fn bench_seconds_must_be_a_positive_finite_number() {
+    for bad in ["-1", "nan", "inf", "0", "1e9"] {
+        let out = haloscope(&["bench", &format!("--seconds={bad}")]);
+        assert_eq!(out.status.code(), Some(2), "--seconds={bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--seconds"), "{err}");
+    }
+}
+
+#[test]
+fn a_screen_wait_longer_than_ten_minutes_is_refused() {
+    let out = haloscope(&["--screen", &format!("wait:{}", u64::MAX)]);
+    assert_bad_input(&out, &["--screen", "at most wait:600000"]);
+}
+
+#[test]
+fn gpu_options_on_the_sim_are_refused_not_ignored() {
+    let out = haloscope(&["--headless", "--gpus", "0,1"]);
+    assert_bad_input(&out, &["--gpus", "--runtime cuda only"]);
+    let out = haloscope(&["bench", "--modes", "events"]);
+    assert_bad_input(&out, &["bench --modes", "--runtime cuda only"]);
+}
+
+#[test]
+fn a_dump_directory_that_cannot_be_written_is_refused_before_the_run() {
+    // /proc/1 exists, and nobody, root included, can create a file there.
+    let out = haloscope(&["--headless", "--steps", "1", "--dump-fields", "/proc/1"]);
+    assert_bad_input(&out, &["--dump-fields /proc/1", "cannot write there"]);
+}
+
+#[test]
+fn a_trace_file_that_cannot_be_written_is_refused_before_the_run() {
+    // /dev/full takes the open and refuses the first write: found before any step.
+    let out = haloscope(&["--headless", "--mode", "cross-device-record", "--trace", "/dev/full"]);
+    assert_bad_input(&out, &["--trace /dev/full", "cannot write"]);
+}

@@ -127,7 +127,7 @@ fn list_shows_scenarios_and_every_mode_with_its_lesson() {
 }
 
 #[test]
-fn the_race_scenario_keeps_correct_modes_identical_and_shows_a_missing_wait_at_once() {
+fn the_race_scenario_keeps_correct_modes_identical_and_shows_a_missing_wait_as_the_pulse_rises() {
     let run = |mode: &str| {
         let out = haloscope(&[
             "--headless",
@@ -135,7 +135,7 @@ fn the_race_scenario_keeps_correct_modes_identical_and_shows_a_missing_wait_at_o
             "--scenario",
             "race",
             "--steps",
-            "20",
+            "40",
             "--check-every",
             "5",
             "--mode",
@@ -149,8 +149,10 @@ fn the_race_scenario_keeps_correct_modes_identical_and_shows_a_missing_wait_at_o
         (ok["max_abs_diff"].as_f64(), ok["cells"].as_u64()),
         (Some(0.0), Some(1 << 23))
     );
+    // no-wait's copies run ahead of the kernels and read stale halo values; they show once
+    // the pulse (peak at step 42, 4 cells from the boundary) is no longer a faint tail.
     let bad = run("no-wait");
-    assert_eq!(bad["first_divergence_step"], 5, "{bad}");
+    assert_eq!(bad["first_divergence_step"], 25, "{bad}");
 }
 
 #[test]

@@ -109,6 +109,9 @@ enum Press {
     Wait(Duration),
 }
 
+/// Longest `wait:MS` of `--screen`.
+const MAX_SCREEN_WAIT_MS: u64 = 600_000;
+
 fn parse_presses(keys: &str) -> Result<Vec<Press>, UsageError> {
     keys.split_whitespace()
         .map(|k| {
@@ -118,6 +121,11 @@ fn parse_presses(keys: &str) -> Result<Vec<Press>, UsageError> {
                         "--screen: `{k}`: wait:MS takes milliseconds, e.g. wait:500"
                     ))
                 })?;
+                if ms > MAX_SCREEN_WAIT_MS {
+                    return Err(UsageError(format!(
+                        "--screen: `{k}`: at most wait:{MAX_SCREEN_WAIT_MS} (10 minutes) per wait"
+                    )));
+                }
                 return Ok(Press::Wait(Duration::from_millis(ms)));
             }
             let key = keymap::Key::parse(k).ok_or_else(|| {
