@@ -86,7 +86,8 @@ impl CostModel {
                     name,
                     format!(
                         "a duration must be between 0 and {MAX_DURATION_US:e} µs (so modelled clocks stay \
-                         exact over long runs), got {v}"
+                         exact over long runs), got {}",
+                        crate::error::num(v)
                     ),
                 ));
             }
@@ -99,7 +100,8 @@ impl CostModel {
                 return Err((
                     name,
                     format!(
-                        "a bandwidth must be between {MIN_BANDWIDTH_GBS:e} and {MAX_BANDWIDTH_GBS:e} GB/s, got {v}"
+                        "a bandwidth must be between {MIN_BANDWIDTH_GBS:e} and {MAX_BANDWIDTH_GBS:e} GB/s, got {}",
+                        crate::error::num(v)
                     ),
                 ));
             }

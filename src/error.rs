@@ -22,3 +22,13 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     });
     if bad_input { 2 } else { 1 }
 }
+
+/// A number as a message shows it: plain where short, in exponent form where huge or tiny
+/// (`1e308`, not 309 digits).
+pub fn num(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-4..1e9).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}

@@ -162,7 +162,12 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
         let probe = dir.join(".haloscope-write-check");
         std::fs::write(&probe, b"")
             .and_then(|()| std::fs::remove_file(&probe))
-            .map_err(|e| UsageError(format!("--dump-fields {}: cannot write there: {e}", dir.display())))?;
+            .map_err(|e| {
+                UsageError(format!(
+                    "--dump-fields {}: cannot write there: {e}",
+                    dir.display()
+                ))
+            })?;
     }
     if args.check_every == Some(0) {
         return Err(UsageError("--check-every 0: give a number of steps, at least 1".into()).into());
@@ -464,7 +469,9 @@ impl Summary {
 mod tests {
     #[test]
     fn a_blown_up_field_stops_the_run_naming_the_step_and_cell() {
-        let e = super::blown_up(&[0.0, 1.0], &[0.5, f32::NAN], 120).unwrap_err().to_string();
+        let e = super::blown_up(&[0.0, 1.0], &[0.5, f32::NAN], 120)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("by step 120: Hy at cell 1 is NaN"), "{e}");
         assert!(super::blown_up(&[0.0], &[0.0], 1).is_ok());
     }

@@ -381,8 +381,9 @@ fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
                 at,
                 &format!("materials[{i}].sigma"),
                 format!(
-                    "with grid.dx = {dx} m the loss per step (sigma·dt / 2ε) is not a finite number: \
-                     use a smaller conductivity or cell size"
+                    "with grid.dx = {} m the loss per step (sigma·dt / 2ε) is not a finite number: \
+                     use a smaller conductivity or cell size",
+                    crate::error::num(dx)
                 ),
             ));
         }
@@ -620,7 +621,10 @@ fn source(cx: &Ctx, i: usize, s: &Spanned<RawSource>, cells: usize) -> Result<So
         return Err(cx.at(
             s,
             &f("period"),
-            format!("a period of {period} steps is below 2 steps: the grid cannot carry it (it aliases)"),
+            format!(
+                "a period of {} steps is below 2 steps: the grid cannot carry it (it aliases)",
+                crate::error::num(period)
+            ),
         ));
     }
     if let Some(a) = amplitude
@@ -678,7 +682,10 @@ fn material(cx: &Ctx, i: usize, m: &Spanned<RawMaterial>, cells: usize) -> Resul
             return Err(cx.at(
                 s,
                 &f("sigma"),
-                format!("conductivity must be a finite number, zero or positive, got {}", s.get_ref()),
+                format!(
+                    "conductivity must be a finite number, zero or positive, got {}",
+                    s.get_ref()
+                ),
             ));
         }
         Some(s) => *s.get_ref(),

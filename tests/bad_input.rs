@@ -110,7 +110,15 @@ fn steps_or_checks_that_overflow_when_rounded_to_whole_rounds_are_refused() {
     let max = u64::MAX.to_string();
     let out = haloscope(&["--headless", "--mode", "wide-halo", "--steps", &max]);
     assert_bad_input(&out, &["--steps", "rounding up to whole rounds overflows"]);
-    let out = haloscope(&["--headless", "--mode", "fused", "--steps", "32", "--check-every", &max]);
+    let out = haloscope(&[
+        "--headless",
+        "--mode",
+        "fused",
+        "--steps",
+        "32",
+        "--check-every",
+        &max,
+    ]);
     assert_bad_input(&out, &["--check-every", "rounding up to whole rounds overflows"]);
 }
 
@@ -135,7 +143,7 @@ fn gpu_options_on_the_sim_are_refused_not_ignored() {
     let out = haloscope(&["--headless", "--gpus", "0,1"]);
     assert_bad_input(&out, &["--gpus", "--runtime cuda only"]);
     let out = haloscope(&["bench", "--modes", "events"]);
-    assert_bad_input(&out, &["bench --modes", "--runtime cuda only"]);
+    assert_bad_input(&out, &["bench --modes", "`bench --runtime cuda` only"]);
 }
 
 #[test]
@@ -148,6 +156,12 @@ fn a_dump_directory_that_cannot_be_written_is_refused_before_the_run() {
 #[test]
 fn a_trace_file_that_cannot_be_written_is_refused_before_the_run() {
     // /dev/full takes the open and refuses the first write: found before any step.
-    let out = haloscope(&["--headless", "--mode", "cross-device-record", "--trace", "/dev/full"]);
+    let out = haloscope(&[
+        "--headless",
+        "--mode",
+        "cross-device-record",
+        "--trace",
+        "/dev/full",
+    ]);
     assert_bad_input(&out, &["--trace /dev/full", "cannot write"]);
 }
