@@ -81,7 +81,7 @@ impl CostModel {
             ("barrier_us", self.barrier_us),
         ];
         for (name, v) in fields {
-            if !(v >= 0.0 && v <= MAX_DURATION_US) {
+            if !(0.0..=MAX_DURATION_US).contains(&v) {
                 return Err((
                     name,
                     format!(
