@@ -14,8 +14,31 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-/// The process exit code for an error: 2 for bad input, 1 otherwise.
+/// The UI was ended by a signal (the terminal is restored): exit 128 + its number.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signalled(pub i32);
+
+impl fmt::Display for Signalled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self.0 {
+            1 => "SIGHUP",
+            2 => "SIGINT",
+            3 => "SIGQUIT",
+            15 => "SIGTERM",
+            _ => "a signal",
+        };
+        write!(f, "stopped by {name} (signal {})", self.0)
+    }
+}
+
+impl std::error::Error for Signalled {}
+
+/// The process exit code for an error: 128 + the signal for a signal, 2 for bad input,
+/// 1 otherwise.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
+    if let Some(Signalled(s)) = e.downcast_ref::<Signalled>() {
+        return (128 + s).clamp(0, 255) as u8;
+    }
     let bad_input = e.chain().any(|c| {
         c.downcast_ref::<UsageError>().is_some()
             || c.downcast_ref::<crate::scenario::ScenarioError>().is_some()

@@ -64,3 +64,11 @@ fn bad_keys_and_sizes_are_named_with_exit_code_2() {
     assert_eq!(code, 2);
     assert!(err.contains("wait:MS"), "{err}");
 }
+
+#[test]
+fn a_panic_behind_the_screen_exits_101_instead_of_printing_a_frozen_screen() {
+    let (code, screen, err) = haloscope(&["--screen", "wait:2000", "--inject-panic", "5"]);
+    assert_eq!(code, 101, "{err}");
+    assert!(err.contains("injected panic"), "{err}");
+    assert!(screen.is_empty(), "no screen is printed: {screen}");
+}

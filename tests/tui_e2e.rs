@@ -1,5 +1,5 @@
 //! The real binary in a real terminal (tmux): keys do what they say, and the terminal is
-//! restored on quit, on a panic in a compute thread, and on SIGTERM.
+//! restored on quit, on a panic in a compute thread, and on every signal that ends it.
 //!
 //! Needs tmux; `.ci/run` installs it. Without tmux (and outside CI) the test says so and
 //! passes; with `CI` set it fails instead.
@@ -188,26 +188,103 @@ fn a_panic_in_a_compute_thread_restores_the_terminal_and_exits_non_zero() {
         "the message is printed:\n{s}"
     );
     assert!(!s.contains("RUNNING"), "{s}");
+    assert!(t.cursor_visible(), "the cursor is back after a panic");
     let s = check_cooked(&t);
     assert!(s.lines().any(|l| l.trim() == "icanon"), "{s}");
 }
 
+impl Tmux {
+    /// The process id of the shell in the pane.
+    fn shell_pid(&self) -> u32 {
+        let out = Command::new("tmux")
+            .args([
+                "-L",
+                &self.socket,
+                "display-message",
+                "-p",
+                "-t",
+                "0",
+                "#{pane_pid}",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
+    /// Whether the pane shows its cursor.
+    fn cursor_visible(&self) -> bool {
+        let out = Command::new("tmux")
+            .args([
+                "-L",
+                &self.socket,
+                "display-message",
+                "-p",
+                "-t",
+                "0",
+                "#{cursor_flag}",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
+    }
+}
+
+/// The child process the shell `shell` started (the UI), by its parent's id.
+fn child_of(shell: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let children =
+            std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap_or_default();
+        if let Some(pid) = children.split_whitespace().next() {
+            return pid.parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the shell started no process");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
-fn sigterm_restores_the_terminal() {
-    let Some(t) = Tmux::start("term", 100, 30) else {
+fn each_signal_restores_the_terminal_and_exits_with_128_plus_its_number() {
+    for (name, number) in [("TERM", 15), ("INT", 2), ("HUP", 1), ("QUIT", 3)] {
+        let Some(t) = Tmux::start(&format!("sig{number}"), 100, 30) else {
+            return;
+        };
+        t.wait_for("the prompt", |s| s.contains("READY$"));
+        t.run("");
+        t.wait_for("RUNNING", |s| status_line(s).contains("RUNNING"));
+        assert!(!t.cursor_visible(), "the UI hides the cursor");
+        let ui = child_of(t.shell_pid());
+        // The shell's own `kill`, by the id of the process this test started.
+        let ok = Command::new("sh")
+            .args(["-c", &format!("kill -{name} {ui}")])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let s = t.wait_for("the exit", |s| exit_status(s).is_some());
+        assert_eq!(exit_status(&s), Some(128 + number), "SIG{name}:\n{s}");
+        assert!(s.contains(&format!("stopped by SIG{name}")), "SIG{name}:\n{s}");
+        assert!(
+            !s.contains("RUNNING"),
+            "SIG{name}: the alternate screen is gone:\n{s}"
+        );
+        assert!(t.cursor_visible(), "SIG{name}: the cursor is back");
+        let s = check_cooked(&t);
+        assert!(s.lines().any(|l| l.trim() == "icanon"), "SIG{name}:\n{s}");
+    }
+}
+
+#[test]
+fn ctrl_c_typed_in_the_ui_is_the_quit_key() {
+    let Some(t) = Tmux::start("ctrlc", 100, 30) else {
         return;
     };
     t.wait_for("the prompt", |s| s.contains("READY$"));
-    t.run("--jitter 424242");
+    t.run("");
     t.wait_for("RUNNING", |s| status_line(s).contains("RUNNING"));
-    let ok = Command::new("pkill")
-        .args(["-TERM", "-f", "haloscope --jitter 424242"])
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    t.send(&["C-c"]);
     let s = t.wait_for("the exit", |s| exit_status(s).is_some());
     assert_eq!(exit_status(&s), Some(0), "{s}");
-    assert!(!s.contains("RUNNING"), "{s}");
+    assert!(t.cursor_visible());
 }
 
 #[test]

@@ -151,6 +151,9 @@ type Bindings = BTreeMap<toml::Spanned<String>, toml::Spanned<Vec<toml::Spanned<
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeyMap {
     pub bindings: BTreeMap<Action, Vec<Key>>,
+    /// What the user's file asked that could not be kept (a key bound to two actions, no
+    /// way to quit), in words: shown in the status bar and the help.
+    pub warnings: Vec<String>,
 }
 
 impl Default for KeyMap {
@@ -222,7 +225,42 @@ impl KeyMap {
             }
             bindings.insert(action, parsed);
         }
-        Ok(KeyMap { bindings })
+        let mut warnings = Vec::new();
+        if let Some(base) = base {
+            // A key bound to two actions: both keep their default keys.
+            let mut restored = std::collections::BTreeSet::new();
+            loop {
+                let clash = bindings.iter().find_map(|(a, ks)| {
+                    ks.iter().find_map(|k| {
+                        bindings
+                            .iter()
+                            .find(|(b, kb)| *b > a && kb.contains(k))
+                            .map(|(b, _)| (*a, *b, k.label()))
+                    })
+                });
+                let Some((a, b, key)) = clash else { break };
+                if restored.contains(&a) && restored.contains(&b) {
+                    break; // the defaults themselves never clash
+                }
+                warnings.push(format!(
+                    "key {key} is bound to both {} and {}: both keep their default keys",
+                    a.name(),
+                    b.name()
+                ));
+                for x in [a, b] {
+                    bindings.insert(x, base.bindings.get(&x).cloned().unwrap_or_default());
+                    restored.insert(x);
+                }
+            }
+            if bindings.get(&Action::Quit).is_none_or(Vec::is_empty) {
+                warnings.push("quit has no key: it keeps its default keys".into());
+                bindings.insert(
+                    Action::Quit,
+                    base.bindings.get(&Action::Quit).cloned().unwrap_or_default(),
+                );
+            }
+        }
+        Ok(KeyMap { bindings, warnings })
     }
 
     /// The action bound to a key event, if any.
@@ -269,7 +307,11 @@ impl KeyMap {
             }
         };
         match KeyMap::parse(&text, &path.display().to_string(), Some(&defaults)) {
-            Ok(k) => (k, None),
+            Ok(k) => {
+                let notice = (!k.warnings.is_empty())
+                    .then(|| format!("keymap {}: {}", path.display(), k.warnings.join("; ")));
+                (k, notice)
+            }
             Err(e) => (defaults, Some(format!("{e}; using the default keys"))),
         }
     }
@@ -306,6 +348,38 @@ mod tests {
             Some(Action::Step)
         );
         assert_eq!(k.action(&press(KeyCode::Char('c'), KeyModifiers::NONE)), None);
+    }
+
+    #[test]
+    fn a_key_bound_to_two_actions_keeps_both_defaults_and_says_so() {
+        let d = KeyMap::default();
+        let k = KeyMap::parse("step = [\"space\"]\n", "user.toml", Some(&d)).unwrap();
+        assert_eq!(k.bindings[&Action::Step], d.bindings[&Action::Step]);
+        assert_eq!(k.bindings[&Action::Pause], d.bindings[&Action::Pause]);
+        assert_eq!(
+            k.warnings,
+            vec!["key space is bound to both pause and step: both keep their default keys".to_string()]
+        );
+        // pause = ["q"] would steal quit's key.
+        let k = KeyMap::parse("pause = [\"q\"]\n", "user.toml", Some(&d)).unwrap();
+        assert_eq!(
+            k.action(&press(KeyCode::Char('q'), KeyModifiers::NONE)),
+            Some(Action::Quit)
+        );
+        assert!(k.warnings[0].contains("pause and quit") || k.warnings[0].contains("quit and pause"));
+    }
+
+    #[test]
+    fn a_keymap_always_keeps_a_way_to_quit() {
+        let k = KeyMap::parse("quit = []\n", "user.toml", Some(&KeyMap::default())).unwrap();
+        assert_eq!(
+            k.action(&press(KeyCode::Char('q'), KeyModifiers::NONE)),
+            Some(Action::Quit)
+        );
+        assert_eq!(
+            k.warnings,
+            vec!["quit has no key: it keeps its default keys".to_string()]
+        );
     }
 
     #[test]

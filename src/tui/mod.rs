@@ -43,8 +43,18 @@ fn install_panic_hook() {
 }
 
 fn restore_terminal() {
-    let _ = execute!(std::io::stdout(), DisableMouseCapture);
+    let _ = execute!(std::io::stdout(), DisableMouseCapture, crossterm::cursor::Show);
     ratatui::restore();
+}
+
+/// `--screen` has no terminal to restore, but a panic in any thread still ends the
+/// process with 101 instead of printing a frozen screen.
+fn install_screen_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        previous(info);
+        std::process::exit(101);
+    }));
 }
 
 /// Forwards terminal events from a thread of their own.
@@ -65,13 +75,14 @@ fn input_events() -> Receiver<std::io::Result<Event>> {
     rx
 }
 
-/// SIGINT, SIGTERM and SIGHUP become a quit request.
+/// SIGINT, SIGTERM, SIGHUP and SIGQUIT end the UI: the terminal is restored and the
+/// process exits with 128 + the signal's number (Ctrl-C typed in the UI is a key: quit).
 fn signals() -> Result<Receiver<i32>> {
     let (tx, rx) = unbounded();
     #[cfg(unix)]
     {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-        let mut sigs = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+        let mut sigs = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
             .context("installing signal handlers")?;
         std::thread::Builder::new()
             .name("signals".into())
@@ -161,6 +172,7 @@ fn parse_size(size: &str) -> Result<Rect, UsageError> {
 pub fn screen(scenario: Scenario, opts: Options, keys: &str, size: &str) -> Result<String> {
     use ratatui::{Terminal, backend::TestBackend};
     let presses = parse_presses(keys)?;
+    install_screen_panic_hook();
     let area = parse_size(size)?;
     let (keymap, notice) = KeyMap::load(opts.keymap);
     let mut app = App::new(opts.mode, keymap, notice);
@@ -254,6 +266,7 @@ pub fn run(scenario: Scenario, opts: Options) -> Result<()> {
 
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     install_panic_hook();
+    let mut stopped_by = None;
     let result = (|| -> Result<()> {
         execute!(std::io::stdout(), EnableMouseCapture).context("enabling the mouse")?;
         let size = terminal.size().context("reading the terminal size")?;
@@ -285,7 +298,12 @@ pub fn run(scenario: Scenario, opts: Options) -> Result<()> {
                         dirty = true;
                     }
                 }
-                recv(signals) -> _ => app.quit = true,
+                recv(signals) -> s => {
+                    if let Ok(s) = s {
+                        stopped_by = Some(s);
+                    }
+                    app.quit = true;
+                }
                 recv(ticks) -> _ => {
                     if dirty {
                         // Layout may change the plot width (resize, zoom, focus).
@@ -303,5 +321,9 @@ pub fn run(scenario: Scenario, opts: Options) -> Result<()> {
         Ok(())
     })();
     restore_terminal();
-    result
+    result?;
+    match stopped_by {
+        Some(s) => Err(crate::error::Signalled(s).into()),
+        None => Ok(()),
+    }
 }

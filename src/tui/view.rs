@@ -858,6 +858,9 @@ fn render_help(app: &App, area: Rect, buf: &mut Buffer) {
         Span::styled(format!("{:>14}  ", "click"), Style::new().bold().fg(Color::Cyan)),
         Span::raw("focus a panel"),
     ]));
+    for w in &app.keymap.warnings {
+        lines.push(Line::styled(format!("keymap: {w}"), Style::new().fg(Color::Red)));
+    }
     lines.push(Line::from(""));
     lines.push(Line::styled(
         "keys come from keymap.toml (see --help); Esc closes",
