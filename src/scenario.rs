@@ -272,10 +272,67 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
         text,
     };
     let raw: RawScenario = toml::from_str(text).map_err(|e| {
+        let message = e.message().trim_end().to_string();
+        // A missing key is reported against the table it is missing from, not against
+        // whatever line the table starts on.
+        if let Some(name) = message
+            .strip_prefix("missing field `")
+            .and_then(|r| r.strip_suffix('`'))
+        {
+            // `grid` is the one table every scenario must have; any other missing key
+            // belongs to the table the error points into.
+            let span = e.span();
+            let table = span
+                .clone()
+                .filter(|_| name != "grid")
+                .map(|s| table_at(text, s.start))
+                .filter(|t| !t.is_empty());
+            let span = span.filter(|_| table.is_some());
+            let (field, why) = match table {
+                Some(t) => (format!("{t}.{name}"), format!("`{name}` is missing from {t}")),
+                None => (
+                    name.to_string(),
+                    format!(
+                        "the scenario has no `{name}`: add a [{name}] table (see assets/scenarios/pulse.toml)"
+                    ),
+                ),
+            };
+            return cx.err(span, &field, why);
+        }
         let field = field_at(text, e.span());
-        cx.err(e.span(), &field, e.message().trim_end().to_string())
+        cx.err(e.span(), &field, message)
     })?;
     validate(&cx, raw)
+}
+
+/// The table a header at byte `at` opens: `grid`, or `sources[1]` for the second
+/// `[[sources]]`; else the table of the line there.
+fn table_at(text: &str, at: usize) -> String {
+    let at = at.min(text.len());
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("").trim();
+    if let Some(name) = line.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
+        let name = name.trim();
+        let before = text[..line_start]
+            .lines()
+            .filter(|l| {
+                l.trim()
+                    .strip_prefix("[[")
+                    .and_then(|r| r.split("]]").next())
+                    .map(str::trim)
+                    == Some(name)
+            })
+            .count();
+        return format!("{name}[{before}]");
+    }
+    if let Some(name) = line.strip_prefix('[').and_then(|r| r.split(']').next()) {
+        return name.trim().to_string();
+    }
+    field_at(text, Some(at..at))
+        .split('.')
+        .next()
+        .unwrap_or("")
+        .to_string()
 }
 
 /// The dotted key path of the TOML line an error points into, best effort: the nearest
@@ -324,10 +381,17 @@ fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
     let cells = cells as usize;
     let courant = *g.courant.get_ref();
     if !(courant > 0.0 && courant <= 1.0) {
+        let why = if courant > 1.0 {
+            "the 1D Yee scheme is unstable above 1"
+        } else if courant.is_nan() {
+            "it must be a number"
+        } else {
+            "it must be positive (a time step forward)"
+        };
         return Err(cx.at(
             &g.courant,
             "grid.courant",
-            format!("Courant number {courant} is outside (0, 1]: the 1D Yee scheme is unstable above 1"),
+            format!("Courant number {courant} is outside (0, 1]: {why}"),
         ));
     }
     let steps = match &g.steps {
@@ -416,11 +480,16 @@ fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
         cost,
     };
     check_split(&s).map_err(|why| {
-        let span = raw
-            .devices
-            .as_ref()
-            .and_then(|d| d.split.as_ref().map(|s| s.span()));
-        cx.err(span, "devices.split", why)
+        // Blame what the file says: the split if it gives one, else the count.
+        let d = raw.devices.as_ref();
+        match (
+            d.and_then(|d| d.split.as_ref().map(|s| s.span())),
+            d.and_then(|d| d.count.as_ref().map(|c| c.span())),
+        ) {
+            (Some(span), _) => cx.err(Some(span), "devices.split", why),
+            (None, Some(span)) => cx.err(Some(span), "devices.count", why),
+            (None, None) => cx.err(None, "devices", why),
+        }
     })?;
     Ok(s)
 }

@@ -165,3 +165,12 @@ fn a_trace_file_that_cannot_be_written_is_refused_before_the_run() {
     ]);
     assert_bad_input(&out, &["--trace /dev/full", "cannot write"]);
 }
+
+#[test]
+fn bench_sizes_are_refused_in_the_options_words() {
+    let out = haloscope(&["bench", "--cells", "3", "--devices", "5"]);
+    assert_bad_input(
+        &out,
+        &["bench --cells 3 --devices 5", "at most 1 device(s) for 3 cells"],
+    );
+}
