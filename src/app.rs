@@ -82,6 +82,8 @@ pub fn main(cli: Cli) -> Result<()> {
         .into());
     }
     let scenario = headless::scenario_for_run(&args)?;
+    // The UI always runs the reference; headless unless --no-reference.
+    scenario.check_memory(!(args.headless && args.no_reference))?;
     if !args.headless {
         let runtime = match args.runtime {
             crate::cli::RuntimeKind::Sim => crate::engine::RuntimeChoice::Sim,

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod fused;
 pub mod headless;
+pub mod memory;
 pub mod npy;
 pub mod physics;
 pub mod program;

@@ -94,6 +94,10 @@ pub struct Material {
 /// A validated scenario: every field is in range and consistent with the others.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
+    /// Where it came from (a file, a built-in name) and where `grid.cells` is in it, for
+    /// refusals that come later (a grid too large for the machine).
+    pub origin: String,
+    pub cells_location: Option<(usize, usize)>,
     pub name: String,
     pub description: String,
     pub cells: usize,
@@ -466,6 +470,8 @@ fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
         None => CostModel::default(),
     };
     let s = Scenario {
+        origin: cx.origin.clone(),
+        cells_location: Some(cx.line_col(g.cells.span().start)),
         name: raw.name.unwrap_or_else(|| "unnamed".into()),
         description: raw.description.unwrap_or_default(),
         cells,
@@ -789,6 +795,41 @@ impl Scenario {
         self.split = even_split(self.cells, devices);
         check_split(&self).map_err(err)?;
         Ok(self)
+    }
+
+    /// Refuses a grid whose run (and reference, with `reference`) would not fit in the
+    /// memory this process may use: the estimate and the limit are in the message.
+    pub fn check_memory(&self, reference: bool) -> Result<(), ScenarioError> {
+        use crate::memory;
+        let err = |reason: String| ScenarioError {
+            origin: self.origin.clone(),
+            location: self.cells_location,
+            field: Some("grid.cells".into()),
+            reason,
+        };
+        let what = if reference {
+            format!(
+                "{} B per cell for the run and the reference",
+                memory::RUN_BYTES_PER_CELL + memory::REFERENCE_BYTES_PER_CELL
+            )
+        } else {
+            format!("{} B per cell for the run", memory::RUN_BYTES_PER_CELL)
+        };
+        let Some(need) = memory::need(self.cells, reference) else {
+            return Err(err(format!("{} cells need more than 2^64 bytes ({what})", self.cells)));
+        };
+        if let Some((limit, from)) = memory::available()
+            && need > limit
+        {
+            let hint = if reference { "; fewer cells, or --no-reference" } else { "; fewer cells" };
+            return Err(err(format!(
+                "{} cells need about {} ({what}) but this process may use {} ({from}){hint}",
+                self.cells,
+                memory::bytes(need),
+                memory::bytes(limit)
+            )));
+        }
+        Ok(())
     }
 
     /// Global cell ranges owned by each device.

@@ -174,3 +174,34 @@ fn bench_sizes_are_refused_in_the_options_words() {
         &["bench --cells 3 --devices 5", "at most 1 device(s) for 3 cells"],
     );
 }
+
+#[test]
+fn a_grid_larger_than_the_memory_this_process_may_use_is_refused_with_the_estimate() {
+    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+        .args(["--headless", "--steps", "1"])
+        .env("HALOSCOPE_MEMORY_BYTES", "100000")
+        .output()
+        .unwrap();
+    assert_bad_input(
+        &out,
+        &[
+            "built-in scenario",
+            "`grid.cells`: 2000 cells need about 128000 B (64 B per cell for the run and the reference)",
+            "may use 100000 B (HALOSCOPE_MEMORY_BYTES)",
+            "--no-reference",
+        ],
+    );
+    // Without the reference it fits.
+    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+        .args(["--headless", "--steps", "1", "--no-reference"])
+        .env("HALOSCOPE_MEMORY_BYTES", "100000")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Past 2^64 bytes: refused, not a capacity-overflow panic.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("huge.toml");
+    std::fs::write(&f, "[grid]\ncells = 4611686018427387904\ncourant = 1.0\n").unwrap();
+    let out = haloscope(&["--headless", "--scenario", f.to_str().unwrap()]);
+    assert_bad_input(&out, &["huge.toml:2:9: `grid.cells`", "more than 2^64 bytes"]);
+}
