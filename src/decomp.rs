@@ -492,6 +492,18 @@ pub fn first_non_finite(v: &[f32]) -> Option<usize> {
     v.iter().position(|x| !x.is_finite())
 }
 
+/// The one line a blown-up run ends with.
+pub fn not_finite(step: u64, field: Field, cell: usize, v: f32) -> String {
+    let name = match field {
+        Field::Ex => "Ex",
+        Field::Hy => "Hy",
+    };
+    format!(
+        "the fields are not finite by step {step}: {name} at cell {cell} is {v} (the scheme blew up: \
+         a resonant or unbounded source, or an unstable material)"
+    )
+}
+
 /// Largest |a − b| over two equally long fields, and the first index where they differ.
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> (f32, Option<usize>) {
     let mut max = 0.0f32;

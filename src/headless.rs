@@ -104,7 +104,12 @@ impl Runner {
                     // The trace keeps every call issued, the failing one included.
                     rt.scheduler.flush_sink_all();
                 }
-                r
+                r?;
+                // Every observation checks that the fields are still numbers.
+                if let Some((f, k, v)) = rt.non_finite()? {
+                    anyhow::bail!(not_finite(n, f, k, v));
+                }
+                Ok(())
             }
             #[cfg(feature = "cuda")]
             Runner::Cuda(rt) => rt.run_until(n),
@@ -391,17 +396,15 @@ pub use crate::stats::median;
 /// A run whose fields hold NaN or ±∞ stops here (exit 1): it is never "bit-identical".
 fn blown_up(ex: &[f32], hy: &[f32], step: u64) -> Result<()> {
     use crate::decomp::first_non_finite;
-    for (name, f) in [("Ex", ex), ("Hy", hy)] {
+    for (field, f) in [(Field::Ex, ex), (Field::Hy, hy)] {
         if let Some(k) = first_non_finite(f) {
-            anyhow::bail!(
-                "the fields are not finite by step {step}: {name} at cell {k} is {} (the scheme blew up: \
-                 a resonant or unbounded source, or an unstable material)",
-                f[k]
-            );
+            anyhow::bail!(not_finite(step, field, k, f[k]));
         }
     }
     Ok(())
 }
+
+pub use crate::decomp::not_finite;
 
 impl Summary {
     pub fn to_text(&self) -> String {

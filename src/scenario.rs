@@ -816,12 +816,19 @@ impl Scenario {
             format!("{} B per cell for the run", memory::RUN_BYTES_PER_CELL)
         };
         let Some(need) = memory::need(self.cells, reference) else {
-            return Err(err(format!("{} cells need more than 2^64 bytes ({what})", self.cells)));
+            return Err(err(format!(
+                "{} cells need more than 2^64 bytes ({what})",
+                self.cells
+            )));
         };
         if let Some((limit, from)) = memory::available()
             && need > limit
         {
-            let hint = if reference { "; fewer cells, or --no-reference" } else { "; fewer cells" };
+            let hint = if reference {
+                "; fewer cells, or --no-reference"
+            } else {
+                "; fewer cells"
+            };
             return Err(err(format!(
                 "{} cells need about {} ({what}) but this process may use {} ({from}){hint}",
                 self.cells,

@@ -244,6 +244,10 @@ pub trait Backend: Send {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Where the fields stopped being numbers, in words, if they did (a blown-up run).
+    fn non_finite(&mut self) -> Option<String> {
+        None
+    }
     /// Test-only: make device `d`'s compute panic.
     fn inject_panic(&self, _d: usize) {}
 }
@@ -565,6 +569,14 @@ impl Core {
             if m.is_finite() {
                 self.scale = self.scale.max(m);
             }
+        }
+        // A run that blew up stops here, saying where: it is never "bit-identical".
+        if boundary
+            && self.failure.is_none()
+            && let Some(why) = self.backend.non_finite()
+        {
+            self.running = false;
+            self.failure = Some(format!("{why}; r starts again"));
         }
         // Rates since the previous frame.
         let (t, st, clock) = self.rate_mark;

@@ -184,6 +184,11 @@ impl Backend for SimBackend {
         }
     }
 
+    fn non_finite(&mut self) -> Option<String> {
+        let (f, k, v) = self.rt.non_finite().ok()??;
+        Some(crate::decomp::not_finite(self.observed, f, k, v))
+    }
+
     fn inject_panic(&self, d: usize) {
         self.rt.inject_panic(d);
     }

@@ -993,6 +993,8 @@ enum Command {
         Option<Arc<(Vec<f32>, Vec<f32>)>>,
         Sender<Partial>,
     ),
+    /// The first owned cell whose value is not finite.
+    NonFinite(View, Sender<Option<(Field, usize, f32)>>),
     /// Test-only: panic inside the device thread.
     Panic,
     /// The whole local array of a field, halos included.
@@ -1054,6 +1056,9 @@ impl Executor {
                                 let r = reference.as_deref().map(|(e, h)| (e.as_slice(), h.as_slice()));
                                 let _ = reply.send(reduce_state(slot.view(v), r, &edges));
                             }
+                            Command::NonFinite(v, reply) => {
+                                let _ = reply.send(non_finite(slot.view(v)));
+                            }
                             Command::Panic => {
                                 panic!("injected panic in device thread dev-{d} (--inject-panic)")
                             }
@@ -1105,6 +1110,14 @@ impl Drop for Executor {
             let _ = h.join();
         }
     }
+}
+
+/// The first owned cell of `st` (global index) holding NaN or ±∞, and its field.
+fn non_finite(st: &DeviceState) -> Option<(Field, usize, f32)> {
+    [Field::Ex, Field::Hy].into_iter().find_map(|f| {
+        let v = st.owned(f);
+        crate::decomp::first_non_finite(v).map(|k| (f, st.lo + k, v[k]))
+    })
 }
 
 fn reduce_state(st: &DeviceState, reference: Option<(&[f32], &[f32])>, edges: &[usize]) -> Partial {
@@ -1627,6 +1640,19 @@ impl SimRuntime {
             .collect()
     }
 
+    /// The first cell (field, global index, value) of the state the queries read that is
+    /// not finite: a run that blew up.
+    pub fn non_finite(&self) -> anyhow::Result<Option<(Field, usize, f32)>> {
+        let v = self.view;
+        let found = match &self.compute {
+            Compute::Threads(x) => (0..self.devices())
+                .map(|d| x.ask(d, |tx| Command::NonFinite(v, tx)))
+                .collect::<anyhow::Result<Vec<_>>>()?,
+            Compute::Inline(i) => i.slots.iter().map(|s| non_finite(s.view(v))).collect(),
+        };
+        Ok(found.into_iter().flatten().min_by_key(|&(_, k, _)| k))
+    }
+
     /// Test-only: makes the compute of device `d` panic (in its thread, or inline).
     pub fn inject_panic(&self, d: usize) {
         match &self.compute {
@@ -1722,6 +1748,28 @@ mod tests {
             slot.journal.is_empty(),
             "the journal is let go once no fork needs it"
         );
+    }
+
+    #[test]
+    fn a_state_that_is_not_finite_is_found_at_the_observation() {
+        let s = crate::scenario::load(None).unwrap();
+        let mut states = Domain::new(&s, &Coefficients::new(&s)).devices;
+        states[2].write(Field::Hy, 1100, &[f32::INFINITY]);
+        for threads in [false, true] {
+            let p = crate::program::Mode::Events.program(&s.ranges());
+            let mut rt = SimRuntime::from_states_with(&s, states.clone(), p, None, 0, threads).unwrap();
+            rt.observe(3).unwrap();
+            let (_, k, v) = rt.non_finite().unwrap().expect("found");
+            assert!(
+                (1098..=1102).contains(&k),
+                "the blow-up spreads from cell 1100: {k}"
+            );
+            assert!(!v.is_finite());
+        }
+        let p = crate::program::Mode::Events.program(&s.ranges());
+        let mut rt = SimRuntime::new(&s, p, None).unwrap();
+        rt.observe(3).unwrap();
+        assert_eq!(rt.non_finite().unwrap(), None);
     }
 
     #[test]
