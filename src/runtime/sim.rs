@@ -159,10 +159,39 @@ pub struct Scheduler {
     pub trace: VecDeque<TraceRecord>,
     /// Latest simulated time any operation completes.
     pub horizon_us: f64,
+    /// The threads ordered for the scheduling decisions (kept up to date, so a call costs
+    /// O(log threads), not O(threads)).
+    index: ThreadIndex,
+    /// Items visited by the scheduler's loops over threads and records: what a test
+    /// counts to see that a step costs linear work in the number of devices.
+    pub work: u64,
     /// The sink and the step (absolute) below which records go to it.
     sink: Option<(Sink, u64)>,
     /// Records of steps below this went to the sink (setup calls: 0, step s: s + 1).
     sunk: u64,
+    /// Ids of the records the sink has not had, by step (setup calls: 0, step s: s + 1).
+    unsunk: BTreeMap<u64, Vec<u64>>,
+}
+
+/// The threads that issue calls, ordered: by clock (all, and those not at a barrier), and
+/// by step. Clocks are never negative, so their bits order as the numbers do.
+#[derive(Default)]
+struct ThreadIndex {
+    ready: std::collections::BTreeSet<(u64, usize)>,
+    clocks: BTreeMap<u64, usize>,
+    steps: BTreeMap<u64, usize>,
+    /// Threads still in their setup calls.
+    setup: usize,
+    members: Vec<bool>,
+}
+
+fn take_one(m: &mut BTreeMap<u64, usize>, k: u64) {
+    if let std::collections::btree_map::Entry::Occupied(mut e) = m.entry(k) {
+        *e.get_mut() -= 1;
+        if *e.get() == 0 {
+            e.remove();
+        }
+    }
 }
 
 /// Steps of records kept below the last observation (the timeline shows 4).
@@ -204,11 +233,18 @@ impl Scheduler {
             pending_at: BTreeMap::new(),
             trace: VecDeque::new(),
             horizon_us: 0.0,
+            index: ThreadIndex {
+                members: vec![false; n],
+                ..ThreadIndex::default()
+            },
+            work: 0,
             sink: None,
             sunk: 0,
+            unsunk: BTreeMap::new(),
         };
         for t in 0..n {
             s.normalise(t);
+            s.enter(t);
         }
         s
     }
@@ -246,38 +282,68 @@ impl Scheduler {
         self.ops_of(t).is_empty()
     }
 
-    /// The threads that issue calls.
-    fn active(&self) -> impl Iterator<Item = (usize, &HostThread)> {
-        self.threads.iter().enumerate().filter(|(t, _)| !self.idle(*t))
+    /// Takes thread `t` out of the indexes (before its clock, step or state changes).
+    fn leave(&mut self, t: usize) {
+        let th = &self.threads[t];
+        if !self.index.members[t] {
+            return;
+        }
+        let c = th.clock.to_bits();
+        self.index.ready.remove(&(c, t));
+        take_one(&mut self.index.clocks, c);
+        match th.step {
+            Some(s) => take_one(&mut self.index.steps, s),
+            None => self.index.setup -= 1,
+        }
+        self.index.members[t] = false;
     }
 
-    /// The thread whose next call comes first in simulated time.
+    /// Puts thread `t` back into the indexes, unless it issues nothing.
+    fn enter(&mut self, t: usize) {
+        if self.idle(t) || self.index.members[t] {
+            return;
+        }
+        let th = &self.threads[t];
+        let c = th.clock.to_bits();
+        if !th.at_barrier {
+            self.index.ready.insert((c, t));
+        }
+        *self.index.clocks.entry(c).or_default() += 1;
+        match th.step {
+            Some(s) => *self.index.steps.entry(s).or_default() += 1,
+            None => self.index.setup += 1,
+        }
+        self.index.members[t] = true;
+    }
+
+    /// The thread whose next call comes first in simulated time (ties: the lower index).
     fn next_thread(&mut self) -> Option<usize> {
         loop {
-            let runnable = (0..self.threads.len())
-                .filter(|&t| !self.threads[t].at_barrier && !self.idle(t))
-                .min_by(|&a, &b| {
-                    self.threads[a]
-                        .clock
-                        .total_cmp(&self.threads[b].clock)
-                        .then(a.cmp(&b))
-                });
-            if runnable.is_some() {
-                return runnable;
+            if let Some(&(_, t)) = self.index.ready.first() {
+                return Some(t);
             }
-            self.active().next()?;
-            // Everyone is at the barrier: release it.
-            let release = self.active().map(|(_, t)| t.clock).fold(f64::MIN, f64::max) + self.cost.barrier_us;
-            let waiting: Vec<usize> = (0..self.threads.len()).filter(|&t| !self.idle(t)).collect();
-            for t in waiting {
+            // Everyone is at the barrier (or no thread issues anything).
+            let (&last, _) = self.index.clocks.last_key_value()?;
+            let release = f64::from_bits(last) + self.cost.barrier_us;
+            let front = self.trace.front().map_or(0, |r| r.id);
+            for t in 0..self.threads.len() {
+                self.work += 1;
+                if !self.index.members[t] {
+                    continue;
+                }
+                self.leave(t);
                 self.threads[t].clock = release;
                 self.threads[t].at_barrier = false;
                 // Show the wait in the timeline: the barrier call ends at the release.
-                let id = self.threads[t].barrier_record.take();
-                if let Some(r) = self.trace.iter_mut().rev().find(|r| Some(r.id) == id) {
+                // Records are numbered in order, so the record's place is its id.
+                if let Some(id) = self.threads[t].barrier_record.take()
+                    && let Some(r) = id.checked_sub(front).and_then(|i| self.trace.get_mut(i as usize))
+                {
+                    debug_assert_eq!(r.id, id);
                     r.end_us = release;
                     r.returned_us = release;
                 }
+                self.enter(t);
             }
         }
     }
@@ -329,14 +395,14 @@ impl Scheduler {
 
     /// Steps every thread has issued all the calls of (this scheduler's numbering).
     pub fn issued_steps(&self) -> u64 {
-        self.active()
-            .map(|(_, t)| t.step.unwrap_or(0))
-            .min()
-            .unwrap_or(u64::MAX)
+        if self.index.setup > 0 {
+            return 0;
+        }
+        self.index.steps.first_key_value().map_or(u64::MAX, |(&s, _)| s)
     }
 
     fn in_setup(&self) -> bool {
-        self.threads.iter().any(|t| t.step.is_none())
+        self.index.setup > 0
     }
 
     /// Issues calls, in simulated-time order, until every thread has issued every call of
@@ -441,6 +507,14 @@ impl Scheduler {
     }
 
     fn issue(&mut self, t: usize) -> Result<(), OpError> {
+        self.work += 1;
+        self.leave(t);
+        let r = self.issue_call(t);
+        self.enter(t);
+        r
+    }
+
+    fn issue_call(&mut self, t: usize) -> Result<(), OpError> {
         let (step, pc) = (self.threads[t].step, self.threads[t].pc);
         let op = self.ops_of(t)[pc].clone();
         let seq = self.next_seq;
@@ -667,6 +741,9 @@ impl Scheduler {
     }
 
     fn push_trace(&mut self, rec: TraceRecord) {
+        if self.sink.is_some() {
+            self.unsunk.entry(Self::key(&rec)).or_default().push(rec.id);
+        }
         self.trace.push_back(rec);
         if self.trace.len() > TRACE_CAP && self.sink.is_some() && self.next_seq.is_multiple_of(1024) {
             self.flush_sink();
@@ -701,13 +778,10 @@ impl Scheduler {
         if self.sink.is_none() {
             return;
         }
-        let done = if self.threads.iter().any(|t| t.step.is_none()) {
+        let done = if self.in_setup() {
             0
         } else {
-            self.active()
-                .map(|(_, t)| t.step.unwrap_or(0))
-                .min()
-                .unwrap_or(u64::MAX)
+            self.issued_steps()
                 .saturating_add(self.base_step)
                 .saturating_add(1)
         };
@@ -716,11 +790,24 @@ impl Scheduler {
         };
         let to = done.min(below.saturating_add(1));
         if to > self.sunk {
-            let from = self.sunk;
-            for r in self.trace.iter().filter(|r| (from..to).contains(&Self::key(r))) {
-                sink(r);
+            let front = self.trace.front().map_or(0, |r| r.id);
+            while let Some(entry) = self.unsunk.first_entry() {
+                if *entry.key() >= to {
+                    break;
+                }
+                for id in entry.remove() {
+                    self.work += 1;
+                    if let Some(r) = id.checked_sub(front).and_then(|i| self.trace.get(i as usize)) {
+                        sink(r);
+                    }
+                }
             }
             self.sunk = to;
+            // What the sink has had is kept only for the timeline's last steps.
+            let keep = to.saturating_sub(TIMELINE_KEEP + 1);
+            while self.trace.front().is_some_and(|r| Self::key(r) < keep) {
+                self.trace.pop_front();
+            }
         }
     }
 
@@ -729,11 +816,20 @@ impl Scheduler {
         let Some((sink, below)) = self.sink.as_mut() else {
             return;
         };
-        let (from, to) = (self.sunk, below.saturating_add(1));
-        for r in self.trace.iter().filter(|r| (from..to).contains(&Self::key(r))) {
-            sink(r);
+        let to = below.saturating_add(1);
+        let front = self.trace.front().map_or(0, |r| r.id);
+        let mut ids: Vec<u64> = std::mem::take(&mut self.unsunk)
+            .into_iter()
+            .filter(|(k, _)| *k < to)
+            .flat_map(|(_, v)| v)
+            .collect();
+        ids.sort_unstable();
+        for id in ids {
+            if let Some(r) = id.checked_sub(front).and_then(|i| self.trace.get(i as usize)) {
+                sink(r);
+            }
         }
-        self.sunk = to.max(from);
+        self.sunk = to.max(self.sunk);
     }
 
     /// Drops the records of steps before `step` (absolute) from the front of the trace,
@@ -785,7 +881,10 @@ impl Scheduler {
 
     /// The earliest host clock (the "now" of micro-stepping).
     pub fn now_us(&self) -> f64 {
-        self.active().map(|(_, t)| t.clock).fold(f64::INFINITY, f64::min)
+        self.index
+            .clocks
+            .first_key_value()
+            .map_or(f64::INFINITY, |(&c, _)| f64::from_bits(c))
     }
 
     /// Work queued on `stream` and not complete at the host's `now`, in slots.
@@ -1065,7 +1164,11 @@ impl Executor {
                         }
                     }
                 })
-                .map_err(|e| anyhow::anyhow!("cannot start device thread dev-{d}: {e}"))?;
+                .map_err(|e| {
+                    crate::error::UsageError(format!(
+                        "cannot start device thread dev-{d} of {n}: {e}: this machine cannot serve that many devices; use fewer"
+                    ))
+                })?;
             x.commands.push(tx);
             x.handles.push(h);
         }
