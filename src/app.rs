@@ -81,6 +81,12 @@ pub fn main(cli: Cli) -> Result<()> {
         )
         .into());
     }
+    if args.jitter.is_some() && args.runtime == crate::cli::RuntimeKind::Cuda {
+        return Err(crate::error::UsageError(
+            "--jitter: applies to the sim runtime only (on GPUs the timing is the GPUs' own)".into(),
+        )
+        .into());
+    }
     let scenario = headless::scenario_for_run(&args)?;
     // The UI always runs the reference; headless unless --no-reference.
     scenario.check_memory(!(args.headless && args.no_reference))?;

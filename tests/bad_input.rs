@@ -205,3 +205,9 @@ fn a_grid_larger_than_the_memory_this_process_may_use_is_refused_with_the_estima
     let out = haloscope(&["--headless", "--scenario", f.to_str().unwrap()]);
     assert_bad_input(&out, &["huge.toml:2:9: `grid.cells`", "more than 2^64 bytes"]);
 }
+
+#[test]
+fn jitter_on_gpus_is_refused_not_ignored() {
+    let out = haloscope(&["--headless", "--runtime", "cuda", "--jitter", "3"]);
+    assert_bad_input(&out, &["--jitter", "sim runtime only"]);
+}
