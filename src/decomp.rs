@@ -489,7 +489,18 @@ impl Domain {
 
 /// The first cell holding a value that is not finite (NaN or ±∞), if any.
 pub fn first_non_finite(v: &[f32]) -> Option<usize> {
-    v.iter().position(|x| !x.is_finite())
+    // NaN and ±∞ are the floats whose exponent bits are all set. The largest exponent of a
+    // chunk is a reduction the compiler vectorises; only a chunk that has one is searched.
+    const EXP: u32 = 0x7f80_0000;
+    let mut at = 0;
+    for chunk in v.chunks(1024) {
+        let top = chunk.iter().map(|x| x.to_bits() & EXP).max().unwrap_or(0);
+        if top == EXP {
+            return chunk.iter().position(|x| !x.is_finite()).map(|k| at + k);
+        }
+        at += chunk.len();
+    }
+    None
 }
 
 /// The one line a blown-up run ends with.

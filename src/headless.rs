@@ -106,8 +106,8 @@ impl Runner {
                 }
                 r?;
                 // Every observation checks that the fields are still numbers.
-                if let Some((f, k, v)) = rt.non_finite()? {
-                    anyhow::bail!(not_finite(n, f, k, v));
+                if let Some((step, f, k, v)) = rt.non_finite()? {
+                    anyhow::bail!(not_finite(step, f, k, v));
                 }
                 Ok(())
             }

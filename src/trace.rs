@@ -53,7 +53,10 @@ pub enum TraceSteps {
 /// short leaves a file without its closing `]`, which the format allows (Perfetto and
 /// chrome://tracing load it). `--trace-last N` keeps the last N steps' events in memory.
 pub struct TraceWriter {
-    out: std::io::BufWriter<std::fs::File>,
+    out: std::fs::File,
+    /// Events not written yet: a record's events go to the file in one write, so a run
+    /// killed at any moment leaves whole events.
+    pending: Vec<u8>,
     path: std::path::PathBuf,
     first: bool,
     steps: TraceSteps,
@@ -78,7 +81,8 @@ impl TraceWriter {
     ) -> std::io::Result<TraceWriter> {
         let file = std::fs::File::create(path)?;
         let mut w = TraceWriter {
-            out: std::io::BufWriter::new(file),
+            out: file,
+            pending: Vec::new(),
             path: path.to_path_buf(),
             first: true,
             steps,
@@ -104,6 +108,7 @@ impl TraceWriter {
                             "args": {"name": format!("host thread {d}")}}),
             )?;
         }
+        w.commit()?;
         Ok(w)
     }
 
@@ -112,18 +117,25 @@ impl TraceWriter {
     }
 
     fn raw(&mut self, s: &str) -> std::io::Result<()> {
-        use std::io::Write;
-        self.out.write_all(s.as_bytes())
+        self.pending.extend_from_slice(s.as_bytes());
+        Ok(())
     }
 
     fn event(&mut self, v: &serde_json::Value) -> std::io::Result<()> {
-        use std::io::Write;
         if !self.first {
             self.raw(",\n")?;
         }
         self.first = false;
-        serde_json::to_writer(&mut self.out, v)?;
-        self.out.flush()
+        serde_json::to_writer(&mut self.pending, v)?;
+        Ok(())
+    }
+
+    /// Writes the pending events with one call.
+    fn commit(&mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        let r = self.out.write_all(&self.pending);
+        self.pending.clear();
+        r
     }
 
     /// Writes one final record (its step observed), if its step is kept.
@@ -149,18 +161,17 @@ impl TraceWriter {
         for e in &events {
             self.event(e)?;
         }
-        Ok(())
+        self.commit()
     }
 
     /// Writes what `--trace-last` kept and closes the array.
     pub fn finish(mut self) -> std::io::Result<()> {
-        use std::io::Write;
         let kept: Vec<serde_json::Value> = std::mem::take(&mut self.last).into_values().flatten().collect();
         for e in &kept {
             self.event(e)?;
         }
         self.raw("\n]\n")?;
-        self.out.flush()
+        self.commit()
     }
 }
 

@@ -185,8 +185,8 @@ impl Backend for SimBackend {
     }
 
     fn non_finite(&mut self) -> Option<String> {
-        let (f, k, v) = self.rt.non_finite().ok()??;
-        Some(crate::decomp::not_finite(self.observed, f, k, v))
+        let (step, f, k, v) = self.rt.non_finite().ok()??;
+        Some(crate::decomp::not_finite(step, f, k, v))
     }
 
     fn inject_panic(&self, d: usize) {

@@ -946,6 +946,9 @@ struct Slot {
     journal: VecDeque<Write>,
     /// Journal index of `journal[0]`.
     journal_base: u64,
+    /// The first step after which the memory held a value that is not a number, with the
+    /// field, cell and value (checked every step: the backstop of the static checks).
+    blown: Option<Blowup>,
 }
 
 impl Slot {
@@ -955,6 +958,15 @@ impl Slot {
             forks: Vec::new(),
             journal: VecDeque::new(),
             journal_base: 0,
+            blown: None,
+        }
+    }
+
+    /// After the last kernel of a step over `cells` (global): notes the first cell of `Ex`
+    /// there that is not finite.
+    fn check_finite(&mut self, step: u64, cells: &Range<usize>) {
+        if self.blown.is_none() {
+            self.blown = first_bad(&self.real, step, cells);
         }
     }
 
@@ -1053,6 +1065,11 @@ impl Slot {
             }
         }
         self.real.run(kernel, cells, step);
+        match kernel {
+            Kernel::SourcesBoundaries => self.check_finite(step, cells),
+            Kernel::Fused { steps } => self.check_finite(step + u64::from(steps) - 1, cells),
+            _ => {}
+        }
     }
 
     /// A copy of a call of step `at` lands.
@@ -1092,8 +1109,9 @@ enum Command {
         Option<Arc<(Vec<f32>, Vec<f32>)>>,
         Sender<Partial>,
     ),
-    /// The first owned cell whose value is not finite.
-    NonFinite(View, Sender<Option<(Field, usize, f32)>>),
+    /// The first owned cell whose value is not finite, and the first step after which
+    /// one was.
+    NonFinite(View, Sender<NonFiniteReply>),
     /// Test-only: panic inside the device thread.
     Panic,
     /// The whole local array of a field, halos included.
@@ -1156,7 +1174,7 @@ impl Executor {
                                 let _ = reply.send(reduce_state(slot.view(v), r, &edges));
                             }
                             Command::NonFinite(v, reply) => {
-                                let _ = reply.send(non_finite(slot.view(v)));
+                                let _ = reply.send((non_finite(slot.view(v)), slot.blown));
                             }
                             Command::Panic => {
                                 panic!("injected panic in device thread dev-{d} (--inject-panic)")
@@ -1213,6 +1231,24 @@ impl Drop for Executor {
             let _ = h.join();
         }
     }
+}
+
+/// A blow-up seen after step `step`: the step, field, global cell and value.
+type Blowup = (u64, Field, usize, f32);
+
+/// A device's answer on non-finite values: the first in the state asked about, and the
+/// first blow-up seen as steps ran.
+type NonFiniteReply = (Option<(Field, usize, f32)>, Option<Blowup>);
+
+/// The first owned cell of `cells` (global) whose `Ex` is not finite after step `step` (a
+/// NaN or ∞ in `Hy` reaches `Ex` in one step).
+fn first_bad(st: &DeviceState, step: u64, cells: &Range<usize>) -> Option<Blowup> {
+    let r = cells.start.max(st.lo)..cells.end.min(st.hi);
+    if r.is_empty() {
+        return None;
+    }
+    let v = st.read(Field::Ex, &r);
+    crate::decomp::first_non_finite(v).map(|k| (step, Field::Ex, r.start + k, v[k]))
 }
 
 /// The first owned cell of `st` (global index) holding NaN or ±∞, and its field.
@@ -1387,11 +1423,16 @@ fn fused_step(slot: &mut Slot, group: &[Item], io: &mut Io) -> Result<(), String
         tiles.last_mut().expect("one tile").end = last.end;
     }
     state.update_h(&tiles[0]);
+    let mut bad = slot.blown;
     for t in &tiles[1..] {
         state.update_h(t);
         state.update_e(t);
         state.sources_boundaries(t, step);
+        if bad.is_none() {
+            bad = first_bad(state, step, t);
+        }
     }
+    slot.blown = bad;
     for item in &group[1..group.len() - 2] {
         if let Item::Effect(at, e) = item {
             apply_one(slot, *at, e, io)?;
@@ -1400,6 +1441,7 @@ fn fused_step(slot: &mut Slot, group: &[Item], io: &mut Io) -> Result<(), String
     let state = &mut slot.real;
     state.update_e(&tiles[0]);
     state.sources_boundaries(&tiles[0], step);
+    slot.check_finite(step, &tiles[0]);
     Ok(())
 }
 
@@ -1743,17 +1785,32 @@ impl SimRuntime {
             .collect()
     }
 
-    /// The first cell (field, global index, value) of the state the queries read that is
-    /// not finite: a run that blew up.
-    pub fn non_finite(&self) -> anyhow::Result<Option<(Field, usize, f32)>> {
+    /// Where the run stopped being numbers: `(step, field, global cell, value)`, the step
+    /// being the number of steps after which it was first seen. Every step's last kernel
+    /// is checked as it runs; the state the queries read is scanned too.
+    pub fn non_finite(&self) -> anyhow::Result<Option<Blowup>> {
         let v = self.view;
-        let found = match &self.compute {
+        let found: Vec<_> = match &self.compute {
             Compute::Threads(x) => (0..self.devices())
                 .map(|d| x.ask(d, |tx| Command::NonFinite(v, tx)))
                 .collect::<anyhow::Result<Vec<_>>>()?,
-            Compute::Inline(i) => i.slots.iter().map(|s| non_finite(s.view(v))).collect(),
+            Compute::Inline(i) => i.slots.iter().map(|s| (non_finite(s.view(v)), s.blown)).collect(),
         };
-        Ok(found.into_iter().flatten().min_by_key(|&(_, k, _)| k))
+        let base = self.scheduler.base_step();
+        let seen = self.observed_step().unwrap_or(base + self.floor);
+        // A step's blow-up counts once that step is observed.
+        let during = found
+            .iter()
+            .filter_map(|(_, b)| *b)
+            .filter(|&(s, ..)| s < seen)
+            .min_by_key(|&(s, _, k, _)| (s, k))
+            .map(|(s, f, k, x)| (s + 1, f, k, x));
+        let now = found
+            .iter()
+            .filter_map(|(n, _)| *n)
+            .min_by_key(|&(_, k, _)| k)
+            .map(|(f, k, x)| (seen, f, k, x));
+        Ok(during.or(now))
     }
 
     /// Test-only: makes the compute of device `d` panic (in its thread, or inline).
@@ -1862,7 +1919,8 @@ mod tests {
             let p = crate::program::Mode::Events.program(&s.ranges());
             let mut rt = SimRuntime::from_states_with(&s, states.clone(), p, None, 0, threads).unwrap();
             rt.observe(3).unwrap();
-            let (_, k, v) = rt.non_finite().unwrap().expect("found");
+            let (step, _, k, v) = rt.non_finite().unwrap().expect("found");
+            assert_eq!(step, 1, "seen after the first step");
             assert!(
                 (1098..=1102).contains(&k),
                 "the blow-up spreads from cell 1100: {k}"
