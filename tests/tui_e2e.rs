@@ -194,38 +194,23 @@ fn a_panic_in_a_compute_thread_restores_the_terminal_and_exits_non_zero() {
 }
 
 impl Tmux {
-    /// The process id of the shell in the pane.
-    fn shell_pid(&self) -> u32 {
+    /// A tmux format (`#{…}`) evaluated for the pane.
+    fn display(&self, format: &str) -> String {
         let out = Command::new("tmux")
-            .args([
-                "-L",
-                &self.socket,
-                "display-message",
-                "-p",
-                "-t",
-                "0",
-                "#{pane_pid}",
-            ])
+            .args(["-L", &self.socket, "display-message", "-p", "-t", "0", format])
             .output()
             .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// The process id of the shell in the pane.
+    fn shell_pid(&self) -> u32 {
+        self.display("#{pane_pid}").parse().unwrap()
     }
 
     /// Whether the pane shows its cursor.
     fn cursor_visible(&self) -> bool {
-        let out = Command::new("tmux")
-            .args([
-                "-L",
-                &self.socket,
-                "display-message",
-                "-p",
-                "-t",
-                "0",
-                "#{cursor_flag}",
-            ])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim() == "1"
+        self.display("#{cursor_flag}") == "1"
     }
 }
 
