@@ -1,7 +1,7 @@
 //! The engine's view of the sim runtime.
 
 use anyhow::Result;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::{Backend, MicroView, TIMELINE_STEPS};
 use crate::program::{OpKind, Program, StreamId};
@@ -16,7 +16,14 @@ pub struct SimBackend {
     jitter: Option<u64>,
     /// The step of the latest observation (what the frame shows at a step boundary).
     observed: u64,
-    /// Copy records of observed steps not yet handed to `drain_copies`.
+    /// What the runtime's record sink took of the observed steps.
+    taken: Arc<Mutex<Taken>>,
+}
+
+/// What the records of observed steps leave for the frame.
+#[derive(Default)]
+struct Taken {
+    /// Copies not yet handed to `drain_copies`: `(source, destination, bytes, µs)`.
     copies: Vec<(usize, usize, usize, f64)>,
     /// When the last operation of the observed steps completes, µs.
     clock: f64,
@@ -24,14 +31,36 @@ pub struct SimBackend {
 
 impl SimBackend {
     pub fn new(s: &Scenario, program: Arc<Program>, jitter: Option<u64>) -> Result<SimBackend> {
-        Ok(SimBackend {
+        let mut b = SimBackend {
             rt: SimRuntime::new(s, (*program).clone(), jitter)?,
             scenario: s.clone(),
             jitter,
             observed: 0,
-            copies: Vec::new(),
-            clock: 0.0,
-        })
+            taken: Arc::default(),
+        };
+        b.attach();
+        Ok(b)
+    }
+
+    /// Hands the runtime's final records to `taken` (as far as the observations go).
+    fn attach(&mut self) {
+        let taken = self.taken.clone();
+        self.rt.scheduler.set_sink(
+            Box::new(move |r| {
+                let mut t = taken.lock().unwrap_or_else(|e| e.into_inner());
+                if let (OpKind::Copy, Some((src, dst, bytes))) = (r.kind, r.peer) {
+                    t.copies.push((src, dst, bytes, r.end_us - r.start_us));
+                }
+                if r.stream.is_some() {
+                    t.clock = t.clock.max(r.end_us);
+                }
+            }),
+            self.observed,
+        );
+    }
+
+    fn taken(&self) -> std::sync::MutexGuard<'_, Taken> {
+        self.taken.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn base(&self) -> u64 {
@@ -49,17 +78,10 @@ impl SimBackend {
     /// steps before it did: copy times, the clock. Observing never changes the run.
     fn observe(&mut self, steps: u64) -> Result<()> {
         let target = self.boundary_at_or_after(steps.max(self.observed));
+        // The sink takes the records of the steps before the observation, no later ones.
+        self.rt.scheduler.set_sink_below(target);
         self.rt.observe(target)?;
         self.observed = target;
-        let (copies, clock) = (&mut self.copies, &mut self.clock);
-        self.rt.take_records(target, |r| {
-            if let (OpKind::Copy, Some((src, dst, bytes))) = (r.kind, r.peer) {
-                copies.push((src, dst, bytes, r.end_us - r.start_us));
-            }
-            if r.stream.is_some() {
-                *clock = clock.max(r.end_us);
-            }
-        });
         Ok(())
     }
 }
@@ -101,6 +123,7 @@ impl Backend for SimBackend {
         let states = self.rt.states()?;
         let base = self.step();
         self.rt = SimRuntime::from_states(&self.scenario, states, (*program).clone(), self.jitter, base)?;
+        self.attach();
         self.observe(base)
     }
 
@@ -113,7 +136,8 @@ impl Backend for SimBackend {
     }
 
     fn drain_copies(&mut self, each: &mut dyn FnMut(usize, usize, usize, f64)) {
-        for (src, dst, bytes, us) in self.copies.drain(..) {
+        let copies = std::mem::take(&mut self.taken().copies);
+        for (src, dst, bytes, us) in copies {
             each(src, dst, bytes, us);
         }
     }
@@ -137,7 +161,7 @@ impl Backend for SimBackend {
     }
 
     fn clock_us(&self) -> f64 {
-        self.clock
+        self.taken().clock
     }
 
     fn micro(&mut self, detail: bool) -> MicroView {

@@ -773,6 +773,13 @@ impl Scheduler {
         self.sunk = self.base_step + u64::from(self.base_step > 0);
     }
 
+    /// Lets the sink take the records of the steps before `below` (absolute) from now on.
+    pub fn set_sink_below(&mut self, below: u64) {
+        if let Some((_, b)) = self.sink.as_mut() {
+            *b = below;
+        }
+    }
+
     /// Hands the sink the records of the steps that became final since the last call.
     pub fn flush_sink(&mut self) {
         if self.sink.is_none() {
@@ -832,18 +839,6 @@ impl Scheduler {
         self.sunk = to.max(self.sunk);
     }
 
-    /// Drops the records of steps before `step` (absolute) from the front of the trace,
-    /// the setup calls with them.
-    pub fn prune_trace_below(&mut self, step: u64) {
-        while self
-            .trace
-            .front()
-            .is_some_and(|r| r.step.is_none_or(|s| s < step))
-        {
-            self.trace.pop_front();
-        }
-    }
-
     /// Removes and returns, in order, every effect that no future call can precede, with
     /// the step of its call.
     fn ready_effects(&mut self) -> Vec<(u64, Effect)> {
@@ -885,11 +880,6 @@ impl Scheduler {
             .clocks
             .first_key_value()
             .map_or(f64::INFINITY, |(&c, _)| f64::from_bits(c))
-    }
-
-    /// Work queued on `stream` and not complete at the host's `now`, in slots.
-    pub fn queued_slots(&self, stream: StreamId) -> u32 {
-        self.queues.get(&stream).map_or(0, |q| q.slots)
     }
 }
 
@@ -1509,8 +1499,6 @@ pub struct SimRuntime {
     floor: u64,
     /// What queries read.
     view: View,
-    /// Records handed out by [`SimRuntime::take_records`]: steps below this (setup: 0).
-    taken: u64,
 }
 
 impl SimRuntime {
@@ -1574,34 +1562,7 @@ impl SimRuntime {
             frontier: vec![None; n],
             floor: 0,
             view: View::At(0),
-            taken: base + u64::from(base > 0),
         })
-    }
-
-    /// Calls `each` with every trace record of the steps before `steps` (absolute) not
-    /// handed out before (the setup calls first), then drops records older than
-    /// [`TIMELINE_KEEP`] steps before `steps`. Records of a step are final once the step
-    /// is observed: its barriers are released, its waits bound.
-    pub fn take_records(&mut self, steps: u64, mut each: impl FnMut(&TraceRecord)) {
-        // Setup calls are step 0 here, step s is s + 1.
-        let key = |r: &TraceRecord| r.step.map_or(0, |s| s + 1);
-        let (from, to) = (self.taken, steps + 1);
-        if to > from {
-            for r in self
-                .scheduler
-                .trace
-                .iter()
-                .filter(|r| (from..to).contains(&key(r)))
-            {
-                each(r);
-            }
-            self.taken = to;
-        }
-        self.scheduler.prune_trace_below(
-            steps
-                .saturating_sub(TIMELINE_KEEP)
-                .min(self.taken.saturating_sub(1)),
-        );
     }
 
     /// The step (absolute) the queries describe; `None` mid-step after micro-steps.
