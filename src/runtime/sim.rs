@@ -185,6 +185,15 @@ struct ThreadIndex {
     members: Vec<bool>,
 }
 
+/// Where record `id` sits in `trace`: records are numbered in issue order and leave only
+/// from the front, so its place is its id less the first one's.
+fn trace_pos(trace: &VecDeque<TraceRecord>, id: u64) -> Option<usize> {
+    let front = trace.front()?.id;
+    id.checked_sub(front)
+        .map(|i| i as usize)
+        .filter(|&i| i < trace.len())
+}
+
 fn take_one(m: &mut BTreeMap<u64, usize>, k: u64) {
     if let std::collections::btree_map::Entry::Occupied(mut e) = m.entry(k) {
         *e.get_mut() -= 1;
@@ -325,7 +334,6 @@ impl Scheduler {
             // Everyone is at the barrier (or no thread issues anything).
             let (&last, _) = self.index.clocks.last_key_value()?;
             let release = f64::from_bits(last) + self.cost.barrier_us;
-            let front = self.trace.front().map_or(0, |r| r.id);
             for t in 0..self.threads.len() {
                 self.work += 1;
                 if !self.index.members[t] {
@@ -335,11 +343,9 @@ impl Scheduler {
                 self.threads[t].clock = release;
                 self.threads[t].at_barrier = false;
                 // Show the wait in the timeline: the barrier call ends at the release.
-                // Records are numbered in order, so the record's place is its id.
                 if let Some(id) = self.threads[t].barrier_record.take()
-                    && let Some(r) = id.checked_sub(front).and_then(|i| self.trace.get_mut(i as usize))
+                    && let Some(r) = trace_pos(&self.trace, id).and_then(|i| self.trace.get_mut(i))
                 {
-                    debug_assert_eq!(r.id, id);
                     r.end_us = release;
                     r.returned_us = release;
                 }
@@ -362,16 +368,14 @@ impl Scheduler {
     /// Moves thread `t` from the end of a call list (or an empty one) to the next round.
     fn normalise(&mut self, t: usize) {
         let k = self.round();
-        let mut guard = 0;
         while self.threads[t].pc >= self.ops_of(t).len() {
+            if self.threads[t].step.is_some() && self.idle(t) {
+                // An empty step program: the thread stays idle at the start of a step.
+                break;
+            }
             let th = &mut self.threads[t];
             th.pc = 0;
             th.step = Some(th.step.map_or(0, |s| s + k));
-            guard += 1;
-            if guard > 2 {
-                // An empty program: the thread stays at the start of a step.
-                break;
-            }
         }
     }
 
@@ -405,20 +409,21 @@ impl Scheduler {
         self.index.setup > 0
     }
 
+    /// Every thread is past its setup and has issued every call of the steps before `steps`.
+    fn issued_through(&self, steps: u64) -> bool {
+        !self.in_setup() && self.issued_steps() >= steps
+    }
+
     /// Issues calls, in simulated-time order, until every thread has issued every call of
     /// the steps before `steps` (the calls of later steps that come first in time too).
     pub fn issue_until(&mut self, steps: u64) -> Result<(), OpError> {
-        while self.issued_steps() < steps || self.in_setup() {
-            let Some(t) = self.next_thread() else { break };
-            self.issue(t)?;
-        }
-        Ok(())
+        self.issue_until_at_most(steps, usize::MAX).map(|_| ())
     }
 
     /// As [`Scheduler::issue_until`], issuing at most `calls` calls; `true` when done.
     pub fn issue_until_at_most(&mut self, steps: u64, calls: usize) -> Result<bool, OpError> {
         for _ in 0..calls {
-            if self.issued_steps() >= steps && !self.in_setup() {
+            if self.issued_through(steps) {
                 return Ok(true);
             }
             let Some(t) = self.next_thread() else {
@@ -426,7 +431,7 @@ impl Scheduler {
             };
             self.issue(t)?;
         }
-        Ok(self.issued_steps() >= steps && !self.in_setup())
+        Ok(self.issued_through(steps))
     }
 
     /// Issues calls until no effect of a call of a step before `steps` is still to be
@@ -450,7 +455,7 @@ impl Scheduler {
     /// No call of a step before `steps` is still to be issued, nor any of its effects to
     /// be released.
     pub fn complete_below(&self, steps: u64) -> bool {
-        !self.in_setup() && self.issued_steps() >= steps && self.pending_at.range(..steps).next().is_none()
+        self.issued_through(steps) && self.pending_at.range(..steps).next().is_none()
     }
 
     /// Issues one call: the next one in simulated time. Returns the thread that issued it.
@@ -797,15 +802,14 @@ impl Scheduler {
         };
         let to = done.min(below.saturating_add(1));
         if to > self.sunk {
-            let front = self.trace.front().map_or(0, |r| r.id);
             while let Some(entry) = self.unsunk.first_entry() {
                 if *entry.key() >= to {
                     break;
                 }
                 for id in entry.remove() {
                     self.work += 1;
-                    if let Some(r) = id.checked_sub(front).and_then(|i| self.trace.get(i as usize)) {
-                        sink(r);
+                    if let Some(i) = trace_pos(&self.trace, id) {
+                        sink(&self.trace[i]);
                     }
                 }
             }
@@ -824,7 +828,6 @@ impl Scheduler {
             return;
         };
         let to = below.saturating_add(1);
-        let front = self.trace.front().map_or(0, |r| r.id);
         let mut ids: Vec<u64> = std::mem::take(&mut self.unsunk)
             .into_iter()
             .filter(|(k, _)| *k < to)
@@ -832,8 +835,8 @@ impl Scheduler {
             .collect();
         ids.sort_unstable();
         for id in ids {
-            if let Some(r) = id.checked_sub(front).and_then(|i| self.trace.get(i as usize)) {
-                sink(r);
+            if let Some(i) = trace_pos(&self.trace, id) {
+                sink(&self.trace[i]);
             }
         }
         self.sunk = to.max(self.sunk);
@@ -1413,16 +1416,14 @@ fn fused_step(slot: &mut Slot, group: &[Item], io: &mut Io) -> Result<(), String
         tiles.last_mut().expect("one tile").end = last.end;
     }
     state.update_h(&tiles[0]);
-    let mut bad = slot.blown;
     for t in &tiles[1..] {
         state.update_h(t);
         state.update_e(t);
         state.sources_boundaries(t, step);
-        if bad.is_none() {
-            bad = first_bad(state, step, t);
+        if slot.blown.is_none() {
+            slot.blown = first_bad(state, step, t);
         }
     }
-    slot.blown = bad;
     for item in &group[1..group.len() - 2] {
         if let Item::Effect(at, e) = item {
             apply_one(slot, *at, e, io)?;
