@@ -9,11 +9,11 @@ use std::time::Instant;
 use crate::cli::{BenchArgs, RuntimeKind};
 use crate::decomp::Domain;
 use crate::error::UsageError;
-use crate::headless::median;
 use crate::physics::Coefficients;
 use crate::program::Mode;
 use crate::runtime::sim::SimRuntime;
 use crate::scenario::{self, Scenario};
+use crate::stats::median;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {

@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::time::Instant;
 
 use crate::cli::{RunArgs, RuntimeKind};
-use crate::decomp::{Domain, Field, max_abs_diff};
+use crate::decomp::{Domain, Field, max_abs_diff, not_finite};
 use crate::error::UsageError;
 use crate::physics::Coefficients;
 use crate::runtime::sim::SimRuntime;
@@ -116,12 +116,16 @@ impl Runner {
         }
     }
 
-    fn fields(&mut self) -> Result<(Vec<f32>, Vec<f32>)> {
-        match self {
-            Runner::Sim(rt) => rt.fields(),
+    /// The fields after `steps` steps, checked for NaN and ∞ (the cuda runtime's only
+    /// check; on the sim a second look at what its observation saw).
+    fn fields(&mut self, steps: u64) -> Result<(Vec<f32>, Vec<f32>)> {
+        let (ex, hy) = match self {
+            Runner::Sim(rt) => rt.fields()?,
             #[cfg(feature = "cuda")]
-            Runner::Cuda(rt) => rt.fields(),
-        }
+            Runner::Cuda(rt) => rt.fields()?,
+        };
+        blown_up(&ex, &hy, steps)?;
+        Ok((ex, hy))
     }
 }
 
@@ -208,7 +212,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     let (s, args) = (&s, &args);
     // The trace file is created before the run: a path that cannot be written is refused
     // at once, and the file grows as the run goes.
-    let mut trace = match &args.trace {
+    let trace = match &args.trace {
         None => None,
         Some(_) if args.runtime != RuntimeKind::Sim => {
             return Err(UsageError("--trace: traces are written by the sim runtime only".into()).into());
@@ -238,7 +242,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     let taken = std::sync::Arc::new(std::sync::Mutex::new(Taken {
         copies: vec![Window::default(); s.split.len()],
         modelled_end: 0.0,
-        trace: trace.take(),
+        trace,
         error: None,
     }));
     #[allow(irrefutable_let_patterns)] // without the cuda feature, the sim is all there is
@@ -293,8 +297,7 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
                     r.step(reference_step);
                     reference_step += 1;
                 }
-                let (ex, hy) = rt.fields()?;
-                blown_up(&ex, &hy, n)?;
+                let (ex, hy) = rt.fields(n)?;
                 if max_abs_diff(&ex, &r.gather(Field::Ex)).1.is_some()
                     || max_abs_diff(&hy, &r.gather(Field::Hy)).1.is_some()
                 {
@@ -307,30 +310,27 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     }
     let wall_s = (t0.elapsed() - compare_time).as_secs_f64();
     bar.finish_and_clear();
-    let (copies, modelled_end) = {
+    let (copies, modelled_end, trace, trace_error) = {
         let mut t = taken.lock().unwrap_or_else(|e| e.into_inner());
-        trace = t.trace.take();
-        if result.is_err() {
-            // The run's failure is what to report; the trace is closed as well as it can be.
-            if let Some(w) = trace.take() {
-                let _ = w.finish();
-            }
-        }
-        if let Some(e) = t.error.take()
-            && let Some(w) = &trace
-        {
-            return Err(UsageError(format!("--trace {}: cannot write: {e}", w.path().display())).into());
-        }
-        (std::mem::take(&mut t.copies), t.modelled_end)
+        (
+            std::mem::take(&mut t.copies),
+            t.modelled_end,
+            t.trace.take(),
+            t.error.take(),
+        )
     };
     if let Some(w) = trace {
         let path = w.path().to_path_buf();
-        w.finish()
-            .map_err(|e| UsageError(format!("--trace {}: cannot write: {e}", path.display())))?;
+        let closed = w.finish();
+        // A failed run reports its failure; the trace is closed as well as it can be.
+        if result.is_ok() {
+            trace_error
+                .map_or(closed, Err)
+                .map_err(|e| UsageError(format!("--trace {}: cannot write: {e}", path.display())))?;
+        }
     }
     result.with_context(|| format!("mode {} stopped", args.mode.name()))?;
-    let (ex, hy) = rt.fields()?;
-    blown_up(&ex, &hy, s.steps)?;
+    let (ex, hy) = rt.fields(s.steps)?;
 
     let (mut max_diff, mut first) = (None, None);
     if let Some(r) = reference.as_mut() {
@@ -391,8 +391,6 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
     })
 }
 
-pub use crate::stats::median;
-
 /// A run whose fields hold NaN or ±∞ stops here (exit 1): it is never "bit-identical".
 fn blown_up(ex: &[f32], hy: &[f32], step: u64) -> Result<()> {
     use crate::decomp::first_non_finite;
@@ -403,8 +401,6 @@ fn blown_up(ex: &[f32], hy: &[f32], step: u64) -> Result<()> {
     }
     Ok(())
 }
-
-pub use crate::decomp::not_finite;
 
 impl Summary {
     pub fn to_text(&self) -> String {

@@ -11,9 +11,9 @@ use super::wide::WideRun;
 use super::{CudaRuntime, FDTD_PTX, sys};
 use crate::bench::bench_scenario;
 use crate::fused;
-use crate::headless::median;
 use crate::program::{Mode, Op, Program};
 use crate::snapshot;
+use crate::stats::median;
 
 /// Bytes a two-kernel step moves per cell: update_h reads hy and ex and writes hy (12),
 /// update_e reads ex, hy, ca and cb and writes ex (20); neighbours come from cache.
