@@ -2,14 +2,12 @@
 
 use std::collections::VecDeque;
 
-/// The latest `cap` samples of a quantity and how many were seen in all: memory does not
-/// grow with the run. Medians are of the window, and say so.
+/// The latest `cap` samples of a quantity: memory does not grow with the run. Medians are
+/// of the window, and say so.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Window {
     samples: VecDeque<f64>,
     cap: usize,
-    /// Samples seen since the start.
-    pub count: u64,
 }
 
 impl Window {
@@ -20,7 +18,6 @@ impl Window {
         Window {
             samples: VecDeque::with_capacity(cap.min(Self::CAP)),
             cap: cap.max(1),
-            count: 0,
         }
     }
 
@@ -29,7 +26,6 @@ impl Window {
             self.samples.pop_front();
         }
         self.samples.push_back(x);
-        self.count += 1;
     }
 
     pub fn clear(&mut self) {
@@ -81,12 +77,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_window_keeps_the_latest_samples_and_counts_all() {
+    fn a_window_keeps_the_latest_samples() {
         let mut w = Window::new(3);
         for x in [9.0, 1.0, 2.0, 3.0] {
             w.push(x);
         }
-        assert_eq!(w.count, 4);
         assert_eq!(w.len(), 3);
         assert_eq!(w.median(), Some(2.0));
         assert_eq!(median(&[]), None);
