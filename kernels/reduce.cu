@@ -5,6 +5,10 @@
 // column is cut into gridDim.y chunks, one block each (enough blocks to read the grid at
 // full bandwidth); out[4*(c*gridDim.y + chunk) ..][0..4] = min Ex, max Ex, min Hy, max Hy
 // of the chunk, and the host merges a column's chunks (an empty chunk gives +inf, -inf).
+// A NaN is kept (fminf and fmaxf would drop it): the host sees that a field blew up.
+
+static __device__ float nan_min(float a, float b) { return (a != a || a < b) ? a : b; }
+static __device__ float nan_max(float a, float b) { return (a != a || a > b) ? a : b; }
 
 extern "C" __global__ void reduce_columns(const float *ex, const float *hy, const unsigned int *edges,
                                           unsigned int columns, float *out) {
@@ -19,10 +23,10 @@ extern "C" __global__ void reduce_columns(const float *ex, const float *hy, cons
     unsigned int from = lo + (unsigned int)((unsigned long long)n * blockIdx.y / gridDim.y);
     unsigned int to = lo + (unsigned int)((unsigned long long)n * (blockIdx.y + 1) / gridDim.y);
     for (unsigned int i = from + threadIdx.x; i < to; i += blockDim.x) {
-        ex_lo = fminf(ex_lo, ex[i]);
-        ex_hi = fmaxf(ex_hi, ex[i]);
-        hy_lo = fminf(hy_lo, hy[i]);
-        hy_hi = fmaxf(hy_hi, hy[i]);
+        ex_lo = nan_min(ex_lo, ex[i]);
+        ex_hi = nan_max(ex_hi, ex[i]);
+        hy_lo = nan_min(hy_lo, hy[i]);
+        hy_hi = nan_max(hy_hi, hy[i]);
     }
     s[0][threadIdx.x] = ex_lo;
     s[1][threadIdx.x] = ex_hi;
@@ -31,10 +35,10 @@ extern "C" __global__ void reduce_columns(const float *ex, const float *hy, cons
     __syncthreads();
     for (unsigned int w = blockDim.x / 2; w > 0; w /= 2) {
         if (threadIdx.x < w) {
-            s[0][threadIdx.x] = fminf(s[0][threadIdx.x], s[0][threadIdx.x + w]);
-            s[1][threadIdx.x] = fmaxf(s[1][threadIdx.x], s[1][threadIdx.x + w]);
-            s[2][threadIdx.x] = fminf(s[2][threadIdx.x], s[2][threadIdx.x + w]);
-            s[3][threadIdx.x] = fmaxf(s[3][threadIdx.x], s[3][threadIdx.x + w]);
+            s[0][threadIdx.x] = nan_min(s[0][threadIdx.x], s[0][threadIdx.x + w]);
+            s[1][threadIdx.x] = nan_max(s[1][threadIdx.x], s[1][threadIdx.x + w]);
+            s[2][threadIdx.x] = nan_min(s[2][threadIdx.x], s[2][threadIdx.x + w]);
+            s[3][threadIdx.x] = nan_max(s[3][threadIdx.x], s[3][threadIdx.x + w]);
         }
         __syncthreads();
     }

@@ -62,8 +62,8 @@ fn time_steps(steps: u64, repeat: usize, mut f: impl FnMut(u64) -> Result<f64>) 
 }
 
 fn plain(s: &Scenario, steps: u64) -> Result<f64> {
-    let c = Coefficients::new(s);
-    let mut d = Domain::reference(s, &c);
+    let c = Coefficients::new(s)?;
+    let mut d = Domain::reference(s, &c)?;
     d.step(0); // first touch of every page
     let t0 = Instant::now();
     for n in 1..=steps {
@@ -213,8 +213,8 @@ pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
     let budget = Duration::from_secs_f64(args.seconds.max(0.2) * 2.0);
     // Headless: what `--headless` does per step — the runtime and the reference.
     let headless = |budget: Duration| -> Result<f64> {
-        let c = Coefficients::new(&s);
-        let mut reference = Domain::reference(&s, &c);
+        let c = Coefficients::new(&s)?;
+        let mut reference = Domain::reference(&s, &c)?;
         let mut rt = SimRuntime::new(&s, Mode::Events.program(&s.ranges()), None)?;
         let t0 = Instant::now();
         let mut n = 0;
@@ -242,7 +242,7 @@ pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
             speed: None,
             columns: view::plot_columns(screen, &app),
             inject_panic: None,
-        });
+        })?;
         let mut term = Terminal::new(TestBackend::new(w, h))?;
         let t0 = Instant::now();
         let mut first: Option<(Instant, u64)> = None;

@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 
 use crate::fused::{self, Held};
 
+use crate::memory::{OutOfMemory, filled, reserve};
 use crate::physics::{self, Coefficients, EndCondition, PlacedSource};
 use crate::scenario::Scenario;
 
@@ -118,7 +119,12 @@ pub fn place_sources(s: &Scenario, cells: Range<usize>, halo: usize) -> Vec<(usi
 }
 
 impl DeviceState {
-    pub fn new(index: usize, cells: Range<usize>, s: &Scenario, c: &Coefficients) -> Self {
+    pub fn new(
+        index: usize,
+        cells: Range<usize>,
+        s: &Scenario,
+        c: &Coefficients,
+    ) -> Result<Self, OutOfMemory> {
         let (lo, hi, n) = (cells.start, cells.end, s.cells);
         let m = hi - lo;
         let len = m + 2 * HALO;
@@ -134,13 +140,13 @@ impl DeviceState {
             }
         }
         let sources = place_sources(s, lo..hi, HALO);
-        DeviceState {
+        Ok(DeviceState {
             index,
             lo,
             hi,
             n,
-            ex: vec![0.0; len],
-            hy: vec![0.0; len],
+            ex: filled(len, 0.0, "a device's fields")?,
+            hy: filled(len, 0.0, "a device's fields")?,
             coef_runs,
             ch: c.ch,
             sources,
@@ -149,7 +155,7 @@ impl DeviceState {
             prev_left: 0.0,
             prev_right: 0.0,
             held: OnceLock::new(),
-        }
+        })
     }
 
     /// A copy of the device's memory and end state (the fused kernel's view of it is
@@ -413,21 +419,21 @@ pub struct Domain {
 }
 
 impl Domain {
-    pub fn new(s: &Scenario, c: &Coefficients) -> Self {
+    pub fn new(s: &Scenario, c: &Coefficients) -> Result<Self, OutOfMemory> {
         let devices = s
             .ranges()
             .into_iter()
             .enumerate()
             .map(|(i, r)| DeviceState::new(i, r, s, c))
-            .collect();
-        Domain { devices }
+            .collect::<Result<_, _>>()?;
+        Ok(Domain { devices })
     }
 
     /// The single-domain reference: one device, no halos to move.
-    pub fn reference(s: &Scenario, c: &Coefficients) -> Self {
-        Domain {
-            devices: vec![DeviceState::new(0, 0..s.cells, s, c)],
-        }
+    pub fn reference(s: &Scenario, c: &Coefficients) -> Result<Self, OutOfMemory> {
+        Ok(Domain {
+            devices: vec![DeviceState::new(0, 0..s.cells, s, c)?],
+        })
     }
 
     pub fn interfaces(&self) -> Vec<Interface> {
@@ -468,11 +474,14 @@ impl Domain {
     }
 
     /// The whole field, owned cells of every device in order.
-    pub fn gather(&self, f: Field) -> Vec<f32> {
-        self.devices
-            .iter()
-            .flat_map(|d| d.owned(f).iter().copied())
-            .collect()
+    pub fn gather(&self, f: Field) -> Result<Vec<f32>, OutOfMemory> {
+        let cells = self.devices.iter().map(|d| d.cells()).sum();
+        let mut out = Vec::new();
+        reserve(&mut out, cells, "the gathered fields")?;
+        for d in &self.devices {
+            out.extend_from_slice(d.owned(f));
+        }
+        Ok(out)
     }
 
     /// Sets both fields everywhere, halos included (initial conditions).

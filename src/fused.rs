@@ -184,20 +184,20 @@ mod tests {
 
     /// Each device of `s` as the fused kernel sees it.
     fn held(s: &Scenario) -> Vec<Held> {
-        let c = Coefficients::new(s);
+        let c = Coefficients::new(s).unwrap();
         let ranges = s.ranges().into_iter().enumerate();
         ranges
-            .map(|(d, r)| DeviceState::new(d, r, s, &c).into_held())
+            .map(|(d, r)| DeviceState::new(d, r, s, &c).unwrap().into_held())
             .collect()
     }
 
     /// `steps` steps by passes of `k` (a shorter last pass) on `devices` devices,
     /// exchanging `k` halo cells, against the single-domain reference.
     fn check(s: &Scenario, k: usize, tile: usize, steps: u64) {
-        let c = Coefficients::new(s);
+        let c = Coefficients::new(s).unwrap();
         let held = held(s);
         let mut fields: Vec<Fields> = held.iter().map(|h| Fields::zeros(h.len())).collect();
-        let mut reference = Domain::reference(s, &c);
+        let mut reference = Domain::reference(s, &c).unwrap();
         let mut done = 0;
         while done < steps {
             let n = (k as u64).min(steps - done);
@@ -209,7 +209,10 @@ mod tests {
                 reference.step(t);
             }
             done += n;
-            let (ex, hy) = (reference.gather(Field::Ex), reference.gather(Field::Hy));
+            let (ex, hy) = (
+                reference.gather(Field::Ex).unwrap(),
+                reference.gather(Field::Hy).unwrap(),
+            );
             for (h, f) in held.iter().zip(&fields) {
                 let o = h.owned();
                 let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
@@ -259,10 +262,10 @@ mod tests {
         // The premise, checked: 8 steps between exchanges of 4 halo cells lets the stale
         // edge of each device's copy reach its owned cells.
         let s = bench_scenario(400, 2).unwrap();
-        let c = Coefficients::new(&s);
+        let c = Coefficients::new(&s).unwrap();
         let held = held(&s);
         let mut fields: Vec<Fields> = held.iter().map(|h| Fields::zeros(h.len())).collect();
-        let mut reference = Domain::reference(&s, &c);
+        let mut reference = Domain::reference(&s, &c).unwrap();
         for p in 0..40 {
             for (h, f) in held.iter().zip(&mut fields) {
                 pass(h, f, 0..h.len(), 8, 8 * p, 64);
@@ -272,7 +275,7 @@ mod tests {
                 reference.step(t);
             }
         }
-        let ex = reference.gather(Field::Ex);
+        let ex = reference.gather(Field::Ex).unwrap();
         let h = &held[0];
         let differs = ex[h.lo..h.hi]
             .iter()

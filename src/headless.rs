@@ -267,8 +267,11 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
             s.steps,
         );
     }
-    let c = Coefficients::new(s);
-    let mut reference = (!args.no_reference).then(|| Domain::reference(s, &c));
+    let mut reference = if args.no_reference {
+        None
+    } else {
+        Some(Domain::reference(s, &Coefficients::new(s)?)?)
+    };
     let mut reference_step = 0;
     let mut first_divergence_step = None;
     let bar = progress(s.steps, "run");
@@ -298,8 +301,8 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
                     reference_step += 1;
                 }
                 let (ex, hy) = rt.fields(n)?;
-                if max_abs_diff(&ex, &r.gather(Field::Ex)).1.is_some()
-                    || max_abs_diff(&hy, &r.gather(Field::Hy)).1.is_some()
+                if max_abs_diff(&ex, &r.gather(Field::Ex)?).1.is_some()
+                    || max_abs_diff(&hy, &r.gather(Field::Hy)?).1.is_some()
                 {
                     first_divergence_step = Some(n);
                 }
@@ -343,8 +346,8 @@ pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
             }
         }
         bar.finish_and_clear();
-        let (de, fe) = max_abs_diff(&ex, &r.gather(Field::Ex));
-        let (dh, fh) = max_abs_diff(&hy, &r.gather(Field::Hy));
+        let (de, fe) = max_abs_diff(&ex, &r.gather(Field::Ex)?);
+        let (dh, fh) = max_abs_diff(&hy, &r.gather(Field::Hy)?);
         max_diff = Some(de.max(dh));
         first = [fe, fh].into_iter().flatten().min();
         if first.is_some() && first_divergence_step.is_none() {

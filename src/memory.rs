@@ -46,11 +46,70 @@ pub fn need(cells: usize, reference: bool) -> Option<u64> {
     (cells as u64).checked_mul(per)
 }
 
+/// An allocation the machine refused (after the estimate said it would fit): an error
+/// the run reports (exit 1), never an abort.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutOfMemory {
+    /// Bytes asked for.
+    pub bytes: u64,
+    /// What they were for.
+    pub what: &'static str,
+}
+
+impl std::fmt::Display for OutOfMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "could not allocate {} for {}: the machine refused; try fewer cells",
+            bytes(self.bytes),
+            self.what
+        )
+    }
+}
+
+impl std::error::Error for OutOfMemory {}
+
+/// `n` copies of `v`, allocated with `try_reserve_exact` so that a refusal is an error.
+pub fn filled<T: Clone>(n: usize, v: T, what: &'static str) -> Result<Vec<T>, OutOfMemory> {
+    let mut out = Vec::new();
+    reserve(&mut out, n, what)?;
+    out.resize(n, v);
+    Ok(out)
+}
+
+/// Room for `n` more elements in `v`, reserved as [`filled`] allocates.
+pub fn reserve<T>(v: &mut Vec<T>, n: usize, what: &'static str) -> Result<(), OutOfMemory> {
+    v.try_reserve_exact(n).map_err(|_| OutOfMemory {
+        bytes: (n as u64).saturating_mul(std::mem::size_of::<T>() as u64),
+        what,
+    })
+}
+
+/// Room for `n` more elements in `v`, grown as `Vec::try_reserve` grows (amortised), for
+/// a vector filled piece by piece.
+pub fn grow<T>(v: &mut Vec<T>, n: usize, what: &'static str) -> Result<(), OutOfMemory> {
+    v.try_reserve(n).map_err(|_| OutOfMemory {
+        bytes: (n as u64).saturating_mul(std::mem::size_of::<T>() as u64),
+        what,
+    })
+}
+
+/// A copy of `v`, allocated as [`filled`] is.
+pub fn copied<T: Clone>(v: &[T], what: &'static str) -> Result<Vec<T>, OutOfMemory> {
+    let mut out = Vec::new();
+    reserve(&mut out, v.len(), what)?;
+    out.extend_from_slice(v);
+    Ok(out)
+}
+
 /// `n` bytes in words.
 pub fn bytes(n: u64) -> String {
+    const TIB: f64 = (1u64 << 40) as f64;
     const GIB: f64 = (1u64 << 30) as f64;
     const MIB: f64 = (1u64 << 20) as f64;
-    if n as f64 >= GIB {
+    if n as f64 >= TIB {
+        format!("{:.1} TiB", n as f64 / TIB)
+    } else if n as f64 >= GIB {
         format!("{:.1} GiB", n as f64 / GIB)
     } else if n as f64 >= MIB {
         format!("{:.0} MiB", (n as f64 / MIB).ceil())
@@ -71,5 +130,14 @@ mod tests {
         assert_eq!(bytes(3 << 30), "3.0 GiB");
         assert_eq!(bytes(1), "1 B");
         assert_eq!(bytes(5 << 20), "5 MiB");
+    }
+
+    #[test]
+    fn an_allocation_the_machine_refuses_is_an_error_naming_its_size_and_purpose() {
+        let e = filled(usize::MAX / 8, 0.0f64, "the test's fields").unwrap_err();
+        assert_eq!(e.what, "the test's fields");
+        assert!(e.to_string().starts_with("could not allocate "), "{e}");
+        assert_eq!(filled(3, 1u8, "x").unwrap(), vec![1, 1, 1]);
+        assert_eq!(copied(&[1, 2], "x").unwrap(), vec![1, 2]);
     }
 }

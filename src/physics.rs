@@ -45,10 +45,11 @@ pub struct Coefficients {
 }
 
 impl Coefficients {
-    pub fn new(s: &Scenario) -> Self {
+    pub fn new(s: &Scenario) -> Result<Self, crate::memory::OutOfMemory> {
+        use crate::memory::filled;
         let n = s.cells;
-        let mut eps = vec![1.0f64; n];
-        let mut sigma = vec![0.0f64; n];
+        let mut eps = filled(n, 1.0f64, "the permittivity of every cell")?;
+        let mut sigma = filled(n, 0.0f64, "the conductivity of every cell")?;
         // Later regions win where they overlap.
         for m in &s.materials {
             for k in m.start..m.end {
@@ -57,24 +58,24 @@ impl Coefficients {
             }
         }
         let dt = s.courant * s.dx / C0;
-        let mut ca = Vec::with_capacity(n);
-        let mut cb = Vec::with_capacity(n);
+        let mut ca = filled(n, 0.0f32, "the update coefficients")?;
+        let mut cb = filled(n, 0.0f32, "the update coefficients")?;
         for k in 0..n {
             let loss = sigma[k] * dt / (2.0 * EPS0 * eps[k]);
-            ca.push(((1.0 - loss) / (1.0 + loss)) as f32);
-            cb.push((s.courant / eps[k] / (1.0 + loss)) as f32);
+            ca[k] = ((1.0 - loss) / (1.0 + loss)) as f32;
+            cb[k] = (s.courant / eps[k] / (1.0 + loss)) as f32;
         }
         let mur = |e: f64| {
             let c = s.courant / e.sqrt();
             ((c - 1.0) / (c + 1.0)) as f32
         };
-        Coefficients {
+        Ok(Coefficients {
             ca,
             cb,
             ch: s.courant as f32,
             mur_left: mur(eps[0]),
             mur_right: mur(eps[n - 1]),
-        }
+        })
     }
 }
 

@@ -20,11 +20,30 @@ impl Column {
         diff: 0.0,
     };
 
+    /// Whether a value that is not a number (NaN, or ±∞ in a column holding cells) was
+    /// seen: a blown-up field (columns reduced with [`nan_min`] and [`nan_max`] keep NaN).
+    pub fn not_finite(&self) -> bool {
+        let bad = |(lo, hi): (f32, f32)| {
+            lo.is_nan() || hi.is_nan() || (lo <= hi && !(lo.is_finite() && hi.is_finite()))
+        };
+        bad(self.ex) || bad(self.hy)
+    }
+
     fn merge(&mut self, o: &Column) {
         self.ex = (self.ex.0.min(o.ex.0), self.ex.1.max(o.ex.1));
         self.hy = (self.hy.0.min(o.hy.0), self.hy.1.max(o.hy.1));
         self.diff = self.diff.max(o.diff);
     }
+}
+
+/// The smaller of `a` and `b`, NaN if either is (`f32::min` would hide a NaN).
+pub fn nan_min(a: f32, b: f32) -> f32 {
+    if a.is_nan() || a < b { a } else { b }
+}
+
+/// The larger of `a` and `b`, NaN if either is.
+pub fn nan_max(a: f32, b: f32) -> f32 {
+    if a.is_nan() || a > b { a } else { b }
 }
 
 /// Column `c` covers global cells `edges[c]..edges[c+1]`; `edges` has `columns + 1` entries.
@@ -169,6 +188,19 @@ mod tests {
             7,
         );
         assert_eq!(whole, apart);
+    }
+
+    #[test]
+    fn a_column_holding_nan_or_infinity_is_not_finite_an_empty_one_is() {
+        assert!(nan_min(1.0, f32::NAN).is_nan() && nan_min(f32::NAN, 1.0).is_nan());
+        assert!(nan_max(1.0, f32::NAN).is_nan() && nan_max(f32::NAN, 1.0).is_nan());
+        assert_eq!((nan_min(1.0, 2.0), nan_max(1.0, 2.0)), (1.0, 2.0));
+        assert!(!Column::EMPTY.not_finite());
+        let col = |ex, hy| Column { ex, hy, diff: 0.0 };
+        assert!(!col((-1.0, 1.0), (0.0, 0.0)).not_finite());
+        assert!(col((f32::NAN, 1.0), (0.0, 0.0)).not_finite());
+        assert!(col((0.0, 0.0), (-1.0, f32::INFINITY)).not_finite());
+        assert!(col((f32::NEG_INFINITY, 1.0), (0.0, 0.0)).not_finite());
     }
 
     #[test]

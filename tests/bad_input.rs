@@ -207,6 +207,52 @@ fn a_grid_larger_than_the_memory_this_process_may_use_is_refused_with_the_estima
 }
 
 #[test]
+fn an_allocation_the_machine_refuses_is_an_error_not_an_abort() {
+    // The estimate is told the machine has 2^62 bytes; 2^45 cells then pass it, and the
+    // first allocation (2^48 bytes of permittivity: past any x86-64 or arm64 address
+    // space) is refused: exit 1 with one line, never "memory allocation failed" (134).
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("vast.toml");
+    std::fs::write(&f, "[grid]\ncells = 35184372088832\ncourant = 1.0\nsteps = 1\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+        .args(["--headless", "--no-reference", "--scenario", f.to_str().unwrap()])
+        .env("HALOSCOPE_MEMORY_BYTES", (1u64 << 62).to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains("could not allocate 256.0 TiB for the permittivity of every cell"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn more_device_threads_than_the_machine_can_start_are_refused_not_a_panic() {
+    // Under a 1 GB address-space limit 4000 device threads (2 MiB of stack each) cannot
+    // all start: the run must say so, exit 2, not panic in "spawn a device thread".
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("many.toml");
+    std::fs::write(&f, "[grid]\ncells = 400000\ncourant = 1.0\nsteps = 2\n").unwrap();
+    let script = format!(
+        "ulimit -v 1000000 && exec '{}' --headless --devices 4000 --scenario '{}'",
+        env!("CARGO_BIN_EXE_haloscope"),
+        f.display()
+    );
+    let out = Command::new("bash").args(["-c", &script]).output().unwrap();
+    assert_bad_input(
+        &out,
+        &[
+            "cannot start device thread dev-",
+            "of 4000",
+            "cannot serve that many devices",
+        ],
+    );
+}
+
+#[test]
 fn jitter_on_gpus_is_refused_not_ignored() {
     let out = haloscope(&["--headless", "--runtime", "cuda", "--jitter", "3"]);
     assert_bad_input(&out, &["--jitter", "sim runtime only"]);

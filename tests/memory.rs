@@ -86,7 +86,8 @@ fn memory_does_not_grow_with_the_number_of_steps() {
         speed: None,
         columns: 120,
         inject_panic: None,
-    });
+    })
+    .unwrap();
     let wait_for = |steps: u64| -> isize {
         let deadline = Instant::now() + Duration::from_secs(300);
         loop {

@@ -12,12 +12,12 @@ fn builtin(name: &str) -> Scenario {
 }
 
 fn reference(s: &Scenario, steps: u64) -> (Vec<f32>, Vec<f32>) {
-    let c = Coefficients::new(s);
-    let mut d = Domain::reference(s, &c);
+    let c = Coefficients::new(s).unwrap();
+    let mut d = Domain::reference(s, &c).unwrap();
     for n in 0..steps {
         d.step(n);
     }
-    (d.gather(Field::Ex), d.gather(Field::Hy))
+    (d.gather(Field::Ex).unwrap(), d.gather(Field::Hy).unwrap())
 }
 
 fn run(s: &Scenario, mode: Mode, steps: u64, jitter: Option<u64>) -> (Vec<f32>, Vec<f32>) {

@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::decomp::{Domain, Field};
+use crate::memory::OutOfMemory;
 use crate::physics::Coefficients;
 use crate::program::{Mode, Program};
 use crate::runtime::OpError;
@@ -146,23 +147,28 @@ pub struct Engine {
 impl Engine {
     /// Starts an engine on a new runtime; a runtime that cannot start (no GPU) shows its
     /// error in the first frame. Use [`Engine::start_with`] to report it before the UI.
-    pub fn start(cfg: EngineConfig) -> Engine {
+    /// Fails only when the reference's memory cannot be allocated.
+    pub fn start(cfg: EngineConfig) -> Result<Engine, OutOfMemory> {
         let program = Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
         match make_backend(&cfg, program.clone()) {
             Ok(b) => Engine::start_with(cfg, program, b),
             Err(e) => {
-                let mut core = Core::new(cfg, program, Box::new(Placeholder));
+                let mut core = Core::new(cfg, program, Box::new(Placeholder))?;
                 core.fail(e);
-                Engine::spawn(core)
+                Ok(Engine::spawn(core))
             }
         }
     }
 
     /// Starts an engine on `backend`, created by [`make_backend`] for `cfg` and `program`.
-    pub fn start_with(cfg: EngineConfig, program: Arc<Program>, backend: Box<dyn Backend>) -> Engine {
-        let mut core = Core::new(cfg, program, backend);
+    pub fn start_with(
+        cfg: EngineConfig,
+        program: Arc<Program>,
+        backend: Box<dyn Backend>,
+    ) -> Result<Engine, OutOfMemory> {
+        let mut core = Core::new(cfg, program, backend)?;
         core.advance_to(0); // the setup calls (event creation)
-        Engine::spawn(core)
+        Ok(Engine::spawn(core))
     }
 
     fn spawn(mut core: Core) -> Engine {
@@ -306,14 +312,14 @@ struct Core {
 }
 
 impl Core {
-    fn new(cfg: EngineConfig, program: Arc<Program>, backend: Box<dyn Backend>) -> Core {
+    fn new(cfg: EngineConfig, program: Arc<Program>, backend: Box<dyn Backend>) -> Result<Core, OutOfMemory> {
         let s = &cfg.scenario;
-        let coefficients = Coefficients::new(s);
-        Core {
+        let coefficients = Coefficients::new(s)?;
+        Ok(Core {
             mode: cfg.mode,
             program,
             backend,
-            reference: Domain::reference(s, &coefficients),
+            reference: Domain::reference(s, &coefficients)?,
             reference_step: 0,
             running: cfg.running,
             speed: cfg.speed,
@@ -329,7 +335,7 @@ impl Core {
             steps_per_s: 0.0,
             batch: 1,
             cfg,
-        }
+        })
     }
 
     fn step(&self) -> u64 {
@@ -418,9 +424,10 @@ impl Core {
         let program = Arc::new(mode.program(&cfg.scenario.ranges()));
         // The old runtime goes first: a GPU's memory is not held twice.
         self.backend = Box::new(Placeholder);
-        match make_backend(&cfg, program.clone()) {
-            Ok(b) => {
-                *self = Core::new(cfg, program, b);
+        let made = make_backend(&cfg, program.clone()).and_then(|b| Ok(Core::new(cfg, program, b)?));
+        match made {
+            Ok(core) => {
+                *self = core;
                 (self.running, self.speed, self.columns) = keep;
                 self.advance_to(0);
             }
@@ -538,13 +545,20 @@ impl Core {
                 self.reference.step(self.reference_step);
                 self.reference_step += 1;
             }
-            if self.reference_step == step {
-                Some(Arc::new((
-                    self.reference.gather(Field::Ex),
-                    self.reference.gather(Field::Hy),
-                )))
-            } else {
-                None
+            let gathered = (self.reference_step == step)
+                .then(|| {
+                    Ok::<_, OutOfMemory>((
+                        self.reference.gather(Field::Ex)?,
+                        self.reference.gather(Field::Hy)?,
+                    ))
+                })
+                .transpose();
+            match gathered {
+                Ok(r) => r.map(Arc::new),
+                Err(e) => {
+                    self.failure.get_or_insert(e.to_string());
+                    None
+                }
             }
         } else {
             None
@@ -679,6 +693,7 @@ mod tests {
             columns: 80,
             inject_panic: None,
         })
+        .unwrap()
     }
 
     /// Waits for a frame satisfying `ok`.
@@ -788,7 +803,7 @@ mod tests {
         };
         let program = Arc::new(mode.program(&cfg.scenario.ranges()));
         let backend = make_backend(&cfg, program.clone()).unwrap();
-        let mut c = Core::new(cfg, program, backend);
+        let mut c = Core::new(cfg, program, backend).unwrap();
         c.advance_to(0);
         c
     }
@@ -921,7 +936,7 @@ mod tests {
             inject_panic: None,
         };
         let program = Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
-        let e = Engine::start_with(cfg, program, Box::new(Refusing { step: 0, fail_at: 3 }));
+        let e = Engine::start_with(cfg, program, Box::new(Refusing { step: 0, fail_at: 3 })).unwrap();
         e.send(Control::Step);
         let f = wait_for(&e, |f| f.step == 1);
         assert_eq!((f.runtime, f.max_diff), ("cuda", Some(0.0)));

@@ -1516,7 +1516,7 @@ impl SimRuntime {
         jitter_seed: Option<u64>,
         threads: bool,
     ) -> anyhow::Result<Self> {
-        let states = Domain::new(s, &Coefficients::new(s)).devices;
+        let states = Domain::new(s, &Coefficients::new(s)?)?.devices;
         Self::from_states_with(s, states, program, jitter_seed, 0, threads)
     }
 
@@ -1796,12 +1796,13 @@ impl SimRuntime {
 
     /// The owned cells of every device, in order, as the queries see them.
     pub fn fields(&self) -> anyhow::Result<(Vec<f32>, Vec<f32>)> {
-        let mut ex = Vec::new();
-        let mut hy = Vec::new();
+        let (mut ex, mut hy) = (Vec::new(), Vec::new());
         for d in 0..self.devices() {
             for (f, out) in [(Field::Ex, &mut ex), (Field::Hy, &mut hy)] {
                 let v = self.device_local(d, f)?;
-                out.extend_from_slice(&v[HALO..v.len() - HALO]);
+                let owned = &v[HALO..v.len() - HALO];
+                crate::memory::grow(out, owned.len(), "the gathered fields")?;
+                out.extend_from_slice(owned);
             }
         }
         Ok((ex, hy))
@@ -1819,7 +1820,10 @@ mod tests {
             "test",
         )
         .unwrap();
-        Domain::new(&s, &Coefficients::new(&s)).devices.remove(0)
+        Domain::new(&s, &Coefficients::new(&s).unwrap())
+            .unwrap()
+            .devices
+            .remove(0)
     }
 
     fn bits(s: &DeviceState) -> Vec<u32> {
@@ -1875,7 +1879,7 @@ mod tests {
     #[test]
     fn a_state_that_is_not_finite_is_found_at_the_observation() {
         let s = crate::scenario::load(None).unwrap();
-        let mut states = Domain::new(&s, &Coefficients::new(&s)).devices;
+        let mut states = Domain::new(&s, &Coefficients::new(&s).unwrap()).unwrap().devices;
         states[2].write(Field::Hy, 1100, &[f32::INFINITY]);
         for threads in [false, true] {
             let p = crate::program::Mode::Events.program(&s.ranges());

@@ -182,7 +182,7 @@ pub fn screen(scenario: Scenario, opts: Options, keys: &str, size: &str) -> Resu
         cfg.clone(),
         program.clone(),
         engine_mod::make_backend(&cfg, program)?,
-    );
+    )?;
     // Takes frames: with `expect`, waits (up to 20 s: a runtime may be starting) for the
     // frame answering the last control; then until none came for 100 ms, or for 300 ms
     // after the first (a running engine never goes quiet).
@@ -272,7 +272,7 @@ pub fn run(scenario: Scenario, opts: Options) -> Result<()> {
         let size = terminal.size().context("reading the terminal size")?;
         let mut screen = Rect::new(0, 0, size.width, size.height);
         cfg.columns = view::plot_columns(screen, &app);
-        let engine = Engine::start_with(cfg, program, backend);
+        let engine = Engine::start_with(cfg, program, backend)?;
         let input = input_events();
         let ticks = tick(Duration::from_millis(33));
         let mut dirty = true;

@@ -26,6 +26,9 @@ pub struct CudaBackend {
     clock_us: f64,
     last_capture: Option<Instant>,
     epoch: Instant,
+    /// The latest snapshot showed a value that is not a number: the fields are read back
+    /// to find where.
+    suspect: bool,
 }
 
 impl CudaBackend {
@@ -37,6 +40,7 @@ impl CudaBackend {
             clock_us: 0.0,
             last_capture: None,
             epoch: Instant::now(),
+            suspect: false,
         })
     }
 
@@ -131,7 +135,25 @@ impl Backend for CudaBackend {
         edges: &Arc<Vec<usize>>,
         reference: Option<&Arc<(Vec<f32>, Vec<f32>)>>,
     ) -> Result<Vec<Partial>> {
-        self.rt.reduce(edges, reference)
+        let parts = self.rt.reduce(edges, reference)?;
+        self.suspect = parts.iter().flat_map(|p| &p.columns).any(|(_, c)| c.not_finite());
+        Ok(parts)
+    }
+
+    /// Found from the snapshot (its reduction keeps NaN), then located in the fields read
+    /// back: a snapshot costs nothing more while the fields are numbers.
+    fn non_finite(&mut self) -> Option<String> {
+        if !self.suspect {
+            return None;
+        }
+        let (ex, hy) = self.rt.fields().ok()?;
+        let step = self.rt.step();
+        [(crate::decomp::Field::Ex, &ex), (crate::decomp::Field::Hy, &hy)]
+            .into_iter()
+            .find_map(|(f, v)| {
+                let k = crate::decomp::first_non_finite(v)?;
+                Some(crate::decomp::not_finite(step, f, k, v[k]))
+            })
     }
 
     fn drain_copies(&mut self, each: &mut dyn FnMut(usize, usize, usize, f64)) {

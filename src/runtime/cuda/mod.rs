@@ -30,7 +30,7 @@ use crate::error::UsageError;
 use crate::physics::{Coefficients, EndCondition};
 use crate::program::{Op, OpKind, Program, StreamId};
 use crate::scenario::{Injection, Scenario};
-use crate::snapshot::{self, Column, Partial};
+use crate::snapshot::{self, Column, Partial, nan_max, nan_min};
 use crate::trace::TraceRecord;
 use sys::{Arg, DevicePtr, DriverError};
 
@@ -299,7 +299,7 @@ impl CudaRuntime {
             next_id: AtomicU64::new(0),
         });
         let program = Arc::new(program);
-        let coefficients = Coefficients::new(s);
+        let coefficients = Coefficients::new(s)?;
         let held_sources: Vec<usize> = s
             .ranges()
             .into_iter()
@@ -310,7 +310,7 @@ impl CudaRuntime {
         let mut commands = Vec::new();
         let mut handles = Vec::new();
         for (d, range) in s.ranges().into_iter().enumerate() {
-            let meta = DeviceState::new(d, range, s, &coefficients);
+            let meta = DeviceState::new(d, range, s, &coefficients)?;
             let (tx, rx) = unbounded();
             let (shared, program, reply_tx, gpu) =
                 (shared.clone(), program.clone(), reply_tx.clone(), gpus[d]);
@@ -551,6 +551,8 @@ impl CudaRuntime {
         })?;
         let (mut ex, mut hy) = (Vec::new(), Vec::new());
         for (e, h) in parts.into_iter().flatten() {
+            crate::memory::grow(&mut ex, e.len(), "the gathered fields")?;
+            crate::memory::grow(&mut hy, h.len(), "the gathered fields")?;
             ex.extend(e);
             hy.extend(h);
         }
@@ -1485,8 +1487,8 @@ fn merge_chunks(out: &[f32], columns: usize, chunks: usize) -> Vec<Column> {
         .take(columns)
         .map(|col| {
             col.chunks_exact(4).fold(empty, |c, o| Column {
-                ex: (c.ex.0.min(o[0]), c.ex.1.max(o[1])),
-                hy: (c.hy.0.min(o[2]), c.hy.1.max(o[3])),
+                ex: (nan_min(c.ex.0, o[0]), nan_max(c.ex.1, o[1])),
+                hy: (nan_min(c.hy.0, o[2]), nan_max(c.hy.1, o[3])),
                 diff: 0.0,
             })
         })

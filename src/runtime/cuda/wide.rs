@@ -176,10 +176,10 @@ impl WideRun {
                 "{k} steps per pass: each GPU must own at least that many cells"
             ));
         }
-        let c = Coefficients::new(s);
+        let c = Coefficients::new(s)?;
         let mut out = Vec::new();
         for (d, (r, &g)) in ranges.into_iter().zip(gpus).enumerate() {
-            let held = DeviceState::new(d, r, s, &c).into_held();
+            let held = DeviceState::new(d, r, s, &c)?.into_held();
             if held.sources.len() > MAX_SOURCES {
                 return Err(anyhow!("more than {MAX_SOURCES} sources on one GPU"));
             }
@@ -310,8 +310,8 @@ impl WideRun {
             self.pass()?;
         }
         let (ex, hy) = self.fields()?;
-        let c = Coefficients::new(s);
-        let mut r = Domain::reference(s, &c);
+        let c = Coefficients::new(s)?;
+        let mut r = Domain::reference(s, &c)?;
         for t in 0..self.step {
             r.step(t);
         }
@@ -321,7 +321,7 @@ impl WideRun {
                 .filter(|(x, y)| x.to_bits() != y.to_bits())
                 .count()
         };
-        Ok(differ(&ex, &r.gather(Field::Ex)) + differ(&hy, &r.gather(Field::Hy)))
+        Ok(differ(&ex, &r.gather(Field::Ex)?) + differ(&hy, &r.gather(Field::Hy)?))
     }
 
     /// Wall-clock µs per step over `passes` passes (issued, then waited for).
