@@ -5,6 +5,14 @@ use std::path::PathBuf;
 
 pub use crate::program::Mode;
 
+/// `--mode` and `--modes`: any mode by name, each listed in `--help` with its summary
+/// (the core's `Mode` knows nothing of clap).
+fn mode_parser() -> impl clap::builder::TypedValueParser<Value = Mode> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(Mode::ALL.map(|m| PossibleValue::new(m.name()).help(m.summary())))
+        .map(|name| Mode::from_name(&name).expect("a listed mode"))
+}
+
 /// Which runtime executes the step programs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -104,8 +112,8 @@ pub struct BenchArgs {
     /// With `--runtime cuda`: only these modes' rows and weak scaling (comma-separated),
     /// with the copy, link and launch figures they are compared with; no interior, strong
     /// scaling, fused-kernel or snapshot rows.
-    #[arg(long, value_delimiter = ',', value_name = "MODES")]
-    pub modes: Option<Vec<crate::program::Mode>>,
+    #[arg(long, value_delimiter = ',', value_name = "MODES", value_parser = mode_parser())]
+    pub modes: Option<Vec<Mode>>,
 
     /// Instead: the UI's cost. Sim throughput on the default scenario headless vs with the
     /// UI drawing to an off-screen 200×60 terminal, and the time to render one frame.
@@ -145,7 +153,7 @@ pub struct RunArgs {
     pub no_reference: bool,
 
     /// Ordering mode: how the halo copies are ordered (see --list for each lesson).
-    #[arg(long, value_enum, default_value_t = Mode::Events)]
+    #[arg(long, value_parser = mode_parser(), default_value = "events")]
     pub mode: Mode,
 
     /// Runtime executing the step program: `sim` (virtual GPUs on the CPU) or `cuda`.

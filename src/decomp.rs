@@ -22,6 +22,12 @@ use crate::scenario::Scenario;
 /// run between exchanges.
 pub const HALO: usize = crate::fused::MAX_STEPS;
 
+/// `(Ex, Hy)` of every owned cell of the grid, in order.
+pub type Gathered = (Vec<f32>, Vec<f32>);
+
+/// The reference's gathered fields, shared by the device threads that compare with them.
+pub type Reference = std::sync::Arc<Gathered>;
+
 /// Cells per tile of the fused pass on the CPU (the GPU's blocks take 2048): a tile's
 /// fields and coefficients stay in the L2 cache.
 const FUSED_TILE: usize = 8192;

@@ -1,4 +1,5 @@
-//! Errors a caller must tell apart: bad input (exit code 2) versus failures (exit code 1).
+//! Errors a caller must tell apart: bad input (exit code 2) versus failures (exit code 1);
+//! `app::exit_code` maps them.
 
 use std::fmt;
 
@@ -32,19 +33,6 @@ impl fmt::Display for Signalled {
 }
 
 impl std::error::Error for Signalled {}
-
-/// The process exit code for an error: 128 + the signal for a signal, 2 for bad input,
-/// 1 otherwise.
-pub fn exit_code(e: &anyhow::Error) -> u8 {
-    if let Some(Signalled(s)) = e.downcast_ref::<Signalled>() {
-        return (128 + s).clamp(0, 255) as u8;
-    }
-    let bad_input = e.chain().any(|c| {
-        c.downcast_ref::<UsageError>().is_some()
-            || c.downcast_ref::<crate::scenario::ScenarioError>().is_some()
-    });
-    if bad_input { 2 } else { 1 }
-}
 
 /// A number as a message shows it: plain where short, in exponent form where huge or tiny
 /// (`1e308`, not 309 digits).

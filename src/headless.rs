@@ -5,12 +5,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::time::Instant;
 
-use crate::cli::{RunArgs, RuntimeKind};
-use crate::decomp::{Domain, Field, max_abs_diff, not_finite};
+use crate::decomp::{Domain, Field, Gathered, max_abs_diff, not_finite};
 use crate::error::UsageError;
 use crate::physics::Coefficients;
-use crate::runtime::sim::SimRuntime;
-use crate::scenario::{self, Scenario};
+use crate::plan::{HeadlessPlan, Plan};
+use crate::runtime::{Runtime, RuntimeChoice};
+use crate::scenario::Scenario;
 use crate::stats::Window;
 use crate::trace;
 
@@ -46,18 +46,6 @@ pub struct Summary {
     pub topology: Vec<String>,
 }
 
-/// Loads the scenario named by the arguments and applies `--devices` and `--steps`.
-pub fn scenario_from(args: &RunArgs) -> Result<Scenario> {
-    let mut s = scenario::load(args.scenario.as_deref())?;
-    if let Some(n) = args.devices {
-        s = s.with_devices(n)?;
-    }
-    if let Some(n) = args.steps {
-        s.steps = n;
-    }
-    Ok(s)
-}
-
 fn progress(steps: u64, what: &str) -> ProgressBar {
     // Draws on stderr only when it is a terminal.
     let bar = ProgressBar::new(steps);
@@ -70,327 +58,246 @@ fn progress(steps: u64, what: &str) -> ProgressBar {
     bar
 }
 
-/// The runtime a headless run drives.
-enum Runner {
-    Sim(Box<SimRuntime>),
-    #[cfg(feature = "cuda")]
-    Cuda(Box<crate::runtime::cuda::CudaRuntime>),
-}
-
-impl Runner {
-    fn new(s: &Scenario, args: &RunArgs) -> Result<Runner> {
-        let program = args.mode.program(&s.ranges());
-        match args.runtime {
-            RuntimeKind::Sim => Ok(Runner::Sim(Box::new(SimRuntime::new(s, program, args.jitter)?))),
-            #[cfg(feature = "cuda")]
-            RuntimeKind::Cuda => {
-                let gpus = gpus_for(s, args)?;
-                Ok(Runner::Cuda(Box::new(crate::runtime::cuda::CudaRuntime::new(
-                    s, program, &gpus,
-                )?)))
-            }
-            #[cfg(not(feature = "cuda"))]
-            RuntimeKind::Cuda => Err(UsageError(crate::runtime::NO_CUDA.into()).into()),
-        }
-    }
-
-    /// Runs until `n` steps are done. On the sim the run is observed there and goes on
-    /// unchanged.
-    fn run_until(&mut self, n: u64) -> Result<()> {
-        match self {
-            Runner::Sim(rt) => {
-                let r = rt.observe(n);
-                if r.is_err() {
-                    // The trace keeps every call issued, the failing one included.
-                    rt.scheduler.flush_sink_all();
-                }
-                r?;
-                // Every observation checks that the fields are still numbers.
-                if let Some((step, f, k, v)) = rt.non_finite()? {
-                    anyhow::bail!(not_finite(step, f, k, v));
-                }
-                Ok(())
-            }
-            #[cfg(feature = "cuda")]
-            Runner::Cuda(rt) => rt.run_until(n),
-        }
-    }
-
-    /// The fields after `steps` steps, checked for NaN and ∞ (the cuda runtime's only
-    /// check; on the sim a second look at what its observation saw).
-    fn fields(&mut self, steps: u64) -> Result<(Vec<f32>, Vec<f32>)> {
-        let (ex, hy) = match self {
-            Runner::Sim(rt) => rt.fields()?,
-            #[cfg(feature = "cuda")]
-            Runner::Cuda(rt) => rt.fields()?,
-        };
-        blown_up(&ex, &hy, steps)?;
-        Ok((ex, hy))
-    }
-}
-
-/// `--gpus`, or one logical device per visible GPU.
-#[cfg(feature = "cuda")]
-pub fn gpus_for(s: &Scenario, args: &RunArgs) -> Result<Vec<i32>> {
-    match &args.gpus {
-        Some(list) => Ok(crate::runtime::cuda::parse_gpus(list)?),
-        None => {
-            let all = crate::runtime::cuda::default_gpus()?;
-            // One device per GPU, or the scenario's devices spread over them in turn.
-            Ok((0..s.split.len()).map(|d| all[d % all.len().max(1)]).collect())
-        }
-    }
-}
-
-/// Loads the scenario for a run: with `--runtime cuda --gpus LIST` and no `--devices`,
-/// one logical device per listed GPU.
-pub fn scenario_for_run(args: &RunArgs) -> Result<Scenario> {
-    let mut s = scenario_from(args)?;
-    if args.runtime == RuntimeKind::Cuda
-        && args.devices.is_none()
-        && let Some(list) = &args.gpus
-    {
-        let n = list.split(',').count();
-        if n != s.split.len() {
-            s = s.with_devices(n)?;
-        }
-    }
-    Ok(s)
-}
-
-/// Runs `s` without a UI.
-pub fn run(s: &Scenario, args: &RunArgs) -> Result<Summary> {
-    if let Some(dir) = &args.dump_fields {
-        std::fs::create_dir_all(dir).map_err(|e| {
+/// `--dump-fields DIR`: created, and checked writable before the run, not after it.
+fn check_dump_dir(dir: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        UsageError(format!(
+            "--dump-fields {}: cannot create the directory: {e}",
+            dir.display()
+        ))
+    })?;
+    let probe = dir.join(".haloscope-write-check");
+    std::fs::write(&probe, b"")
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| {
             UsageError(format!(
-                "--dump-fields {}: cannot create the directory: {e}",
+                "--dump-fields {}: cannot write there: {e}",
                 dir.display()
             ))
         })?;
-        // Checked before the run, not after it: a file can be created there.
-        let probe = dir.join(".haloscope-write-check");
-        std::fs::write(&probe, b"")
-            .and_then(|()| std::fs::remove_file(&probe))
-            .map_err(|e| {
-                UsageError(format!(
-                    "--dump-fields {}: cannot write there: {e}",
-                    dir.display()
-                ))
-            })?;
-    }
-    if args.check_every == Some(0) {
+    Ok(())
+}
+
+/// Steps and check points rounded up to whole rounds (modes that exchange once every few
+/// steps stop only at the end of a round), with a note for each change.
+fn whole_rounds(plan: &Plan, h: &HeadlessPlan) -> Result<(Scenario, HeadlessPlan)> {
+    let (mut s, mut h) = (plan.scenario.clone(), h.clone());
+    if h.check_every == Some(0) {
         return Err(UsageError("--check-every 0: give a number of steps, at least 1".into()).into());
     }
-    // Modes that exchange once every few steps stop only at the end of a round.
-    let k = args.mode.program(&s.ranges()).steps_per_round;
-    let (mut s, mut args) = (s.clone(), args.clone());
+    let name = plan.mode.name();
+    let k = plan.mode.program(&s.ranges()).steps_per_round;
     let whole = |n: u64, what: &str| {
         n.div_ceil(k).checked_mul(k).ok_or_else(|| {
             UsageError(format!(
-                "{what} {n}: {} runs {k} steps per round, and rounding up to whole rounds overflows",
-                args.mode.name()
+                "{what} {n}: {name} runs {k} steps per round, and rounding up to whole rounds overflows"
             ))
         })
     };
     if !s.steps.is_multiple_of(k) {
         let steps = whole(s.steps, "--steps")?;
         eprintln!(
-            "note: {} runs {k} steps per round: {steps} steps instead of {}",
-            args.mode.name(),
+            "note: {name} runs {k} steps per round: {steps} steps instead of {}",
             s.steps
         );
         s.steps = steps;
     }
-    if let Some(e) = args.check_every.filter(|e| !e.is_multiple_of(k)) {
+    if let Some(e) = h.check_every.filter(|e| !e.is_multiple_of(k)) {
         let every = whole(e, "--check-every")?;
-        eprintln!(
-            "note: {} runs {k} steps per round: --check-every {every} instead of {e}",
-            args.mode.name()
-        );
-        args.check_every = Some(every);
+        eprintln!("note: {name} runs {k} steps per round: --check-every {every} instead of {e}");
+        h.check_every = Some(every);
     }
-    let (s, args) = (&s, &args);
-    // The trace file is created before the run: a path that cannot be written is refused
-    // at once, and the file grows as the run goes.
-    let trace = match &args.trace {
-        None => None,
-        Some(_) if args.runtime != RuntimeKind::Sim => {
-            return Err(UsageError("--trace: traces are written by the sim runtime only".into()).into());
+    Ok((s, h))
+}
+
+/// The single-domain reference, stepped on demand.
+struct Reference {
+    domain: Domain,
+    step: u64,
+}
+
+impl Reference {
+    /// `None` with `--no-reference`.
+    fn new(s: &Scenario, h: &HeadlessPlan) -> Result<Option<Reference>> {
+        if h.no_reference {
+            return Ok(None);
         }
-        Some(path) => {
-            let steps = match (&args.trace_steps, args.trace_last) {
-                (Some(r), _) => trace::TraceSteps::Range(r.clone()),
-                (None, Some(n)) => trace::TraceSteps::Last(n),
-                (None, None) => trace::TraceSteps::All,
-            };
-            let program = args.mode.program(&s.ranges());
-            Some(
-                trace::TraceWriter::create(path, &program, "sim", steps)
-                    .map_err(|e| UsageError(format!("--trace {}: cannot write: {e}", path.display())))?,
-            )
-        }
-    };
-    let mut rt = Runner::new(s, args)?;
-    // Copy times (a window of the latest per device), the modelled clock and the trace
-    // file take every record of the steps of the run, once, as soon as it is final.
-    struct Taken {
-        copies: Vec<Window>,
-        modelled_end: f64,
-        trace: Option<trace::TraceWriter>,
-        error: Option<std::io::Error>,
+        let domain = Domain::reference(s, &Coefficients::new(s)?)?;
+        Ok(Some(Reference { domain, step: 0 }))
     }
-    let taken = std::sync::Arc::new(std::sync::Mutex::new(Taken {
+
+    /// Advances to step `n` (a progress bar when `bar`), then compares: the largest
+    /// difference and the first differing cell, if any.
+    fn compare(&mut self, n: u64, fields: &Gathered, bar: bool) -> Result<(f32, Option<usize>)> {
+        let bar = bar.then(|| progress(n, "reference"));
+        while self.step < n {
+            self.domain.step(self.step);
+            self.step += 1;
+            if let Some(b) = bar.as_ref().filter(|_| self.step.is_multiple_of(64)) {
+                b.set_position(self.step);
+            }
+        }
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        let (de, fe) = max_abs_diff(&fields.0, &self.domain.gather(Field::Ex)?);
+        let (dh, fh) = max_abs_diff(&fields.1, &self.domain.gather(Field::Hy)?);
+        Ok((de.max(dh), [fe, fh].into_iter().flatten().min()))
+    }
+}
+
+/// Runs `rt` to `n` steps; every observation checks that the fields are still numbers.
+fn run_to(rt: &mut dyn Runtime, n: u64) -> Result<()> {
+    rt.run_to(n)?;
+    if let Some(why) = rt.non_finite() {
+        anyhow::bail!(why);
+    }
+    Ok(())
+}
+
+/// The fields after `steps` steps, checked for NaN and ∞ (the cuda runtime's only check;
+/// on the sim a second look at what its observation saw).
+fn fields(rt: &mut dyn Runtime, steps: u64) -> Result<Gathered> {
+    let (ex, hy) = rt.fields()?;
+    blown_up(&ex, &hy, steps)?;
+    Ok((ex, hy))
+}
+
+/// What the loop of a run leaves.
+struct Ran {
+    wall_s: f64,
+    first_divergence_step: Option<u64>,
+    copies: Vec<Window>,
+    result: Result<()>,
+}
+
+/// Runs `s.steps` steps in chunks (they pace the progress bar); at `--check-every` points
+/// the fields are compared with the reference. On the sim every chunk end is an
+/// observation, which leaves the run as it is.
+fn run_loop(
+    rt: &mut dyn Runtime,
+    s: &Scenario,
+    h: &HeadlessPlan,
+    k: u64,
+    reference: &mut Option<Reference>,
+) -> Result<Ran> {
+    let every = h.check_every.unwrap_or(u64::MAX);
+    let chunks = if rt.clock_is_modelled() { 200 } else { 20 };
+    let chunk = (s.steps / chunks).max(1).div_ceil(k) * k;
+    let mut ran = Ran {
+        wall_s: 0.0,
+        first_divergence_step: None,
         copies: vec![Window::default(); s.split.len()],
-        modelled_end: 0.0,
-        trace,
-        error: None,
-    }));
-    #[allow(irrefutable_let_patterns)] // without the cuda feature, the sim is all there is
-    if let Runner::Sim(sim) = &mut rt {
-        let t = taken.clone();
-        sim.scheduler.set_sink(
-            Box::new(move |r| {
-                let mut t = t.lock().unwrap_or_else(|e| e.into_inner());
-                if let (crate::program::OpKind::Copy, Some((_, dst, _))) = (r.kind, r.peer) {
-                    t.copies[dst].push(r.end_us - r.start_us);
-                }
-                if r.stream.is_some() {
-                    t.modelled_end = t.modelled_end.max(r.end_us);
-                }
-                if t.error.is_none()
-                    && let Some(w) = t.trace.as_mut()
-                    && let Err(e) = w.record(r)
-                {
-                    t.error = Some(e);
-                }
-            }),
-            s.steps,
-        );
-    }
-    let mut reference = if args.no_reference {
-        None
-    } else {
-        Some(Domain::reference(s, &Coefficients::new(s)?)?)
+        result: Ok(()),
     };
-    let mut reference_step = 0;
-    let mut first_divergence_step = None;
     let bar = progress(s.steps, "run");
     let t0 = Instant::now();
-    let mut result = Ok(());
-    // Chunks pace the progress bar; at --check-every points the fields are compared. On
-    // the sim every chunk end is an observation, which leaves the run as it is.
-    let every = args.check_every.unwrap_or(u64::MAX);
-    let chunk = match args.runtime {
-        RuntimeKind::Sim => (s.steps / 200).max(1),
-        RuntimeKind::Cuda => (s.steps / 20).max(1),
-    }
-    .div_ceil(k)
-        * k;
-    let mut n = 0;
     let mut compare_time = std::time::Duration::ZERO;
-    while n < s.steps && result.is_ok() {
+    let mut n = 0;
+    while n < s.steps && ran.result.is_ok() {
         let next_check = (n / every + 1).saturating_mul(every);
         n = (n + chunk).min(s.steps).min(next_check);
+        ran.result = run_to(rt, n);
+        rt.drain_copies(&mut |_, dst, _, us| ran.copies[dst].push(us));
         let check = n == next_check && n < s.steps;
-        result = rt.run_until(n);
-        if check && result.is_ok() && first_divergence_step.is_none() {
+        if check
+            && ran.result.is_ok()
+            && ran.first_divergence_step.is_none()
+            && let Some(r) = reference.as_mut()
+        {
             let tc = Instant::now();
-            if let Some(r) = reference.as_mut() {
-                while reference_step < n {
-                    r.step(reference_step);
-                    reference_step += 1;
-                }
-                let (ex, hy) = rt.fields(n)?;
-                if max_abs_diff(&ex, &r.gather(Field::Ex)?).1.is_some()
-                    || max_abs_diff(&hy, &r.gather(Field::Hy)?).1.is_some()
-                {
-                    first_divergence_step = Some(n);
-                }
+            if r.compare(n, &fields(rt, n)?, false)?.1.is_some() {
+                ran.first_divergence_step = Some(n);
             }
             compare_time += tc.elapsed();
         }
         bar.set_position(n);
     }
-    let wall_s = (t0.elapsed() - compare_time).as_secs_f64();
+    ran.wall_s = (t0.elapsed() - compare_time).as_secs_f64();
     bar.finish_and_clear();
-    let (copies, modelled_end, trace, trace_error) = {
-        let mut t = taken.lock().unwrap_or_else(|e| e.into_inner());
-        (
-            std::mem::take(&mut t.copies),
-            t.modelled_end,
-            t.trace.take(),
-            t.error.take(),
-        )
-    };
-    if let Some(w) = trace {
+    Ok(ran)
+}
+
+/// Closes the trace file; a failed run reports its failure, the trace closed as well as it
+/// can be.
+fn close_trace(rt: &mut dyn Runtime, run_ok: bool) -> Result<()> {
+    if let Some((w, error)) = rt.take_trace() {
         let path = w.path().to_path_buf();
         let closed = w.finish();
-        // A failed run reports its failure; the trace is closed as well as it can be.
-        if result.is_ok() {
-            trace_error
+        if run_ok {
+            error
                 .map_or(closed, Err)
                 .map_err(|e| UsageError(format!("--trace {}: cannot write: {e}", path.display())))?;
         }
     }
-    result.with_context(|| format!("mode {} stopped", args.mode.name()))?;
-    let (ex, hy) = rt.fields(s.steps)?;
+    Ok(())
+}
 
-    let (mut max_diff, mut first) = (None, None);
-    if let Some(r) = reference.as_mut() {
-        let bar = progress(s.steps, "reference");
-        while reference_step < s.steps {
-            r.step(reference_step);
-            reference_step += 1;
-            if reference_step % 64 == 0 {
-                bar.set_position(reference_step);
-            }
+/// Runs the plan without a UI.
+pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
+    if let Some(dir) = &h.dump_fields {
+        check_dump_dir(dir)?;
+    }
+    let (s, h) = whole_rounds(plan, h)?;
+    let program = plan.mode.program(&s.ranges());
+    let k = program.steps_per_round;
+    // The trace file is created before the run: a path that cannot be written is refused
+    // at once, and the file grows as the run goes.
+    let trace = match &h.trace {
+        Some(_) if !matches!(plan.runtime, RuntimeChoice::Sim { .. }) => {
+            return Err(UsageError("--trace: traces are written by the sim runtime only".into()).into());
         }
-        bar.finish_and_clear();
-        let (de, fe) = max_abs_diff(&ex, &r.gather(Field::Ex)?);
-        let (dh, fh) = max_abs_diff(&hy, &r.gather(Field::Hy)?);
-        max_diff = Some(de.max(dh));
-        first = [fe, fh].into_iter().flatten().min();
+        Some((path, steps)) => Some(
+            trace::TraceWriter::create(path, &program, "sim", steps.clone())
+                .map_err(|e| UsageError(format!("--trace {}: cannot write: {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    let mut rt = crate::runtime::start(&plan.runtime, &s, std::sync::Arc::new(program), false)?;
+    if let Some(w) = trace {
+        rt.trace_to(w)?;
+    }
+    rt.will_stop_at(s.steps);
+    let mut reference = Reference::new(&s, &h)?;
+    let ran = run_loop(rt.as_mut(), &s, &h, k, &mut reference)?;
+    close_trace(rt.as_mut(), ran.result.is_ok())?;
+    ran.result
+        .with_context(|| format!("mode {} stopped", plan.mode.name()))?;
+    let gathered = fields(rt.as_mut(), s.steps)?;
+    let (mut max_diff, mut first, mut first_divergence_step) = (None, None, ran.first_divergence_step);
+    if let Some(r) = reference.as_mut() {
+        let (d, f) = r.compare(s.steps, &gathered, true)?;
+        (max_diff, first) = (Some(d), f);
         if first.is_some() && first_divergence_step.is_none() {
             first_divergence_step = Some(s.steps);
         }
     }
-
-    if let Some(dir) = &args.dump_fields {
-        for (name, data) in [("ex.npy", &ex), ("hy.npy", &hy)] {
+    if let Some(dir) = &h.dump_fields {
+        for (name, data) in [("ex.npy", &gathered.0), ("hy.npy", &gathered.1)] {
             let path = dir.join(name);
             crate::npy::write_f32(&path, data).with_context(|| format!("writing {}", path.display()))?;
         }
     }
-    let (copy_us_median, modelled_step_us, topology) = match &rt {
-        Runner::Sim(_) => (
-            copies.iter().map(Window::median).collect(),
-            Some(modelled_end / s.steps.max(1) as f64),
-            Vec::new(),
-        ),
-        #[cfg(feature = "cuda")]
-        Runner::Cuda(c) => (
-            c.copy_us.iter().map(Window::median).collect(),
-            None,
-            c.topology.clone(),
-        ),
-    };
+    let wall_s = ran.wall_s;
     Ok(Summary {
         scenario: s.name.clone(),
         cells: s.cells,
         devices: s.split.len(),
         split: s.split.clone(),
         steps: s.steps,
-        mode: args.mode.name().into(),
-        runtime: args.runtime.name().into(),
+        mode: plan.mode.name().into(),
+        runtime: plan.runtime.name().into(),
         wall_s,
         mcells_per_s: s.cells as f64 * s.steps as f64 / wall_s.max(1e-12) / 1e6,
         max_abs_diff: max_diff,
         first_diff_cell: first,
         first_divergence_step,
-        modelled_step_us,
+        modelled_step_us: rt
+            .clock_is_modelled()
+            .then(|| rt.clock_us() / s.steps.max(1) as f64),
         measured_step_us: 1e6 * wall_s / s.steps.max(1) as f64,
-        copy_us_median,
-        topology,
+        copy_us_median: ran.copies.iter().map(Window::median).collect(),
+        topology: rt.topology(),
     })
 }
 

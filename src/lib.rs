@@ -5,6 +5,7 @@
 pub mod app;
 pub mod bench;
 pub mod cli;
+pub mod constants;
 pub mod cost;
 pub mod decomp;
 pub mod engine;
@@ -14,6 +15,7 @@ pub mod headless;
 pub mod memory;
 pub mod npy;
 pub mod physics;
+pub mod plan;
 pub mod program;
 pub mod runtime;
 pub mod scenario;

@@ -9,7 +9,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(haloscope::error::exit_code(&e))
+            ExitCode::from(haloscope::app::exit_code(&e))
         }
     }
 }

@@ -22,12 +22,8 @@
 //! into fused multiply-adds, and the CUDA kernels are built with `--fmad=false`, so every
 //! implementation of these steps agrees bit for bit.
 
+use crate::constants::{C0, EPS0};
 use crate::scenario::{Boundary, Injection, Scenario, SourceKind};
-
-/// Speed of light in vacuum, m/s.
-pub const C0: f64 = 299_792_458.0;
-/// Vacuum permittivity, F/m.
-pub const EPS0: f64 = 8.854_187_812_8e-12;
 
 /// Per-cell update coefficients of the whole grid, computed once from the scenario.
 #[derive(Debug, Clone)]

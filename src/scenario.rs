@@ -441,8 +441,8 @@ fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
                 ),
             ));
         }
-        let dt = courant * dx / crate::physics::C0;
-        let loss = mat.sigma * dt / (2.0 * crate::physics::EPS0 * mat.eps_r);
+        let dt = courant * dx / crate::constants::C0;
+        let loss = mat.sigma * dt / (2.0 * crate::constants::EPS0 * mat.eps_r);
         if !loss.is_finite() {
             let at = m.sigma.as_ref().map(|s| s.span());
             return Err(cx.err(

@@ -40,8 +40,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static A: Counting = Counting;
 
-use haloscope::engine::{Control, Engine, EngineConfig, RuntimeChoice};
+use haloscope::engine::{Control, Engine, EngineConfig};
 use haloscope::program::Mode;
+use haloscope::runtime::RuntimeChoice;
 use haloscope::runtime::sim::SimRuntime;
 use haloscope::scenario;
 
@@ -80,8 +81,7 @@ fn memory_does_not_grow_with_the_number_of_steps() {
     let e = Engine::start(EngineConfig {
         scenario: s.clone(),
         mode: Mode::Overlap,
-        runtime: RuntimeChoice::Sim,
-        jitter: None,
+        runtime: RuntimeChoice::Sim { jitter: None },
         running: true,
         speed: None,
         columns: 120,
@@ -130,8 +130,11 @@ fn memory_does_not_grow_with_the_number_of_steps() {
         .run;
         let base = live();
         PEAK.store(base, Ordering::Relaxed);
-        let sc = haloscope::headless::scenario_from(&args).unwrap();
-        haloscope::headless::run(&sc, &args).unwrap();
+        let plan = haloscope::plan::Plan::resolve(&args).unwrap();
+        let haloscope::plan::Watch::Headless(h) = &plan.watch else {
+            unreachable!("--headless")
+        };
+        haloscope::headless::run(&plan, h).unwrap();
         peaks.push(PEAK.load(Ordering::Relaxed) - base);
     }
     let file = std::fs::metadata(dir.path().join("t.json")).unwrap().len();

@@ -2,8 +2,6 @@
 //! publishes the latest [`Frame`] for the UI. It never waits for the UI: a frame replaces
 //! the previous one if the UI has not taken it yet.
 
-mod sim;
-
 use anyhow::Result;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
 use std::collections::VecDeque;
@@ -15,16 +13,10 @@ use crate::decomp::{Domain, Field};
 use crate::memory::OutOfMemory;
 use crate::physics::Coefficients;
 use crate::program::{Mode, Program};
-use crate::runtime::OpError;
+use crate::runtime::{MicroView, OpError, Runtime, RuntimeChoice, start};
 use crate::scenario::Scenario;
 use crate::snapshot::{self, Column, Partial};
 use crate::trace::TraceRecord;
-
-/// Steps of operations a frame carries for the timeline (zoomed, it shows them all).
-pub const TIMELINE_STEPS: u64 = 4;
-
-/// Largest grid the UI compares with the reference on the cuda runtime.
-pub const COMPARE_ON_GPU_UP_TO: usize = 1 << 24;
 
 /// What the UI can ask of the engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,21 +57,6 @@ impl CopyHistory {
         self.bytes = bytes;
         self.count += 1;
     }
-}
-
-/// State of the program for micro-stepping: where every thread is, what every stream has
-/// queued, what every event holds.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct MicroView {
-    /// The call the next micro-step issues: `(thread, op index)`; `None` at a step
-    /// boundary (it is then the first call of the next step of the first thread to go).
-    pub next: Option<(usize, usize)>,
-    /// Per stream (`name`, labels of issued operations not yet complete).
-    pub queued: Vec<(String, Vec<String>)>,
-    /// Per event (`name`, state).
-    pub events: Vec<(String, String)>,
-    /// The simulated time of the next call, µs.
-    pub now_us: f64,
 }
 
 /// Everything the UI draws, as of one instant.
@@ -126,8 +103,6 @@ pub struct EngineConfig {
     pub scenario: Scenario,
     pub mode: Mode,
     pub runtime: RuntimeChoice,
-    /// Sim runtime: shuffle costs with this seed.
-    pub jitter: Option<u64>,
     pub running: bool,
     pub speed: Option<f64>,
     pub columns: usize,
@@ -150,7 +125,7 @@ impl Engine {
     /// Fails only when the reference's memory cannot be allocated.
     pub fn start(cfg: EngineConfig) -> Result<Engine, OutOfMemory> {
         let program = Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
-        match make_backend(&cfg, program.clone()) {
+        match start(&cfg.runtime, &cfg.scenario, program.clone(), true) {
             Ok(b) => Engine::start_with(cfg, program, b),
             Err(e) => {
                 let mut core = Core::new(cfg, program, Box::new(Placeholder))?;
@@ -160,11 +135,11 @@ impl Engine {
         }
     }
 
-    /// Starts an engine on `backend`, created by [`make_backend`] for `cfg` and `program`.
+    /// Starts an engine on `backend`, created by [`start`] for `cfg` and `program`.
     pub fn start_with(
         cfg: EngineConfig,
         program: Arc<Program>,
-        backend: Box<dyn Backend>,
+        backend: Box<dyn Runtime>,
     ) -> Result<Engine, OutOfMemory> {
         let mut core = Core::new(cfg, program, backend)?;
         core.advance_to(0); // the setup calls (event creation)
@@ -212,86 +187,12 @@ impl Drop for Engine {
     }
 }
 
-/// What the engine needs of a runtime. Steps are absolute (sources see them).
-pub trait Backend: Send {
-    /// `sim` or `cuda`.
-    fn name(&self) -> &'static str;
-    /// Steps every thread has completed.
-    fn step(&self) -> u64;
-    /// Every thread stands at a step boundary with all its work done.
-    fn at_boundary(&self) -> bool;
-    /// Runs until `steps` steps are complete (threads may run ahead while running fast).
-    fn run_batch(&mut self, steps: u64) -> Result<()>;
-    /// Runs until `steps` steps are complete, every thread stopping there (or at the next
-    /// boundary a thread has already passed).
-    fn run_to(&mut self, steps: u64) -> Result<()>;
-    /// The first step boundary no thread has passed.
-    fn next_boundary(&self) -> u64;
-    /// Issues exactly one more API call.
-    fn micro_step(&mut self) -> Result<()>;
-    /// Another program on the same fields, from the current step boundary.
-    fn set_program(&mut self, program: Arc<Program>) -> Result<()>;
-    /// The owned cells reduced to screen columns, compared with `reference`.
-    fn reduce(
-        &mut self,
-        edges: &Arc<Vec<usize>>,
-        reference: Option<&Arc<(Vec<f32>, Vec<f32>)>>,
-    ) -> Result<Vec<Partial>>;
-    /// Calls `each(source, destination, bytes, µs)` for every peer copy completed since
-    /// the last call.
-    fn drain_copies(&mut self, each: &mut dyn FnMut(usize, usize, usize, f64));
-    /// Records of the latest `TIMELINE_STEPS` steps that have any, and the latest step.
-    fn timeline(&self) -> (Vec<TraceRecord>, Option<u64>);
-    /// A clock in µs for the time per step: modelled (sim) or measured (cuda).
-    fn clock_us(&self) -> f64;
-    /// Where the threads are; with `detail`, the streams' queues and the events too.
-    fn micro(&mut self, detail: bool) -> MicroView;
-    /// Facts about the machine the UI shows: which links are direct, how clocks align.
-    fn notes(&self) -> Vec<String> {
-        Vec::new()
-    }
-    /// Where the fields stopped being numbers, in words, if they did (a blown-up run).
-    fn non_finite(&mut self) -> Option<String> {
-        None
-    }
-    /// Test-only: make device `d`'s compute panic.
-    fn inject_panic(&self, _d: usize) {}
-}
-
-/// Which runtime an engine drives.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RuntimeChoice {
-    Sim,
-    /// Real GPUs: the physical GPU of each logical device.
-    Cuda(Vec<i32>),
-}
-
-/// Creates the backend for `cfg` running `program` from step 0. Errors here (no GPU, bad
-/// GPU list) are the user's to fix: callers show them before the UI starts.
-pub fn make_backend(cfg: &EngineConfig, program: Arc<Program>) -> Result<Box<dyn Backend>> {
-    match &cfg.runtime {
-        RuntimeChoice::Sim => Ok(Box::new(sim::SimBackend::new(
-            &cfg.scenario,
-            program,
-            cfg.jitter,
-        )?)),
-        #[cfg(feature = "cuda")]
-        RuntimeChoice::Cuda(gpus) => Ok(Box::new(crate::runtime::cuda::CudaBackend::new(
-            &cfg.scenario,
-            program,
-            gpus,
-        )?)),
-        #[cfg(not(feature = "cuda"))]
-        RuntimeChoice::Cuda(_) => Err(crate::error::UsageError(crate::runtime::NO_CUDA.into()).into()),
-    }
-}
-
 /// The engine's own state (lives on the engine thread).
 struct Core {
     cfg: EngineConfig,
     mode: Mode,
     program: Arc<Program>,
-    backend: Box<dyn Backend>,
+    backend: Box<dyn Runtime>,
     reference: Domain,
     reference_step: u64,
     running: bool,
@@ -312,7 +213,7 @@ struct Core {
 }
 
 impl Core {
-    fn new(cfg: EngineConfig, program: Arc<Program>, backend: Box<dyn Backend>) -> Result<Core, OutOfMemory> {
+    fn new(cfg: EngineConfig, program: Arc<Program>, backend: Box<dyn Runtime>) -> Result<Core, OutOfMemory> {
         let s = &cfg.scenario;
         let coefficients = Coefficients::new(s)?;
         Ok(Core {
@@ -424,7 +325,8 @@ impl Core {
         let program = Arc::new(mode.program(&cfg.scenario.ranges()));
         // The old runtime goes first: a GPU's memory is not held twice.
         self.backend = Box::new(Placeholder);
-        let made = make_backend(&cfg, program.clone()).and_then(|b| Ok(Core::new(cfg, program, b)?));
+        let made = start(&cfg.runtime, &cfg.scenario, program.clone(), true)
+            .and_then(|b| Ok(Core::new(cfg, program, b)?));
         match made {
             Ok(core) => {
                 *self = core;
@@ -434,10 +336,7 @@ impl Core {
             Err(e) => {
                 // The old run's error is over; this one is what stands now.
                 self.error = None;
-                let what = match self.cfg.runtime {
-                    RuntimeChoice::Sim => "sim",
-                    RuntimeChoice::Cuda(_) => "cuda",
-                };
+                let what = self.cfg.runtime.name();
                 self.fail(e.context(format!("starting the {what} runtime again")));
             }
         }
@@ -539,7 +438,7 @@ impl Core {
         // The reference follows the run to every step boundary. It runs on the CPU: beside
         // GPUs, past a few million cells it would set the pace (headless --check-every
         // compares any size).
-        let compare = self.backend.name() == "sim" || s.cells <= COMPARE_ON_GPU_UP_TO;
+        let compare = self.backend.compare_up_to().is_none_or(|n| s.cells <= n);
         let reference = if boundary && compare {
             while self.reference_step < step {
                 self.reference.step(self.reference_step);
@@ -638,7 +537,7 @@ impl Core {
 /// Stands in for a runtime while the next one is created.
 struct Placeholder;
 
-impl Backend for Placeholder {
+impl Runtime for Placeholder {
     fn name(&self) -> &'static str {
         "none"
     }
@@ -663,7 +562,10 @@ impl Backend for Placeholder {
     fn set_program(&mut self, _: Arc<Program>) -> Result<()> {
         Err(anyhow::anyhow!("no runtime"))
     }
-    fn reduce(&mut self, _: &Arc<Vec<usize>>, _: Option<&Arc<(Vec<f32>, Vec<f32>)>>) -> Result<Vec<Partial>> {
+    fn fields(&mut self) -> Result<crate::decomp::Gathered> {
+        Err(anyhow::anyhow!("no runtime"))
+    }
+    fn reduce(&mut self, _: &Arc<Vec<usize>>, _: Option<&crate::decomp::Reference>) -> Result<Vec<Partial>> {
         Ok(Vec::new())
     }
     fn drain_copies(&mut self, _: &mut dyn FnMut(usize, usize, usize, f64)) {}
@@ -686,8 +588,7 @@ mod tests {
         Engine::start(EngineConfig {
             scenario: crate::scenario::load(None).unwrap(),
             mode,
-            runtime: RuntimeChoice::Sim,
-            jitter: None,
+            runtime: RuntimeChoice::Sim { jitter: None },
             running: false,
             speed: None,
             columns: 80,
@@ -794,15 +695,14 @@ mod tests {
         let cfg = EngineConfig {
             scenario: crate::scenario::load(None).unwrap(),
             mode,
-            runtime: RuntimeChoice::Sim,
-            jitter,
+            runtime: RuntimeChoice::Sim { jitter },
             running: false,
             speed: None,
             columns: 97,
             inject_panic: None,
         };
         let program = Arc::new(mode.program(&cfg.scenario.ranges()));
-        let backend = make_backend(&cfg, program.clone()).unwrap();
+        let backend = start(&cfg.runtime, &cfg.scenario, program.clone(), true).unwrap();
         let mut c = Core::new(cfg, program, backend).unwrap();
         c.advance_to(0);
         c
@@ -858,7 +758,7 @@ mod tests {
         fail_at: u64,
     }
 
-    impl Backend for Refusing {
+    impl Runtime for Refusing {
         fn name(&self) -> &'static str {
             "cuda"
         }
@@ -896,10 +796,13 @@ mod tests {
         fn set_program(&mut self, _: Arc<Program>) -> Result<()> {
             Ok(())
         }
+        fn fields(&mut self) -> Result<crate::decomp::Gathered> {
+            Ok((Vec::new(), Vec::new()))
+        }
         fn reduce(
             &mut self,
             _: &Arc<Vec<usize>>,
-            _: Option<&Arc<(Vec<f32>, Vec<f32>)>>,
+            _: Option<&crate::decomp::Reference>,
         ) -> Result<Vec<Partial>> {
             Ok(Vec::new())
         }
@@ -928,8 +831,7 @@ mod tests {
         let cfg = EngineConfig {
             scenario: crate::scenario::load(None).unwrap(),
             mode: Mode::Events,
-            runtime: RuntimeChoice::Sim,
-            jitter: None,
+            runtime: RuntimeChoice::Sim { jitter: None },
             running: false,
             speed: None,
             columns: 40,

@@ -6,37 +6,26 @@
 //! `update_e` and the sources, `Ex[hi_d]` (the right neighbour's first cell) must reach
 //! `d`'s right halo. Streams: index 0 is `compute`, index 1 is `copy`.
 
-use clap::ValueEnum;
 use serde::Serialize;
 use std::ops::Range;
 
-use super::{EventId, EventInfo, Op, Program, StreamId};
+use super::ops::{EventId, EventInfo, Op, Program, StreamId};
 use crate::decomp::{Field, HALO, Kernel};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, ValueEnum)]
+/// An ordering mode: [`Mode::summary`] says what each one is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
-    /// Correct: record on the producer's stream, wait on the consumer's stream.
     Events,
-    /// Correct but over-synchronised: the host synchronises after every copy.
     HostSync,
-    /// Correct and overlapped: boundary cells first, copies on a copy stream behind the interior.
     Overlap,
-    /// Correct: as overlap, but each producer pushes its boundary cell to the neighbour.
     Push,
-    /// Broken: the copy does not wait for the kernel that produces its source.
     NoWait,
-    /// Broken: a wait issued before the neighbour recorded the event.
     WaitBeforeRecord,
-    /// Broken: an event recorded on a stream of another device (fails).
     CrossDeviceRecord,
-    /// Broken: the copy is ordered after its producer but not before its consumer.
     HaloOverwrite,
-    /// Correct: halos 16 cells wide, exchanged once every 16 steps.
     WideHalo,
-    /// Correct: as wide-halo, with the 16 steps in one kernel that passes over memory once.
     Fused,
-    /// Correct: as wide-halo, with the 16 steps' 48 kernels launched as one CUDA graph.
     Graph,
 }
 
@@ -68,6 +57,34 @@ impl Mode {
             Mode::WideHalo => "wide-halo",
             Mode::Fused => "fused",
             Mode::Graph => "graph",
+        }
+    }
+
+    /// The mode's name as typed (`--mode`, scenario files, the UI).
+    pub fn from_name(name: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// One line: correct or broken, and how (the CLI's help lists it).
+    pub fn summary(self) -> &'static str {
+        match self {
+            Mode::Events => "Correct: record on the producer's stream, wait on the consumer's stream",
+            Mode::HostSync => "Correct but over-synchronised: the host synchronises after every copy",
+            Mode::Overlap => {
+                "Correct and overlapped: boundary cells first, copies on a copy stream behind the interior"
+            }
+            Mode::Push => "Correct: as overlap, but each producer pushes its boundary cell to the neighbour",
+            Mode::NoWait => "Broken: the copy does not wait for the kernel that produces its source",
+            Mode::WaitBeforeRecord => "Broken: a wait issued before the neighbour recorded the event",
+            Mode::CrossDeviceRecord => "Broken: an event recorded on a stream of another device (fails)",
+            Mode::HaloOverwrite => {
+                "Broken: the copy is ordered after its producer but not before its consumer"
+            }
+            Mode::WideHalo => "Correct: halos 16 cells wide, exchanged once every 16 steps",
+            Mode::Fused => {
+                "Correct: as wide-halo, with the 16 steps in one kernel that passes over memory once"
+            }
+            Mode::Graph => "Correct: as wide-halo, with the 16 steps' 48 kernels launched as one CUDA graph",
         }
     }
 

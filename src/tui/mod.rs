@@ -12,24 +12,13 @@ use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event, Key
 use crossterm::execute;
 use ratatui::layout::Rect;
 use std::io::IsTerminal;
-use std::path::Path;
 use std::time::Duration;
 
-use crate::engine::{self as engine_mod, Control, Engine, EngineConfig, RuntimeChoice};
+use crate::engine::{Control, Engine, EngineConfig};
 use crate::error::UsageError;
-use crate::scenario::Scenario;
+use crate::plan::{Plan, UiPlan};
 use app::{App, SPEEDS};
 use keymap::KeyMap;
-
-/// What the UI is started with.
-pub struct Options<'a> {
-    pub mode: crate::program::Mode,
-    pub runtime: RuntimeChoice,
-    pub jitter: Option<u64>,
-    pub keymap: Option<&'a Path>,
-    pub paused: bool,
-    pub inject_panic: Option<u64>,
-}
 
 /// Restores the terminal, prints the panic, and ends the process: a panic in any thread
 /// (UI, engine or device) must not leave the UI drawing into a restored terminal.
@@ -100,18 +89,29 @@ fn signals() -> Result<Receiver<i32>> {
     Ok(rx)
 }
 
-/// What the engine starts with, from the options and the UI's state.
-fn engine_config(scenario: Scenario, opts: &Options, app: &App, columns: usize) -> EngineConfig {
+/// What the engine starts with, from the plan and the UI's state.
+fn engine_config(plan: &Plan, ui: &UiPlan, app: &App, columns: usize) -> EngineConfig {
     EngineConfig {
-        scenario,
-        mode: opts.mode,
-        runtime: opts.runtime.clone(),
-        jitter: opts.jitter,
-        running: !opts.paused,
+        scenario: plan.scenario.clone(),
+        mode: plan.mode,
+        runtime: plan.runtime.clone(),
+        running: !ui.paused,
         speed: SPEEDS[app.speed],
         columns,
-        inject_panic: opts.inject_panic,
+        inject_panic: ui.inject_panic,
     }
+}
+
+/// The runtime for `cfg` and the program it starts with.
+fn start_runtime(
+    cfg: &EngineConfig,
+) -> Result<(
+    std::sync::Arc<crate::program::Program>,
+    Box<dyn crate::runtime::Runtime>,
+)> {
+    let program = std::sync::Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
+    let runtime = crate::runtime::start(&cfg.runtime, &cfg.scenario, program.clone(), true)?;
+    Ok((program, runtime))
 }
 
 /// A token of `--screen`: a key, or a pause.
@@ -169,20 +169,16 @@ fn parse_size(size: &str) -> Result<Rect, UsageError> {
 }
 
 /// Runs the UI off-screen: presses `keys`, then returns the screen as text.
-pub fn screen(scenario: Scenario, opts: Options, keys: &str, size: &str) -> Result<String> {
+pub fn screen(plan: &Plan, ui: &UiPlan, keys: &str, size: &str) -> Result<String> {
     use ratatui::{Terminal, backend::TestBackend};
     let presses = parse_presses(keys)?;
     install_screen_panic_hook();
     let area = parse_size(size)?;
-    let (keymap, notice) = KeyMap::load(opts.keymap);
-    let mut app = App::new(opts.mode, keymap, notice);
-    let cfg = engine_config(scenario, &opts, &app, view::plot_columns(area, &app));
-    let program = std::sync::Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
-    let engine = Engine::start_with(
-        cfg.clone(),
-        program.clone(),
-        engine_mod::make_backend(&cfg, program)?,
-    )?;
+    let (keymap, notice) = KeyMap::load(ui.keymap.as_deref());
+    let mut app = App::new(plan.mode, keymap, notice);
+    let cfg = engine_config(plan, ui, &app, view::plot_columns(area, &app));
+    let (program, runtime) = start_runtime(&cfg)?;
+    let engine = Engine::start_with(cfg, program, runtime)?;
     // Takes frames: with `expect`, waits (up to 20 s: a runtime may be starting) for the
     // frame answering the last control; then until none came for 100 ms, or for 300 ms
     // after the first (a running engine never goes quiet).
@@ -247,7 +243,7 @@ pub fn screen(scenario: Scenario, opts: Options, keys: &str, size: &str) -> Resu
 }
 
 /// Runs the UI until the user quits.
-pub fn run(scenario: Scenario, opts: Options) -> Result<()> {
+pub fn run(plan: &Plan, ui: &UiPlan) -> Result<()> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(UsageError(
             "the interactive UI needs a terminal on stdin and stdout; use --headless to run without one"
@@ -255,14 +251,13 @@ pub fn run(scenario: Scenario, opts: Options) -> Result<()> {
         )
         .into());
     }
-    let (keymap, notice) = KeyMap::load(opts.keymap);
-    let mut app = App::new(opts.mode, keymap, notice);
+    let (keymap, notice) = KeyMap::load(ui.keymap.as_deref());
+    let mut app = App::new(plan.mode, keymap, notice);
     let signals = signals()?;
-    let mut cfg = engine_config(scenario, &opts, &app, 1);
+    let mut cfg = engine_config(plan, ui, &app, 1);
     // The runtime starts before the terminal is taken: its errors (no GPU, a bad GPU
     // list, out of memory) print like any other and exit with code 2.
-    let program = std::sync::Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
-    let backend = engine_mod::make_backend(&cfg, program.clone())?;
+    let (program, backend) = start_runtime(&cfg)?;
 
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     install_panic_hook();

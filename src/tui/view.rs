@@ -124,7 +124,7 @@ fn panel_block<'a>(panel: Panel, focused: bool, frame: &Frame, app: &App) -> Blo
                 clock_name(frame)
             ),
             Some(s) if app.zoom && s > 0 => {
-                let first = s.saturating_sub(crate::engine::TIMELINE_STEPS - 1);
+                let first = s.saturating_sub(crate::runtime::TIMELINE_STEPS - 1);
                 format!(" Timeline: steps {first}–{s} ({} clock) ", clock_name(frame))
             }
             Some(s) => format!(
@@ -452,7 +452,7 @@ fn lane_color(kind: OpKind) -> Color {
 fn render_timeline(frame: &Frame, device: Option<usize>, zoomed: bool, area: Rect, buf: &mut Buffer) {
     // The last step; zoomed, the last few.
     let last = frame.timeline_step.unwrap_or(0);
-    let steps = if zoomed { crate::engine::TIMELINE_STEPS } else { 1 };
+    let steps = if zoomed { crate::runtime::TIMELINE_STEPS } else { 1 };
     let records: Vec<&TraceRecord> = frame
         .timeline
         .iter()
@@ -915,8 +915,9 @@ fn render_lesson(frame: &Frame, area: Rect, buf: &mut Buffer) {
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use crate::engine::{CopyHistory, MicroView};
+    use crate::engine::CopyHistory;
     use crate::program::Mode;
+    use crate::runtime::MicroView;
     use crate::runtime::sim::Scheduler;
     use crate::snapshot::Column;
     use crate::tui::keymap::KeyMap;

@@ -1,14 +1,15 @@
-//! The engine's view of the cuda runtime: runs of steps with the last few timed call by
-//! call, micro-steps, snapshots reduced on the GPU.
+//! The cuda runtime behind the seam: runs of steps (watched by a UI: the last few timed
+//! call by call), micro-steps, snapshots reduced on the GPU.
 
 use anyhow::Result;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{CopyTime, CudaRuntime};
-use crate::engine::{Backend, MicroView, TIMELINE_STEPS};
+use super::runtime::CudaRuntime;
+use super::shared::CopyTime;
+use crate::decomp::{Gathered, Reference};
 use crate::program::Program;
-use crate::runtime::GPU_CLOCK_NOTE;
+use crate::runtime::seam::{GPU_CLOCK_NOTE, GPU_OBSERVE_NOTE, MicroView, Runtime, TIMELINE_STEPS};
 use crate::scenario::Scenario;
 use crate::snapshot::Partial;
 use crate::trace::TraceRecord;
@@ -17,8 +18,13 @@ use crate::trace::TraceRecord;
 /// costs two events each, so only the steps a frame shows are timed.
 const CAPTURE_EVERY: Duration = Duration::from_millis(30);
 
+/// Largest grid the UI compares with the CPU reference at every frame.
+pub const COMPARE_UP_TO: usize = 1 << 24;
+
 pub struct CudaBackend {
     rt: CudaRuntime,
+    /// A UI looks at the run: windows of calls are timed for the timeline.
+    watched: bool,
     copies: Vec<CopyTime>,
     /// Timed calls of the latest steps.
     timeline: Vec<TraceRecord>,
@@ -32,9 +38,10 @@ pub struct CudaBackend {
 }
 
 impl CudaBackend {
-    pub fn new(s: &Scenario, program: Arc<Program>, gpus: &[i32]) -> Result<CudaBackend> {
+    pub fn new(s: &Scenario, program: Arc<Program>, gpus: &[i32], watched: bool) -> Result<CudaBackend> {
         Ok(CudaBackend {
             rt: CudaRuntime::new(s, (*program).clone(), gpus)?,
+            watched,
             copies: Vec::new(),
             timeline: Vec::new(),
             clock_us: 0.0,
@@ -50,7 +57,9 @@ impl CudaBackend {
         let due = self.last_capture.is_none_or(|t| t.elapsed() >= CAPTURE_EVERY);
         // At least the last whole round: its calls are numbered with its first step.
         let span = TIMELINE_STEPS.max(2 * self.rt.steps_per_round());
-        let capture_from = if to - from <= span || due {
+        let capture_from = if !self.watched {
+            u64::MAX
+        } else if to - from <= span || due {
             self.last_capture = Some(Instant::now());
             to.saturating_sub(span)
         } else {
@@ -96,7 +105,7 @@ fn cut_idle(shown: &[TraceRecord], new: &mut [TraceRecord]) {
     }
 }
 
-impl Backend for CudaBackend {
+impl Runtime for CudaBackend {
     fn name(&self) -> &'static str {
         "cuda"
     }
@@ -130,11 +139,19 @@ impl Backend for CudaBackend {
         self.rt.set_program(program)
     }
 
-    fn reduce(
-        &mut self,
-        edges: &Arc<Vec<usize>>,
-        reference: Option<&Arc<(Vec<f32>, Vec<f32>)>>,
-    ) -> Result<Vec<Partial>> {
+    fn fields(&mut self) -> Result<Gathered> {
+        self.rt.fields()
+    }
+
+    fn compare_up_to(&self) -> Option<usize> {
+        Some(COMPARE_UP_TO)
+    }
+
+    fn topology(&self) -> Vec<String> {
+        self.rt.topology.clone()
+    }
+
+    fn reduce(&mut self, edges: &Arc<Vec<usize>>, reference: Option<&Reference>) -> Result<Vec<Partial>> {
         let parts = self.rt.reduce(edges, reference)?;
         self.suspect = parts.iter().flat_map(|p| &p.columns).any(|(_, c)| c.not_finite());
         Ok(parts)
@@ -209,7 +226,7 @@ impl Backend for CudaBackend {
     fn notes(&self) -> Vec<String> {
         let mut n = self.rt.topology.clone();
         n.push(GPU_CLOCK_NOTE.to_string());
-        n.push(crate::runtime::GPU_OBSERVE_NOTE.to_string());
+        n.push(GPU_OBSERVE_NOTE.to_string());
         n
     }
 }

@@ -9,7 +9,8 @@ use anyhow::{Result, anyhow};
 use std::ops::Range;
 use std::time::Instant;
 
-use super::{FUSED_PTX, sys};
+use super::shared::FUSED_PTX;
+use super::sys;
 use crate::decomp::{DeviceState, Domain, Field};
 use crate::fused::{Held, MAX_SOURCES, MAX_STEPS};
 use crate::physics::{Coefficients, EndCondition};
@@ -286,7 +287,7 @@ impl WideRun {
     }
 
     /// Both fields' owned cells of every GPU, in grid order.
-    pub fn fields(&self) -> Result<(Vec<f32>, Vec<f32>)> {
+    pub fn fields(&self) -> Result<crate::decomp::Gathered> {
         self.synchronize()?;
         let (mut ex, mut hy) = (Vec::new(), Vec::new());
         for g in &self.gpus {

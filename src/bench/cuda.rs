@@ -7,11 +7,11 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::wide::WideRun;
-use super::{CudaRuntime, FDTD_PTX, sys};
-use crate::bench::bench_scenario;
+use super::scenario::bench_scenario;
 use crate::fused;
 use crate::program::{Mode, Op, Program};
+use crate::runtime::cuda::probe::{self, WideRun};
+use crate::runtime::{Runtime, RuntimeChoice};
 use crate::snapshot;
 use crate::stats::median;
 
@@ -138,133 +138,6 @@ pub struct GpuBench {
     pub fused: Vec<FusedRow>,
 }
 
-/// Runs `f` with GPU `gpu`'s primary context current on this thread.
-fn on_gpu<T>(gpu: i32, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    let d = sys::device(gpu)?;
-    sys::primary_context(d)?;
-    let r = f();
-    sys::release_primary_context(d);
-    r
-}
-
-/// µs between two events around `f`'s work on `s`.
-fn timed(s: sys::Stream, f: impl FnOnce() -> Result<()>) -> Result<f64> {
-    let (a, b) = (sys::event(true)?, sys::event(true)?);
-    sys::record(a, s)?;
-    f()?;
-    sys::record(b, s)?;
-    sys::stream_synchronize(s)?;
-    let us = 1e3 * f64::from(sys::elapsed_ms(a, b)?);
-    sys::destroy_event(a);
-    sys::destroy_event(b);
-    Ok(us)
-}
-
-fn copy_bandwidth(gpu: i32) -> Result<f64> {
-    on_gpu(gpu, || {
-        let bytes = 1usize << 30;
-        let (x, y) = (sys::alloc(bytes)?, sys::alloc(bytes)?);
-        let s = sys::stream()?;
-        sys::memcpy_async(y, x, bytes, s)?; // warm-up
-        let reps = 10;
-        let us = timed(s, || {
-            for _ in 0..reps {
-                sys::memcpy_async(y, x, bytes, s)?;
-            }
-            Ok(())
-        })?;
-        sys::stream_synchronize(s)?;
-        sys::destroy_stream(s);
-        sys::free(x);
-        sys::free(y);
-        Ok(2.0 * (bytes * reps) as f64 / us / 1e3)
-    })
-}
-
-fn link(src: i32, dst: i32) -> Result<Link> {
-    let (ds, dd) = (sys::device(src)?, sys::device(dst)?);
-    let direct = sys::can_access_peer(ds, dd)?;
-    let big = 256usize << 20;
-    let dst_ctx = sys::primary_context(dd)?;
-    let dst_buf = sys::alloc(big)?;
-    let src_ctx = sys::primary_context(ds)?;
-    let src_buf = sys::alloc(big)?;
-    if direct {
-        sys::enable_peer_access(dst_ctx)?;
-    }
-    let s = sys::stream()?;
-    let copy = |bytes| sys::memcpy_peer_async(dst_buf, dst_ctx, src_buf, src_ctx, bytes, s);
-    copy(4)?;
-    let mut small = Vec::new();
-    for _ in 0..200 {
-        small.push(timed(s, || Ok(copy(4)?))?);
-    }
-    let reps = 5;
-    let us = timed(s, || {
-        for _ in 0..reps {
-            copy(big)?;
-        }
-        Ok(())
-    })?;
-    sys::destroy_stream(s);
-    // Pull: the destination's stream.
-    sys::set_current(dst_ctx)?;
-    if direct {
-        sys::enable_peer_access(src_ctx)?;
-    }
-    let d = sys::stream()?;
-    let pull = |bytes| sys::memcpy_peer_async(dst_buf, dst_ctx, src_buf, src_ctx, bytes, d);
-    pull(4)?;
-    let mut pulled = Vec::new();
-    for _ in 0..200 {
-        pulled.push(timed(d, || Ok(pull(4)?))?);
-    }
-    sys::destroy_stream(d);
-    sys::set_current(src_ctx)?;
-    sys::free(src_buf);
-    sys::set_current(dst_ctx)?;
-    sys::free(dst_buf);
-    sys::release_primary_context(ds);
-    sys::release_primary_context(dd);
-    Ok(Link {
-        src,
-        dst,
-        direct,
-        latency_us: median(&small).unwrap_or(0.0),
-        pull_latency_us: median(&pulled).unwrap_or(0.0),
-        gb_per_s: (big * reps) as f64 / us / 1e3,
-    })
-}
-
-fn launch_cost(gpu: i32) -> Result<f64> {
-    on_gpu(gpu, || {
-        let m = sys::load_module(FDTD_PTX)?;
-        let f = sys::function(m, "update_h")?;
-        let p = sys::alloc(16)?;
-        let s = sys::stream()?;
-        // count = 0: every thread returns at once; what is left is the launch itself.
-        let args = [
-            sys::Arg::Ptr(p),
-            sys::Arg::Ptr(p),
-            sys::Arg::F32(0.0),
-            sys::Arg::U32(0),
-            sys::Arg::U32(0),
-        ];
-        sys::launch(f, 1, 32, s, &args)?;
-        let n = 2000;
-        let us = timed(s, || {
-            for _ in 0..n {
-                sys::launch(f, 1, 32, s, &args)?;
-            }
-            Ok(())
-        })?;
-        sys::destroy_stream(s);
-        sys::free(p);
-        sys::unload_module(m);
-        Ok(us / f64::from(n))
-    })
-}
-
 /// The step of `p` with no exchange: its kernels (launched or as graphs) and barriers
 /// only (not a correct program: a yardstick for the exchange's cost).
 fn no_exchange(p: &Program) -> Program {
@@ -285,29 +158,34 @@ fn step_time(
     seconds: f64,
 ) -> Result<(f64, Option<f64>)> {
     let s = bench_scenario(cells_per_gpu * gpus.len(), gpus.len())?;
-    let mut rt = CudaRuntime::new(&s, program(&s.ranges()), gpus)?;
+    let cuda = RuntimeChoice::Cuda { gpus: gpus.to_vec() };
+    let mut rt = crate::runtime::start(&cuda, &s, Arc::new(program(&s.ranges())), false)?;
     // Steps as the runtime counts them: a program of rounds stops only at a round's end.
-    let run = |rt: &mut CudaRuntime, steps: u64| -> Result<f64> {
+    // Copy times of the latest run: the last `Window::CAP` of each device.
+    let mut windows = vec![crate::stats::Window::default(); gpus.len()];
+    let mut run = |rt: &mut dyn Runtime, steps: u64| -> Result<f64> {
+        windows.iter_mut().for_each(crate::stats::Window::clear);
         let (from, t0) = (rt.step(), Instant::now());
-        rt.run_until(from + steps)?;
-        Ok(t0.elapsed().as_secs_f64() / (rt.step() - from).max(1) as f64)
+        rt.run_to(from + steps)?;
+        let per = t0.elapsed().as_secs_f64() / (rt.step() - from).max(1) as f64;
+        rt.drain_copies(&mut |_, dst, _, us| windows[dst].push(us));
+        Ok(per)
     };
-    run(&mut rt, 5)?;
-    let per = run(&mut rt, 5)?;
+    run(rt.as_mut(), 5)?;
+    let per = run(rt.as_mut(), 5)?;
     let steps = ((seconds / per) as u64).clamp(10, 50_000);
     let mut samples = Vec::new();
     for _ in 0..3 {
-        rt.copy_us.iter_mut().for_each(crate::stats::Window::clear);
-        samples.push(run(&mut rt, steps)? * 1e6);
+        samples.push(run(rt.as_mut(), steps)? * 1e6);
     }
-    let copies: Vec<f64> = rt.copy_us.iter().flat_map(|w| w.iter()).copied().collect();
+    let copies: Vec<f64> = windows.iter().flat_map(|w| w.iter()).copied().collect();
     Ok((median(&samples).expect("samples"), median(&copies)))
 }
 
 /// Every measurement, or with `only` just those modes' rows (and what they are compared
 /// with).
 pub fn run(gpus: &[i32], seconds: f64, only: Option<&[Mode]>) -> Result<GpuBench> {
-    let names = super::visible()?;
+    let names = probe::gpu_names()?;
     if gpus.is_empty() {
         return Err(anyhow!("no GPU to measure"));
     }
@@ -315,18 +193,80 @@ pub fn run(gpus: &[i32], seconds: f64, only: Option<&[Mode]>) -> Result<GpuBench
     for &g in gpus {
         copy.push(CopyBandwidth {
             gpu: g,
-            gb_per_s: copy_bandwidth(g)?,
+            gb_per_s: probe::copy_bandwidth(g)?,
         });
     }
     let mut links = Vec::new();
     for &a in gpus {
         for &b in gpus {
             if a != b {
-                links.push(link(a, b)?);
+                let (direct, latency_us, pull_latency_us, gb_per_s) = probe::link(a, b)?;
+                links.push(Link {
+                    src: a,
+                    dst: b,
+                    direct,
+                    latency_us,
+                    pull_latency_us,
+                    gb_per_s,
+                });
             }
         }
     }
-    let launch_us = launch_cost(gpus[0])?;
+    let launch_us = probe::launch_cost(gpus[0])?;
+    let interior = interior(gpus, &copy, seconds, only)?;
+    let latency = median(&links.iter().map(|l| l.latency_us).collect::<Vec<_>>());
+    // 1 GPU, then 2, 4 and 8 where there are that many.
+    let sets: Vec<&[i32]> = [1, 2, 4, 8]
+        .into_iter()
+        .filter(|&n| n <= gpus.len())
+        .map(|n| &gpus[..n])
+        .collect();
+    let (modes, scaling) = modes(&sets, latency, seconds, only)?;
+    let strong = strong(&sets, seconds, only)?;
+    let snapshot = snapshot_cost(gpus, only)?;
+    let two_kernel = |cells: usize, n: usize| {
+        if n == 1 {
+            interior
+                .iter()
+                .find(|i| i.gpu == gpus[0] && i.cells == cells)
+                .map(|i| i.us_per_step)
+        } else {
+            let m = modes
+                .iter()
+                .find(|m| m.mode == "overlap" && m.cells_per_gpu == cells && m.gpus == n);
+            m.map(|m| m.us_per_step)
+        }
+    };
+    let fused = fused_rows(
+        gpus,
+        &sets,
+        copy[0].gb_per_s,
+        launch_us,
+        &two_kernel,
+        seconds,
+        only,
+    )?;
+    Ok(GpuBench {
+        gpus: gpus.iter().map(|&g| names[g as usize].clone()).collect(),
+        copy,
+        links,
+        launch_us,
+        interior,
+        modes,
+        scaling,
+        strong,
+        snapshot,
+        fused,
+    })
+}
+
+/// The interior update alone (no exchange) on each GPU, against its copy bandwidth.
+fn interior(
+    gpus: &[i32],
+    copy: &[CopyBandwidth],
+    seconds: f64,
+    only: Option<&[Mode]>,
+) -> Result<Vec<Interior>> {
     let mut interior = Vec::new();
     let kernels_only = |r: &[std::ops::Range<usize>]| no_exchange(&Mode::Events.program(r));
     for &g in gpus.iter().filter(|_| only.is_none()) {
@@ -345,22 +285,26 @@ pub fn run(gpus: &[i32], seconds: f64, only: Option<&[Mode]>) -> Result<GpuBench
             });
         }
     }
-    let latency = median(&links.iter().map(|l| l.latency_us).collect::<Vec<_>>());
+    Ok(interior)
+}
+
+/// Each correct mode's step on 1, 2, 4, 8 GPUs against the same program without its
+/// exchange, and weak scaling.
+fn modes(
+    sets: &[&[i32]],
+    latency: Option<f64>,
+    seconds: f64,
+    only: Option<&[Mode]>,
+) -> Result<(Vec<ModeRow>, Vec<Scaling>)> {
     let mut modes = Vec::new();
     let mut scaling = Vec::new();
-    // 1 GPU, then 2, 4 and 8 where there are that many.
-    let sets: Vec<&[i32]> = [1, 2, 4, 8]
-        .into_iter()
-        .filter(|&n| n <= gpus.len())
-        .map(|n| &gpus[..n])
-        .collect();
     for cells in [1usize << 16, 1 << 26] {
         for mode in Mode::ALL
             .into_iter()
             .filter(|m| m.is_correct() && only.is_none_or(|o| o.contains(m)))
         {
             let mut t = Vec::new();
-            for g in &sets {
+            for g in sets {
                 let (us, copy_med) = step_time(|r| mode.program(r), cells, g, seconds)?;
                 // The same program with its copies and waits left out.
                 let base = step_time(|r| no_exchange(&mode.program(r)), cells, g, seconds)?.0;
@@ -389,12 +333,16 @@ pub fn run(gpus: &[i32], seconds: f64, only: Option<&[Mode]>) -> Result<GpuBench
             }
         }
     }
-    // Strong scaling: 2^28 cells in all, over 1, 2, 4, 8 GPUs.
+    Ok((modes, scaling))
+}
+
+/// Strong scaling: 2^28 cells in all, over 1, 2, 4, 8 GPUs.
+fn strong(sets: &[&[i32]], seconds: f64, only: Option<&[Mode]>) -> Result<Vec<StrongScaling>> {
     let mut strong = Vec::new();
     let total = 1usize << 28;
     for mode in [Mode::Overlap, Mode::Push].into_iter().filter(|_| only.is_none()) {
         let mut one = None;
-        for g in &sets {
+        for g in sets {
             let (us, _) = step_time(|r| mode.program(r), total / g.len(), g, seconds)?;
             let t1 = *one.get_or_insert(us);
             strong.push(StrongScaling {
@@ -407,11 +355,19 @@ pub fn run(gpus: &[i32], seconds: f64, only: Option<&[Mode]>) -> Result<GpuBench
             });
         }
     }
+    Ok(strong)
+}
+
+/// A snapshot's cost: the reduction kernel and the copy into pinned memory.
+fn snapshot_cost(gpus: &[i32], only: Option<&[Mode]>) -> Result<Vec<SnapshotCost>> {
     let mut snapshot = Vec::new();
     for cells in [1usize << 16, 1 << 28].into_iter().filter(|_| only.is_none()) {
         let s = bench_scenario(cells, 1)?;
-        let mut rt = CudaRuntime::new(&s, Mode::Events.program(&s.ranges()), &gpus[..1])?;
-        rt.run_until(2)?;
+        let one = RuntimeChoice::Cuda {
+            gpus: gpus[..1].to_vec(),
+        };
+        let mut rt = crate::runtime::start(&one, &s, Arc::new(Mode::Events.program(&s.ranges())), false)?;
+        rt.run_to(2)?;
         let columns = 200;
         let edges = Arc::new(snapshot::column_edges(cells, columns));
         rt.reduce(&edges, None)?;
@@ -427,21 +383,20 @@ pub fn run(gpus: &[i32], seconds: f64, only: Option<&[Mode]>) -> Result<GpuBench
             us: median(&samples).expect("samples"),
         });
     }
+    Ok(snapshot)
+}
+
+/// The fused kernel, checked against the CPU reference, then timed.
+fn fused_rows(
+    gpus: &[i32],
+    sets: &[&[i32]],
+    bw: f64,
+    launch_us: f64,
+    two_kernel: &dyn Fn(usize, usize) -> Option<f64>,
+    seconds: f64,
+    only: Option<&[Mode]>,
+) -> Result<Vec<FusedRow>> {
     let mut fused = Vec::new();
-    let bw = copy[0].gb_per_s;
-    let two_kernel = |cells: usize, n: usize| {
-        if n == 1 {
-            interior
-                .iter()
-                .find(|i| i.gpu == gpus[0] && i.cells == cells)
-                .map(|i| i.us_per_step)
-        } else {
-            let m = modes
-                .iter()
-                .find(|m| m.mode == "overlap" && m.cells_per_gpu == cells && m.gpus == n);
-            m.map(|m| m.us_per_step)
-        }
-    };
     let mut configs: Vec<(usize, &[i32])> = vec![
         (1 << 20, &gpus[..1]),
         (1 << 24, &gpus[..1]),
@@ -483,22 +438,18 @@ pub fn run(gpus: &[i32], seconds: f64, only: Option<&[Mode]>) -> Result<GpuBench
             differing_cells,
         });
     }
-    Ok(GpuBench {
-        gpus: gpus.iter().map(|&g| names[g as usize].clone()).collect(),
-        copy,
-        links,
-        launch_us,
-        interior,
-        modes,
-        scaling,
-        strong,
-        snapshot,
-        fused,
-    })
+    Ok(fused)
 }
 
 impl GpuBench {
     pub fn table(&self) -> String {
+        let mut o = self.hardware_table();
+        o += &self.modes_table();
+        o += &self.fused_table();
+        o
+    }
+
+    fn hardware_table(&self) -> String {
         let mut o = String::from("== what the hardware allows\n");
         for c in &self.copy {
             o += &format!(
@@ -537,7 +488,13 @@ impl GpuBench {
         o += &format!(
             "(bytes per cell: {BYTES_PER_CELL}, read + written; target ≥ 90 % of the copy bandwidth)\n"
         );
-        o += "\n== modes: time per step, halo overhead = step − the same step with no exchange\n";
+        o
+    }
+
+    fn modes_table(&self) -> String {
+        let mut o = String::from(
+            "\n== modes: time per step, halo overhead = step − the same step with no exchange\n",
+        );
         o += &format!(
             "{:<12} {:>10} {:>4} {:>10} {:>12} {:>10} {:>7} {:>9} {:>8}\n",
             "mode", "cells/GPU", "GPUs", "µs/step", "no exchange", "overhead", "share", "copy µs", "vs lat."
@@ -582,7 +539,13 @@ impl GpuBench {
                 100.0 * s.efficiency
             );
         }
-        o += "\n== fused kernel: k steps per pass over memory, and per halo exchange on several GPUs\n";
+        o
+    }
+
+    fn fused_table(&self) -> String {
+        let mut o = String::from(
+            "\n== fused kernel: k steps per pass over memory, and per halo exchange on several GPUs\n",
+        );
         o += &format!(
             "{:>10} {:>4} {:>3} {:>9} {:>10} {:>12} {:>12} {:>10} {:>16}\n",
             "cells/GPU",

@@ -1,14 +1,17 @@
-//! The engine's view of the sim runtime.
+//! The sim runtime behind the seam: runs observed at round boundaries, the records of the
+//! observed steps handed on once final (copy times, the modelled clock, a trace file).
 
 use anyhow::Result;
 use std::sync::{Arc, Mutex};
 
-use super::{Backend, MicroView, TIMELINE_STEPS};
+use super::runtime::SimRuntime;
+use super::scheduler::EventState;
+use crate::decomp::{Gathered, Reference};
 use crate::program::{OpKind, Program, StreamId};
-use crate::runtime::sim::{EventState, SimRuntime};
+use crate::runtime::seam::{MicroView, Runtime, TIMELINE_STEPS};
 use crate::scenario::Scenario;
 use crate::snapshot::Partial;
-use crate::trace::TraceRecord;
+use crate::trace::{TraceRecord, TraceWriter};
 
 pub struct SimBackend {
     rt: SimRuntime,
@@ -18,6 +21,9 @@ pub struct SimBackend {
     observed: u64,
     /// What the runtime's record sink took of the observed steps.
     taken: Arc<Mutex<Taken>>,
+    /// The sink may take records of the steps before this one before they are observed
+    /// ([`Runtime::will_stop_at`]).
+    stop_at: u64,
 }
 
 /// What the records of observed steps leave for the frame.
@@ -27,6 +33,9 @@ struct Taken {
     copies: Vec<(usize, usize, usize, f64)>,
     /// When the last operation of the observed steps completes, µs.
     clock: f64,
+    /// Where every record goes as well, and the first error writing it.
+    trace: Option<TraceWriter>,
+    trace_error: Option<std::io::Error>,
 }
 
 impl SimBackend {
@@ -37,6 +46,7 @@ impl SimBackend {
             jitter,
             observed: 0,
             taken: Arc::default(),
+            stop_at: 0,
         };
         b.attach();
         Ok(b)
@@ -53,6 +63,12 @@ impl SimBackend {
                 }
                 if r.stream.is_some() {
                     t.clock = t.clock.max(r.end_us);
+                }
+                if t.trace_error.is_none()
+                    && let Some(w) = t.trace.as_mut()
+                    && let Err(e) = w.record(r)
+                {
+                    t.trace_error = Some(e);
                 }
             }),
             self.observed,
@@ -79,14 +95,18 @@ impl SimBackend {
     fn observe(&mut self, steps: u64) -> Result<()> {
         let target = self.boundary_at_or_after(steps.max(self.observed));
         // The sink takes the records of the steps before the observation, no later ones.
-        self.rt.scheduler.set_sink_below(target);
-        self.rt.observe(target)?;
+        self.rt.scheduler.set_sink_below(target.max(self.stop_at));
+        if let Err(e) = self.rt.observe(target) {
+            // A trace keeps every call issued, the failing one included.
+            self.rt.scheduler.flush_sink_all();
+            return Err(e);
+        }
         self.observed = target;
         Ok(())
     }
 }
 
-impl Backend for SimBackend {
+impl Runtime for SimBackend {
     fn name(&self) -> &'static str {
         "sim"
     }
@@ -127,11 +147,11 @@ impl Backend for SimBackend {
         self.observe(base)
     }
 
-    fn reduce(
-        &mut self,
-        edges: &Arc<Vec<usize>>,
-        reference: Option<&Arc<(Vec<f32>, Vec<f32>)>>,
-    ) -> Result<Vec<Partial>> {
+    fn fields(&mut self) -> Result<Gathered> {
+        self.rt.fields()
+    }
+
+    fn reduce(&mut self, edges: &Arc<Vec<usize>>, reference: Option<&Reference>) -> Result<Vec<Partial>> {
         self.rt.reduce(edges, reference)
     }
 
@@ -162,6 +182,26 @@ impl Backend for SimBackend {
 
     fn clock_us(&self) -> f64 {
         self.taken().clock
+    }
+
+    fn clock_is_modelled(&self) -> bool {
+        true
+    }
+
+    fn will_stop_at(&mut self, steps: u64) {
+        self.stop_at = steps;
+        self.rt.scheduler.set_sink_below(steps.max(self.observed));
+    }
+
+    fn trace_to(&mut self, writer: TraceWriter) -> Result<()> {
+        self.taken().trace = Some(writer);
+        Ok(())
+    }
+
+    fn take_trace(&mut self) -> Option<(TraceWriter, Option<std::io::Error>)> {
+        let mut t = self.taken();
+        let w = t.trace.take()?;
+        Some((w, t.trace_error.take()))
     }
 
     fn micro(&mut self, detail: bool) -> MicroView {

@@ -1,0 +1,56 @@
+//! `haloscope bench`: every measurement the product makes of itself, each as a table of
+//! ratios measured in one run. Nothing below this wing imports it.
+
+mod cuda;
+mod scenario;
+mod sim;
+mod ui;
+
+pub use cuda::{BYTES_PER_CELL, GpuBench};
+pub use scenario::bench_scenario;
+pub use sim::{Row, run, table};
+pub use ui::{TuiBench, tui};
+
+use anyhow::Result;
+
+use crate::cli::{BenchArgs, RuntimeKind};
+use crate::error::UsageError;
+
+/// Runs the bench the arguments ask for and prints its table (or JSON).
+pub fn main(b: &BenchArgs) -> Result<()> {
+    let print = |json: String, table: String| {
+        if b.json {
+            println!("{json}");
+        } else {
+            print!("{table}");
+        }
+    };
+    if b.tui {
+        let r = ui::tui(b)?;
+        print(serde_json::to_string_pretty(&r)?, r.table());
+        return Ok(());
+    }
+    if b.runtime == RuntimeKind::Cuda {
+        let gpus = match &b.gpus {
+            Some(list) => crate::plan::parse_gpus(list)?,
+            None => crate::runtime::cuda::default_gpus()?
+                .into_iter()
+                .take(2)
+                .collect(),
+        };
+        let r = cuda::run(&gpus, b.seconds.min(0.5), b.modes.as_deref())?;
+        print(serde_json::to_string_pretty(&r)?, r.table());
+        return Ok(());
+    }
+    for (set, what) in [(b.gpus.is_some(), "--gpus"), (b.modes.is_some(), "--modes")] {
+        if set {
+            return Err(UsageError(format!(
+                "bench {what}: applies to `bench --runtime cuda` only; the sim bench measures the events mode"
+            ))
+            .into());
+        }
+    }
+    let rows = sim::run(b)?;
+    print(serde_json::to_string_pretty(&rows)?, sim::table(&rows));
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! One resolved run plan, made once from the command line: the scenario (with `--devices`,
+//! `--steps` and `--gpus` applied), the mode, the runtime and its GPUs, and how the run is
+//! watched. The UI, `--screen` and headless runs all start from it; every option that does
+//! not apply is refused here (exit 2), before anything runs.
+
+use anyhow::Result;
+use std::path::PathBuf;
+
+use crate::cli::{RunArgs, RuntimeKind};
+use crate::error::UsageError;
+use crate::program::Mode;
+use crate::runtime::RuntimeChoice;
+use crate::scenario::{self, Scenario};
+use crate::trace::TraceSteps;
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub scenario: Scenario,
+    pub mode: Mode,
+    pub runtime: RuntimeChoice,
+    pub watch: Watch,
+}
+
+/// How a run is watched.
+#[derive(Debug, Clone)]
+pub enum Watch {
+    /// The UI, on the terminal or (`screen`) off-screen.
+    Ui(UiPlan),
+    Headless(HeadlessPlan),
+}
+
+#[derive(Debug, Clone)]
+pub struct UiPlan {
+    pub keymap: Option<PathBuf>,
+    pub paused: bool,
+    /// `--screen KEYS` at `--size`: press the keys, print the screen.
+    pub screen: Option<(String, String)>,
+    /// Test-only: make a device thread panic at this step.
+    pub inject_panic: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct HeadlessPlan {
+    /// Compare with the reference every this many steps (whole rounds).
+    pub check_every: Option<u64>,
+    pub no_reference: bool,
+    pub dump_fields: Option<PathBuf>,
+    pub trace: Option<(PathBuf, TraceSteps)>,
+    pub json: bool,
+}
+
+/// `--gpus 0,1`: the physical GPU of each logical device.
+pub fn parse_gpus(list: &str) -> Result<Vec<i32>, UsageError> {
+    list.split(',')
+        .map(|p| {
+            p.trim().parse::<i32>().ok().filter(|g| *g >= 0).ok_or_else(|| {
+                UsageError(format!(
+                    "--gpus {list}: `{p}` is not a GPU index (a comma-separated list like 0,1)"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Loads the scenario named by the arguments and applies `--devices` and `--steps`.
+pub fn scenario_from(args: &RunArgs) -> Result<Scenario> {
+    let mut s = scenario::load(args.scenario.as_deref())?;
+    if let Some(n) = args.devices {
+        s = s.with_devices(n)?;
+    }
+    if let Some(n) = args.steps {
+        s.steps = n;
+    }
+    Ok(s)
+}
+
+impl Plan {
+    /// Resolves the command line (not `--list`, not `bench`) into a plan.
+    pub fn resolve(args: &RunArgs) -> Result<Plan> {
+        if args.gpus.is_some() && args.runtime == RuntimeKind::Sim {
+            return Err(UsageError(
+                "--gpus: applies to --runtime cuda only (the sim runtime has no GPUs to choose)".into(),
+            )
+            .into());
+        }
+        if args.jitter.is_some() && args.runtime == RuntimeKind::Cuda {
+            return Err(UsageError(
+                "--jitter: applies to the sim runtime only (on GPUs the timing is the GPUs' own)".into(),
+            )
+            .into());
+        }
+        let mut scenario = scenario_from(args)?;
+        let runtime = match args.runtime {
+            RuntimeKind::Sim => RuntimeChoice::Sim { jitter: args.jitter },
+            RuntimeKind::Cuda => {
+                // `--gpus LIST` and no `--devices`: one logical device per listed GPU.
+                let listed = args.gpus.as_deref().map(parse_gpus).transpose()?;
+                if let Some(list) = &listed
+                    && args.devices.is_none()
+                    && list.len() != scenario.split.len()
+                {
+                    scenario = scenario.with_devices(list.len())?;
+                }
+                let gpus = match listed {
+                    Some(list) => list,
+                    None => {
+                        // One device per GPU, or the devices spread over them in turn.
+                        let all = crate::runtime::cuda::default_gpus()?;
+                        (0..scenario.split.len())
+                            .map(|d| all[d % all.len().max(1)])
+                            .collect()
+                    }
+                };
+                RuntimeChoice::Cuda { gpus }
+            }
+        };
+        // The UI always runs the reference; headless unless --no-reference.
+        scenario.check_memory(!(args.headless && args.no_reference))?;
+        let watch = if args.headless {
+            Watch::Headless(HeadlessPlan {
+                check_every: args.check_every,
+                no_reference: args.no_reference,
+                dump_fields: args.dump_fields.clone(),
+                trace: args.trace.clone().map(|path| {
+                    let steps = match (&args.trace_steps, args.trace_last) {
+                        (Some(r), _) => TraceSteps::Range(r.clone()),
+                        (None, Some(n)) => TraceSteps::Last(n),
+                        (None, None) => TraceSteps::All,
+                    };
+                    (path, steps)
+                }),
+                json: args.json,
+            })
+        } else {
+            Watch::Ui(UiPlan {
+                keymap: args.keymap.clone(),
+                paused: args.paused,
+                screen: args.screen.clone().map(|keys| (keys, args.size.clone())),
+                inject_panic: args.inject_panic,
+            })
+        };
+        Ok(Plan {
+            scenario,
+            mode: args.mode,
+            runtime,
+            watch,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_lists_parse_or_are_refused_naming_the_bad_entry() {
+        assert_eq!(parse_gpus("0,1").unwrap(), vec![0, 1]);
+        assert_eq!(parse_gpus("0, 0,1 ,1").unwrap(), vec![0, 0, 1, 1]);
+        let e = parse_gpus("0,x").unwrap_err();
+        assert!(e.0.contains("`x` is not a GPU index"), "{e}");
+        assert!(parse_gpus("-1").is_err());
+    }
+}

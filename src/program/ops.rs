@@ -1,0 +1,274 @@
+//! The vocabulary of step programs: operations, streams, events, and a program of them.
+
+use serde::Serialize;
+use std::fmt;
+use std::ops::Range;
+
+use crate::decomp::{Field, Kernel};
+
+/// A stream of a device: `index` into [`Program::stream_names`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct StreamId {
+    pub device: usize,
+    pub index: usize,
+}
+
+/// An event of the program: index into [`Program::events`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct EventId(pub usize);
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventInfo {
+    /// Name as in the code, e.g. `h_ready[1]`.
+    pub name: String,
+    /// The device whose context created it (rule 4: it may be recorded only there).
+    pub device: usize,
+}
+
+/// One API call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Op {
+    /// `cudaEventCreateWithFlags(…, cudaEventDisableTiming)` on `device`.
+    EventCreate {
+        event: EventId,
+        device: usize,
+    },
+    EventDestroy {
+        event: EventId,
+    },
+    /// A kernel over global cells `cells` (clamped to what the device holds), in step
+    /// `substep` of the round (0 when a round is one step).
+    Launch {
+        kernel: Kernel,
+        cells: Range<usize>,
+        stream: StreamId,
+        substep: u32,
+    },
+    Record {
+        event: EventId,
+        stream: StreamId,
+    },
+    Wait {
+        stream: StreamId,
+        event: EventId,
+    },
+    /// Copies `src_cells` of `field` on device `src` to the same global cells on `dst`.
+    PeerCopy {
+        field: Field,
+        src: usize,
+        dst: usize,
+        cells: Range<usize>,
+        stream: StreamId,
+    },
+    StreamSync {
+        stream: StreamId,
+    },
+    DeviceSync {
+        device: usize,
+    },
+    /// Every host thread waits here for all the others.
+    HostBarrier,
+    /// `cudaGraphLaunch` of a graph built once from `nodes` (kernel launches, each node
+    /// after the one before), on `stream`. Node arguments that change (sources' values)
+    /// are updated before each launch.
+    Graph {
+        nodes: Vec<Op>,
+        stream: StreamId,
+    },
+}
+
+/// Broad kinds, for colours and the trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum OpKind {
+    Kernel,
+    Copy,
+    Event,
+    Sync,
+}
+
+impl Op {
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Op::Launch { .. } | Op::Graph { .. } => OpKind::Kernel,
+            Op::PeerCopy { .. } => OpKind::Copy,
+            Op::EventCreate { .. } | Op::EventDestroy { .. } | Op::Record { .. } | Op::Wait { .. } => {
+                OpKind::Event
+            }
+            Op::StreamSync { .. } | Op::DeviceSync { .. } | Op::HostBarrier => OpKind::Sync,
+        }
+    }
+
+    /// A kernel launch's kernel, cells and step within the round.
+    pub fn as_launch(&self) -> Option<(Kernel, &Range<usize>, u32)> {
+        match self {
+            Op::Launch {
+                kernel,
+                cells,
+                substep,
+                ..
+            } => Some((*kernel, cells, *substep)),
+            _ => None,
+        }
+    }
+
+    /// The stream the call enqueues work on, if any.
+    pub fn stream(&self) -> Option<StreamId> {
+        match self {
+            Op::Launch { stream, .. }
+            | Op::Graph { stream, .. }
+            | Op::Record { stream, .. }
+            | Op::Wait { stream, .. }
+            | Op::PeerCopy { stream, .. } => Some(*stream),
+            _ => None,
+        }
+    }
+}
+
+/// The per-device step programs of one ordering mode over one decomposition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Program {
+    /// The mode it was built from (or any name, for a hand-written program).
+    pub name: String,
+    /// Names of each device's streams (`compute`, `copy`).
+    pub stream_names: Vec<&'static str>,
+    pub events: Vec<EventInfo>,
+    /// Calls each thread makes once before the first step.
+    pub setup: Vec<Vec<Op>>,
+    /// Calls each thread makes every round.
+    pub step: Vec<Vec<Op>>,
+    /// Steps one round of `step` advances (1, except for modes that exchange halos once
+    /// every few steps).
+    pub steps_per_round: u64,
+}
+
+impl Program {
+    pub fn devices(&self) -> usize {
+        self.step.len()
+    }
+
+    pub fn stream_name(&self, s: StreamId) -> String {
+        format!("{}@dev{}", self.stream_names[s.index], s.device)
+    }
+
+    /// A short name for the call, for timelines and queues.
+    pub fn label(&self, op: &Op) -> String {
+        let ev = |e: &EventId| self.events[e.0].name.clone();
+        match op {
+            Op::EventCreate { event, .. } => format!("create {}", ev(event)),
+            Op::EventDestroy { event } => format!("destroy {}", ev(event)),
+            Op::Launch {
+                kernel,
+                cells,
+                substep,
+                ..
+            } => {
+                let at = if self.steps_per_round > 1 && !matches!(kernel, Kernel::Fused { .. }) {
+                    format!(" +{substep}")
+                } else {
+                    String::new()
+                };
+                format!("{}{at} {}..{}", kernel.name(), cells.start, cells.end)
+            }
+            Op::Record { event, .. } => format!("record {}", ev(event)),
+            Op::Wait { event, .. } => format!("wait {}", ev(event)),
+            Op::PeerCopy { field, src, dst, .. } => format!("copy {} dev{src}→dev{dst}", field.name()),
+            Op::StreamSync { .. } => "stream sync".into(),
+            Op::DeviceSync { .. } => "device sync".into(),
+            Op::HostBarrier => "barrier".into(),
+            Op::Graph { nodes, .. } => format!("graph of {} kernels", nodes.len()),
+        }
+    }
+
+    /// The call as a learner would write it with the CUDA runtime API.
+    pub fn render(&self, op: &Op) -> String {
+        let ev = |e: &EventId| self.events[e.0].name.clone();
+        let st = |s: &StreamId| self.stream_name(*s);
+        match op {
+            Op::EventCreate { event, device } => format!(
+                "cudaSetDevice({device}); cudaEventCreateWithFlags(&{}, cudaEventDisableTiming)",
+                ev(event)
+            ),
+            Op::EventDestroy { event } => format!("cudaEventDestroy({})", ev(event)),
+            Op::Launch {
+                kernel,
+                cells,
+                stream,
+                substep,
+            } => {
+                let what = match kernel {
+                    Kernel::Fused { steps } => format!(", {steps} steps"),
+                    _ if self.steps_per_round > 1 => format!(", step + {substep}"),
+                    _ => String::new(),
+                };
+                format!(
+                    "{}<<<…, {}>>>(cells {}..{}{what})",
+                    kernel.name(),
+                    st(stream),
+                    cells.start,
+                    cells.end
+                )
+            }
+            Op::Record { event, stream } => format!("cudaEventRecord({}, {})", ev(event), st(stream)),
+            Op::Wait { stream, event } => format!("cudaStreamWaitEvent({}, {}, 0)", st(stream), ev(event)),
+            Op::PeerCopy {
+                field,
+                src,
+                dst,
+                cells,
+                stream,
+            } => {
+                let f = field.name();
+                format!(
+                    "cudaMemcpyPeerAsync({f}@dev{dst}[{}], {dst}, {f}@dev{src}[{}], {src}, {}, {})",
+                    cells.start,
+                    cells.start,
+                    4 * cells.len(),
+                    st(stream)
+                )
+            }
+            Op::StreamSync { stream } => format!("cudaStreamSynchronize({})", st(stream)),
+            Op::DeviceSync { device } => format!("cudaSetDevice({device}); cudaDeviceSynchronize()"),
+            Op::HostBarrier => "barrier.wait()  // every host thread".to_string(),
+            Op::Graph { nodes, stream } => {
+                // The nodes of one step, and how many steps: "16 steps × (update_h → …)".
+                let kernels: Vec<(&str, u32)> = nodes
+                    .iter()
+                    .filter_map(|n| n.as_launch().map(|(k, _, t)| (k.name(), t)))
+                    .collect();
+                let first: Vec<&str> = kernels.iter().filter(|k| k.1 == 0).map(|k| k.0).collect();
+                let steps = kernels.iter().map(|k| k.1).max().map_or(0, |m| m + 1) as usize;
+                let shape = if !first.is_empty() && first.len() * steps == kernels.len() {
+                    format!("{steps} steps × ({})", first.join(" → "))
+                } else {
+                    kernels.iter().map(|k| k.0).collect::<Vec<_>>().join(" → ")
+                };
+                let cells = match nodes.first().and_then(Op::as_launch) {
+                    Some((_, cells, _)) => format!(" over cells {}..{}", cells.start, cells.end),
+                    None => String::new(),
+                };
+                format!(
+                    "cudaGraphLaunch(round@dev{}, {})  // {} kernel nodes{cells}: {shape}",
+                    stream.device,
+                    st(stream),
+                    nodes.len(),
+                )
+            }
+        }
+    }
+}
+
+impl fmt::Display for Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let every = match self.steps_per_round {
+            1 => "every step".to_string(),
+            k => format!("every {k} steps"),
+        };
+        for (t, ops) in self.step.iter().enumerate() {
+            writeln!(f, "// host thread {t} (dev{t}), {every}")?;
+            for op in ops {
+                writeln!(f, "{}", self.render(op))?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,494 @@
+//! One device thread: its context, streams, buffers, module and events, and the program's
+//! calls issued in order and timed.
+
+use anyhow::Result;
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::shared::*;
+use super::sys::{self, DevicePtr, DriverError};
+use super::wide;
+use crate::decomp::{DeviceState, HALO};
+use crate::program::{Op, OpKind, Program};
+use crate::trace::TraceRecord;
+
+/// What one device thread is started with.
+pub(super) struct Spec {
+    /// Logical device (= host thread) index.
+    pub(super) t: usize,
+    /// Physical GPU ordinal.
+    pub(super) gpu: i32,
+    /// Host-side description of the device's cells, sources and ends.
+    pub(super) meta: DeviceState,
+    /// The `Hy` update coefficient (the Courant number).
+    pub(super) ch: f32,
+}
+
+pub(super) fn device_thread(
+    spec: Spec,
+    program: Arc<Program>,
+    shared: Arc<Shared>,
+    commands: Receiver<Cmd>,
+    replies: Sender<(usize, Result<Reply, Failure>)>,
+) {
+    let t = spec.t;
+    let fail = |f: Failure| {
+        shared.barrier.break_it();
+        let _ = replies.send((t, Err(f)));
+    };
+    // After a failure the thread keeps its resources (other threads may still name its
+    // events) and refuses to issue calls, until the runtime is dropped; the fields can
+    // still be looked at.
+    let mut dev = match Dev::new(spec, program, shared.clone()) {
+        Ok(d) => Some(d),
+        Err(f) => {
+            fail(f);
+            None
+        }
+    };
+    if dev.is_some() {
+        let _ = replies.send((t, Ok(Reply::Ready)));
+    }
+    let mut failed = dev.is_none();
+    for cmd in commands {
+        let looks = matches!(cmd, Cmd::Reduce(..) | Cmd::Micro | Cmd::Fields);
+        let r = match &mut dev {
+            Some(dev) if !failed || looks => dev.command(cmd),
+            _ => Err(Failure::Other(format!("dev{t} stopped after a failure"))),
+        };
+        match r {
+            Ok(reply) => {
+                let _ = replies.send((t, Ok(reply)));
+            }
+            Err(f) => {
+                failed = true;
+                fail(f);
+            }
+        }
+    }
+}
+
+pub(super) struct Kernels {
+    pub(super) update_h: sys::Function,
+    pub(super) update_e: sys::Function,
+    pub(super) apply_source: sys::Function,
+    pub(super) boundaries: sys::Function,
+    pub(super) reduce_columns: sys::Function,
+    pub(super) fused_edges: sys::Function,
+    pub(super) fused_steps: sys::Function,
+}
+
+/// A timed call waiting for its GPU events.
+pub(super) struct Pending {
+    pub(super) rec: TraceRecord,
+    /// Recorded before the call's work (kernels, copies).
+    pub(super) before: Option<sys::Event>,
+    /// Recorded after it (every stream call).
+    pub(super) after: Option<sys::Event>,
+}
+
+/// What snapshots need on the device: the column edges, the reduction's output, and the
+/// pinned host buffer both travel through (edges | columns | ex | hy).
+pub(super) struct Snap {
+    pub(super) edges_key: Vec<usize>,
+    pub(super) columns: usize,
+    /// Blocks per column.
+    pub(super) chunks: usize,
+    pub(super) edges: DevicePtr,
+    pub(super) out: DevicePtr,
+    pub(super) pinned: sys::Pinned,
+}
+
+/// One logical device's resources. `Drop` releases them in order, the context last.
+pub(super) struct Dev {
+    pub(super) t: usize,
+    pub(super) meta: DeviceState,
+    pub(super) ch: f32,
+    pub(super) program: Arc<Program>,
+    pub(super) shared: Arc<Shared>,
+    /// Issued steps, and the next call's index in the step.
+    pub(super) step: u64,
+    pub(super) pc: usize,
+    pub(super) ctx: sys::Context,
+    pub(super) cu_device: sys::CuDevice,
+    pub(super) modules: Vec<sys::Module>,
+    pub(super) k: Kernels,
+    pub(super) streams: Vec<sys::Stream>,
+    /// Snapshots' own stream, and an idle one for clock anchors.
+    pub(super) snap_stream: sys::Stream,
+    pub(super) clock_stream: sys::Stream,
+    /// `ex, hy, ca, cb, prev`, and for the fused kernel `prev_in, strip_ex, strip_hy`.
+    pub(super) buffers: Vec<DevicePtr>,
+    pub(super) snap: Option<Snap>,
+    /// Timing event pairs of copies outside the timed window, reused every run; `timed`
+    /// the copy each used pair belongs to.
+    pub(super) timers: Vec<(sys::Event, sys::Event)>,
+    pub(super) timed: Vec<(usize, usize, usize)>,
+    /// Timing events free for timed calls; the anchor of the current window.
+    pub(super) pool: Vec<sys::Event>,
+    pub(super) anchor: Option<(sys::Event, f64)>,
+    pub(super) pending: Vec<Pending>,
+    /// The call being issued is timed by `exec_timed`.
+    pub(super) capturing: bool,
+    pub(super) own_events: Vec<sys::Event>,
+    /// The program's graphs, by the index of their call in the step, built at first use.
+    pub(super) graphs: HashMap<usize, sys::ChainGraph>,
+}
+
+impl Dev {
+    pub(super) fn new(spec: Spec, program: Arc<Program>, shared: Arc<Shared>) -> Result<Dev, Failure> {
+        let Spec { t, gpu, meta, ch } = spec;
+        let cu_device = sys::device(gpu)?;
+        let ctx = sys::primary_context(cu_device)?;
+        let len = meta.ex.len();
+        let null = sys::Function(std::ptr::null_mut());
+        let mut dev = Dev {
+            t,
+            ch,
+            program,
+            shared,
+            step: 0,
+            pc: 0,
+            ctx,
+            cu_device,
+            modules: Vec::new(),
+            k: Kernels {
+                update_h: null,
+                update_e: null,
+                apply_source: null,
+                boundaries: null,
+                reduce_columns: null,
+                fused_edges: null,
+                fused_steps: null,
+            },
+            streams: Vec::new(),
+            snap_stream: sys::Stream(std::ptr::null_mut()),
+            clock_stream: sys::Stream(std::ptr::null_mut()),
+            buffers: Vec::new(),
+            snap: None,
+            timers: Vec::new(),
+            timed: Vec::new(),
+            pool: Vec::new(),
+            anchor: None,
+            pending: Vec::new(),
+            capturing: false,
+            own_events: Vec::new(),
+            graphs: HashMap::new(),
+            meta,
+        };
+        for (file, ptx) in [("fdtd1d", FDTD_PTX), ("reduce", REDUCE_PTX), ("fused", FUSED_PTX)] {
+            let m = sys::load_module(ptx).map_err(|e| {
+                Failure::Usage(format!(
+                    "dev{t} (GPU {gpu}): loading kernels/{file}.cu's PTX: {e} (the driver may be \
+                     older than the CUDA 13.0 the kernels were compiled with)"
+                ))
+            })?;
+            dev.modules.push(m);
+        }
+        let f = |m: usize, name| sys::function(dev.modules[m], name);
+        dev.k = Kernels {
+            update_h: f(0, "update_h")?,
+            update_e: f(0, "update_e")?,
+            apply_source: f(0, "apply_source")?,
+            boundaries: f(0, "boundaries")?,
+            reduce_columns: f(1, "reduce_columns")?,
+            fused_edges: f(2, "fused_edges")?,
+            fused_steps: f(2, "fused_steps")?,
+        };
+        let (ca, cb) = dev.meta.coefficient_arrays();
+        let strip = wide::strip_floats(len);
+        for (i, floats) in [len, len, len, len, 2, 2, strip, strip].into_iter().enumerate() {
+            let p = sys::alloc(4 * floats).map_err(|e| {
+                Failure::Usage(format!(
+                    "dev{t} (GPU {gpu}): {e}: out of device memory for {} cells ({} MiB per field, \
+                     4 fields); use fewer cells per device or more devices",
+                    len - 2 * HALO,
+                    (4 * len) >> 20
+                ))
+            })?;
+            dev.buffers.push(p);
+            match i {
+                2 => sys::upload(p, &ca)?,
+                3 => sys::upload(p, &cb)?,
+                _ => sys::zero(p, floats)?,
+            }
+        }
+        dev.snap_stream = sys::stream()?;
+        dev.clock_stream = sys::stream()?;
+        let _ = dev.shared.contexts[t].set(ctx);
+        let _ = dev.shared.fields[t].set((dev.buffers[0], dev.buffers[1]));
+        dev.shared.barrier.wait()?;
+        // Direct peer access to the neighbours on other GPUs, where the hardware allows.
+        for p in [t.checked_sub(1), Some(t + 1)].into_iter().flatten() {
+            if let Some(&peer) = dev.shared.contexts.get(p).and_then(|c| c.get())
+                && peer != ctx
+            {
+                let peer_dev = sys::device(dev.shared.gpus[p])?;
+                if sys::can_access_peer(cu_device, peer_dev)? {
+                    sys::enable_peer_access(peer)?;
+                }
+            }
+        }
+        dev.start_program()?;
+        Ok(dev)
+    }
+
+    /// Creates the program's streams (those missing) and runs its set-up calls; then
+    /// everyone starts together.
+    pub(super) fn start_program(&mut self) -> Result<(), Failure> {
+        while self.streams.len() < self.program.stream_names.len() {
+            self.streams.push(sys::stream()?);
+        }
+        for (i, op) in self.program.setup[self.t].clone().iter().enumerate() {
+            self.exec(op, None, i)?;
+        }
+        sys::synchronize_context()?;
+        self.shared.barrier.wait()
+    }
+
+    pub(super) fn command(&mut self, cmd: Cmd) -> Result<Reply, Failure> {
+        sys::set_current(self.ctx)?;
+        Ok(match cmd {
+            Cmd::Run { to, capture_from } => Reply::Ran(self.run(to, capture_from)?),
+            Cmd::Issue => {
+                self.issue()?;
+                Reply::Done
+            }
+            Cmd::PassBarrier => {
+                let now = self.shared.host_us();
+                let rec = self.record_of(self.pc, now);
+                self.pending.push(Pending {
+                    rec: TraceRecord { end_us: now, ..rec },
+                    before: None,
+                    after: None,
+                });
+                self.advance();
+                Reply::Done
+            }
+            Cmd::SetProgram(p) => {
+                self.set_program(p)?;
+                Reply::Done
+            }
+            Cmd::Reduce(edges, reference) => Reply::Reduced(self.reduce(&edges, reference.as_deref())?),
+            Cmd::Micro => Reply::Micro(self.micro()?),
+            Cmd::Fields => {
+                let (e, h) = self.fields()?;
+                Reply::Fields(e, h)
+            }
+        })
+    }
+
+    pub(super) fn advance(&mut self) {
+        self.pc += 1;
+        if self.pc == self.program.step[self.t].len() {
+            self.pc = 0;
+            self.step += self.program.steps_per_round;
+        }
+    }
+
+    /// The untimed trace record of call `pc` of the current step, issued at `now`.
+    pub(super) fn record_of(&self, pc: usize, now: f64) -> TraceRecord {
+        let op = &self.program.step[self.t][pc];
+        TraceRecord {
+            id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
+            step: Some(self.step),
+            thread: self.t,
+            op_index: pc,
+            kind: op.kind(),
+            stream: op.stream(),
+            label: self.program.label(op),
+            issue_us: now,
+            start_us: now,
+            end_us: now,
+            returned_us: now,
+            released_by: None,
+            released_from: None,
+            peer: match op {
+                Op::PeerCopy { src, dst, cells, .. } => Some((*src, *dst, 4 * cells.len())),
+                _ => None,
+            },
+        }
+    }
+
+    pub(super) fn timing_event(&mut self) -> Result<sys::Event, DriverError> {
+        match self.pool.pop() {
+            Some(e) => Ok(e),
+            None => sys::event(true),
+        }
+    }
+
+    /// Starts a timed window: an anchor event on the idle clock stream, and the host time
+    /// it was submitted at.
+    pub(super) fn start_window(&mut self) -> Result<(), DriverError> {
+        if self.anchor.is_none() {
+            let e = self.timing_event()?;
+            sys::record(e, self.clock_stream)?;
+            self.anchor = Some((e, self.shared.host_us()));
+        }
+        Ok(())
+    }
+
+    /// Issues call `pc` timed: its GPU work between two timing events.
+    pub(super) fn exec_timed(&mut self, pc: usize) -> Result<(), Failure> {
+        self.start_window()?;
+        let op = self.program.step[self.t][pc].clone();
+        let mut rec = self.record_of(pc, self.shared.host_us());
+        let st = op.stream().map(|s| self.streams[s.index]);
+        let before = match (op.kind(), st) {
+            (OpKind::Kernel | OpKind::Copy, Some(st)) => {
+                let e = self.timing_event()?;
+                sys::record(e, st)?;
+                Some(e)
+            }
+            _ => None,
+        };
+        if let Op::Wait { event, .. } = &op {
+            rec.released_by = self.last_record(event.0);
+        }
+        self.capturing = true;
+        let r = self.exec(&op, Some(self.step), pc);
+        self.capturing = false;
+        r?;
+        if let Op::Record { event, .. } = &op {
+            self.set_last_record(event.0, rec.id);
+        }
+        let after = match st {
+            Some(st) => {
+                let e = self.timing_event()?;
+                sys::record(e, st)?;
+                Some(e)
+            }
+            None => None,
+        };
+        rec.end_us = self.shared.host_us();
+        self.pending.push(Pending { rec, before, after });
+        Ok(())
+    }
+
+    pub(super) fn last_record(&self, e: usize) -> Option<u64> {
+        self.shared.last_record.lock().unwrap_or_else(|p| p.into_inner())[e]
+    }
+
+    pub(super) fn set_last_record(&self, e: usize, id: u64) {
+        self.shared.last_record.lock().unwrap_or_else(|p| p.into_inner())[e] = Some(id);
+    }
+
+    /// Resolves every pending call whose work is done (`all`: the context is synchronised,
+    /// every one is) into a timed record; the copies among them are also returned.
+    pub(super) fn resolve(&mut self, all: bool) -> Result<(Vec<TraceRecord>, Vec<CopyTime>), DriverError> {
+        let mut out = Vec::new();
+        let mut copies = Vec::new();
+        let mut keep = Vec::new();
+        let pending = std::mem::take(&mut self.pending);
+        for p in pending {
+            if !all && !p.after.map_or(Ok(true), sys::event_done)? {
+                keep.push(p);
+                continue;
+            }
+            let mut rec = p.rec;
+            if let Some((anchor, at)) = self.anchor {
+                let t = |e: sys::Event| -> Result<f64, DriverError> {
+                    Ok(at + 1e3 * f64::from(sys::elapsed_ms(anchor, e)?))
+                };
+                if let Some(b) = p.after {
+                    rec.end_us = t(b)?;
+                    rec.start_us = match p.before {
+                        Some(a) => t(a)?,
+                        None => rec.end_us,
+                    };
+                }
+            }
+            if let Some((src, dst, bytes)) = rec.peer {
+                copies.push(CopyTime {
+                    src,
+                    dst,
+                    bytes,
+                    us: rec.end_us - rec.start_us,
+                });
+            }
+            self.pool.extend(p.before.into_iter().chain(p.after));
+            out.push(rec);
+        }
+        self.pending = keep;
+        if self.pending.is_empty()
+            && let Some((a, _)) = self.anchor.take()
+        {
+            self.pool.push(a);
+        }
+        Ok((out, copies))
+    }
+
+    pub(super) fn run(&mut self, to: u64, capture_from: u64) -> Result<Ran, Failure> {
+        let t0 = Instant::now();
+        let mut ran = Ran::default();
+        // Calls micro-stepped before: finish and report them first, on their own anchor.
+        if !self.pending.is_empty() {
+            sys::synchronize_context()?;
+            let (r, c) = self.resolve(true)?;
+            ran.records.extend(r);
+            ran.copies.extend(c);
+        }
+        let program = self.program.clone();
+        let ops = &program.step[self.t];
+        while self.step < to {
+            let capture = self.step >= capture_from;
+            while self.pc < ops.len() {
+                let pc = self.pc;
+                if capture {
+                    self.exec_timed(pc)?;
+                } else {
+                    let op = &ops[pc];
+                    self.exec(op, Some(self.step), pc)?;
+                    if let Op::Record { event, .. } = op {
+                        self.set_last_record(event.0, UNTIMED);
+                    }
+                }
+                self.pc += 1;
+            }
+            self.pc = 0;
+            self.step += program.steps_per_round;
+        }
+        sys::synchronize_context()?;
+        ran.wall_us = t0.elapsed().as_secs_f64() * 1e6;
+        for (k, &(src, dst, bytes)) in self.timed.iter().enumerate() {
+            let (a, b) = self.timers[k];
+            let us = 1e3 * f64::from(sys::elapsed_ms(a, b)?);
+            ran.copies.push(CopyTime { src, dst, bytes, us });
+        }
+        self.timed.clear();
+        let (r, c) = self.resolve(true)?;
+        ran.records.extend(r);
+        ran.copies.extend(c);
+        Ok(ran)
+    }
+
+    /// Micro-step: the next call, timed.
+    pub(super) fn issue(&mut self) -> Result<(), Failure> {
+        self.exec_timed(self.pc)?;
+        self.advance();
+        Ok(())
+    }
+
+    pub(super) fn set_program(&mut self, program: Arc<Program>) -> Result<(), Failure> {
+        sys::synchronize_context()?;
+        self.resolve(true)?;
+        self.graphs.clear();
+        self.shared.barrier.wait()?;
+        for e in self.own_events.drain(..) {
+            sys::destroy_event(e);
+        }
+        self.shared.barrier.wait()?;
+        if self.t == 0 {
+            let n = program.events.len();
+            *self.shared.events.write().unwrap_or_else(|p| p.into_inner()) = vec![None; n];
+            *self.shared.last_record.lock().unwrap_or_else(|p| p.into_inner()) = vec![None; n];
+        }
+        self.shared.barrier.wait()?;
+        self.program = program;
+        self.pc = 0;
+        self.start_program()
+    }
+}

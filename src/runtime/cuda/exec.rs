@@ -1,0 +1,313 @@
+//! A call of the program on the driver: launches, copies, records, waits, graphs.
+
+use anyhow::Result;
+use std::ops::Range;
+
+use super::device::*;
+use super::shared::*;
+use super::sys::{self, Arg, DriverError};
+use super::wide;
+use crate::decomp::{Field, HALO, Kernel};
+use crate::physics::EndCondition;
+use crate::program::Op;
+use crate::runtime::OpError;
+use crate::scenario::Injection;
+
+impl Dev {
+    pub(super) fn event(&self, e: usize) -> Option<sys::Event> {
+        self.shared.events.read().unwrap_or_else(|p| p.into_inner())[e]
+    }
+
+    /// A fresh pair of timing events for the next timed copy.
+    pub(super) fn timer(
+        &mut self,
+        copy: (usize, usize, usize),
+    ) -> Result<(sys::Event, sys::Event), DriverError> {
+        let k = self.timed.len();
+        if k == self.timers.len() {
+            self.timers.push((sys::event(true)?, sys::event(true)?));
+        }
+        self.timed.push(copy);
+        Ok(self.timers[k])
+    }
+    pub(super) fn op_error(&self, op: &Op, step: Option<u64>, i: usize, e: DriverError) -> Failure {
+        Failure::Op(OpError {
+            step,
+            thread: self.t,
+            op_index: i,
+            call: self.program.render(op),
+            error: e.text.clone(),
+            why: format!("{} returned {}, code {}", e.call, e.name, e.code),
+        })
+    }
+
+    pub(super) fn exec(&mut self, op: &Op, step: Option<u64>, i: usize) -> Result<(), Failure> {
+        self.exec_driver(op, step.unwrap_or(0), i).map_err(|e| match e {
+            Exec::Driver(e) => self.op_error(op, step, i, e),
+            Exec::Failure(f) => f,
+        })
+    }
+
+    pub(super) fn exec_driver(&mut self, op: &Op, step: u64, pc: usize) -> Result<(), Exec> {
+        let stream = |s: &crate::program::StreamId| self.streams[s.index];
+        match op {
+            Op::Graph { nodes, stream: s } => {
+                let mut launches = Vec::new();
+                for node in nodes {
+                    let (kernel, cells, substep) = node.as_launch().ok_or_else(|| {
+                        Exec::Failure(Failure::Other("a graph node that is not a kernel".into()))
+                    })?;
+                    launches.extend(
+                        self.launches(kernel, cells, step + u64::from(substep))
+                            .ok_or_else(|| {
+                                Exec::Failure(Failure::Other(format!(
+                                    "{} cannot be a graph node",
+                                    kernel.name()
+                                )))
+                            })?,
+                    );
+                }
+                // Built at the first round; later rounds only update what changed (the
+                // sources' values).
+                match self.graphs.get_mut(&pc) {
+                    Some(g) if g.nodes() == launches.len() => {
+                        for (i, l) in launches.into_iter().enumerate() {
+                            g.set(i, l)?;
+                        }
+                    }
+                    _ => {
+                        let g = sys::ChainGraph::new(launches)?;
+                        self.graphs.insert(pc, g);
+                    }
+                }
+                self.graphs[&pc].launch(stream(s))?;
+            }
+            Op::EventCreate { event, .. } => {
+                let e = sys::event(false)?;
+                self.own_events.push(e);
+                self.shared.events.write().unwrap_or_else(|p| p.into_inner())[event.0] = Some(e);
+            }
+            Op::EventDestroy { event } => {
+                let e = self.shared.events.write().unwrap_or_else(|p| p.into_inner())[event.0].take();
+                if let Some(e) = e {
+                    self.own_events.retain(|x| *x != e);
+                    sys::destroy_event(e);
+                }
+            }
+            Op::Launch {
+                kernel,
+                cells,
+                stream: s,
+                substep,
+            } => self.launch(*kernel, cells, stream(s), step + u64::from(*substep))?,
+            Op::Record { event, stream: s } => {
+                let e = self
+                    .event(event.0)
+                    .ok_or_else(|| Exec::Failure(Failure::Other("event not created".into())))?;
+                sys::record(e, stream(s))?;
+            }
+            Op::Wait { stream: s, event } => {
+                let e = self
+                    .event(event.0)
+                    .ok_or_else(|| Exec::Failure(Failure::Other("event not created".into())))?;
+                sys::stream_wait_event(stream(s), e)?;
+            }
+            Op::PeerCopy {
+                field,
+                src,
+                dst,
+                cells,
+                stream: s,
+            } => {
+                let sh = &self.shared;
+                let ptr = |d: usize| {
+                    let (ex, hy) = *sh.fields[d].get().expect("published before the first step");
+                    let base = if *field == Field::Ex { ex } else { hy };
+                    base + 4 * (cells.start + HALO - sh.ranges[d].start) as u64
+                };
+                let ctx = |d: usize| *sh.contexts[d].get().expect("published before the first step");
+                let (src_ptr, dst_ptr, src_ctx, dst_ctx) = (ptr(*src), ptr(*dst), ctx(*src), ctx(*dst));
+                let st = stream(s);
+                let bytes = 4 * cells.len();
+                // A timed call has its own events around it.
+                if self.capturing {
+                    sys::memcpy_peer_async(dst_ptr, dst_ctx, src_ptr, src_ctx, bytes, st)?;
+                } else {
+                    let (a, b) = self.timer((*src, *dst, bytes))?;
+                    sys::record(a, st)?;
+                    sys::memcpy_peer_async(dst_ptr, dst_ctx, src_ptr, src_ctx, bytes, st)?;
+                    sys::record(b, st)?;
+                }
+            }
+            Op::StreamSync { stream: s } => sys::stream_synchronize(stream(s))?,
+            Op::DeviceSync { .. } => sys::synchronize_context()?,
+            Op::HostBarrier => self.shared.barrier.wait().map_err(Exec::Failure)?,
+        }
+        Ok(())
+    }
+
+    pub(super) fn launch(
+        &self,
+        kernel: Kernel,
+        cells: &Range<usize>,
+        st: sys::Stream,
+        step: u64,
+    ) -> Result<(), DriverError> {
+        if let Kernel::Fused { steps } = kernel {
+            let r = self.meta.kernel_range(kernel, cells);
+            if r.is_empty() {
+                return Ok(());
+            }
+            let [ex, hy, ca, cb, prev, prev_in, strip_ex, strip_hy] = self.buffers[..] else {
+                unreachable!("eight buffers")
+            };
+            let bufs = wide::FusedBufs {
+                ex,
+                hy,
+                ca,
+                cb,
+                prev,
+                prev_in,
+                strip_ex,
+                strip_hy,
+            };
+            let k = (self.k.fused_edges, self.k.fused_steps);
+            return wide::launch_fused(k, st, bufs, self.meta.held(), r, steps as usize, step);
+        }
+        for l in self.launches(kernel, cells, step).unwrap_or_default() {
+            l.run(st)?;
+        }
+        Ok(())
+    }
+
+    /// The kernel launches of one of the step's kernels over `cells` in step `step` (the
+    /// sources and ends are several small ones); `None` for the fused kernel, which is
+    /// launched by [`wide::launch_fused`].
+    pub(super) fn launches(
+        &self,
+        kernel: Kernel,
+        cells: &Range<usize>,
+        step: u64,
+    ) -> Option<Vec<sys::Launch>> {
+        let r = self.meta.kernel_range(kernel, cells);
+        if r.is_empty() {
+            return Some(Vec::new());
+        }
+        let [ex, hy, ca, cb, prev, ..] = self.buffers[..] else {
+            unreachable!("eight buffers")
+        };
+        let grid = ((r.len() as u32).div_ceil(BLOCK), 1);
+        let (start, count) = (Arg::U32(r.start as u32), Arg::U32(r.len() as u32));
+        let one = |f, args: &[Arg]| sys::Launch::new(f, (1, 1), 1, args);
+        Some(match kernel {
+            Kernel::Fused { .. } => return None,
+            Kernel::UpdateH => vec![sys::Launch::new(
+                self.k.update_h,
+                grid,
+                BLOCK,
+                &[Arg::Ptr(hy), Arg::Ptr(ex), Arg::F32(self.ch), start, count],
+            )],
+            Kernel::UpdateE => vec![sys::Launch::new(
+                self.k.update_e,
+                grid,
+                BLOCK,
+                &[
+                    Arg::Ptr(ex),
+                    Arg::Ptr(hy),
+                    Arg::Ptr(ca),
+                    Arg::Ptr(cb),
+                    start,
+                    count,
+                ],
+            )],
+            Kernel::SourcesBoundaries => {
+                let mut out = Vec::new();
+                for (i, src) in self.meta.sources_in(&r) {
+                    let hard = i32::from(src.injection == Injection::Hard);
+                    let args = [
+                        Arg::Ptr(ex),
+                        Arg::U32(*i as u32),
+                        Arg::F32(src.value(step)),
+                        Arg::I32(hard),
+                    ];
+                    out.push(one(self.k.apply_source, &args));
+                }
+                let (first, last) = self.meta.end_cells();
+                let (left, right) = self.meta.ends();
+                let end = |c: Option<EndCondition>, local: usize| match c.filter(|_| r.contains(&local)) {
+                    None => (0, 0.0),
+                    Some(EndCondition::Pec) => (1, 0.0),
+                    Some(EndCondition::Mur(k)) => (2, k),
+                };
+                let ((lk, lc), (rk, rc)) = (end(left, first), end(right, last));
+                if lk != 0 || rk != 0 {
+                    let args = [
+                        Arg::Ptr(ex),
+                        Arg::Ptr(prev),
+                        Arg::U32(first as u32),
+                        Arg::U32(last as u32),
+                        Arg::I32(lk),
+                        Arg::F32(lc),
+                        Arg::I32(rk),
+                        Arg::F32(rc),
+                    ];
+                    out.push(one(self.k.boundaries, &args));
+                }
+                out
+            }
+        })
+    }
+}
+
+/// What a call can end with inside `exec`.
+pub(super) enum Exec {
+    Driver(DriverError),
+    Failure(Failure),
+}
+
+impl From<DriverError> for Exec {
+    fn from(e: DriverError) -> Self {
+        Exec::Driver(e)
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if sys::set_current(self.ctx).is_ok() {
+            let _ = sys::synchronize_context();
+        }
+        self.graphs.clear();
+        for (a, b) in self.timers.drain(..) {
+            sys::destroy_event(a);
+            sys::destroy_event(b);
+        }
+        for e in self.own_events.drain(..) {
+            sys::destroy_event(e);
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let timing = pending
+            .into_iter()
+            .flat_map(|p| p.before.into_iter().chain(p.after));
+        let anchor = self.anchor.take().map(|a| a.0);
+        for e in self.pool.drain(..).chain(timing).chain(anchor) {
+            sys::destroy_event(e);
+        }
+        let others = [self.snap_stream, self.clock_stream];
+        for s in self.streams.drain(..).chain(others).filter(|s| !s.0.is_null()) {
+            sys::destroy_stream(s);
+        }
+        if let Some(snap) = self.snap.take() {
+            sys::free(snap.edges);
+            sys::free(snap.out);
+            drop(snap.pinned);
+        }
+        for p in self.buffers.drain(..) {
+            sys::free(p);
+        }
+        for m in self.modules.drain(..) {
+            sys::unload_module(m);
+        }
+        // Last: the context everything above lived in.
+        sys::release_primary_context(self.cu_device);
+    }
+}

@@ -1,0 +1,212 @@
+//! Snapshots of a device: reduced to screen columns on the GPU, the micro-step view, and
+//! the fields read back.
+
+use anyhow::Result;
+
+use super::device::*;
+use super::shared::*;
+use super::sys::{self, Arg};
+use crate::decomp::HALO;
+use crate::program::StreamId;
+use crate::snapshot::{self, Column, Partial, nan_max, nan_min};
+
+impl Dev {
+    /// Columns on the GPU (the reduction kernel, then an async copy of its output on the
+    /// snapshot stream into pinned memory); with a reference, the owned cells follow the
+    /// same way and are compared on the host.
+    pub(super) fn reduce(
+        &mut self,
+        edges: &[usize],
+        reference: Option<&(Vec<f32>, Vec<f32>)>,
+    ) -> Result<Vec<Partial>, Failure> {
+        let cells = self.meta.lo..self.meta.hi;
+        let m = cells.len();
+        if m == 0 {
+            return Ok(Vec::new());
+        }
+        let c0 = edges.partition_point(|&e| e <= cells.start).saturating_sub(1);
+        let c1 = edges.partition_point(|&e| e < cells.end).min(edges.len() - 1);
+        let ncols = c1 - c0;
+        let local: Vec<usize> = edges[c0..=c1]
+            .iter()
+            .map(|&e| e.clamp(cells.start, cells.end) - cells.start + HALO)
+            .collect();
+        // Chunks per column: blocks of 256 threads reading ~16k cells each.
+        let chunks = (m / ncols.max(1) / (1 << 14)).clamp(1, 64);
+        let floats = (ncols + 1) + 4 * ncols * chunks + 2 * m;
+        if self
+            .snap
+            .as_ref()
+            .is_none_or(|s| s.edges_key != local || s.chunks != chunks)
+        {
+            if let Some(old) = self.snap.take() {
+                sys::free(old.edges);
+                sys::free(old.out);
+            }
+            let mut pinned = sys::Pinned::new(floats)?;
+            for (k, &e) in local.iter().enumerate() {
+                pinned.as_mut_slice()[k] = f32::from_bits(e as u32);
+            }
+            let snap = Snap {
+                edges: sys::alloc(4 * (ncols + 1))?,
+                out: sys::alloc(4 * 4 * ncols * chunks)?,
+                edges_key: local,
+                columns: ncols,
+                chunks,
+                pinned,
+            };
+            let mut snap = snap;
+            snap.pinned.transfer(
+                self.snap_stream,
+                &[sys::Xfer::ToDevice {
+                    host: 0..ncols + 1,
+                    dst: snap.edges,
+                }],
+            )?;
+            self.snap = Some(snap);
+        }
+        // The snapshot stream waits for everything issued so far, on every stream.
+        for st in self.streams.clone() {
+            let e = self.timing_event()?;
+            sys::record(e, st)?;
+            sys::stream_wait_event(self.snap_stream, e)?;
+            self.pool.push(e);
+        }
+        let (ex, hy) = (self.buffers[0], self.buffers[1]);
+        let snap = self.snap.as_mut().expect("set above");
+        let args = [
+            Arg::Ptr(ex),
+            Arg::Ptr(hy),
+            Arg::Ptr(snap.edges),
+            Arg::U32(ncols as u32),
+            Arg::Ptr(snap.out),
+        ];
+        let grid = (ncols as u32, chunks as u32);
+        sys::launch_2d(self.k.reduce_columns, grid, BLOCK, self.snap_stream, &args)?;
+        let out_at = ncols + 1;
+        let ex_at = out_at + 4 * ncols * chunks;
+        let mut copies = vec![sys::Xfer::ToHost {
+            src: snap.out,
+            host: out_at..ex_at,
+        }];
+        if reference.is_some() {
+            copies.push(sys::Xfer::ToHost {
+                src: ex + 4 * HALO as u64,
+                host: ex_at..ex_at + m,
+            });
+            copies.push(sys::Xfer::ToHost {
+                src: hy + 4 * HALO as u64,
+                host: ex_at + m..ex_at + 2 * m,
+            });
+        }
+        snap.pinned.transfer(self.snap_stream, &copies)?;
+        let host = snap.pinned.as_mut_slice();
+        let out = &host[out_at..ex_at];
+        let columns = merge_chunks(out, snap.columns, chunks)
+            .into_iter()
+            .enumerate()
+            .map(|(k, col)| (c0 + k, col))
+            .collect();
+        let mut parts = vec![Partial {
+            columns,
+            max_diff: 0.0,
+            first_diff: None,
+        }];
+        if let Some((re, rh)) = reference {
+            let (e, h) = host[ex_at..].split_at(m);
+            parts.push(snapshot::differences(cells, e, h, (re, rh), edges));
+        }
+        Ok(parts)
+    }
+
+    pub(super) fn micro(&mut self) -> Result<MicroPart, Failure> {
+        let (done, copies) = self.resolve(false)?;
+        let queued = (0..self.program.stream_names.len())
+            .map(|i| {
+                let id = StreamId {
+                    device: self.t,
+                    index: i,
+                };
+                let ops = self
+                    .pending
+                    .iter()
+                    .filter(|p| p.rec.stream == Some(id))
+                    .map(|p| p.rec.label.clone())
+                    .collect();
+                (self.program.stream_name(id), ops)
+            })
+            .collect();
+        let mut events = Vec::new();
+        for (i, info) in self.program.events.iter().enumerate() {
+            if info.device != self.t {
+                continue;
+            }
+            let state = match (self.last_record(i), self.event(i)) {
+                (None, _) | (_, None) => "never recorded".to_string(),
+                (Some(_), Some(e)) => {
+                    if sys::event_done(e)? {
+                        "complete".to_string()
+                    } else {
+                        "pending (its stream has not reached it)".to_string()
+                    }
+                }
+            };
+            events.push((i, state));
+        }
+        Ok(MicroPart {
+            queued,
+            events,
+            done,
+            copies,
+        })
+    }
+
+    pub(super) fn fields(&mut self) -> Result<(Vec<f32>, Vec<f32>), Failure> {
+        sys::synchronize_context()?;
+        let o = self.meta.owned_local();
+        let mut ex = vec![0.0; self.meta.ex.len()];
+        let mut hy = vec![0.0; self.meta.ex.len()];
+        sys::download(&mut ex, self.buffers[0])?;
+        sys::download(&mut hy, self.buffers[1])?;
+        Ok((ex[o.clone()].to_vec(), hy[o].to_vec()))
+    }
+}
+
+/// Columns from the reduction kernel's output: `chunks` partial results per column, each
+/// `[min Ex, max Ex, min Hy, max Hy]`.
+pub(super) fn merge_chunks(out: &[f32], columns: usize, chunks: usize) -> Vec<Column> {
+    let empty = Column {
+        ex: (f32::INFINITY, f32::NEG_INFINITY),
+        hy: (f32::INFINITY, f32::NEG_INFINITY),
+        diff: 0.0,
+    };
+    out.chunks_exact(4 * chunks)
+        .take(columns)
+        .map(|col| {
+            col.chunks_exact(4).fold(empty, |c, o| Column {
+                ex: (nan_min(c.ex.0, o[0]), nan_max(c.ex.1, o[1])),
+                hy: (nan_min(c.hy.0, o[2]), nan_max(c.hy.1, o[3])),
+                diff: 0.0,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunked_reduction_merges_into_each_columns_extremes() {
+        let inf = f32::INFINITY;
+        // Two columns of three chunks; the last chunk of column 1 is empty.
+        let out = [
+            0.0, 1.0, -1.0, 2.0, /**/ -3.0, 0.5, 0.0, 0.0, /**/ 0.2, 4.0, -0.5, 0.1, //
+            1.0, 1.0, 1.0, 1.0, /**/ 0.5, 2.0, -2.0, 0.0, /**/ inf, -inf, inf, -inf,
+        ];
+        let cols = merge_chunks(&out, 2, 3);
+        assert_eq!(cols.len(), 2);
+        assert_eq!((cols[0].ex, cols[0].hy), ((-3.0, 4.0), (-1.0, 2.0)));
+        assert_eq!((cols[1].ex, cols[1].hy), ((0.5, 2.0), (-2.0, 1.0)));
+    }
+}

@@ -1,0 +1,569 @@
+//! The shape of the code, checked: every `crate::` and `super::` path (in `use` lines and
+//! inline alike, tests included) runs from a higher layer to a lower one or within one
+//! module, no two files import each other, no file is over 800 lines (its unit tests not
+//! counted) and no function is over 100 lines. DESIGN.md's map names every source file.
+//!
+//! `cargo test --test architecture -- --nocapture` prints the counts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Top-level modules, lowest layer first: a module may use only those before it (and
+/// itself).
+const LAYERS: &[&str] = &[
+    "error",
+    "memory",
+    "stats",
+    "npy",
+    "constants",
+    "cost",
+    "scenario",
+    "physics",
+    "fused",
+    "decomp",
+    "program",
+    "trace",
+    "snapshot",
+    "runtime",
+    "cli",
+    "plan",
+    "engine",
+    "headless",
+    "tui",
+    "bench",
+    "app",
+];
+
+const MAX_FILE_LINES: usize = 800;
+const MAX_FN_LINES: usize = 100;
+
+struct Source {
+    /// Module path: `src/a/b.rs` is `a::b`, `src/a/mod.rs` is `a`.
+    module: Vec<String>,
+    path: PathBuf,
+    text: String,
+    /// The text with comments, strings and characters blanked (lines kept).
+    code: String,
+}
+
+fn sources() -> Vec<Source> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .filter(|p| p.file_name().unwrap() != "main.rs")
+        .map(|path| {
+            let rel = path.strip_prefix(&root).unwrap().with_extension("");
+            let mut module: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+            if module.last().is_some_and(|m| m == "mod" || m == "lib") {
+                module.pop();
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = blank(&text);
+            Source {
+                module,
+                path,
+                text,
+                code,
+            }
+        })
+        .collect()
+}
+
+/// `text` with comments, string and character literals replaced by spaces (newlines kept),
+/// so braces and paths are counted in code only.
+fn blank(text: &str) -> String {
+    let b: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let keep = |c: char| if c == '\n' { '\n' } else { ' ' };
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < b.len() && b[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i] == '/' && b.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if b[i] == '*' && b.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(keep(b[i]));
+                    i += 1;
+                }
+            }
+        } else if c == 'r' && (next == Some('"') || next == Some('#')) && !ident_before(&b, i) {
+            // Raw string r"..." or r#"..."#.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while b.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if b.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            j += 1;
+            loop {
+                if j >= b.len() {
+                    break;
+                }
+                if b[j] == '"' && (0..hashes).all(|h| b.get(j + 1 + h) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            for &ch in &b[i..j.min(b.len())] {
+                out.push(keep(ch));
+            }
+            i = j;
+        } else if c == '"' {
+            out.push(' ');
+            i += 1;
+            while i < b.len() && b[i] != '"' {
+                if b[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if i < b.len() {
+                    out.push(keep(b[i]));
+                    i += 1;
+                }
+            }
+            out.push(' ');
+            i += 1;
+        } else if c == '\'' {
+            // A character literal ('x', '\n', '\u{..}'), or a lifetime ('a).
+            let end = if next == Some('\\') {
+                (i + 2..b.len()).find(|&j| b[j] == '\'')
+            } else if b.get(i + 2) == Some(&'\'') {
+                Some(i + 2)
+            } else {
+                None
+            };
+            match end {
+                Some(e) => {
+                    for _ in i..=e {
+                        out.push(' ');
+                    }
+                    i = e + 1;
+                }
+                None => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn ident_before(b: &[char], i: usize) -> bool {
+    i > 0 && (b[i - 1].is_alphanumeric() || b[i - 1] == '_')
+}
+
+/// Byte ranges of inline `#[cfg(test)] mod … { … }` blocks.
+fn test_blocks(code: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = code[from..].find("#[cfg(test)]") {
+        let start = from + at;
+        let rest = &code[start..];
+        let Some(open) = rest.find(['{', ';']) else { break };
+        let head = &rest[..open];
+        if rest.as_bytes()[open] == b'{' && head.contains("mod ") {
+            let end = matching(code, start + open);
+            out.push(start..end);
+            from = end;
+        } else {
+            from = start + open + 1;
+        }
+    }
+    out
+}
+
+/// The index just past the brace matching the `{` at `open`.
+fn matching(code: &str, open: usize) -> usize {
+    let mut depth = 0;
+    for (k, ch) in code[open..].char_indices() {
+        match ch {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return open + k + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    code.len()
+}
+
+fn line_of(code: &str, at: usize) -> usize {
+    code[..at].matches('\n').count() + 1
+}
+
+/// Lines of the file outside its unit-test blocks.
+fn lines_outside_tests(s: &Source) -> usize {
+    let total = s.text.lines().count();
+    let tests: usize = test_blocks(&s.code)
+        .iter()
+        .map(|r| line_of(&s.code, r.end) - line_of(&s.code, r.start) + 1)
+        .sum();
+    total - tests
+}
+
+/// `(name, first line, lines)` of every function with a body.
+fn functions(s: &Source) -> Vec<(String, usize, usize)> {
+    let code = &s.code;
+    let bytes = code.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = code[from..].find("fn ") {
+        let start = from + at;
+        from = start + 3;
+        if start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_') {
+            continue;
+        }
+        let name: String = code[start + 3..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue; // `fn(` types
+        }
+        // The body starts at the first `{` outside parentheses and angle-free nesting, or
+        // there is none (`;`: a declaration).
+        let mut paren = 0i32;
+        let mut body = None;
+        for (k, ch) in code[start..].char_indices() {
+            match ch {
+                '(' | '[' => paren += 1,
+                ')' | ']' => paren -= 1,
+                '{' if paren == 0 => {
+                    body = Some(start + k);
+                    break;
+                }
+                ';' if paren == 0 => break,
+                _ => {}
+            }
+        }
+        if let Some(open) = body {
+            let end = matching(code, open);
+            out.push((
+                name,
+                line_of(code, start),
+                line_of(code, end) - line_of(code, start) + 1,
+            ));
+        }
+    }
+    out
+}
+
+/// The module paths a file names: every `crate::a::b` (groups `crate::{a, b::c}` opened at
+/// their first level) and, outside inline modules, `super::a`.
+fn imports(s: &Source) -> BTreeSet<Vec<String>> {
+    let code = &s.code;
+    let tests = test_blocks(code);
+    let mut out = BTreeSet::new();
+    let ident = |t: &str| -> String {
+        t.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    // `crate::x::y…`, `crate::{…}`
+    let path_from = |rest: &str| -> Vec<String> {
+        let mut segs = Vec::new();
+        let mut r = rest;
+        loop {
+            let id = ident(r);
+            if id.is_empty() {
+                break;
+            }
+            r = &r[id.len()..];
+            segs.push(id);
+            if let Some(n) = r.strip_prefix("::") {
+                r = n;
+            } else {
+                break;
+            }
+        }
+        segs
+    };
+    // Paths through `self::` and through the file's own submodules (`mod x;` then `x::…`).
+    let mut roots = vec![
+        ("crate::".to_string(), Vec::new()),
+        ("super::".to_string(), parent(&s.module)),
+    ];
+    roots.push(("self::".to_string(), s.module.clone()));
+    for line in code.lines() {
+        let t = line.trim_start();
+        let t = t.strip_prefix("pub ").unwrap_or(t);
+        let t = t.strip_prefix("pub(crate) ").unwrap_or(t);
+        if let Some(m) = t
+            .strip_prefix("mod ")
+            .and_then(|m| m.trim_end().strip_suffix(';'))
+        {
+            roots.push((format!("{m}::"), s.module.clone()));
+            // `x::` names the submodule `x` itself as well.
+        }
+    }
+    for (kw, base) in roots {
+        let kw = kw.as_str();
+        let own_child = !["crate::", "super::", "self::"].contains(&kw);
+        let mut from = 0;
+        while let Some(at) = code[from..].find(kw) {
+            let start = from + at;
+            from = start + kw.len();
+            if start > 0 && {
+                let p = code.as_bytes()[start - 1];
+                p.is_ascii_alphanumeric() || p == b'_' || (own_child && p == b':')
+            } {
+                continue;
+            }
+            let base: Vec<String> = if own_child {
+                base.iter()
+                    .cloned()
+                    .chain([kw.trim_end_matches("::").to_string()])
+                    .collect()
+            } else {
+                base.clone()
+            };
+            if kw == "super::" && tests.iter().any(|r| r.contains(&start)) {
+                continue; // `super` of a test module is the file itself
+            }
+            let rest = &code[from..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let end = matching(rest, 0);
+                let inner = &group[..end - 2];
+                // First-level items of the group.
+                let mut depth = 0;
+                let mut item = String::new();
+                for ch in inner.chars().chain(std::iter::once(',')) {
+                    match ch {
+                        '{' => depth += 1,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => {
+                            let p = path_from(item.trim());
+                            if !p.is_empty() && p[0] != "self" {
+                                out.insert(base.iter().cloned().chain(p).collect());
+                            }
+                            item.clear();
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    item.push(ch);
+                }
+            } else {
+                let p = path_from(rest);
+                if !p.is_empty() {
+                    out.insert(base.iter().cloned().chain(p).collect());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn parent(m: &[String]) -> Vec<String> {
+    m[..m.len().saturating_sub(1)].to_vec()
+}
+
+/// The file module a path lands in: its longest prefix that is a file.
+fn resolve(path: &[String], files: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
+    (1..=path.len())
+        .rev()
+        .map(|n| path[..n].to_vec())
+        .find(|p| files.contains(p))
+}
+
+fn rank(m: &[String]) -> Option<usize> {
+    LAYERS.iter().position(|l| m.first().is_some_and(|f| f == l))
+}
+
+struct Report {
+    files: usize,
+    largest: (usize, String),
+    longest: (usize, String),
+    back_edges: Vec<String>,
+    mutual: Vec<String>,
+    too_long_files: Vec<String>,
+    too_long_fns: Vec<String>,
+    unranked: Vec<String>,
+}
+
+fn report() -> Report {
+    let srcs = sources();
+    let files: BTreeSet<Vec<String>> = srcs.iter().map(|s| s.module.clone()).collect();
+    let name = |m: &[String]| {
+        if m.is_empty() {
+            "lib".to_string()
+        } else {
+            m.join("::")
+        }
+    };
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    let mut r = Report {
+        files: srcs.len(),
+        largest: (0, String::new()),
+        longest: (0, String::new()),
+        back_edges: Vec::new(),
+        mutual: Vec::new(),
+        too_long_files: Vec::new(),
+        too_long_fns: Vec::new(),
+        unranked: Vec::new(),
+    };
+    for s in &srcs {
+        let rel = s
+            .path
+            .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+            .unwrap()
+            .display()
+            .to_string();
+        let lines = lines_outside_tests(s);
+        if lines > r.largest.0 {
+            r.largest = (lines, rel.clone());
+        }
+        if lines > MAX_FILE_LINES {
+            r.too_long_files.push(format!("{rel}: {lines} lines"));
+        }
+        for (f, at, n) in functions(s) {
+            if n > r.longest.0 {
+                r.longest = (n, format!("{rel}:{at} {f}"));
+            }
+            if n > MAX_FN_LINES {
+                r.too_long_fns.push(format!("{rel}:{at} {f}: {n} lines"));
+            }
+        }
+        if !s.module.is_empty() && rank(&s.module).is_none() {
+            r.unranked.push(name(&s.module));
+        }
+        for p in imports(s) {
+            let Some(to) = resolve(&p, &files) else { continue };
+            if to == s.module || s.module.is_empty() {
+                continue;
+            }
+            // A file naming its own submodule (`mod.rs` re-exporting) is the same module.
+            edges.entry(s.module.clone()).or_default().insert(to.clone());
+            if let (Some(a), Some(b)) = (rank(&s.module), rank(&to))
+                && b > a
+            {
+                r.back_edges.push(format!("{} -> {}", name(&s.module), name(&to)));
+            }
+        }
+    }
+    for (a, tos) in &edges {
+        for b in tos {
+            if a < b && edges.get(b).is_some_and(|t| t.contains(a)) {
+                r.mutual.push(format!("{} <-> {}", name(a), name(b)));
+            }
+        }
+    }
+    r
+}
+
+#[test]
+fn layers_run_one_way_and_files_and_functions_stay_small() {
+    let r = report();
+    println!(
+        "files {}, largest {} ({} lines outside tests), longest function {} ({} lines), back-edges {}, mutual imports {}",
+        r.files,
+        r.largest.1,
+        r.largest.0,
+        r.longest.1,
+        r.longest.0,
+        r.back_edges.len(),
+        r.mutual.len()
+    );
+    let mut problems = Vec::new();
+    for (what, list) in [
+        ("an import from a lower layer to a higher one", &r.back_edges),
+        ("two files importing each other", &r.mutual),
+        ("a file over 800 lines", &r.too_long_files),
+        ("a function over 100 lines", &r.too_long_fns),
+        ("a module missing from LAYERS", &r.unranked),
+    ] {
+        for p in list {
+            problems.push(format!("{what}: {p}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_design_map_names_every_source_file() {
+    let design = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("DESIGN.md")).unwrap();
+    let missing: Vec<String> = sources()
+        .iter()
+        .map(|s| {
+            s.path
+                .strip_prefix(Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+                .unwrap()
+                .display()
+                .to_string()
+        })
+        .filter(|rel| !design.contains(rel.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "DESIGN.md's map lacks: {missing:?}");
+}
+
+#[test]
+fn the_checker_sees_what_it_must() {
+    let code = blank("let s = \"crate::x { \"; // crate::y }\nfn f<'a>(c: char) { if c == '{' {} }\n");
+    assert!(!code.contains("crate::x") && !code.contains("crate::y"));
+    assert_eq!(code.matches('{').count(), code.matches('}').count());
+    let s = Source {
+        module: vec!["tui".into(), "app".into()],
+        path: PathBuf::from("x.rs"),
+        text: String::new(),
+        code: blank(
+            "use crate::{decomp::{Field, Kernel}, memory};\nuse super::view::panel;\nfn g() {\n    crate::engine::Engine::start();\n}\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n",
+        ),
+    };
+    let got: Vec<String> = imports(&s).into_iter().map(|p| p.join("::")).collect();
+    assert_eq!(
+        got,
+        ["decomp", "engine::Engine::start", "memory", "tui::view::panel"]
+    );
+    assert_eq!(functions(&s), [("g".to_string(), 3, 3)]);
+    let m = Source {
+        module: vec!["runtime".into()],
+        path: PathBuf::from("mod.rs"),
+        text: String::new(),
+        code: blank("mod sim;\npub use sim::SimRuntime;\nuse self::x::Y;\n"),
+    };
+    let got: Vec<String> = imports(&m).into_iter().map(|p| p.join("::")).collect();
+    assert_eq!(got, ["runtime::sim::SimRuntime", "runtime::x::Y"]);
+}
