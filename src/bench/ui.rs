@@ -59,7 +59,7 @@ impl TuiBench {
 /// Sim throughput headless vs with the UI drawing off-screen, and frame render times.
 pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
     use crate::engine::{Engine, EngineConfig};
-    use crate::tui::{app::App, keymap::KeyMap, view};
+    use crate::tui::{app::App, keymap::KeyMap};
     use ratatui::{Terminal, backend::TestBackend, layout::Rect};
     use std::time::Duration;
 
@@ -94,7 +94,7 @@ pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
             runtime: crate::runtime::RuntimeChoice::Sim { jitter: None },
             running: true,
             speed: None,
-            columns: view::plot_columns(screen, &app),
+            columns: app.plot_columns(screen),
             inject_panic: None,
         })?;
         let mut term = Terminal::new(TestBackend::new(w, h))?;

@@ -4,30 +4,9 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, MouseButton, MouseEvent,
 use ratatui::layout::{Position, Rect};
 
 use super::keymap::{Action, KeyMap};
-use super::view;
+use super::layout::{self, Panel};
 use crate::engine::{Control, Frame};
 use crate::program::Mode;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Panel {
-    Fields,
-    Program,
-    Timeline,
-    Transfers,
-}
-
-impl Panel {
-    pub const ALL: [Panel; 4] = [Panel::Fields, Panel::Program, Panel::Timeline, Panel::Transfers];
-
-    pub fn title(self) -> &'static str {
-        match self {
-            Panel::Fields => "Fields",
-            Panel::Program => "Program",
-            Panel::Timeline => "Timeline",
-            Panel::Transfers => "Transfers",
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Overlay {
@@ -187,6 +166,11 @@ impl App {
         }
     }
 
+    /// Columns the field plot has on a screen of this size.
+    pub fn plot_columns(&self, screen: Rect) -> usize {
+        layout::plot_columns(screen, self.zoom, self.focus, self.secondary)
+    }
+
     /// A left click focuses the panel under it.
     pub fn on_mouse(&mut self, m: MouseEvent, screen: Rect) {
         if m.kind != MouseEventKind::Down(MouseButton::Left) {
@@ -196,7 +180,7 @@ impl App {
             x: m.column,
             y: m.row,
         };
-        let areas = view::panel_areas(screen, self);
+        let areas = layout::panel_areas(screen, self.zoom, self.focus, self.secondary);
         if let Some((p, _)) = areas.iter().find(|(_, r)| r.contains(at)) {
             self.set_focus(*p);
         }
@@ -214,7 +198,7 @@ mod tests {
 
     fn app() -> App {
         let mut a = App::new(Mode::Events, KeyMap::default(), None);
-        a.frame = Some(Box::new(super::super::view::tests::fixture_frame()));
+        a.frame = Some(Box::new(crate::tui::fixture::fixture_frame()));
         a
     }
 
@@ -332,7 +316,7 @@ mod tests {
     fn a_click_focuses_the_panel_under_the_pointer() {
         let mut a = app();
         let screen = Rect::new(0, 0, 160, 48);
-        let areas = view::panel_areas(screen, &a);
+        let areas = layout::panel_areas(screen, a.zoom, a.focus, a.secondary);
         let (_, timeline) = areas.iter().find(|(p, _)| *p == Panel::Timeline).unwrap();
         let m = MouseEvent {
             kind: MouseEventKind::Down(MouseButton::Left),

@@ -3,7 +3,11 @@
 //! when something changed.
 
 pub mod app;
+#[cfg(test)]
+mod fixture;
 pub mod keymap;
+pub mod layout;
+mod panels;
 pub mod view;
 
 use anyhow::{Context, Result};
@@ -176,7 +180,7 @@ pub fn screen(plan: &Plan, ui: &UiPlan, keys: &str, size: &str) -> Result<String
     let area = parse_size(size)?;
     let (keymap, notice) = KeyMap::load(ui.keymap.as_deref());
     let mut app = App::new(plan.mode, keymap, notice);
-    let cfg = engine_config(plan, ui, &app, view::plot_columns(area, &app));
+    let cfg = engine_config(plan, ui, &app, app.plot_columns(area));
     let (program, runtime) = start_runtime(&cfg)?;
     let engine = Engine::start_with(cfg, program, runtime)?;
     // Takes frames: with `expect`, waits (up to 20 s: a runtime may be starting) for the
@@ -208,7 +212,7 @@ pub fn screen(plan: &Plan, ui: &UiPlan, keys: &str, size: &str) -> Result<String
                 for c in controls {
                     engine.send(c);
                 }
-                let columns = view::plot_columns(area, &app);
+                let columns = app.plot_columns(area);
                 if app.frame.as_ref().is_some_and(|f| f.columns.len() != columns) {
                     engine.send(Control::Columns(columns));
                 }
@@ -266,12 +270,12 @@ pub fn run(plan: &Plan, ui: &UiPlan) -> Result<()> {
         execute!(std::io::stdout(), EnableMouseCapture).context("enabling the mouse")?;
         let size = terminal.size().context("reading the terminal size")?;
         let mut screen = Rect::new(0, 0, size.width, size.height);
-        cfg.columns = view::plot_columns(screen, &app);
+        cfg.columns = app.plot_columns(screen);
         let engine = Engine::start_with(cfg, program, backend)?;
         let input = input_events();
         let ticks = tick(Duration::from_millis(33));
         let mut dirty = true;
-        let mut columns = view::plot_columns(screen, &app);
+        let mut columns = app.plot_columns(screen);
         while !app.quit {
             select! {
                 recv(input) -> ev => {
@@ -302,7 +306,7 @@ pub fn run(plan: &Plan, ui: &UiPlan) -> Result<()> {
                 recv(ticks) -> _ => {
                     if dirty {
                         // Layout may change the plot width (resize, zoom, focus).
-                        let c = view::plot_columns(screen, &app);
+                        let c = app.plot_columns(screen);
                         if c != columns {
                             columns = c;
                             engine.send(Control::Columns(c));

@@ -1,0 +1,93 @@
+//! Frames for the UI's tests, built without threads.
+
+use std::sync::Arc;
+
+use crate::engine::{CopyHistory, Frame};
+use crate::program::Mode;
+use crate::runtime::MicroView;
+use crate::runtime::sim::Scheduler;
+use crate::snapshot::Column;
+use crate::trace::TraceRecord;
+
+/// A frame as the engine would send it, built without threads: a pulse crossing the
+/// dev1/dev2 boundary, the timeline of one scheduled step, synthetic copy histories.
+pub fn fixture_frame() -> Frame {
+    fixture(Mode::Events, 4)
+}
+
+pub fn fixture(mode: Mode, devices: usize) -> Frame {
+    let cells = 2000;
+    let split = crate::scenario::even_split(cells, devices);
+    let mut lo = 0;
+    let ranges: Vec<_> = split
+        .iter()
+        .map(|c| {
+            lo += c;
+            lo - c..lo
+        })
+        .collect();
+    let program = mode.program(&ranges);
+    let mut sch = Scheduler::new(program.clone(), Default::default(), split.clone(), None);
+    // cross-device-record fails in step 0: its timeline stays empty.
+    let _ = sch.issue_until(2);
+    let timeline: Vec<TraceRecord> = sch.trace.iter().filter(|r| r.step.is_some()).cloned().collect();
+    let columns = (0..160)
+        .map(|i| {
+            let x = (i as f32 - 100.0) / 6.0;
+            let v = (-0.5 * x * x).exp();
+            Column {
+                ex: (v * 0.9, v),
+                hy: (-v, -v * 0.9),
+                diff: if (99..104).contains(&i) { 1e-3 } else { 0.0 },
+            }
+        })
+        .collect();
+    let copies = (0..devices)
+        .map(|d| {
+            let h = |base: f64| CopyHistory {
+                recent_us: (0..20).map(|k| base + 0.1 * ((k * 7 + d) % 5) as f64).collect(),
+                bytes: 4,
+                count: 20,
+            };
+            [h(7.3), h(7.5)]
+        })
+        .collect();
+    Frame {
+        scenario: "pulse".into(),
+        runtime: "sim",
+        cells,
+        split,
+        mode,
+        program: Arc::new(program),
+        step: 1234,
+        running: true,
+        speed: Some(100.0),
+        columns,
+        scale: 1.0,
+        max_diff: Some(1e-3),
+        first_diff: Some(1240),
+        timeline,
+        timeline_step: Some(1),
+        copies,
+        step_us: 26.55,
+        steps_per_s: 99.0,
+        micro: MicroView::default(),
+        error: None,
+        failure: None,
+        notes: Vec::new(),
+    }
+}
+
+/// A frame as the cuda runtime sends it: the GPU clock, and the machine's notes.
+pub fn cuda_fixture(devices: usize) -> Frame {
+    let mut f = fixture(Mode::Events, devices);
+    f.runtime = "cuda";
+    f.notes = (0..devices)
+        .map(|d| format!("dev{d} on GPU {}: NVIDIA H200; peers: direct", d * 2 / devices))
+        .chain([
+            crate::runtime::GPU_CLOCK_NOTE.to_string(),
+            crate::runtime::GPU_OBSERVE_NOTE.to_string(),
+        ])
+        .collect();
+    f
+}

@@ -1,0 +1,177 @@
+//! The fields panel: Ex and Hy over the grid (braille), the devices' boundaries, where
+//! the run differs from the reference.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Style};
+use ratatui::symbols::Marker;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+use ratatui::widgets::canvas::{Canvas, Line as CLine};
+
+use super::common::*;
+use crate::engine::Frame;
+
+pub fn title(frame: &Frame, device: Option<usize>, _zoomed: bool) -> String {
+    let dev = device.map_or(String::new(), |d| format!(" · dev{d} focused"));
+    format!(
+        " Fields: {} cells over {} devices{dev} ",
+        frame.cells,
+        frame.split.len()
+    )
+}
+
+pub fn render(frame: &Frame, device: Option<usize>, _zoomed: bool, area: Rect, buf: &mut Buffer) {
+    if area.height < 4 || area.width < 10 {
+        return;
+    }
+    let [legend, plots] = Layout::vertical([Constraint::Length(1), Constraint::Min(2)]).areas(area);
+    let diff = match frame.max_diff {
+        Some(0.0) => Span::styled("|Δ| = 0 everywhere", Style::new().fg(Color::Green)),
+        Some(d) => Span::styled(
+            format!(
+                "|Δ| ≤ {d:.2e}, first at cell {}",
+                frame.first_diff.map_or("?".into(), |c| c.to_string())
+            ),
+            Style::new().fg(DIFF_COLOR).bold(),
+        ),
+        None => Span::styled("|Δ| n/a mid-step", Style::new().fg(Color::DarkGray)),
+    };
+    let wide = area.width >= 110;
+    let mut spans = vec![
+        Span::styled("━ Ex", Style::new().fg(EX_COLOR)),
+        Span::raw("  "),
+        Span::styled("━ Hy", Style::new().fg(HY_COLOR)),
+        Span::raw("  "),
+        Span::styled(
+            if wide {
+                "█ |Δ| vs single-domain reference"
+            } else {
+                "█ |Δ|"
+            },
+            Style::new().fg(DIFF_COLOR),
+        ),
+        Span::raw("  "),
+        diff,
+    ];
+    if wide {
+        spans.push(Span::styled(
+            format!("   ±{:.3} full scale", frame.scale),
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
+    Line::from(spans).render(legend, buf);
+    let [ex_area, hy_area] =
+        Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(plots);
+    plot_field(frame, device, ex_area, buf, true);
+    plot_field(frame, device, hy_area, buf, false);
+}
+
+pub(crate) fn plot_field(frame: &Frame, device: Option<usize>, area: Rect, buf: &mut Buffer, ex: bool) {
+    let cols = frame.columns.len();
+    if cols == 0 || area.height == 0 {
+        return;
+    }
+    let scale = f64::from(frame.scale.max(1e-12));
+    let color = if ex { EX_COLOR } else { HY_COLOR };
+    let max_diff = frame.columns.iter().map(|c| c.diff).fold(0.0f32, f32::max);
+    let cells = frame.cells;
+    let bounds: Vec<usize> = frame
+        .split
+        .iter()
+        .scan(0, |acc, c| {
+            *acc += c;
+            Some(*acc)
+        })
+        .collect();
+    let canvas = Canvas::default()
+        .marker(Marker::Braille)
+        .x_bounds([0.0, cols as f64])
+        .y_bounds([-scale, scale])
+        .paint(|ctx| {
+            // Device boundaries and the halo cells on each side of them.
+            for (d, &b) in bounds.iter().enumerate().take(bounds.len().saturating_sub(1)) {
+                let x = cell_x(b, cells, cols);
+                let focus = device == Some(d) || device == Some(d + 1);
+                ctx.draw(&CLine {
+                    x1: x,
+                    y1: -scale,
+                    x2: x,
+                    y2: scale,
+                    color: if focus { Color::White } else { Color::DarkGray },
+                });
+            }
+            ctx.layer();
+            // |Δ|: red bars from the bottom, up to a third of the plot, height by the
+            // order of magnitude of the difference (1e-12 … 1).
+            if max_diff > 0.0 {
+                for (i, c) in frame.columns.iter().enumerate() {
+                    if c.diff > 0.0 {
+                        let rel = ((f64::from(c.diff).log10() + 12.0) / 12.0).clamp(0.05, 1.0) * 0.66;
+                        let x = i as f64 + 0.5;
+                        ctx.draw(&CLine {
+                            x1: x,
+                            y1: -scale,
+                            x2: x,
+                            y2: -scale + rel * scale,
+                            color: DIFF_COLOR,
+                        });
+                    }
+                }
+                ctx.layer();
+            }
+            for (i, c) in frame.columns.iter().enumerate() {
+                let (lo, hi) = if ex { c.ex } else { c.hy };
+                if !lo.is_finite() || !hi.is_finite() {
+                    continue;
+                }
+                let x = i as f64 + 0.5;
+                let (lo, hi) = (
+                    f64::from(lo).clamp(-scale, scale),
+                    f64::from(hi).clamp(-scale, scale),
+                );
+                ctx.draw(&CLine {
+                    x1: x,
+                    y1: lo,
+                    x2: x,
+                    y2: hi.max(lo),
+                    color,
+                });
+            }
+            // Labels: field name, devices, halos.
+            ctx.print(
+                0.0,
+                scale,
+                Span::styled(if ex { "Ex" } else { "Hy" }, Style::new().fg(color).bold()),
+            );
+            if ex {
+                // Device names four characters right of their first cell (clear of "Ex").
+                let per_char = cols as f64 / f64::from(area.width.max(1));
+                let mut start = 0usize;
+                for (d, &b) in bounds.iter().enumerate() {
+                    let x = cell_x(start, cells, cols) + 4.0 * per_char;
+                    let style = if device == Some(d) {
+                        Style::new().white().bold().reversed()
+                    } else {
+                        Style::new().gray()
+                    };
+                    if x < cols as f64 - 5.0 * per_char {
+                        ctx.print(x, scale * 0.8, Span::styled(format!("dev{d}"), style));
+                    }
+                    start = b;
+                }
+            }
+        });
+    canvas.render(area, buf);
+    // Halo markers under each boundary: ◂ the left device's halo, ▸ the right one's.
+    if !ex {
+        let y = area.bottom() - 1;
+        for &b in bounds.iter().take(bounds.len().saturating_sub(1)) {
+            let x = area.x + (cell_x(b, cells, cols) / cols as f64 * f64::from(area.width)).round() as u16;
+            if x > area.x && x + 1 < area.right() {
+                buf[(x - 1, y)].set_symbol("◂").set_fg(Color::Gray);
+                buf[(x, y)].set_symbol("▸").set_fg(Color::Gray);
+            }
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! The lesson overlay: what the mode shows and what to look at.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Widget, Wrap};
+
+use super::common::*;
+use crate::engine::Frame;
+
+pub fn render(frame: &Frame, area: Rect, buf: &mut Buffer) {
+    let mode = frame.mode;
+    let verdict = if mode.is_correct() {
+        Span::styled("correct", Style::new().fg(Color::Green).bold())
+    } else {
+        Span::styled("broken", Style::new().fg(Color::Red).bold())
+    };
+    let mut lines = vec![
+        Line::from(vec![
+            Span::styled(mode.name(), Style::new().bold()),
+            Span::raw(" — "),
+            verdict,
+        ]),
+        Line::from(""),
+    ];
+    // One paragraph, wrapped to the box: the lesson's own line breaks suit ~90 columns.
+    lines.push(Line::from(
+        mode.lesson().lines().map(str::trim).collect::<Vec<_>>().join(" "),
+    ));
+    lines.push(Line::from(""));
+    lines.push(Line::styled(
+        "m / M: another mode · Esc closes",
+        Style::new().fg(Color::DarkGray),
+    ));
+    // Rows the wrapped paragraph needs, plus the other lines and the border.
+    let w = area.width.min(100);
+    let paragraph_rows = (mode.lesson().len() as u16).div_ceil(w.saturating_sub(4).max(1)) + 1;
+    let r = centered(area, w, lines.len() as u16 + paragraph_rows + 2);
+    Clear.render(r, buf);
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: true })
+        .block(
+            Block::bordered()
+                .border_type(BorderType::Double)
+                .title(" Lesson "),
+        )
+        .render(r, buf);
+}

@@ -1,0 +1,12 @@
+//! One file per panel (each a `title` and a `render`) and per overlay.
+
+mod common;
+pub mod fields;
+pub mod help;
+pub mod lesson;
+pub mod program;
+pub mod status;
+pub mod timeline;
+pub mod transfers;
+
+pub(crate) use common::block;

@@ -1,0 +1,141 @@
+//! The program panel: the step program as CUDA code, the next call when micro-stepping,
+//! and the streams' queues and events.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget, Wrap};
+
+use super::common::*;
+use crate::engine::Frame;
+use crate::program::{Op, OpKind};
+
+pub fn title(frame: &Frame, _device: Option<usize>, _zoomed: bool) -> String {
+    format!(" Program: {} ", frame.mode.name())
+}
+
+pub fn render(frame: &Frame, device: Option<usize>, _zoomed: bool, area: Rect, buf: &mut Buffer) {
+    if area.height == 0 {
+        return;
+    }
+    let p = &frame.program;
+    let error_at = frame.error.as_ref().map(|e| (e.thread, e.op_index));
+    // Show the focused device, else the thread of the next call, else the failing one.
+    let thread = device
+        .or(frame.micro.next.map(|(t, _)| t))
+        .or(error_at.map(|(t, _)| t))
+        .unwrap_or(0)
+        .min(p.devices().saturating_sub(1));
+    let wide = area.width >= 70;
+    let [code_area, state_area] = if wide && frame.micro.next.is_some() {
+        Layout::horizontal([Constraint::Percentage(62), Constraint::Min(1)]).areas(area)
+    } else {
+        [area, Rect::default()]
+    };
+    let mut lines = vec![Line::from(vec![
+        Span::styled(
+            match p.steps_per_round {
+                1 => format!("host thread {thread} (dev{thread}), every step"),
+                k => format!("host thread {thread} (dev{thread}), every {k} steps"),
+            },
+            Style::new().bold(),
+        ),
+        Span::styled(
+            if frame.mode.is_correct() {
+                "   correct"
+            } else {
+                "   broken"
+            },
+            Style::new().fg(if frame.mode.is_correct() {
+                Color::Green
+            } else {
+                Color::Red
+            }),
+        ),
+        Span::styled("   1–9: other devices", Style::new().fg(Color::DarkGray)),
+    ])];
+    for (i, op) in p.step[thread].iter().enumerate() {
+        let code = p.render(op);
+        let mut style = match op.kind() {
+            OpKind::Kernel => Style::new().fg(Color::LightBlue),
+            OpKind::Copy => Style::new().fg(Color::LightGreen),
+            OpKind::Event => Style::new().fg(Color::LightMagenta),
+            OpKind::Sync => Style::new().fg(Color::LightYellow),
+        };
+        let mut marker = "  ";
+        if frame.micro.next == Some((thread, i)) {
+            style = style.reversed().bold();
+            marker = "▶ ";
+        }
+        if error_at == Some((thread, i)) {
+            style = Style::new().fg(Color::White).bg(Color::Red).bold();
+            marker = "✗ ";
+        }
+        if matches!(op, Op::HostBarrier) {
+            style = style.add_modifier(Modifier::DIM);
+        }
+        lines.push(Line::from(vec![
+            Span::raw(marker),
+            Span::styled(format!("{i:>2} {code}"), style),
+        ]));
+    }
+    if let Some(e) = &frame.error {
+        lines.push(Line::from(""));
+        lines.push(Line::styled(
+            format!("✗ {}: {}", e.error, e.why),
+            Style::new().fg(Color::Red).bold(),
+        ));
+        lines.push(Line::styled(
+            "r resets, m/M switch mode, q quits",
+            Style::new().fg(Color::DarkGray),
+        ));
+    } else if let Some(f) = &frame.failure {
+        lines.push(Line::styled(format!("✗ {f}"), Style::new().fg(Color::Red).bold()));
+    }
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .render(code_area, buf);
+    if state_area.width > 0 {
+        render_micro_state(frame, device, state_area, buf);
+    }
+}
+
+/// Streams' queued operations and events' states, while micro-stepping.
+pub(crate) fn render_micro_state(frame: &Frame, device: Option<usize>, area: Rect, buf: &mut Buffer) {
+    let mut lines = vec![Line::styled(
+        format!("at {:.1} µs ({})", frame.micro.now_us, clock_name(frame)),
+        Style::new().bold(),
+    )];
+    lines.push(Line::styled(
+        "streams: queued, not done",
+        Style::new().underlined(),
+    ));
+    for (name, ops) in &frame.micro.queued {
+        if device.is_some_and(|d| !name.ends_with(&format!("@dev{d}"))) {
+            continue;
+        }
+        let q = if ops.is_empty() {
+            "idle".to_string()
+        } else {
+            ops.join(" → ")
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!("{name}: "), Style::new().bold()),
+            Span::raw(q),
+        ]));
+    }
+    lines.push(Line::styled("events", Style::new().underlined()));
+    for (name, state) in &frame.micro.events {
+        let color = match state.as_str() {
+            "complete" => Color::Green,
+            "never recorded" => Color::DarkGray,
+            _ => Color::Yellow,
+        };
+        lines.push(Line::from(vec![
+            Span::raw(format!("{name}: ")),
+            Span::styled(state.clone(), Style::new().fg(color)),
+        ]));
+    }
+    Paragraph::new(lines).wrap(Wrap { trim: true }).render(area, buf);
+}
