@@ -431,37 +431,44 @@ impl Core {
         });
     }
 
+    /// The reference's fields at the current step, when the frame is compared with it:
+    /// at a step boundary, on a grid the runtime lets the UI compare at every frame.
+    fn reference_now(&mut self, compare: bool) -> Option<crate::decomp::Reference> {
+        let step = self.step();
+        if !(compare && self.backend.at_boundary()) {
+            return None;
+        }
+        while self.reference_step < step {
+            self.reference.step(self.reference_step);
+            self.reference_step += 1;
+        }
+        let gathered = (self.reference_step == step)
+            .then(|| {
+                Ok::<_, OutOfMemory>((
+                    self.reference.gather(Field::Ex)?,
+                    self.reference.gather(Field::Hy)?,
+                ))
+            })
+            .transpose();
+        match gathered {
+            Ok(r) => r.map(Arc::new),
+            Err(e) => {
+                self.failure.get_or_insert(e.to_string());
+                None
+            }
+        }
+    }
+
     fn frame(&mut self) -> Frame {
-        let s = &self.cfg.scenario;
         let step = self.step();
         let boundary = self.backend.at_boundary();
         // The reference follows the run to every step boundary. It runs on the CPU: beside
         // GPUs, past a few million cells it would set the pace (headless --check-every
         // compares any size).
-        let compare = self.backend.compare_up_to().is_none_or(|n| s.cells <= n);
-        let reference = if boundary && compare {
-            while self.reference_step < step {
-                self.reference.step(self.reference_step);
-                self.reference_step += 1;
-            }
-            let gathered = (self.reference_step == step)
-                .then(|| {
-                    Ok::<_, OutOfMemory>((
-                        self.reference.gather(Field::Ex)?,
-                        self.reference.gather(Field::Hy)?,
-                    ))
-                })
-                .transpose();
-            match gathered {
-                Ok(r) => r.map(Arc::new),
-                Err(e) => {
-                    self.failure.get_or_insert(e.to_string());
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let cells = self.cfg.scenario.cells;
+        let compare = self.backend.compare_up_to().is_none_or(|n| cells <= n);
+        let reference = self.reference_now(compare);
+        let s = &self.cfg.scenario;
         let edges = Arc::new(snapshot::column_edges(s.cells, self.columns));
         let ncols = edges.len() - 1;
         let (columns, max_diff, first_diff) = match self.backend.reduce(&edges, reference.as_ref()) {

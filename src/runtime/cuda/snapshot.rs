@@ -11,6 +11,36 @@ use crate::program::StreamId;
 use crate::snapshot::{self, Column, Partial, nan_max, nan_min};
 
 impl Dev {
+    /// The snapshot's buffers for columns at `local` edges in `chunks` chunks, and `floats`
+    /// of pinned memory; the edges uploaded. The previous ones are freed.
+    fn snap_buffers(&mut self, local: Vec<usize>, chunks: usize, floats: usize) -> Result<Snap, Failure> {
+        if let Some(old) = self.snap.take() {
+            sys::free(old.edges);
+            sys::free(old.out);
+        }
+        let ncols = local.len() - 1;
+        let mut pinned = sys::Pinned::new(floats)?;
+        for (k, &e) in local.iter().enumerate() {
+            pinned.as_mut_slice()[k] = f32::from_bits(e as u32);
+        }
+        let mut snap = Snap {
+            edges: sys::alloc(4 * (ncols + 1))?,
+            out: sys::alloc(4 * 4 * ncols * chunks)?,
+            edges_key: local,
+            columns: ncols,
+            chunks,
+            pinned,
+        };
+        snap.pinned.transfer(
+            self.snap_stream,
+            &[sys::Xfer::ToDevice {
+                host: 0..ncols + 1,
+                dst: snap.edges,
+            }],
+        )?;
+        Ok(snap)
+    }
+
     /// Columns on the GPU (the reduction kernel, then an async copy of its output on the
     /// snapshot stream into pinned memory); with a reference, the owned cells follow the
     /// same way and are compared on the host.
@@ -39,31 +69,7 @@ impl Dev {
             .as_ref()
             .is_none_or(|s| s.edges_key != local || s.chunks != chunks)
         {
-            if let Some(old) = self.snap.take() {
-                sys::free(old.edges);
-                sys::free(old.out);
-            }
-            let mut pinned = sys::Pinned::new(floats)?;
-            for (k, &e) in local.iter().enumerate() {
-                pinned.as_mut_slice()[k] = f32::from_bits(e as u32);
-            }
-            let snap = Snap {
-                edges: sys::alloc(4 * (ncols + 1))?,
-                out: sys::alloc(4 * 4 * ncols * chunks)?,
-                edges_key: local,
-                columns: ncols,
-                chunks,
-                pinned,
-            };
-            let mut snap = snap;
-            snap.pinned.transfer(
-                self.snap_stream,
-                &[sys::Xfer::ToDevice {
-                    host: 0..ncols + 1,
-                    dst: snap.edges,
-                }],
-            )?;
-            self.snap = Some(snap);
+            self.snap = Some(self.snap_buffers(local, chunks, floats)?);
         }
         // The snapshot stream waits for everything issued so far, on every stream.
         for st in self.streams.clone() {

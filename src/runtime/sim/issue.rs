@@ -4,6 +4,7 @@ use std::ops::Range;
 
 use super::scheduler::*;
 use crate::cost::PULL_QUEUE_SLOTS;
+use crate::decomp::Field;
 use crate::program::{Op, StreamId};
 use crate::runtime::OpError;
 use crate::trace::TraceRecord;
@@ -15,7 +16,6 @@ impl Scheduler {
         let seq = self.next_seq;
         self.next_seq += 1;
         let called = self.threads[t].clock;
-        let at = step.unwrap_or(0);
         let host_cost = match op {
             Op::Launch { .. } | Op::Graph { .. } => self.cost.launch_host_us,
             _ => self.cost.api_host_us,
@@ -31,39 +31,65 @@ impl Scheduler {
             Some(s) if slots > 0 => self.admit(s, called, slots),
             _ => called,
         };
-        let after_call = issue + host_cost;
-        let j = |salt| self.jitter(t, step, pc, salt);
-        let mut rec = TraceRecord {
-            id: seq,
-            step: step.map(|s| s + self.base_step),
-            thread: t,
-            op_index: pc,
+        let c = Call {
+            t,
+            step,
+            pc,
+            seq,
+            at: step.unwrap_or(0),
+            after_call: issue + host_cost,
+        };
+        let mut rec = self.record_of(&c, &op, called);
+        self.effects_of(&c, &op, &mut rec)?;
+        if let Some(s) = op.stream().filter(|_| slots > 0) {
+            self.queued(s, rec.end_us, slots);
+        }
+        // The host thread is busy until the call returns (a sync blocks it longer).
+        self.threads[t].clock = match op {
+            Op::StreamSync { .. } | Op::DeviceSync { .. } => rec.end_us,
+            _ => c.after_call,
+        };
+        rec.returned_us = self.threads[t].clock;
+        if rec.stream.is_some() {
+            self.horizon_us = self.horizon_us.max(rec.end_us);
+        }
+        self.push_trace(rec);
+        self.advance_pc(t);
+        Ok(())
+    }
+
+    /// The record of call `c`, called at `called`, before its stream work is placed.
+    fn record_of(&self, c: &Call, op: &Op, called: f64) -> TraceRecord {
+        TraceRecord {
+            id: c.seq,
+            step: c.step.map(|s| s + self.base_step),
+            thread: c.t,
+            op_index: c.pc,
             kind: op.kind(),
             stream: op.stream(),
-            label: self.program.label(&op),
+            label: self.program.label(op),
             issue_us: called,
-            start_us: after_call,
-            end_us: after_call,
-            returned_us: after_call,
+            start_us: if op.stream().is_none() {
+                called
+            } else {
+                c.after_call
+            },
+            end_us: c.after_call,
+            returned_us: c.after_call,
             released_by: None,
             released_from: None,
-            peer: match &op {
+            peer: match op {
                 Op::PeerCopy { src, dst, cells, .. } => Some((*src, *dst, 4 * cells.len())),
                 _ => None,
             },
-        };
-        if op.stream().is_none() {
-            rec.start_us = called;
         }
-        let fail = |error: &str, why: String| OpError {
-            step: step.map(|s| s + self.base_step),
-            thread: t,
-            op_index: pc,
-            call: self.program.render(&op),
-            error: error.into(),
-            why,
-        };
-        match &op {
+    }
+
+    /// Places call `c`'s work on its stream, its memory effects in the queue of effects,
+    /// its event and barrier state; fills in `rec`'s times.
+    fn effects_of(&mut self, c: &Call, op: &Op, rec: &mut TraceRecord) -> Result<(), OpError> {
+        let after_call = c.after_call;
+        match op {
             Op::EventCreate { .. } | Op::EventDestroy { .. } => {}
             Op::Launch {
                 kernel,
@@ -72,7 +98,8 @@ impl Scheduler {
                 substep,
             } => {
                 let owned = self.owned_in(stream.device, cells);
-                let dur = self.cost.kernel_us(owned as f64 * kernel.bytes_per_cell()) * j(2);
+                let j = self.jitter(c.t, c.step, c.pc, 2);
+                let dur = self.cost.kernel_us(owned as f64 * kernel.bytes_per_cell()) * j;
                 let (start, end) = self.enqueue(*stream, after_call, dur);
                 (rec.start_us, rec.end_us) = (start, end);
                 let effect = Effect::Kernel {
@@ -80,65 +107,32 @@ impl Scheduler {
                     kernel: *kernel,
                     cells: cells.clone(),
                     // Sources see the absolute step (the runtime may continue a run).
-                    step: step.map_or(0, |s| s + self.base_step) + u64::from(*substep),
+                    step: c.step.map_or(0, |s| s + self.base_step) + u64::from(*substep),
                 };
-                self.push_effect(end, seq, at, effect);
+                self.push_effect(end, c.seq, c.at, effect);
             }
-            Op::Graph { nodes, stream } => {
-                // One launch call; on the device, each node after the one before, at a
-                // graph node's cost instead of a launched kernel's.
-                let mut when = after_call;
-                let base = step.map_or(0, |s| s + self.base_step);
-                rec.start_us = f64::INFINITY;
-                for (i, (kernel, cells, substep)) in nodes.iter().filter_map(Op::as_launch).enumerate() {
-                    let owned = self.owned_in(stream.device, cells);
-                    let jn = self.jitter(t, step, pc, 16 + i as u64);
-                    let dur = self.cost.graph_node_us(owned as f64 * kernel.bytes_per_cell()) * jn;
-                    let (start, end) = self.enqueue(*stream, when, dur);
-                    when = end;
-                    rec.start_us = rec.start_us.min(start);
-                    rec.end_us = end;
-                    self.push_effect(
-                        end,
-                        seq,
-                        at,
-                        Effect::Kernel {
-                            device: stream.device,
-                            kernel,
-                            cells: cells.clone(),
-                            step: base + u64::from(substep),
-                        },
-                    );
-                }
-                if rec.start_us.is_infinite() {
-                    rec.start_us = after_call;
-                }
-            }
+            Op::Graph { nodes, stream } => self.graph_effects(c, nodes, *stream, rec),
             Op::Record { event, stream } => {
                 let info = &self.program.events[event.0];
                 if info.device != stream.device {
-                    return Err(fail(
-                        "invalid resource handle",
-                        format!(
-                            "{} was created on dev{} but {} is a stream of dev{}: an event can only be \
-                             recorded on a stream of its own device (rule 4)",
-                            info.name,
-                            info.device,
-                            self.program.stream_name(*stream),
-                            stream.device
-                        ),
-                    ));
+                    let why = format!(
+                        "{} was created on dev{} but {} is a stream of dev{}: an event can only be \
+                         recorded on a stream of its own device (rule 4)",
+                        info.name,
+                        info.device,
+                        self.program.stream_name(*stream),
+                        stream.device
+                    );
+                    return Err(self.op_error(c, op, "invalid resource handle", why));
                 }
                 let (start, end) = self.enqueue(*stream, after_call, 0.0);
                 (rec.start_us, rec.end_us) = (start, end);
-                self.set_event(
-                    event.0,
-                    Recorded {
-                        complete: end,
-                        trace_id: seq,
-                        stream: *stream,
-                    },
-                );
+                let recorded = Recorded {
+                    complete: end,
+                    trace_id: c.seq,
+                    stream: *stream,
+                };
+                self.set_event(event.0, recorded);
             }
             Op::Wait { stream, event } => {
                 // Rule 3: the most recent record issued so far; none completes at once.
@@ -157,27 +151,7 @@ impl Scheduler {
                 dst,
                 cells,
                 stream,
-            } => {
-                let pull = stream.device != *src;
-                let dur = self.cost.peer_copy_us(4.0 * cells.len() as f64, pull) * j(2);
-                let (start, end) = self.enqueue(*stream, after_call, dur);
-                (rec.start_us, rec.end_us) = (start, end);
-                let read = Effect::CopyRead {
-                    src: *src,
-                    dst: *dst,
-                    field: *field,
-                    cells: cells.clone(),
-                    tag: seq,
-                };
-                let write = Effect::CopyWrite {
-                    dst: *dst,
-                    field: *field,
-                    cells: cells.clone(),
-                    tag: seq,
-                };
-                self.push_effect(start, seq, at, read);
-                self.push_effect(end, seq, at, write);
-            }
+            } => self.copy_effects(c, (*field, *src, *dst), cells, *stream, rec),
             Op::StreamSync { stream } => {
                 let free = self.stream_free.get(stream).copied().unwrap_or(0.0);
                 rec.end_us = after_call.max(free + self.cost.sync_wake_us);
@@ -192,25 +166,88 @@ impl Scheduler {
                 rec.end_us = after_call.max(free + self.cost.sync_wake_us);
             }
             Op::HostBarrier => {
-                self.threads[t].at_barrier = true;
-                self.threads[t].barrier_record = Some(seq);
+                self.threads[c.t].at_barrier = true;
+                self.threads[c.t].barrier_record = Some(c.seq);
             }
         }
-        if let Some(s) = op.stream().filter(|_| slots > 0) {
-            self.queued(s, rec.end_us, slots);
-        }
-        // The host thread is busy until the call returns (a sync blocks it longer).
-        self.threads[t].clock = match op {
-            Op::StreamSync { .. } | Op::DeviceSync { .. } => rec.end_us,
-            _ => after_call,
-        };
-        rec.returned_us = self.threads[t].clock;
-        if rec.stream.is_some() {
-            self.horizon_us = self.horizon_us.max(rec.end_us);
-        }
-        self.push_trace(rec);
-        self.advance_pc(t);
         Ok(())
+    }
+
+    /// A peer copy of `cells` of `field` from `src` to `dst` on `stream`: it reads its
+    /// source when it starts and writes its destination when it completes.
+    fn copy_effects(
+        &mut self,
+        c: &Call,
+        (field, src, dst): (Field, usize, usize),
+        cells: &Range<usize>,
+        stream: StreamId,
+        rec: &mut TraceRecord,
+    ) {
+        let pull = stream.device != src;
+        let j = self.jitter(c.t, c.step, c.pc, 2);
+        let dur = self.cost.peer_copy_us(4.0 * cells.len() as f64, pull) * j;
+        let (start, end) = self.enqueue(stream, c.after_call, dur);
+        (rec.start_us, rec.end_us) = (start, end);
+        let tag = c.seq;
+        let cells = cells.clone();
+        let read = Effect::CopyRead {
+            src,
+            dst,
+            field,
+            cells: cells.clone(),
+            tag,
+        };
+        self.push_effect(start, c.seq, c.at, read);
+        self.push_effect(
+            end,
+            c.seq,
+            c.at,
+            Effect::CopyWrite {
+                dst,
+                field,
+                cells,
+                tag,
+            },
+        );
+    }
+
+    /// One launch call of a graph; on the device, each node after the one before, at a
+    /// graph node's cost instead of a launched kernel's.
+    fn graph_effects(&mut self, c: &Call, nodes: &[Op], stream: StreamId, rec: &mut TraceRecord) {
+        let mut when = c.after_call;
+        let base = c.step.map_or(0, |s| s + self.base_step);
+        rec.start_us = f64::INFINITY;
+        for (i, (kernel, cells, substep)) in nodes.iter().filter_map(Op::as_launch).enumerate() {
+            let owned = self.owned_in(stream.device, cells);
+            let jn = self.jitter(c.t, c.step, c.pc, 16 + i as u64);
+            let dur = self.cost.graph_node_us(owned as f64 * kernel.bytes_per_cell()) * jn;
+            let (start, end) = self.enqueue(stream, when, dur);
+            when = end;
+            rec.start_us = rec.start_us.min(start);
+            rec.end_us = end;
+            let effect = Effect::Kernel {
+                device: stream.device,
+                kernel,
+                cells: cells.clone(),
+                step: base + u64::from(substep),
+            };
+            self.push_effect(end, c.seq, c.at, effect);
+        }
+        if rec.start_us.is_infinite() {
+            rec.start_us = c.after_call;
+        }
+    }
+
+    /// The error of call `c`, named as the learner wrote it.
+    fn op_error(&self, c: &Call, op: &Op, error: &str, why: String) -> OpError {
+        OpError {
+            step: c.step.map(|s| s + self.base_step),
+            thread: c.t,
+            op_index: c.pc,
+            call: self.program.render(op),
+            error: error.into(),
+            why,
+        }
     }
 
     pub(super) fn set_event(&mut self, e: usize, r: Recorded) {
@@ -234,4 +271,15 @@ impl Scheduler {
         let hi = lo + self.cells[device];
         cells.end.min(hi).saturating_sub(cells.start.max(lo))
     }
+}
+
+/// A call being issued: its thread, step and place, its number, the step its effects
+/// belong to, and when the host is done issuing it.
+struct Call {
+    t: usize,
+    step: Option<u64>,
+    pc: usize,
+    seq: u64,
+    at: u64,
+    after_call: f64,
 }

@@ -7,7 +7,7 @@ use ratatui::style::{Color, Style};
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
-use ratatui::widgets::canvas::{Canvas, Line as CLine};
+use ratatui::widgets::canvas::{Canvas, Context, Line as CLine};
 
 use super::common::*;
 use crate::engine::Frame;
@@ -102,22 +102,8 @@ pub(crate) fn plot_field(frame: &Frame, device: Option<usize>, area: Rect, buf: 
                 });
             }
             ctx.layer();
-            // |Δ|: red bars from the bottom, up to a third of the plot, height by the
-            // order of magnitude of the difference (1e-12 … 1).
             if max_diff > 0.0 {
-                for (i, c) in frame.columns.iter().enumerate() {
-                    if c.diff > 0.0 {
-                        let rel = ((f64::from(c.diff).log10() + 12.0) / 12.0).clamp(0.05, 1.0) * 0.66;
-                        let x = i as f64 + 0.5;
-                        ctx.draw(&CLine {
-                            x1: x,
-                            y1: -scale,
-                            x2: x,
-                            y2: -scale + rel * scale,
-                            color: DIFF_COLOR,
-                        });
-                    }
-                }
+                paint_diffs(ctx, frame, scale);
                 ctx.layer();
             }
             for (i, c) in frame.columns.iter().enumerate() {
@@ -145,21 +131,8 @@ pub(crate) fn plot_field(frame: &Frame, device: Option<usize>, area: Rect, buf: 
                 Span::styled(if ex { "Ex" } else { "Hy" }, Style::new().fg(color).bold()),
             );
             if ex {
-                // Device names four characters right of their first cell (clear of "Ex").
                 let per_char = cols as f64 / f64::from(area.width.max(1));
-                let mut start = 0usize;
-                for (d, &b) in bounds.iter().enumerate() {
-                    let x = cell_x(start, cells, cols) + 4.0 * per_char;
-                    let style = if device == Some(d) {
-                        Style::new().white().bold().reversed()
-                    } else {
-                        Style::new().gray()
-                    };
-                    if x < cols as f64 - 5.0 * per_char {
-                        ctx.print(x, scale * 0.8, Span::styled(format!("dev{d}"), style));
-                    }
-                    start = b;
-                }
+                paint_device_names(ctx, &bounds, (cells, cols, per_char), scale, device);
             }
         });
     canvas.render(area, buf);
@@ -173,5 +146,47 @@ pub(crate) fn plot_field(frame: &Frame, device: Option<usize>, area: Rect, buf: 
                 buf[(x, y)].set_symbol("▸").set_fg(Color::Gray);
             }
         }
+    }
+}
+
+/// |Δ|: red bars from the bottom, up to a third of the plot, height by the order of
+/// magnitude of the difference (1e-12 … 1).
+fn paint_diffs(ctx: &mut Context<'_>, frame: &Frame, scale: f64) {
+    for (i, c) in frame.columns.iter().enumerate() {
+        if c.diff > 0.0 {
+            let rel = ((f64::from(c.diff).log10() + 12.0) / 12.0).clamp(0.05, 1.0) * 0.66;
+            let x = i as f64 + 0.5;
+            ctx.draw(&CLine {
+                x1: x,
+                y1: -scale,
+                x2: x,
+                y2: -scale + rel * scale,
+                color: DIFF_COLOR,
+            });
+        }
+    }
+}
+
+/// Device names four characters right of their first cell (clear of "Ex"); `per_char`:
+/// plot columns per character.
+fn paint_device_names(
+    ctx: &mut Context<'_>,
+    bounds: &[usize],
+    (cells, cols, per_char): (usize, usize, f64),
+    scale: f64,
+    device: Option<usize>,
+) {
+    let mut start = 0usize;
+    for (d, &b) in bounds.iter().enumerate() {
+        let x = cell_x(start, cells, cols) + 4.0 * per_char;
+        let style = if device == Some(d) {
+            Style::new().white().bold().reversed()
+        } else {
+            Style::new().gray()
+        };
+        if x < cols as f64 - 5.0 * per_char {
+            ctx.print(x, scale * 0.8, Span::styled(format!("dev{d}"), style));
+        }
+        start = b;
     }
 }

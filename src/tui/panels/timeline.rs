@@ -54,27 +54,7 @@ pub fn render(frame: &Frame, device: Option<usize>, zoomed: bool, area: Rect, bu
         Paragraph::new("no step yet: press n (step) or space (run)").render(area, buf);
         return;
     }
-    let p = &frame.program;
-    // Lanes: each device's streams, then its host thread.
-    let mut lanes: Vec<(String, usize, Option<usize>)> = Vec::new();
-    for d in 0..p.devices() {
-        if device.is_some_and(|f| f != d) {
-            continue;
-        }
-        for (i, name) in p.stream_names.iter().enumerate() {
-            lanes.push((format!("dev{d} {name}"), d, Some(i)));
-        }
-        lanes.push((format!("dev{d} host"), d, None));
-    }
-    // Fit the lanes: drop host lanes, then copy lanes, when short of rows.
-    let rows = area.height.saturating_sub(2) as usize;
-    if lanes.len() > rows {
-        lanes.retain(|l| l.2.is_some());
-    }
-    if lanes.len() > rows {
-        lanes.retain(|l| l.2 == Some(0));
-    }
-    lanes.truncate(rows);
+    let lanes = lanes(frame, device, area.height.saturating_sub(2) as usize);
     // The window is the step's GPU work: the host usually runs ahead of it, so host calls
     // issued before the window are clipped to its left edge.
     let on_gpu = || records.iter().filter(|r| r.stream.is_some());
@@ -107,42 +87,12 @@ pub fn render(frame: &Frame, device: Option<usize>, zoomed: bool, area: Rect, bu
         Span::styled("░ host blocked", Style::new().fg(SYNC_COLOR)),
     ])
     .render(Rect { height: 1, ..area }, buf);
-    for (row, (name, d, stream)) in lanes.iter().enumerate() {
+    for (row, lane) in lanes.iter().enumerate() {
         let y = y0 + row as u16;
         if y >= area.bottom().saturating_sub(1) {
             break;
         }
-        buf.set_stringn(
-            area.x,
-            y,
-            format!("{name:<13}"),
-            label_w as usize,
-            Style::new().fg(Color::Gray),
-        );
-        let x_base = area.x + label_w;
-        // Bars first, then the event markers on top of them.
-        for markers in [false, true] {
-            for r in &records {
-                // The host lane: host-only calls (barrier, synchronize), and calls for a
-                // stream that blocked the host (a full queue: longer than any call's cost).
-                let blocked =
-                    r.stream.is_some() && r.returned_us - r.issue_us > crate::trace::BLOCKED_CALL_US;
-                let on_lane = match stream {
-                    Some(i) => r.stream.is_some_and(|s| s.device == *d && s.index == *i),
-                    None => (r.stream.is_none() || blocked) && r.thread == *d,
-                };
-                let marker = r.kind == OpKind::Event && stream.is_some();
-                if !on_lane || markers != marker {
-                    continue;
-                }
-                let span = if blocked && stream.is_none() {
-                    (r.issue_us, r.returned_us)
-                } else {
-                    (r.start_us, r.end_us)
-                };
-                draw_record(r, stream.is_none(), (x_of(span.0), x_of(span.1)), x_base, y, buf);
-            }
-        }
+        draw_lane(lane, &records, &x_of, (area.x, y, label_w), buf);
     }
     // Time axis.
     let y = area.bottom() - 1;
@@ -204,6 +154,73 @@ pub(crate) fn draw_record(
     } else {
         for x in a..=b {
             buf[(x_base + x, y)].set_symbol("█").set_fg(color);
+        }
+    }
+}
+
+/// A lane: its label, its device, and its stream (`None`: the host thread).
+type Lane = (String, usize, Option<usize>);
+
+/// Lanes: each device's streams, then its host thread (only `device`'s when one is
+/// focused), fitted to `rows`: host lanes go first, then copy lanes, when short of rows.
+fn lanes(frame: &Frame, device: Option<usize>, rows: usize) -> Vec<Lane> {
+    let p = &frame.program;
+    let mut lanes: Vec<Lane> = Vec::new();
+    for d in 0..p.devices() {
+        if device.is_some_and(|f| f != d) {
+            continue;
+        }
+        for (i, name) in p.stream_names.iter().enumerate() {
+            lanes.push((format!("dev{d} {name}"), d, Some(i)));
+        }
+        lanes.push((format!("dev{d} host"), d, None));
+    }
+    if lanes.len() > rows {
+        lanes.retain(|l| l.2.is_some());
+    }
+    if lanes.len() > rows {
+        lanes.retain(|l| l.2 == Some(0));
+    }
+    lanes.truncate(rows);
+    lanes
+}
+
+/// One lane's label and calls on row `y`; `x_of` places a time on the lane.
+fn draw_lane(
+    (name, d, stream): &Lane,
+    records: &[&TraceRecord],
+    x_of: &dyn Fn(f64) -> u16,
+    (x, y, label_w): (u16, u16, u16),
+    buf: &mut Buffer,
+) {
+    buf.set_stringn(
+        x,
+        y,
+        format!("{name:<13}"),
+        label_w as usize,
+        Style::new().fg(Color::Gray),
+    );
+    let x_base = x + label_w;
+    // Bars first, then the event markers on top of them.
+    for markers in [false, true] {
+        for r in records {
+            // The host lane: host-only calls (barrier, synchronize), and calls for a
+            // stream that blocked the host (a full queue: longer than any call's cost).
+            let blocked = r.stream.is_some() && r.returned_us - r.issue_us > crate::trace::BLOCKED_CALL_US;
+            let on_lane = match stream {
+                Some(i) => r.stream.is_some_and(|s| s.device == *d && s.index == *i),
+                None => (r.stream.is_none() || blocked) && r.thread == *d,
+            };
+            let marker = r.kind == OpKind::Event && stream.is_some();
+            if !on_lane || markers != marker {
+                continue;
+            }
+            let span = if blocked && stream.is_none() {
+                (r.issue_us, r.returned_us)
+            } else {
+                (r.start_us, r.end_us)
+            };
+            draw_record(r, stream.is_none(), (x_of(span.0), x_of(span.1)), x_base, y, buf);
         }
     }
 }

@@ -1,156 +1,56 @@
-//! Scenarios: TOML in, a validated [`Scenario`] out, or a [`ScenarioError`] that names
-//! the file, the line and column, the field and the reason.
+//! TOML in, a validated scenario out: every field checked, every error located.
 
 use serde::Deserialize;
-use std::fmt;
 use std::ops::Range;
 use std::path::Path;
 use toml::Spanned;
 
+use super::model::*;
 use crate::cost::CostModel;
 
 /// The scenarios shipped with haloscope, `(name, TOML text)`; the first is the default.
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("pulse", include_str!("../assets/scenarios/pulse.toml")),
-    ("fresnel", include_str!("../assets/scenarios/fresnel.toml")),
-    ("cavity", include_str!("../assets/scenarios/cavity.toml")),
-    ("uneven", include_str!("../assets/scenarios/uneven.toml")),
-    ("race", include_str!("../assets/scenarios/race.toml")),
+    ("pulse", include_str!("../../assets/scenarios/pulse.toml")),
+    ("fresnel", include_str!("../../assets/scenarios/fresnel.toml")),
+    ("cavity", include_str!("../../assets/scenarios/cavity.toml")),
+    ("uneven", include_str!("../../assets/scenarios/uneven.toml")),
+    ("race", include_str!("../../assets/scenarios/race.toml")),
 ];
 
-/// A bad scenario or argument, explained for the person who wrote it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScenarioError {
-    /// The file (or `built-in scenario `name``) the problem is in.
-    pub origin: String,
-    /// 1-based line and column, where known.
-    pub location: Option<(usize, usize)>,
-    /// The field, as a dotted TOML path (`grid.courant`, `sources[1].position`).
-    pub field: Option<String>,
-    pub reason: String,
-}
-
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.origin)?;
-        if let Some((line, col)) = self.location {
-            write!(f, ":{line}:{col}")?;
-        }
-        write!(f, ": ")?;
-        if let Some(field) = &self.field {
-            write!(f, "`{field}`: ")?;
-        }
-        write!(f, "{}", self.reason)
-    }
-}
-
-impl std::error::Error for ScenarioError {}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Boundary {
-    /// First-order Mur absorbing boundary.
-    Mur,
-    /// Perfect electric conductor: `Ex = 0` at the end node.
-    Pec,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Injection {
-    /// Added to the field.
-    #[default]
-    Soft,
-    /// Imposed on the field.
-    Hard,
-}
-
-/// A source waveform; times are in steps.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum SourceKind {
-    Gaussian { delay: f64, width: f64 },
-    Ricker { delay: f64, period: f64 },
-    Sinusoid { period: f64 },
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Source {
-    pub kind: SourceKind,
-    pub position: usize,
-    pub injection: Injection,
-    pub amplitude: f64,
-}
-
-/// A region `[start, end)` of cells with its material.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Material {
-    pub start: usize,
-    pub end: usize,
-    pub eps_r: f64,
-    /// Conductivity in S/m.
-    pub sigma: f64,
-}
-
-/// A validated scenario: every field is in range and consistent with the others.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Scenario {
-    /// Where it came from (a file, a built-in name) and where `grid.cells` is in it, for
-    /// refusals that come later (a grid too large for the machine).
-    pub origin: String,
-    pub cells_location: Option<(usize, usize)>,
-    pub name: String,
-    pub description: String,
-    pub cells: usize,
-    pub courant: f64,
-    /// Steps of a headless run.
-    pub steps: u64,
-    /// Cell size in metres (sets the time step, hence what a conductivity means).
-    pub dx: f64,
-    /// Cells per device, in order; sums to `cells`.
-    pub split: Vec<usize>,
-    pub sources: Vec<Source>,
-    pub materials: Vec<Material>,
-    pub left: Boundary,
-    pub right: Boundary,
-    pub cost: CostModel,
-}
-
-// ---- raw TOML shapes -------------------------------------------------------------------
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawScenario {
-    name: Option<String>,
-    description: Option<String>,
-    grid: RawGrid,
-    devices: Option<RawDevices>,
+pub(super) struct RawScenario {
+    pub(super) name: Option<String>,
+    pub(super) description: Option<String>,
+    pub(super) grid: RawGrid,
+    pub(super) devices: Option<RawDevices>,
     #[serde(default)]
-    sources: Vec<Spanned<RawSource>>,
+    pub(super) sources: Vec<Spanned<RawSource>>,
     #[serde(default)]
-    materials: Vec<Spanned<RawMaterial>>,
-    boundaries: Option<RawBoundaries>,
-    cost: Option<Spanned<CostModel>>,
+    pub(super) materials: Vec<Spanned<RawMaterial>>,
+    pub(super) boundaries: Option<RawBoundaries>,
+    pub(super) cost: Option<Spanned<CostModel>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawGrid {
-    cells: Spanned<i64>,
-    courant: Spanned<f64>,
-    steps: Option<Spanned<i64>>,
-    dx: Option<Spanned<f64>>,
+pub(super) struct RawGrid {
+    pub(super) cells: Spanned<i64>,
+    pub(super) courant: Spanned<f64>,
+    pub(super) steps: Option<Spanned<i64>>,
+    pub(super) dx: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawDevices {
-    count: Option<Spanned<i64>>,
-    split: Option<Spanned<RawSplit>>,
+pub(super) struct RawDevices {
+    pub(super) count: Option<Spanned<i64>>,
+    pub(super) split: Option<Spanned<RawSplit>>,
 }
 
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum RawSplit {
+pub(super) enum RawSplit {
     Named(String),
     Cells(Vec<i64>),
 }
@@ -159,7 +59,7 @@ enum RawSplit {
 // at the `[[sources]]` table and name the key.
 #[derive(Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-enum RawSource {
+pub(super) enum RawSource {
     Gaussian {
         position: i64,
         #[serde(default)]
@@ -187,38 +87,43 @@ enum RawSource {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawMaterial {
-    start: Spanned<i64>,
-    end: Spanned<i64>,
-    eps_r: Spanned<f64>,
+pub(super) struct RawMaterial {
+    pub(super) start: Spanned<i64>,
+    pub(super) end: Spanned<i64>,
+    pub(super) eps_r: Spanned<f64>,
     #[serde(default)]
-    sigma: Option<Spanned<f64>>,
+    pub(super) sigma: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawBoundaries {
-    left: Option<Boundary>,
-    right: Option<Boundary>,
+pub(super) struct RawBoundaries {
+    pub(super) left: Option<Boundary>,
+    pub(super) right: Option<Boundary>,
 }
 
 // ---- loading ---------------------------------------------------------------------------
 
 /// Where a scenario's text came from, for error messages.
-struct Ctx<'a> {
-    origin: String,
-    text: &'a str,
+pub(super) struct Ctx<'a> {
+    pub(super) origin: String,
+    pub(super) text: &'a str,
 }
 
 impl Ctx<'_> {
-    fn line_col(&self, offset: usize) -> (usize, usize) {
+    pub(super) fn line_col(&self, offset: usize) -> (usize, usize) {
         let before = &self.text[..offset.min(self.text.len())];
         let line = before.matches('\n').count() + 1;
         let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
         (line, col)
     }
 
-    fn err(&self, span: Option<Range<usize>>, field: &str, reason: impl Into<String>) -> ScenarioError {
+    pub(super) fn err(
+        &self,
+        span: Option<Range<usize>>,
+        field: &str,
+        reason: impl Into<String>,
+    ) -> ScenarioError {
         ScenarioError {
             origin: self.origin.clone(),
             location: span.map(|s| self.line_col(s.start)),
@@ -227,7 +132,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn at<T>(&self, v: &Spanned<T>, field: &str, reason: impl Into<String>) -> ScenarioError {
+    pub(super) fn at<T>(&self, v: &Spanned<T>, field: &str, reason: impl Into<String>) -> ScenarioError {
         self.err(Some(v.span()), field, reason)
     }
 }
@@ -311,7 +216,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
 
 /// The table a header at byte `at` opens: `grid`, or `sources[1]` for the second
 /// `[[sources]]`; else the table of the line there.
-fn table_at(text: &str, at: usize) -> String {
+pub(super) fn table_at(text: &str, at: usize) -> String {
     let at = at.min(text.len());
     let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
     let line = text[line_start..].lines().next().unwrap_or("").trim();
@@ -341,7 +246,7 @@ fn table_at(text: &str, at: usize) -> String {
 
 /// The dotted key path of the TOML line an error points into, best effort: the nearest
 /// `[table]` header above it and the key on the line itself.
-fn field_at(text: &str, span: Option<Range<usize>>) -> String {
+pub(super) fn field_at(text: &str, span: Option<Range<usize>>) -> String {
     let Some(span) = span else {
         return String::new();
     };
@@ -372,8 +277,8 @@ fn field_at(text: &str, span: Option<Range<usize>>) -> String {
     }
 }
 
-fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
-    let g = &raw.grid;
+/// `[grid]`: cells, Courant number, steps, cell size.
+fn grid(cx: &Ctx, g: &RawGrid) -> Result<(usize, f64, u64, f64), ScenarioError> {
     let cells = *g.cells.get_ref();
     if cells < 3 {
         return Err(cx.at(
@@ -412,7 +317,54 @@ fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
         Some(d) => *d.get_ref(),
         None => 1e-3,
     };
+    Ok((cells, courant, steps, dx))
+}
 
+/// `[[materials]]` entry `i`, stable (local Courant number at most 1) and with a finite
+/// loss per step.
+fn stable_material(
+    cx: &Ctx,
+    i: usize,
+    m: &Spanned<RawMaterial>,
+    (cells, courant, dx): (usize, f64, f64),
+) -> Result<Material, ScenarioError> {
+    let mat = material(cx, i, m, cells)?;
+    let m = m.get_ref();
+    // Stability where the wave is slowest... and fastest: the local Courant number is
+    // courant / sqrt(eps_r), and the scheme blows up above 1.
+    let local = courant / mat.eps_r.sqrt();
+    if local > 1.0 {
+        return Err(cx.at(
+            &m.eps_r,
+            &format!("materials[{i}].eps_r"),
+            format!(
+                "eps_r = {} makes the local Courant number {local} (courant / sqrt(eps_r)): the \
+                 scheme is unstable above 1; use eps_r >= {} or a smaller grid.courant",
+                mat.eps_r,
+                courant * courant
+            ),
+        ));
+    }
+    let dt = courant * dx / crate::constants::C0;
+    let loss = mat.sigma * dt / (2.0 * crate::constants::EPS0 * mat.eps_r);
+    if !loss.is_finite() {
+        let at = m.sigma.as_ref().map(|s| s.span());
+        return Err(cx.err(
+            at,
+            &format!("materials[{i}].sigma"),
+            format!(
+                "with grid.dx = {} m the loss per step (sigma·dt / 2ε) is not a finite number: \
+                 use a smaller conductivity or cell size",
+                crate::error::num(dx)
+            ),
+        ));
+    }
+    Ok(mat)
+}
+
+pub(super) fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
+    let g = &raw.grid;
+    let (cells, courant, steps, dx) = grid(cx, g)?;
     let split = match &raw.devices {
         None => vec![cells],
         Some(d) => device_split(cx, d, cells)?,
@@ -424,38 +376,7 @@ fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
     }
     let mut materials = Vec::new();
     for (i, m) in raw.materials.iter().enumerate() {
-        let mat = material(cx, i, m, cells)?;
-        let m = m.get_ref();
-        // Stability where the wave is slowest... and fastest: the local Courant number is
-        // courant / sqrt(eps_r), and the scheme blows up above 1.
-        let local = courant / mat.eps_r.sqrt();
-        if local > 1.0 {
-            return Err(cx.at(
-                &m.eps_r,
-                &format!("materials[{i}].eps_r"),
-                format!(
-                    "eps_r = {} makes the local Courant number {local} (courant / sqrt(eps_r)): the \
-                     scheme is unstable above 1; use eps_r >= {} or a smaller grid.courant",
-                    mat.eps_r,
-                    courant * courant
-                ),
-            ));
-        }
-        let dt = courant * dx / crate::constants::C0;
-        let loss = mat.sigma * dt / (2.0 * crate::constants::EPS0 * mat.eps_r);
-        if !loss.is_finite() {
-            let at = m.sigma.as_ref().map(|s| s.span());
-            return Err(cx.err(
-                at,
-                &format!("materials[{i}].sigma"),
-                format!(
-                    "with grid.dx = {} m the loss per step (sigma·dt / 2ε) is not a finite number: \
-                     use a smaller conductivity or cell size",
-                    crate::error::num(dx)
-                ),
-            ));
-        }
-        materials.push(mat);
+        materials.push(stable_material(cx, i, m, (cells, courant, dx))?);
     }
     let b = raw.boundaries.as_ref();
     let left = b.and_then(|b| b.left).unwrap_or(Boundary::Mur);
@@ -500,7 +421,7 @@ fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
     Ok(s)
 }
 
-fn device_split(cx: &Ctx, d: &RawDevices, cells: usize) -> Result<Vec<usize>, ScenarioError> {
+pub(super) fn device_split(cx: &Ctx, d: &RawDevices, cells: usize) -> Result<Vec<usize>, ScenarioError> {
     let count = match &d.count {
         Some(c) if *c.get_ref() < 1 => {
             return Err(cx.at(
@@ -581,51 +502,48 @@ fn device_split(cx: &Ctx, d: &RawDevices, cells: usize) -> Result<Vec<usize>, Sc
     }
 }
 
-/// Splits `cells` into `devices` parts whose sizes differ by at most one, larger first.
-pub fn even_split(cells: usize, devices: usize) -> Vec<usize> {
-    let devices = devices.max(1);
-    (0..devices)
-        .map(|d| cells / devices + usize::from(d < cells % devices))
-        .collect()
-}
+/// Largest source amplitude: float32 fields hold up to about 3.4e38, and sources add up.
+pub const MAX_AMPLITUDE: f64 = 1e9;
 
-/// Checks a split against the grid and the boundaries (also after `--devices`).
-fn check_split(s: &Scenario) -> Result<(), String> {
-    let n = s.split.len();
-    if n > s.cells {
-        return Err(format!(
-            "{n} devices but only {} cells: more devices than cells",
-            s.cells
-        ));
-    }
-    if s.split.iter().sum::<usize>() != s.cells {
-        return Err(format!(
-            "the split sums to {} cells but grid.cells = {}",
-            s.split.iter().sum::<usize>(),
-            s.cells
-        ));
-    }
-    if n > 1 {
-        // A Mur end reads the node next to it; keep both on one device.
-        if s.left == Boundary::Mur && s.split[0] < 2 {
-            return Err(
-                "device 0 holds 1 cell, but the Mur boundary at the left end needs 2 on one device".into(),
-            );
+/// A source's waveform: a finite delay, a period the grid can carry.
+fn check_waveform(
+    cx: &Ctx,
+    s: &Spanned<RawSource>,
+    f: &dyn Fn(&str) -> String,
+    kind: &SourceKind,
+) -> Result<(), ScenarioError> {
+    let finite = |x: f64, name: &str| {
+        if x.is_finite() {
+            Ok(())
+        } else {
+            Err(cx.at(s, &f(name), format!("must be a finite number, got {x}")))
         }
-        if s.right == Boundary::Mur && s.split[n - 1] < 2 {
-            return Err(format!(
-                "device {} holds 1 cell, but the Mur boundary at the right end needs 2 on one device",
-                n - 1
-            ));
-        }
+    };
+    match *kind {
+        SourceKind::Gaussian { delay, .. } | SourceKind::Ricker { delay, .. } => finite(delay, "delay")?,
+        SourceKind::Sinusoid { .. } => {}
+    }
+    if let SourceKind::Ricker { period, .. } | SourceKind::Sinusoid { period } = *kind
+        && period < 2.0
+    {
+        return Err(cx.at(
+            s,
+            &f("period"),
+            format!(
+                "a period of {} steps is below 2 steps: the grid cannot carry it (it aliases)",
+                crate::error::num(period)
+            ),
+        ));
     }
     Ok(())
 }
 
-/// Largest source amplitude: float32 fields hold up to about 3.4e38, and sources add up.
-pub const MAX_AMPLITUDE: f64 = 1e9;
-
-fn source(cx: &Ctx, i: usize, s: &Spanned<RawSource>, cells: usize) -> Result<Source, ScenarioError> {
+pub(super) fn source(
+    cx: &Ctx,
+    i: usize,
+    s: &Spanned<RawSource>,
+    cells: usize,
+) -> Result<Source, ScenarioError> {
     let f = |name: &str| format!("sources[{i}].{name}");
     let positive = |x: f64, name: &str, what: &str| {
         if x > 0.0 && x.is_finite() {
@@ -679,29 +597,7 @@ fn source(cx: &Ctx, i: usize, s: &Spanned<RawSource>, cells: usize) -> Result<So
             amplitude,
         ),
     };
-    let finite = |x: f64, name: &str| {
-        if x.is_finite() {
-            Ok(())
-        } else {
-            Err(cx.at(s, &f(name), format!("must be a finite number, got {x}")))
-        }
-    };
-    match kind {
-        SourceKind::Gaussian { delay, .. } | SourceKind::Ricker { delay, .. } => finite(delay, "delay")?,
-        SourceKind::Sinusoid { .. } => {}
-    }
-    if let SourceKind::Ricker { period, .. } | SourceKind::Sinusoid { period } = kind
-        && period < 2.0
-    {
-        return Err(cx.at(
-            s,
-            &f("period"),
-            format!(
-                "a period of {} steps is below 2 steps: the grid cannot carry it (it aliases)",
-                crate::error::num(period)
-            ),
-        ));
-    }
+    check_waveform(cx, s, &f, &kind)?;
     if let Some(a) = amplitude
         && !(a.is_finite() && a.abs() <= MAX_AMPLITUDE)
     {
@@ -726,7 +622,12 @@ fn source(cx: &Ctx, i: usize, s: &Spanned<RawSource>, cells: usize) -> Result<So
     })
 }
 
-fn material(cx: &Ctx, i: usize, m: &Spanned<RawMaterial>, cells: usize) -> Result<Material, ScenarioError> {
+pub(super) fn material(
+    cx: &Ctx,
+    i: usize,
+    m: &Spanned<RawMaterial>,
+    cells: usize,
+) -> Result<Material, ScenarioError> {
     let m = m.get_ref();
     let f = |name: &str| format!("materials[{i}].{name}");
     let (start, end) = (*m.start.get_ref(), *m.end.get_ref());
@@ -772,83 +673,4 @@ fn material(cx: &Ctx, i: usize, m: &Spanned<RawMaterial>, cells: usize) -> Resul
         eps_r,
         sigma,
     })
-}
-
-impl Scenario {
-    /// Overrides the device count (`--devices N`, an even split) and re-checks the split.
-    pub fn with_devices(mut self, devices: usize) -> Result<Self, ScenarioError> {
-        let err = |reason: String| ScenarioError {
-            origin: "--devices".into(),
-            location: None,
-            field: None,
-            reason,
-        };
-        if devices == 0 {
-            return Err(err("0 devices: at least one is needed".into()));
-        }
-        if devices > self.cells {
-            return Err(err(format!(
-                "{devices} devices but only {} cells: more devices than cells",
-                self.cells
-            )));
-        }
-        self.split = even_split(self.cells, devices);
-        check_split(&self).map_err(err)?;
-        Ok(self)
-    }
-
-    /// Refuses a grid whose run (and reference, with `reference`) would not fit in the
-    /// memory this process may use: the estimate and the limit are in the message.
-    pub fn check_memory(&self, reference: bool) -> Result<(), ScenarioError> {
-        use crate::memory;
-        let err = |reason: String| ScenarioError {
-            origin: self.origin.clone(),
-            location: self.cells_location,
-            field: Some("grid.cells".into()),
-            reason,
-        };
-        let what = if reference {
-            format!(
-                "{} B per cell for the run and the reference",
-                memory::RUN_BYTES_PER_CELL + memory::REFERENCE_BYTES_PER_CELL
-            )
-        } else {
-            format!("{} B per cell for the run", memory::RUN_BYTES_PER_CELL)
-        };
-        let Some(need) = memory::need(self.cells, reference) else {
-            return Err(err(format!(
-                "{} cells need more than 2^64 bytes ({what})",
-                self.cells
-            )));
-        };
-        if let Some((limit, from)) = memory::available()
-            && need > limit
-        {
-            let hint = if reference {
-                "; fewer cells, or --no-reference"
-            } else {
-                "; fewer cells"
-            };
-            return Err(err(format!(
-                "{} cells need about {} ({what}) but this process may use {} ({from}){hint}",
-                self.cells,
-                memory::bytes(need),
-                memory::bytes(limit)
-            )));
-        }
-        Ok(())
-    }
-
-    /// Global cell ranges owned by each device.
-    pub fn ranges(&self) -> Vec<Range<usize>> {
-        let mut lo = 0;
-        self.split
-            .iter()
-            .map(|&c| {
-                let r = lo..lo + c;
-                lo += c;
-                r
-            })
-            .collect()
-    }
 }
