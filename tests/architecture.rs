@@ -522,6 +522,41 @@ fn layers_run_one_way_and_files_and_functions_stay_small() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The files allowed to hold `unsafe` code: the cuda runtime's raw calls and the owning
+/// types over them.
+const UNSAFE_FILES: &[&str] = &["runtime/cuda/sys.rs", "runtime/cuda/owned.rs", "runtime/cuda/launch.rs"];
+
+#[test]
+fn unsafe_code_lives_in_the_driver_layer_and_says_why_it_is_sound() {
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for s in sources() {
+        let rel = s.path.strip_prefix(&src).unwrap().display().to_string();
+        let lines: Vec<&str> = s.text.lines().collect();
+        for (i, code) in s.code.lines().enumerate() {
+            let unsafe_here = code
+                .match_indices("unsafe")
+                .any(|(k, _)| !code[..k].ends_with(|c: char| c.is_alphanumeric() || c == '_') && {
+                    let rest = code[k + 6..].trim_start();
+                    rest.starts_with('{') || rest.starts_with("impl")
+                });
+            if !unsafe_here {
+                continue;
+            }
+            seen += 1;
+            if !UNSAFE_FILES.contains(&rel.as_str()) {
+                problems.push(format!("{rel}:{}: unsafe outside the driver layer", i + 1));
+            } else if !lines[i.saturating_sub(4)..=i].iter().any(|l| l.contains("// SAFETY:")) {
+                problems.push(format!("{rel}:{}: unsafe without a `// SAFETY:` line above it", i + 1));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The driver layer has dozens of them: finding none would mean the check is blind.
+    assert!(seen >= 20, "only {seen} unsafe blocks found");
+}
+
 #[test]
 fn the_design_map_names_every_source_file() {
     let design = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("DESIGN.md")).unwrap();

@@ -8,8 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::launch::ChainGraph;
+use super::owned::{DeviceBuffer, EventArena, LoadedModule, OwnedStream, Pinned, PrimaryContext};
 use super::shared::*;
-use super::sys::{self, DevicePtr, DriverError};
+use super::sys::{self, DriverError};
 use super::wide;
 use crate::decomp::{DeviceState, HALO};
 use crate::program::{Op, OpKind, Program};
@@ -97,12 +99,15 @@ pub(super) struct Snap {
     pub(super) columns: usize,
     /// Blocks per column.
     pub(super) chunks: usize,
-    pub(super) edges: DevicePtr,
-    pub(super) out: DevicePtr,
-    pub(super) pinned: sys::Pinned,
+    pub(super) edges: DeviceBuffer,
+    pub(super) out: DeviceBuffer,
+    pub(super) pinned: Pinned,
 }
 
-/// One logical device's resources. `Drop` releases them in order, the context last.
+/// One logical device's resources. They are freed in the order of the fields (every
+/// owner frees its own in `Drop`): the graphs, the events, the streams, the snapshot's and
+/// the fields' buffers, the modules, and the context last. `Drop for Dev` only waits for
+/// the device first.
 pub(super) struct Dev {
     pub(super) t: usize,
     pub(super) meta: DeviceState,
@@ -112,17 +117,7 @@ pub(super) struct Dev {
     /// Issued steps, and the next call's index in the step.
     pub(super) step: u64,
     pub(super) pc: usize,
-    pub(super) ctx: sys::Context,
-    pub(super) cu_device: sys::CuDevice,
-    pub(super) modules: Vec<sys::Module>,
     pub(super) k: Kernels,
-    pub(super) streams: Vec<sys::Stream>,
-    /// Snapshots' own stream, and an idle one for clock anchors.
-    pub(super) snap_stream: sys::Stream,
-    pub(super) clock_stream: sys::Stream,
-    /// `ex, hy, ca, cb, prev`, and for the fused kernel `prev_in, strip_ex, strip_hy`.
-    pub(super) buffers: Vec<DevicePtr>,
-    pub(super) snap: Option<Snap>,
     /// Timing event pairs of copies outside the timed window, reused every run; `timed`
     /// the copy each used pair belongs to.
     pub(super) timers: Vec<(sys::Event, sys::Event)>,
@@ -133,63 +128,42 @@ pub(super) struct Dev {
     pub(super) pending: Vec<Pending>,
     /// The call being issued is timed by `exec_timed`.
     pub(super) capturing: bool,
-    pub(super) own_events: Vec<sys::Event>,
     /// The program's graphs, by the index of their call in the step, built at first use.
-    pub(super) graphs: HashMap<usize, sys::ChainGraph>,
+    pub(super) graphs: HashMap<usize, ChainGraph>,
+    /// The program's own events on this device (destroyed through `events`).
+    pub(super) own_events: Vec<sys::Event>,
+    /// Every event this device created (timing events and the program's own).
+    pub(super) events: EventArena,
+    pub(super) streams: Vec<OwnedStream>,
+    /// Snapshots' own stream, and an idle one for clock anchors.
+    pub(super) snap_stream: OwnedStream,
+    pub(super) clock_stream: OwnedStream,
+    pub(super) snap: Option<Snap>,
+    /// `ex, hy, ca, cb, prev`, and for the fused kernel `prev_in, strip_ex, strip_hy`.
+    pub(super) buffers: Vec<DeviceBuffer>,
+    /// The kernels' modules: loaded while `k`'s functions may run.
+    pub(super) _modules: Vec<LoadedModule>,
+    pub(super) ctx: PrimaryContext,
 }
 
 impl Dev {
     pub(super) fn new(spec: Spec, program: Arc<Program>, shared: Arc<Shared>) -> Result<Dev, Failure> {
         let Spec { t, gpu, meta, ch } = spec;
-        let cu_device = sys::device(gpu)?;
-        let ctx = sys::primary_context(cu_device)?;
+        let context = PrimaryContext::retain(gpu)?;
+        let ctx = context.get();
         let len = meta.ex.len();
-        let null = sys::Function(std::ptr::null_mut());
-        let mut dev = Dev {
-            t,
-            ch,
-            program,
-            shared,
-            step: 0,
-            pc: 0,
-            ctx,
-            cu_device,
-            modules: Vec::new(),
-            k: Kernels {
-                update_h: null,
-                update_e: null,
-                apply_source: null,
-                boundaries: null,
-                reduce_columns: null,
-                fused_edges: null,
-                fused_steps: null,
-            },
-            streams: Vec::new(),
-            snap_stream: sys::Stream(std::ptr::null_mut()),
-            clock_stream: sys::Stream(std::ptr::null_mut()),
-            buffers: Vec::new(),
-            snap: None,
-            timers: Vec::new(),
-            timed: Vec::new(),
-            pool: Vec::new(),
-            anchor: None,
-            pending: Vec::new(),
-            capturing: false,
-            own_events: Vec::new(),
-            graphs: HashMap::new(),
-            meta,
-        };
+        let mut modules = Vec::new();
         for (file, ptx) in [("fdtd1d", FDTD_PTX), ("reduce", REDUCE_PTX), ("fused", FUSED_PTX)] {
-            let m = sys::load_module(ptx).map_err(|e| {
+            let m = LoadedModule::load(ptx, ctx).map_err(|e| {
                 Failure::Usage(format!(
                     "dev{t} (GPU {gpu}): loading kernels/{file}.cu's PTX: {e} (the driver may be \
                      older than the CUDA 13.0 the kernels were compiled with)"
                 ))
             })?;
-            dev.modules.push(m);
+            modules.push(m);
         }
-        let f = |m: usize, name| sys::function(dev.modules[m], name);
-        dev.k = Kernels {
+        let f = |m: usize, name| modules[m].function(name);
+        let k = Kernels {
             update_h: f(0, "update_h")?,
             update_e: f(0, "update_e")?,
             apply_source: f(0, "apply_source")?,
@@ -198,10 +172,11 @@ impl Dev {
             fused_edges: f(2, "fused_edges")?,
             fused_steps: f(2, "fused_steps")?,
         };
-        let (ca, cb) = dev.meta.coefficient_arrays();
+        let (ca, cb) = meta.coefficient_arrays();
         let strip = wide::strip_floats(len);
+        let mut buffers = Vec::new();
         for (i, floats) in [len, len, len, len, 2, 2, strip, strip].into_iter().enumerate() {
-            let p = sys::alloc(4 * floats).map_err(|e| {
+            let b = DeviceBuffer::zeroed(floats, ctx).map_err(|e| {
                 Failure::Usage(format!(
                     "dev{t} (GPU {gpu}): {e}: out of device memory for {} cells ({} MiB per field, \
                      4 fields); use fewer cells per device or more devices",
@@ -209,17 +184,42 @@ impl Dev {
                     (4 * len) >> 20
                 ))
             })?;
-            dev.buffers.push(p);
             match i {
-                2 => sys::upload(p, &ca)?,
-                3 => sys::upload(p, &cb)?,
-                _ => sys::zero(p, floats)?,
+                2 => b.upload(&ca)?,
+                3 => b.upload(&cb)?,
+                _ => {}
             }
+            buffers.push(b);
         }
-        dev.snap_stream = sys::stream()?;
-        dev.clock_stream = sys::stream()?;
+        let dev = Dev {
+            t,
+            ch,
+            program,
+            shared,
+            step: 0,
+            pc: 0,
+            k,
+            timers: Vec::new(),
+            timed: Vec::new(),
+            pool: Vec::new(),
+            anchor: None,
+            pending: Vec::new(),
+            capturing: false,
+            graphs: HashMap::new(),
+            own_events: Vec::new(),
+            events: EventArena::new(ctx),
+            streams: Vec::new(),
+            snap_stream: OwnedStream::new(ctx)?,
+            clock_stream: OwnedStream::new(ctx)?,
+            snap: None,
+            buffers,
+            _modules: modules,
+            ctx: context,
+            meta,
+        };
+        let mut dev = dev;
         let _ = dev.shared.contexts[t].set(ctx);
-        let _ = dev.shared.fields[t].set((dev.buffers[0], dev.buffers[1]));
+        let _ = dev.shared.fields[t].set((dev.buffers[0].view(), dev.buffers[1].view()));
         dev.shared.barrier.wait()?;
         // Direct peer access to the neighbours on other GPUs, where the hardware allows.
         for p in [t.checked_sub(1), Some(t + 1)].into_iter().flatten() {
@@ -227,7 +227,7 @@ impl Dev {
                 && peer != ctx
             {
                 let peer_dev = sys::device(dev.shared.gpus[p])?;
-                if sys::can_access_peer(cu_device, peer_dev)? {
+                if sys::can_access_peer(dev.ctx.device(), peer_dev)? {
                     sys::enable_peer_access(peer)?;
                 }
             }
@@ -240,7 +240,7 @@ impl Dev {
     /// everyone starts together.
     pub(super) fn start_program(&mut self) -> Result<(), Failure> {
         while self.streams.len() < self.program.stream_names.len() {
-            self.streams.push(sys::stream()?);
+            self.streams.push(OwnedStream::new(self.ctx.get())?);
         }
         for (i, op) in self.program.setup[self.t].clone().iter().enumerate() {
             self.exec(op, None, i)?;
@@ -250,7 +250,7 @@ impl Dev {
     }
 
     pub(super) fn command(&mut self, cmd: Cmd) -> Result<Reply, Failure> {
-        sys::set_current(self.ctx)?;
+        sys::set_current(self.ctx.get())?;
         Ok(match cmd {
             Cmd::Run { to, capture_from } => Reply::Ran(self.run(to, capture_from)?),
             Cmd::Issue => {
@@ -316,7 +316,7 @@ impl Dev {
     pub(super) fn timing_event(&mut self) -> Result<sys::Event, DriverError> {
         match self.pool.pop() {
             Some(e) => Ok(e),
-            None => sys::event(true),
+            None => self.events.create(true),
         }
     }
 
@@ -325,7 +325,7 @@ impl Dev {
     pub(super) fn start_window(&mut self) -> Result<(), DriverError> {
         if self.anchor.is_none() {
             let e = self.timing_event()?;
-            sys::record(e, self.clock_stream)?;
+            sys::record(e, self.clock_stream.get())?;
             self.anchor = Some((e, self.shared.host_us()));
         }
         Ok(())
@@ -336,7 +336,7 @@ impl Dev {
         self.start_window()?;
         let op = self.program.step[self.t][pc].clone();
         let mut rec = self.record_of(pc, self.shared.host_us());
-        let st = op.stream().map(|s| self.streams[s.index]);
+        let st = op.stream().map(|s| self.streams[s.index].get());
         let before = match (op.kind(), st) {
             (OpKind::Kernel | OpKind::Copy, Some(st)) => {
                 let e = self.timing_event()?;
@@ -477,8 +477,8 @@ impl Dev {
         self.resolve(true)?;
         self.graphs.clear();
         self.shared.barrier.wait()?;
-        for e in self.own_events.drain(..) {
-            sys::destroy_event(e);
+        for e in std::mem::take(&mut self.own_events) {
+            self.events.destroy(e);
         }
         self.shared.barrier.wait()?;
         if self.t == 0 {

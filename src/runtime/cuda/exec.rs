@@ -4,8 +4,10 @@ use anyhow::Result;
 use std::ops::Range;
 
 use super::device::*;
+use super::launch::{Arg, ChainGraph, Launch};
+use super::owned::{BufferView, copy_peer};
 use super::shared::*;
-use super::sys::{self, Arg, DriverError};
+use super::sys::{self, DriverError};
 use super::wide;
 use crate::decomp::{Field, HALO, Kernel};
 use crate::physics::EndCondition;
@@ -14,6 +16,11 @@ use crate::runtime::OpError;
 use crate::scenario::Injection;
 
 impl Dev {
+    /// Views of the device's buffers (see `Dev::buffers`).
+    pub(super) fn views(&self) -> Vec<BufferView> {
+        self.buffers.iter().map(|b| b.view()).collect()
+    }
+
     pub(super) fn event(&self, e: usize) -> Option<sys::Event> {
         self.shared.events.read().unwrap_or_else(|p| p.into_inner())[e]
     }
@@ -25,7 +32,8 @@ impl Dev {
     ) -> Result<(sys::Event, sys::Event), DriverError> {
         let k = self.timed.len();
         if k == self.timers.len() {
-            self.timers.push((sys::event(true)?, sys::event(true)?));
+            let pair = (self.events.create(true)?, self.events.create(true)?);
+            self.timers.push(pair);
         }
         self.timed.push(copy);
         Ok(self.timers[k])
@@ -49,7 +57,7 @@ impl Dev {
     }
 
     pub(super) fn exec_driver(&mut self, op: &Op, step: u64, pc: usize) -> Result<(), Exec> {
-        let stream = |s: &crate::program::StreamId| self.streams[s.index];
+        let stream = |s: &crate::program::StreamId| self.streams[s.index].get();
         match op {
             Op::Graph { nodes, stream: s } => {
                 let mut launches = Vec::new();
@@ -76,14 +84,14 @@ impl Dev {
                         }
                     }
                     _ => {
-                        let g = sys::ChainGraph::new(launches)?;
+                        let g = ChainGraph::new(launches)?;
                         self.graphs.insert(pc, g);
                     }
                 }
                 self.graphs[&pc].launch(stream(s))?;
             }
             Op::EventCreate { event, .. } => {
-                let e = sys::event(false)?;
+                let e = self.events.create(false)?;
                 self.own_events.push(e);
                 self.shared.events.write().unwrap_or_else(|p| p.into_inner())[event.0] = Some(e);
             }
@@ -91,7 +99,7 @@ impl Dev {
                 let e = self.shared.events.write().unwrap_or_else(|p| p.into_inner())[event.0].take();
                 if let Some(e) = e {
                     self.own_events.retain(|x| *x != e);
-                    sys::destroy_event(e);
+                    self.events.destroy(e);
                 }
             }
             Op::Launch {
@@ -120,22 +128,23 @@ impl Dev {
                 stream: s,
             } => {
                 let sh = &self.shared;
-                let ptr = |d: usize| {
+                // The cells, in device `d`'s local array.
+                let part = |d: usize| {
                     let (ex, hy) = *sh.fields[d].get().expect("published before the first step");
                     let base = if *field == Field::Ex { ex } else { hy };
-                    base + 4 * (cells.start + HALO - sh.ranges[d].start) as u64
+                    let at = cells.start + HALO - sh.ranges[d].start;
+                    base.slice(at..at + cells.len())
                 };
                 let ctx = |d: usize| *sh.contexts[d].get().expect("published before the first step");
-                let (src_ptr, dst_ptr, src_ctx, dst_ctx) = (ptr(*src), ptr(*dst), ctx(*src), ctx(*dst));
+                let (from, to, src_ctx, dst_ctx) = (part(*src), part(*dst), ctx(*src), ctx(*dst));
                 let st = stream(s);
-                let bytes = 4 * cells.len();
                 // A timed call has its own events around it.
                 if self.capturing {
-                    sys::memcpy_peer_async(dst_ptr, dst_ctx, src_ptr, src_ctx, bytes, st)?;
+                    copy_peer(to, dst_ctx, from, src_ctx, st)?;
                 } else {
-                    let (a, b) = self.timer((*src, *dst, bytes))?;
+                    let (a, b) = self.timer((*src, *dst, 4 * cells.len()))?;
                     sys::record(a, st)?;
-                    sys::memcpy_peer_async(dst_ptr, dst_ctx, src_ptr, src_ctx, bytes, st)?;
+                    copy_peer(to, dst_ctx, from, src_ctx, st)?;
                     sys::record(b, st)?;
                 }
             }
@@ -158,7 +167,8 @@ impl Dev {
             if r.is_empty() {
                 return Ok(());
             }
-            let [ex, hy, ca, cb, prev, prev_in, strip_ex, strip_hy] = self.buffers[..] else {
+            let views = self.views();
+            let [ex, hy, ca, cb, prev, prev_in, strip_ex, strip_hy] = views[..] else {
                 unreachable!("eight buffers")
             };
             let bufs = wide::FusedBufs {
@@ -183,39 +193,41 @@ impl Dev {
     /// The kernel launches of one of the step's kernels over `cells` in step `step` (the
     /// sources and ends are several small ones); `None` for the fused kernel, which is
     /// launched by [`wide::launch_fused`].
-    pub(super) fn launches(
-        &self,
-        kernel: Kernel,
-        cells: &Range<usize>,
-        step: u64,
-    ) -> Option<Vec<sys::Launch>> {
+    pub(super) fn launches(&self, kernel: Kernel, cells: &Range<usize>, step: u64) -> Option<Vec<Launch>> {
         let r = self.meta.kernel_range(kernel, cells);
         if r.is_empty() {
             return Some(Vec::new());
         }
-        let [ex, hy, ca, cb, prev, ..] = self.buffers[..] else {
+        let views = self.views();
+        let [ex, hy, ca, cb, prev, ..] = views[..] else {
             unreachable!("eight buffers")
         };
         let grid = ((r.len() as u32).div_ceil(BLOCK), 1);
         let (start, count) = (Arg::U32(r.start as u32), Arg::U32(r.len() as u32));
-        let one = |f, args: &[Arg]| sys::Launch::new(f, (1, 1), 1, args);
+        let one = |f, args: &[Arg]| Launch::new(f, (1, 1), 1, args);
         Some(match kernel {
             Kernel::Fused { .. } => return None,
-            Kernel::UpdateH => vec![sys::Launch::new(
+            Kernel::UpdateH => vec![Launch::new(
                 self.k.update_h,
                 grid,
                 BLOCK,
-                &[Arg::Ptr(hy), Arg::Ptr(ex), Arg::F32(self.ch), start, count],
+                &[
+                    Arg::Ptr(hy.ptr()),
+                    Arg::Ptr(ex.ptr()),
+                    Arg::F32(self.ch),
+                    start,
+                    count,
+                ],
             )],
-            Kernel::UpdateE => vec![sys::Launch::new(
+            Kernel::UpdateE => vec![Launch::new(
                 self.k.update_e,
                 grid,
                 BLOCK,
                 &[
-                    Arg::Ptr(ex),
-                    Arg::Ptr(hy),
-                    Arg::Ptr(ca),
-                    Arg::Ptr(cb),
+                    Arg::Ptr(ex.ptr()),
+                    Arg::Ptr(hy.ptr()),
+                    Arg::Ptr(ca.ptr()),
+                    Arg::Ptr(cb.ptr()),
                     start,
                     count,
                 ],
@@ -225,7 +237,7 @@ impl Dev {
                 for (i, src) in self.meta.sources_in(&r) {
                     let hard = i32::from(src.injection == Injection::Hard);
                     let args = [
-                        Arg::Ptr(ex),
+                        Arg::Ptr(ex.ptr()),
                         Arg::U32(*i as u32),
                         Arg::F32(src.value(step)),
                         Arg::I32(hard),
@@ -242,8 +254,8 @@ impl Dev {
                 let ((lk, lc), (rk, rc)) = (end(left, first), end(right, last));
                 if lk != 0 || rk != 0 {
                     let args = [
-                        Arg::Ptr(ex),
-                        Arg::Ptr(prev),
+                        Arg::Ptr(ex.ptr()),
+                        Arg::Ptr(prev.ptr()),
                         Arg::U32(first as u32),
                         Arg::U32(last as u32),
                         Arg::I32(lk),
@@ -272,42 +284,10 @@ impl From<DriverError> for Exec {
 }
 
 impl Drop for Dev {
+    /// The device finishes its work; then the fields free what they own, in order.
     fn drop(&mut self) {
-        if sys::set_current(self.ctx).is_ok() {
+        if sys::set_current(self.ctx.get()).is_ok() {
             let _ = sys::synchronize_context();
         }
-        self.graphs.clear();
-        for (a, b) in self.timers.drain(..) {
-            sys::destroy_event(a);
-            sys::destroy_event(b);
-        }
-        for e in self.own_events.drain(..) {
-            sys::destroy_event(e);
-        }
-        let pending = std::mem::take(&mut self.pending);
-        let timing = pending
-            .into_iter()
-            .flat_map(|p| p.before.into_iter().chain(p.after));
-        let anchor = self.anchor.take().map(|a| a.0);
-        for e in self.pool.drain(..).chain(timing).chain(anchor) {
-            sys::destroy_event(e);
-        }
-        let others = [self.snap_stream, self.clock_stream];
-        for s in self.streams.drain(..).chain(others).filter(|s| !s.0.is_null()) {
-            sys::destroy_stream(s);
-        }
-        if let Some(snap) = self.snap.take() {
-            sys::free(snap.edges);
-            sys::free(snap.out);
-            drop(snap.pinned);
-        }
-        for p in self.buffers.drain(..) {
-            sys::free(p);
-        }
-        for m in self.modules.drain(..) {
-            sys::unload_module(m);
-        }
-        // Last: the context everything above lived in.
-        sys::release_primary_context(self.cu_device);
     }
 }

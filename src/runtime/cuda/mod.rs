@@ -1,5 +1,6 @@
 //! The cuda runtime: the same step programs on real GPUs, one host thread per logical
-//! device, through the driver API (`sys`, the only unsafe code).
+//! device, through the driver API: `sys` (raw calls), `owned` and `launch` (the owning
+//! types over them) hold all the unsafe code; the rest of the crate denies it.
 //!
 //! Each thread makes its device's primary context current, owns its streams (created
 //! non-blocking, so nothing synchronises behind the program's back), buffers, module and
@@ -10,6 +11,10 @@
 mod backend;
 mod device;
 mod exec;
+#[allow(unsafe_code)]
+mod launch;
+#[allow(unsafe_code)]
+mod owned;
 pub mod probe;
 mod runtime;
 mod shared;

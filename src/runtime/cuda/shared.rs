@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
-use super::sys::{self, DevicePtr, DriverError};
+use super::owned::BufferView;
+use super::sys::{self, DriverError};
 use crate::error::UsageError;
 use crate::program::Program;
 use crate::runtime::OpError;
@@ -112,8 +113,8 @@ impl Barrier {
 pub(super) struct Shared {
     pub(super) barrier: Barrier,
     pub(super) contexts: Vec<OnceLock<sys::Context>>,
-    /// `(ex, hy)` device pointers of each logical device.
-    pub(super) fields: Vec<OnceLock<(DevicePtr, DevicePtr)>>,
+    /// `(ex, hy)` buffers of each logical device (their owner outlives every copy).
+    pub(super) fields: Vec<OnceLock<(BufferView, BufferView)>>,
     /// The program's events, created by the thread of the device they belong to.
     pub(super) events: RwLock<Vec<Option<sys::Event>>>,
     /// Per program event: the trace id of its latest record (`UNTIMED` when that record

@@ -4,8 +4,10 @@
 use anyhow::Result;
 
 use super::device::*;
+use super::launch::{Arg, launch_2d};
+use super::owned::{DeviceBuffer, Pinned, Xfer};
 use super::shared::*;
-use super::sys::{self, Arg};
+use super::sys;
 use crate::decomp::HALO;
 use crate::program::StreamId;
 use crate::snapshot::{self, Column, Partial, nan_max, nan_min};
@@ -14,28 +16,27 @@ impl Dev {
     /// The snapshot's buffers for columns at `local` edges in `chunks` chunks, and `floats`
     /// of pinned memory; the edges uploaded. The previous ones are freed.
     fn snap_buffers(&mut self, local: Vec<usize>, chunks: usize, floats: usize) -> Result<Snap, Failure> {
-        if let Some(old) = self.snap.take() {
-            sys::free(old.edges);
-            sys::free(old.out);
-        }
+        // The previous buffers go first (a device's memory is not held twice).
+        self.snap = None;
+        let ctx = self.ctx.get();
         let ncols = local.len() - 1;
-        let mut pinned = sys::Pinned::new(floats)?;
+        let mut pinned = Pinned::new(floats, ctx)?;
         for (k, &e) in local.iter().enumerate() {
             pinned.as_mut_slice()[k] = f32::from_bits(e as u32);
         }
         let mut snap = Snap {
-            edges: sys::alloc(4 * (ncols + 1))?,
-            out: sys::alloc(4 * 4 * ncols * chunks)?,
+            edges: DeviceBuffer::zeroed(ncols + 1, ctx)?,
+            out: DeviceBuffer::zeroed(4 * ncols * chunks, ctx)?,
             edges_key: local,
             columns: ncols,
             chunks,
             pinned,
         };
         snap.pinned.transfer(
-            self.snap_stream,
-            &[sys::Xfer::ToDevice {
+            self.snap_stream.get(),
+            &[Xfer::ToDevice {
                 host: 0..ncols + 1,
-                dst: snap.edges,
+                dst: snap.edges.view(),
             }],
         )?;
         Ok(snap)
@@ -72,40 +73,41 @@ impl Dev {
             self.snap = Some(self.snap_buffers(local, chunks, floats)?);
         }
         // The snapshot stream waits for everything issued so far, on every stream.
-        for st in self.streams.clone() {
+        let snap_stream = self.snap_stream.get();
+        for i in 0..self.streams.len() {
             let e = self.timing_event()?;
-            sys::record(e, st)?;
-            sys::stream_wait_event(self.snap_stream, e)?;
+            sys::record(e, self.streams[i].get())?;
+            sys::stream_wait_event(snap_stream, e)?;
             self.pool.push(e);
         }
-        let (ex, hy) = (self.buffers[0], self.buffers[1]);
+        let (ex, hy) = (self.buffers[0].view(), self.buffers[1].view());
         let snap = self.snap.as_mut().expect("set above");
         let args = [
-            Arg::Ptr(ex),
-            Arg::Ptr(hy),
-            Arg::Ptr(snap.edges),
+            Arg::Ptr(ex.ptr()),
+            Arg::Ptr(hy.ptr()),
+            Arg::Ptr(snap.edges.view().ptr()),
             Arg::U32(ncols as u32),
-            Arg::Ptr(snap.out),
+            Arg::Ptr(snap.out.view().ptr()),
         ];
         let grid = (ncols as u32, chunks as u32);
-        sys::launch_2d(self.k.reduce_columns, grid, BLOCK, self.snap_stream, &args)?;
+        launch_2d(self.k.reduce_columns, grid, BLOCK, snap_stream, &args)?;
         let out_at = ncols + 1;
         let ex_at = out_at + 4 * ncols * chunks;
-        let mut copies = vec![sys::Xfer::ToHost {
-            src: snap.out,
+        let mut copies = vec![Xfer::ToHost {
+            src: snap.out.view(),
             host: out_at..ex_at,
         }];
         if reference.is_some() {
-            copies.push(sys::Xfer::ToHost {
-                src: ex + 4 * HALO as u64,
+            copies.push(Xfer::ToHost {
+                src: ex.slice(HALO..HALO + m),
                 host: ex_at..ex_at + m,
             });
-            copies.push(sys::Xfer::ToHost {
-                src: hy + 4 * HALO as u64,
+            copies.push(Xfer::ToHost {
+                src: hy.slice(HALO..HALO + m),
                 host: ex_at + m..ex_at + 2 * m,
             });
         }
-        snap.pinned.transfer(self.snap_stream, &copies)?;
+        snap.pinned.transfer(snap_stream, &copies)?;
         let host = snap.pinned.as_mut_slice();
         let out = &host[out_at..ex_at];
         let columns = merge_chunks(out, snap.columns, chunks)
@@ -172,8 +174,8 @@ impl Dev {
         let o = self.meta.owned_local();
         let mut ex = vec![0.0; self.meta.ex.len()];
         let mut hy = vec![0.0; self.meta.ex.len()];
-        sys::download(&mut ex, self.buffers[0])?;
-        sys::download(&mut hy, self.buffers[1])?;
+        self.buffers[0].download(&mut ex)?;
+        self.buffers[1].download(&mut hy)?;
         Ok((ex[o.clone()].to_vec(), hy[o].to_vec()))
     }
 }

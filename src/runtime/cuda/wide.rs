@@ -9,6 +9,10 @@ use anyhow::{Result, anyhow};
 use std::ops::Range;
 use std::time::Instant;
 
+use super::launch::launch;
+use super::owned::{
+    BufferView, DeviceBuffer, EventArena, LoadedModule, OwnedStream, PrimaryContext, copy_peer,
+};
 use super::shared::FUSED_PTX;
 use super::sys;
 use crate::decomp::{DeviceState, Domain, Field};
@@ -25,14 +29,14 @@ const BLOCK: u32 = 512;
 /// margins (`strip_*`, [`strip_floats`] each) and Mur state (`prev_in`, 2) saved before it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct FusedBufs {
-    pub ex: sys::DevicePtr,
-    pub hy: sys::DevicePtr,
-    pub ca: sys::DevicePtr,
-    pub cb: sys::DevicePtr,
-    pub prev: sys::DevicePtr,
-    pub prev_in: sys::DevicePtr,
-    pub strip_ex: sys::DevicePtr,
-    pub strip_hy: sys::DevicePtr,
+    pub ex: BufferView,
+    pub hy: BufferView,
+    pub ca: BufferView,
+    pub cb: BufferView,
+    pub prev: BufferView,
+    pub prev_in: BufferView,
+    pub strip_ex: BufferView,
+    pub strip_hy: BufferView,
 }
 
 /// Floats of each strip buffer for an array of `len` cells.
@@ -77,9 +81,9 @@ pub(super) fn launch_fused(
     steps: usize,
     step: u64,
 ) -> Result<(), sys::DriverError> {
-    use sys::Arg::{Bytes, F32, I32, Ptr};
+    use super::launch::Arg::{Bytes, F32, I32, Ptr};
     let (off, len) = (span.start, span.len());
-    let at = |p: sys::DevicePtr| p + 4 * off as u64;
+    let at = |p: BufferView| p.at(off);
     let rel = |r: &Range<usize>| {
         let a = r.start.clamp(span.start, span.end) - off;
         let z = r.end.clamp(span.start, span.end) - off;
@@ -87,7 +91,7 @@ pub(super) fn launch_fused(
     };
     let margin = steps + 1;
     let tiles = len.div_ceil(TILE) as u32;
-    sys::launch(
+    launch(
         edges,
         tiles + 1,
         2 * margin as u32,
@@ -95,10 +99,10 @@ pub(super) fn launch_fused(
         &[
             Ptr(at(b.ex)),
             Ptr(at(b.hy)),
-            Ptr(b.prev),
-            Ptr(b.strip_ex),
-            Ptr(b.strip_hy),
-            Ptr(b.prev_in),
+            Ptr(b.prev.ptr()),
+            Ptr(b.strip_ex.ptr()),
+            Ptr(b.strip_hy.ptr()),
+            Ptr(b.prev_in.ptr()),
             I32(len as i32),
             I32(margin as i32),
         ],
@@ -112,7 +116,7 @@ pub(super) fn launch_fused(
     let (h_lo, h_hi) = rel(&h.h_valid);
     let (e_lo, e_hi) = rel(&h.e_valid);
     let sources = sources_bytes(h, &span, steps, step);
-    sys::launch(
+    launch(
         fused,
         tiles,
         BLOCK,
@@ -122,10 +126,10 @@ pub(super) fn launch_fused(
             Ptr(at(b.hy)),
             Ptr(at(b.ca)),
             Ptr(at(b.cb)),
-            Ptr(b.prev),
-            Ptr(b.prev_in),
-            Ptr(b.strip_ex),
-            Ptr(b.strip_hy),
+            Ptr(b.prev.ptr()),
+            Ptr(b.prev_in.ptr()),
+            Ptr(b.strip_ex.ptr()),
+            Ptr(b.strip_hy.ptr()),
             Bytes(&sources),
             I32(len as i32),
             I32(steps as i32),
@@ -144,17 +148,20 @@ pub(super) fn launch_fused(
     )
 }
 
+/// One GPU's part of a wide run. Its fields are freed in order (each owner in its
+/// `Drop`): events, stream, buffers, module, and the context last.
 struct Gpu {
     held: Held,
-    dev: sys::CuDevice,
-    ctx: sys::Context,
-    module: sys::Module,
     edges: sys::Function,
     steps: sys::Function,
-    stream: sys::Stream,
     done: sys::Event,
     pulled: sys::Event,
     bufs: FusedBufs,
+    _events: EventArena,
+    stream: OwnedStream,
+    buffers: Vec<DeviceBuffer>,
+    _module: LoadedModule,
+    ctx: PrimaryContext,
 }
 
 pub struct WideRun {
@@ -184,46 +191,48 @@ impl WideRun {
             if held.sources.len() > MAX_SOURCES {
                 return Err(anyhow!("more than {MAX_SOURCES} sources on one GPU"));
             }
-            let dev = sys::device(g)?;
-            let ctx = sys::primary_context(dev)?;
-            let module = sys::load_module(FUSED_PTX)?;
+            let context = PrimaryContext::retain(g)?;
+            let ctx = context.get();
+            let module = LoadedModule::load(FUSED_PTX, ctx)?;
             let len = held.len();
             let strip = strip_floats(len);
-            let alloc = |n: usize| -> Result<sys::DevicePtr> {
-                let p = sys::alloc(4 * n)?;
-                sys::zero(p, n)?;
-                Ok(p)
-            };
+            let buffers = [len, len, len, len, 2, 2, strip, strip]
+                .into_iter()
+                .map(|n| DeviceBuffer::zeroed(n, ctx))
+                .collect::<Result<Vec<_>, _>>()?;
+            buffers[2].upload(&held.ca)?;
+            buffers[3].upload(&held.cb)?;
+            let v: Vec<BufferView> = buffers.iter().map(DeviceBuffer::view).collect();
             let bufs = FusedBufs {
-                ex: alloc(len)?,
-                hy: alloc(len)?,
-                ca: alloc(len)?,
-                cb: alloc(len)?,
-                prev: alloc(2)?,
-                prev_in: alloc(2)?,
-                strip_ex: alloc(strip)?,
-                strip_hy: alloc(strip)?,
+                ex: v[0],
+                hy: v[1],
+                ca: v[2],
+                cb: v[3],
+                prev: v[4],
+                prev_in: v[5],
+                strip_ex: v[6],
+                strip_hy: v[7],
             };
-            sys::upload(bufs.ca, &held.ca)?;
-            sys::upload(bufs.cb, &held.cb)?;
+            let mut events = EventArena::new(ctx);
             out.push(Gpu {
-                edges: sys::function(module, "fused_edges")?,
-                steps: sys::function(module, "fused_steps")?,
-                stream: sys::stream()?,
-                done: sys::event(false)?,
-                pulled: sys::event(false)?,
+                edges: module.function("fused_edges")?,
+                steps: module.function("fused_steps")?,
+                done: events.create(false)?,
+                pulled: events.create(false)?,
                 held,
-                dev,
-                ctx,
-                module,
                 bufs,
+                _events: events,
+                stream: OwnedStream::new(ctx)?,
+                buffers,
+                _module: module,
+                ctx: context,
             });
         }
         for a in 0..out.len() {
             for b in [a.wrapping_sub(1), a + 1] {
-                if b < out.len() && sys::can_access_peer(out[a].dev, out[b].dev)? {
-                    sys::set_current(out[a].ctx)?;
-                    sys::enable_peer_access(out[b].ctx)?;
+                if b < out.len() && sys::can_access_peer(out[a].ctx.device(), out[b].ctx.device())? {
+                    sys::set_current(out[a].ctx.get())?;
+                    sys::enable_peer_access(out[b].ctx.get())?;
                 }
             }
         }
@@ -239,39 +248,41 @@ impl WideRun {
         let (k, n) = (self.k, self.gpus.len());
         for d in 0..n {
             let g = &self.gpus[d];
-            sys::set_current(g.ctx)?;
+            sys::set_current(g.ctx.get())?;
             if self.step > 0 {
                 for e in [d.wrapping_sub(1), d + 1].into_iter().filter(|&e| e < n) {
-                    sys::stream_wait_event(g.stream, self.gpus[e].pulled)?;
+                    sys::stream_wait_event(g.stream.get(), self.gpus[e].pulled)?;
                 }
             }
             let span = 0..g.held.len();
-            launch_fused((g.edges, g.steps), g.stream, g.bufs, &g.held, span, k, self.step)?;
-            sys::record(g.done, g.stream)?;
+            launch_fused(
+                (g.edges, g.steps),
+                g.stream.get(),
+                g.bufs,
+                &g.held,
+                span,
+                k,
+                self.step,
+            )?;
+            sys::record(g.done, g.stream.get())?;
         }
         if n > 1 {
             for d in 0..n {
                 let g = &self.gpus[d];
-                sys::set_current(g.ctx)?;
+                sys::set_current(g.ctx.get())?;
                 let w = self.k;
                 for e in [d.wrapping_sub(1), d + 1].into_iter().filter(|&e| e < n) {
                     let p = &self.gpus[e];
-                    sys::stream_wait_event(g.stream, p.done)?;
+                    sys::stream_wait_event(g.stream.get(), p.done)?;
                     // From the neighbour's owned cells next to us into our halo.
                     let first = if e < d { g.held.lo - w } else { g.held.hi };
                     let (from, to) = (p.held.local(first), g.held.local(first));
                     for (dst, src) in [(g.bufs.ex, p.bufs.ex), (g.bufs.hy, p.bufs.hy)] {
-                        sys::memcpy_peer_async(
-                            dst + 4 * to as u64,
-                            g.ctx,
-                            src + 4 * from as u64,
-                            p.ctx,
-                            4 * w,
-                            g.stream,
-                        )?;
+                        let (dst, src) = (dst.slice(to..to + w), src.slice(from..from + w));
+                        copy_peer(dst, g.ctx.get(), src, p.ctx.get(), g.stream.get())?;
                     }
                 }
-                sys::record(g.pulled, g.stream)?;
+                sys::record(g.pulled, g.stream.get())?;
             }
         }
         self.step += k as u64;
@@ -280,8 +291,8 @@ impl WideRun {
 
     pub fn synchronize(&self) -> Result<()> {
         for g in &self.gpus {
-            sys::set_current(g.ctx)?;
-            sys::stream_synchronize(g.stream)?;
+            sys::set_current(g.ctx.get())?;
+            sys::stream_synchronize(g.stream.get())?;
         }
         Ok(())
     }
@@ -291,10 +302,10 @@ impl WideRun {
         self.synchronize()?;
         let (mut ex, mut hy) = (Vec::new(), Vec::new());
         for g in &self.gpus {
-            sys::set_current(g.ctx)?;
+            sys::set_current(g.ctx.get())?;
             let mut buf = vec![0.0; g.held.len()];
-            for (f, out) in [(g.bufs.ex, &mut ex), (g.bufs.hy, &mut hy)] {
-                sys::download(&mut buf, f)?;
+            for (f, out) in [(&g.buffers[0], &mut ex), (&g.buffers[1], &mut hy)] {
+                f.download(&mut buf)?;
                 out.extend_from_slice(&buf[g.held.owned()]);
             }
         }
@@ -338,21 +349,12 @@ impl WideRun {
 }
 
 impl Drop for WideRun {
+    /// Every GPU finishes its work; then each frees what it owns, in order.
     fn drop(&mut self) {
         for g in &self.gpus {
-            if sys::set_current(g.ctx).is_err() {
-                continue;
+            if sys::set_current(g.ctx.get()).is_ok() {
+                let _ = sys::synchronize_context();
             }
-            let _ = sys::synchronize_context();
-            let b = g.bufs;
-            for p in [b.ex, b.hy, b.ca, b.cb, b.prev, b.prev_in, b.strip_ex, b.strip_hy] {
-                sys::free(p);
-            }
-            sys::destroy_event(g.done);
-            sys::destroy_event(g.pulled);
-            sys::destroy_stream(g.stream);
-            sys::unload_module(g.module);
-            sys::release_primary_context(g.dev);
         }
     }
 }
