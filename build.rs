@@ -4,6 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+// The constants the kernels share with the crate: passed to nvcc as -D definitions.
+#[allow(dead_code)]
+#[path = "src/kernels.rs"]
+mod kernels;
+
 const KERNELS: [&str; 3] = ["fdtd1d", "reduce", "fused"];
 
 fn nvcc() -> Option<PathBuf> {
@@ -38,13 +43,20 @@ fn main() {
              NVCC=DIR/nvidia/cu13/bin/nvcc.\n\n"
         );
     };
+    println!("cargo:rerun-if-changed=src/kernels.rs");
+    let defines: Vec<String> = kernels::defines()
+        .iter()
+        .map(|(name, value)| format!("-D{name}={value}"))
+        .collect();
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     for k in KERNELS {
         let src = Path::new("kernels").join(format!("{k}.cu"));
         println!("cargo:rerun-if-changed={}", src.display());
         let ptx = out.join(format!("{k}.ptx"));
         let status = Command::new(&nvcc)
-            .args(["-ptx", "--fmad=false", "-arch=compute_90", "-o"])
+            .args(["-ptx", "--fmad=false", "-arch=compute_90"])
+            .args(&defines)
+            .arg("-o")
             .arg(&ptx)
             .arg(&src)
             .status()

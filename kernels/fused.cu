@@ -8,9 +8,10 @@
 // k + 1 cells each side into shared memory, runs k steps there and writes its own cells
 // back. Blocks never read what another block writes. Compiled with --fmad=false.
 
-#define TILE 2048
-#define MAX_STEPS 16
-#define MAX_SOURCES 8
+// TILE, MAX_STEPS and MAX_SOURCES come from src/kernels.rs, through build.rs.
+#if !defined(TILE) || !defined(MAX_STEPS) || !defined(MAX_SOURCES)
+#error "build with -DTILE=… -DMAX_STEPS=… -DMAX_SOURCES=… (build.rs passes src/kernels.rs)"
+#endif
 #define MAX_MARGIN (MAX_STEPS + 1)
 #define SPAN (TILE + 2 * MAX_MARGIN)
 

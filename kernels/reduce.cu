@@ -7,12 +7,17 @@
 // of the chunk, and the host merges a column's chunks (an empty chunk gives +inf, -inf).
 // A NaN is kept (fminf and fmaxf would drop it): the host sees that a field blew up.
 
+// BLOCK (threads per block) comes from src/kernels.rs, through build.rs.
+#ifndef BLOCK
+#error "build with -DBLOCK=… (build.rs passes src/kernels.rs)"
+#endif
+
 static __device__ float nan_min(float a, float b) { return (a != a || a < b) ? a : b; }
 static __device__ float nan_max(float a, float b) { return (a != a || a > b) ? a : b; }
 
 extern "C" __global__ void reduce_columns(const float *ex, const float *hy, const unsigned int *edges,
                                           unsigned int columns, float *out) {
-    __shared__ float s[4][256];
+    __shared__ float s[4][BLOCK];
     unsigned int c = blockIdx.x;
     if (c >= columns) {
         return;

@@ -25,10 +25,7 @@ use std::ops::Range;
 
 use crate::physics::{self, EndCondition, PlacedSource};
 
-/// Steps per pass the GPU kernel supports (its source table has this many rows).
-pub const MAX_STEPS: usize = 16;
-/// Sources the GPU kernel supports in one device's held cells.
-pub const MAX_SOURCES: usize = 8;
+pub use crate::kernels::{MAX_SOURCES, MAX_STEPS};
 
 /// One device's cells as the fused kernel sees them (`DeviceState::held` builds it):
 /// owned cells `lo..hi` and `halo` cells of each neighbour. Local index `i` holds global

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod fused;
 pub mod headless;
+pub mod kernels;
 pub mod memory;
 pub mod npy;
 pub mod physics;

@@ -18,7 +18,7 @@ use crate::trace::TraceRecord;
 pub(super) const FDTD_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fdtd1d.ptx"));
 pub(super) const REDUCE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/reduce.ptx"));
 pub(super) const FUSED_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused.ptx"));
-pub(super) const BLOCK: u32 = 256;
+pub(super) use crate::kernels::BLOCK;
 /// A trace id meaning "recorded, but outside the timed window".
 pub(super) const UNTIMED: u64 = u64::MAX;
 

@@ -21,8 +21,9 @@ use crate::physics::{Coefficients, EndCondition};
 use crate::scenario::Injection;
 use crate::scenario::Scenario;
 
-/// Cells per tile (one block): `TILE` in kernels/fused.cu.
-const TILE: usize = 2048;
+use crate::kernels::TILE;
+
+/// Threads per block of `fused_steps` (a launch setting: the kernel strides by it).
 const BLOCK: u32 = 512;
 
 /// The device buffers of a fused pass: the fields, coefficients and Mur state, and the
