@@ -13,24 +13,7 @@ pub fn main(cli: Cli) -> Result<()> {
     }
     let args = cli.run;
     if args.list {
-        for (name, text) in BUILTIN {
-            let s = crate::scenario::parse(text, name)?;
-            println!(
-                "{name:<10}{} ({} cells, {} devices)",
-                s.description,
-                s.cells,
-                s.split.len()
-            );
-        }
-        println!();
-        for m in crate::program::Mode::ALL {
-            let verdict = if m.is_correct() { "correct" } else { "broken" };
-            println!("--mode {} ({verdict})", m.name());
-            for line in m.lesson().lines() {
-                println!("    {line}");
-            }
-        }
-        return Ok(());
+        return list(args.json);
     }
     let plan = Plan::resolve(&args)?;
     let h = match &plan.watch {
@@ -48,6 +31,64 @@ pub fn main(cli: Cli) -> Result<()> {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
         print!("{}", summary.to_text());
+    }
+    Ok(())
+}
+
+/// `--list`: the built-in scenarios and the modes with their lessons; with `--json`, one
+/// JSON object (what scripts read: scripts/gpu-check.sh takes its modes from it).
+fn list(json: bool) -> Result<()> {
+    use crate::program::Mode;
+    let mut scenarios = Vec::new();
+    for (name, text) in BUILTIN {
+        let s = crate::scenario::parse(text, name)?;
+        scenarios.push((name, s));
+    }
+    if json {
+        let scenarios: Vec<_> = scenarios
+            .iter()
+            .map(|(name, s)| {
+                serde_json::json!({
+                    "name": name,
+                    "description": s.description,
+                    "cells": s.cells,
+                    "devices": s.split.len(),
+                })
+            })
+            .collect();
+        let modes: Vec<_> = Mode::ALL
+            .iter()
+            .map(|m| {
+                serde_json::json!({
+                    "name": m.name(),
+                    "correct": m.is_correct(),
+                    "fails": m.fails(),
+                    "summary": m.summary(),
+                    "lesson": m.lesson(),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({ "scenarios": scenarios, "modes": modes })
+        );
+        return Ok(());
+    }
+    for (name, s) in &scenarios {
+        println!(
+            "{name:<10}{} ({} cells, {} devices)",
+            s.description,
+            s.cells,
+            s.split.len()
+        );
+    }
+    println!();
+    for m in Mode::ALL {
+        let verdict = if m.is_correct() { "correct" } else { "broken" };
+        println!("--mode {} ({verdict})", m.name());
+        for line in m.lesson().lines() {
+            println!("    {line}");
+        }
     }
     Ok(())
 }

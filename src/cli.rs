@@ -140,7 +140,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub devices: Option<usize>,
 
-    /// Print the headless summary as one JSON object on stdout.
+    /// Print the headless summary (or `--list`) as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
 

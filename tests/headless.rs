@@ -127,6 +127,28 @@ fn list_shows_scenarios_and_every_mode_with_its_lesson() {
 }
 
 #[test]
+fn list_as_json_names_every_mode_with_its_verdict_for_scripts() {
+    let out = haloscope(&["--list", "--json"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let modes = v["modes"].as_array().unwrap();
+    assert_eq!(modes.len(), haloscope::program::Mode::ALL.len());
+    for m in haloscope::program::Mode::ALL {
+        let j = modes
+            .iter()
+            .find(|j| j["name"] == m.name())
+            .expect("every mode listed");
+        assert_eq!(j["correct"], m.is_correct(), "{}", m.name());
+        assert_eq!(j["fails"], m.fails(), "{}", m.name());
+        assert_eq!(j["lesson"], m.lesson());
+    }
+    assert!(modes.iter().any(|j| j["name"] == "graph" && j["correct"] == true));
+    let scenarios = v["scenarios"].as_array().unwrap();
+    assert_eq!(scenarios.len(), haloscope::scenario::BUILTIN.len());
+    assert_eq!(scenarios[0]["name"], "pulse");
+}
+
+#[test]
 fn the_race_scenario_keeps_correct_modes_identical_and_shows_a_missing_wait_as_the_pulse_rises() {
     let run = |mode: &str| {
         let out = haloscope(&[

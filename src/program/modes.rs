@@ -102,6 +102,12 @@ impl Mode {
         )
     }
 
+    /// Whether the mode's program fails with a driver error (it never computes a wrong
+    /// value: it stops).
+    pub fn fails(self) -> bool {
+        matches!(self, Mode::CrossDeviceRecord)
+    }
+
     /// What the mode shows, which rule, what to look at (at most 6 lines).
     pub fn lesson(self) -> &'static str {
         match self {
