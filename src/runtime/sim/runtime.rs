@@ -347,7 +347,7 @@ mod tests {
     use std::collections::BinaryHeap;
 
     /// A device of the 16-cell test grid, owning cells 0..8 (a source at cell 3).
-    pub(super) fn device() -> DeviceState {
+    fn device() -> DeviceState {
         let s = crate::scenario::parse(
             "[grid]\ncells = 16\ncourant = 1.0\n[devices]\ncount = 2\n[[sources]]\nkind = \"sinusoid\"\nposition = 3\nperiod = 5.0\n",
             "test",
@@ -359,7 +359,7 @@ mod tests {
             .remove(0)
     }
 
-    pub(super) fn bits(s: &DeviceState) -> Vec<u32> {
+    fn bits(s: &DeviceState) -> Vec<u32> {
         [Field::Ex, Field::Hy]
             .iter()
             .flat_map(|f| s.field(*f).iter().map(|x| x.to_bits()))
@@ -367,7 +367,7 @@ mod tests {
     }
 
     #[test]
-    pub(super) fn a_fork_holds_exactly_the_effects_of_earlier_calls_in_run_order() {
+    fn a_fork_holds_exactly_the_effects_of_earlier_calls_in_run_order() {
         // Step 0 runs; step 1's copies land early (into a halo, and into a cell a late
         // step-0 kernel writes); step-0 effects arrive late; step 1's kernel runs.
         let mut start = device();
@@ -410,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    pub(super) fn a_state_that_is_not_finite_is_found_at_the_observation() {
+    fn a_state_that_is_not_finite_is_found_at_the_observation() {
         let s = crate::scenario::load(None).unwrap();
         let mut states = Domain::new(&s, &Coefficients::new(&s).unwrap()).unwrap().devices;
         states[2].write(Field::Hy, 1100, &[f32::INFINITY]);
@@ -433,7 +433,7 @@ mod tests {
     }
 
     #[test]
-    pub(super) fn pending_effects_pop_earliest_first_then_in_issue_order() {
+    fn pending_effects_pop_earliest_first_then_in_issue_order() {
         let mut h = BinaryHeap::new();
         let e = |d| Effect::Kernel {
             device: d,
