@@ -675,6 +675,21 @@ mod tests {
     }
 
     #[test]
+    fn the_modelled_time_per_step_goes_on_after_a_mode_switch() {
+        // The new program's clock starts at 0: shown as is, the first steps after the
+        // switch would take "0.0 µs".
+        let e = engine(Mode::Events);
+        for _ in 0..40 {
+            e.send(Control::Step);
+        }
+        wait_for(&e, |f| f.step == 40);
+        e.send(Control::SetMode(Mode::HostSync));
+        e.send(Control::Step);
+        let f = wait_for(&e, |f| f.step == 41 && f.mode == Mode::HostSync);
+        assert!(f.step_us > 1.0, "{} µs per step after the switch", f.step_us);
+    }
+
+    #[test]
     fn modes_of_rounds_step_a_whole_round_and_continue_any_run_bit_identically() {
         // From step 3 under events, the fused mode's rounds start at 3: 19, 35.
         let e = engine(Mode::Events);

@@ -55,6 +55,9 @@ impl SimBackend {
     /// Hands the runtime's final records to `taken` (as far as the observations go).
     fn attach(&mut self) {
         let taken = self.taken.clone();
+        // A new program's scheduler starts its clock at 0: its times continue the old
+        // one's, so the clock (and the time per step shown) never runs backwards.
+        let offset = self.taken().clock;
         self.rt.scheduler.set_sink(
             Box::new(move |r| {
                 let mut t = taken.lock().unwrap_or_else(|e| e.into_inner());
@@ -62,7 +65,7 @@ impl SimBackend {
                     t.copies.push((src, dst, bytes, r.end_us - r.start_us));
                 }
                 if r.stream.is_some() {
-                    t.clock = t.clock.max(r.end_us);
+                    t.clock = t.clock.max(offset + r.end_us);
                 }
                 if t.trace_error.is_none()
                     && let Some(w) = t.trace.as_mut()
