@@ -20,7 +20,7 @@ fi
 # haloscope's own declarations (src/runtime/cuda/sys.rs) are added, in case they name
 # newer entry points than cust's bindings.
 { grep -oE 'pub fn cu[A-Za-z0-9_]+' "$bindings" | awk '{print $3}'
-  grep -oE '^\s*fn cu[A-Za-z0-9_]+' src/runtime/cuda/sys.rs | awk '{print $2}'; } | sort -u |
+  grep -oE 'fn cu[A-Za-z0-9_]+' src/runtime/cuda/sys.rs | awk '{print $2}'; } | sort -u |
   awk '{print "void " $1 "(void) {}"}' > "$out/libcuda_stub.c"
 gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$out/libcuda.so" "$out/libcuda_stub.c"
 echo "stub-libcuda: $(wc -l < "$out/libcuda_stub.c") symbols in $out/libcuda.so"
