@@ -8,8 +8,10 @@ use crate::plan::{Plan, Watch};
 use crate::scenario::BUILTIN;
 
 pub fn main(cli: Cli) -> Result<()> {
-    if let Some(Command::Bench(b)) = &cli.command {
-        return crate::bench::main(b);
+    match &cli.command {
+        Some(Command::Bench(b)) => return crate::bench::main(b),
+        Some(Command::Check(c)) => return check(c),
+        None => {}
     }
     let args = cli.run;
     if args.list {
@@ -33,6 +35,43 @@ pub fn main(cli: Cli) -> Result<()> {
         print!("{}", summary.to_text());
     }
     Ok(())
+}
+
+/// `haloscope check`: the findings of a mode's program; exit 1 when there are any.
+fn check(c: &crate::cli::CheckArgs) -> Result<()> {
+    let mut s = crate::scenario::load(c.scenario.as_deref())?;
+    if let Some(n) = c.devices {
+        s = s.with_devices(n)?;
+    }
+    let program = c.mode.program(&s.ranges());
+    let findings = crate::hazard::check_scenario(&s, &program);
+    if c.json {
+        let report = serde_json::json!({
+            "mode": c.mode.name(),
+            "scenario": s.name,
+            "devices": s.split.len(),
+            "hazards": findings,
+        });
+        println!("{report}");
+    } else {
+        println!(
+            "mode {} on {} devices ({}): {} finding(s)",
+            c.mode.name(),
+            s.split.len(),
+            s.name,
+            findings.len()
+        );
+        print!("{}", crate::hazard::text(&findings));
+    }
+    if findings.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "mode {} has {} hazard(s) (listed above)",
+            c.mode.name(),
+            findings.len()
+        ))
+    }
 }
 
 /// `--list`: the built-in scenarios and the modes with their lessons; with `--json`, one

@@ -75,6 +75,29 @@ pub struct Cli {
 pub enum Command {
     /// Measure throughput: the runtime against a plain single-loop CPU stepper, in one run.
     Bench(BenchArgs),
+    /// Check a mode's program for hazards: every pair of conflicting accesses it leaves
+    /// unordered, whatever the timing (exit 1 when there are any).
+    Check(CheckArgs),
+}
+
+/// Options of `haloscope check`.
+#[derive(Debug, Args, Clone)]
+pub struct CheckArgs {
+    /// Ordering mode to check.
+    #[arg(long, value_parser = mode_parser(), default_value = "events")]
+    pub mode: Mode,
+
+    /// A built-in scenario name or a path to a scenario TOML file.
+    #[arg(short, long, value_name = "NAME|FILE")]
+    pub scenario: Option<String>,
+
+    /// Split the grid evenly over N devices.
+    #[arg(long, value_name = "N")]
+    pub devices: Option<usize>,
+
+    /// Print the findings as one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `haloscope bench`.
@@ -119,6 +142,10 @@ pub struct BenchArgs {
     /// UI drawing to an off-screen 200×60 terminal, and the time to render one frame.
     #[arg(long)]
     pub tui: bool,
+
+    /// Instead: the hazard checker's time per mode on 8 devices of the default scenario.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// Options of a run (headless or interactive).

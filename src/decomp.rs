@@ -48,6 +48,32 @@ impl Field {
     }
 }
 
+/// A device's memory a kernel or a copy can touch: a field, or the Mur state of the
+/// grid's ends (cell 0: the left end's, cell 1: the right end's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Buffer {
+    Field(Field),
+    Ends,
+}
+
+impl Buffer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Buffer::Field(f) => f.name(),
+            Buffer::Ends => "mur_state",
+        }
+    }
+}
+
+/// One range of a device's memory that a kernel reads or writes: global cells (for
+/// [`Buffer::Ends`], 0 and 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    pub buffer: Buffer,
+    pub cells: Range<usize>,
+    pub write: bool,
+}
+
 /// The kernels of one step, in the order `physics` documents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum Kernel {
@@ -164,6 +190,28 @@ impl DeviceState {
         })
     }
 
+    /// The device without its memory: where it lies, its sources and its ends — all the
+    /// hazard checker asks of it ([`DeviceState::accesses`]); its fields are empty.
+    pub fn shape(index: usize, cells: Range<usize>, s: &Scenario) -> DeviceState {
+        let (lo, hi, n) = (cells.start, cells.end, s.cells);
+        DeviceState {
+            index,
+            lo,
+            hi,
+            n,
+            ex: Vec::new(),
+            hy: Vec::new(),
+            coef_runs: Vec::new(),
+            ch: 0.0,
+            sources: place_sources(s, lo..hi, HALO),
+            left_end: (lo == 0).then(|| EndCondition::new(s.left, 0.0)),
+            right_end: (hi == n).then(|| EndCondition::new(s.right, 0.0)),
+            prev_left: 0.0,
+            prev_right: 0.0,
+            held: OnceLock::new(),
+        }
+    }
+
     /// A copy of the device's memory and end state (the fused kernel's view of it is
     /// rebuilt if asked for): an observation's fork.
     pub fn fork(&self) -> DeviceState {
@@ -232,6 +280,93 @@ impl DeviceState {
             Kernel::UpdateE => r.start.max(1)..r.end.max(1),
             Kernel::SourcesBoundaries | Kernel::Fused { .. } => r,
         }
+    }
+
+    /// Everything kernel `kernel` launched over global `cells` reads and writes on this
+    /// device: the cells [`DeviceState::run`] touches (from the same [`kernel_range`]),
+    /// for the hazard checker. `update_h` reads `Ex` one cell to the right, `update_e`
+    /// `Hy` one to the left; an end reads its inner neighbour and its Mur state.
+    ///
+    /// [`kernel_range`]: DeviceState::kernel_range
+    pub fn accesses(&self, kernel: Kernel, cells: &Range<usize>) -> Vec<Access> {
+        let g = |r: Range<usize>| self.global(r.start)..self.global(r.start) + r.len();
+        let acc = |buffer, cells, write| Access { buffer, cells, write };
+        let (ex, hy) = (Buffer::Field(Field::Ex), Buffer::Field(Field::Hy));
+        let mut out = Vec::new();
+        match kernel {
+            Kernel::UpdateH | Kernel::UpdateE | Kernel::Fused { .. } => {
+                let r = self.kernel_range(kernel, cells);
+                if r.is_empty() {
+                    return out;
+                }
+                match kernel {
+                    Kernel::UpdateH => {
+                        out.push(acc(hy, g(r.clone()), false));
+                        out.push(acc(hy, g(r.clone()), true));
+                        out.push(acc(ex, g(r.start..r.end + 1), false));
+                    }
+                    Kernel::UpdateE => {
+                        out.push(acc(ex, g(r.clone()), false));
+                        out.push(acc(ex, g(r.clone()), true));
+                        out.push(acc(hy, g(r.start - 1..r.end), false));
+                    }
+                    _ => {
+                        for b in [ex, hy] {
+                            out.push(acc(b, g(r.clone()), false));
+                            out.push(acc(b, g(r.clone()), true));
+                        }
+                        self.end_accesses(&r, &mut out);
+                    }
+                }
+            }
+            Kernel::SourcesBoundaries => {
+                let r = self.clamp(cells, 0..self.n);
+                for (i, _) in self.sources_in(&r) {
+                    out.push(acc(ex, g(*i..*i + 1), false));
+                    out.push(acc(ex, g(*i..*i + 1), true));
+                }
+                self.end_accesses(&r, &mut out);
+            }
+        }
+        out
+    }
+
+    /// The ends among the local cells `r`: each reads its cell, its inner neighbour and
+    /// its Mur state, and writes its cell and its Mur state.
+    fn end_accesses(&self, r: &Range<usize>, out: &mut Vec<Access>) {
+        let ex = Buffer::Field(Field::Ex);
+        let (l, e) = self.end_cells();
+        let ends = [
+            (self.left_end.is_some() && r.contains(&l), l..l + 2, l, 0),
+            (self.right_end.is_some() && r.contains(&e), e - 1..e + 1, e, 1),
+        ];
+        for (here, read, cell, state) in ends {
+            if here {
+                let g = self.global(read.start);
+                out.push(Access {
+                    buffer: ex,
+                    cells: g..g + read.len(),
+                    write: false,
+                });
+                out.push(Access {
+                    buffer: ex,
+                    cells: self.global(cell)..self.global(cell) + 1,
+                    write: true,
+                });
+                for write in [false, true] {
+                    out.push(Access {
+                        buffer: Buffer::Ends,
+                        cells: state..state + 1,
+                        write,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Global cell of local index `i`.
+    fn global(&self, i: usize) -> usize {
+        self.lo + i - HALO
     }
 
     /// Sources on the local cells `local`, with their local index, in scenario order.

@@ -41,6 +41,9 @@ pub struct Summary {
     /// `stats::Window::CAP` of them), µs: modelled on the sim, measured with CUDA events on
     /// the cuda runtime.
     pub copy_us_median: Vec<Option<f64>>,
+    /// Hazards the checker finds in the program (`haloscope check` lists them): races
+    /// the timing may not have shown.
+    pub hazards: usize,
     /// Cuda: each logical device's GPU and how it reaches its neighbours.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub topology: Vec<String>,
@@ -240,6 +243,7 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
     }
     let (s, h) = whole_rounds(plan, h)?;
     let program = plan.mode.program(&s.ranges());
+    let hazards = crate::hazard::check_scenario(&s, &program).len();
     let k = program.steps_per_round;
     // The trace file is created before the run: a path that cannot be written is refused
     // at once, and the file grows as the run goes.
@@ -297,6 +301,7 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
             .then(|| rt.clock_us() / s.steps.max(1) as f64),
         measured_step_us: 1e6 * wall_s / s.steps.max(1) as f64,
         copy_us_median: ran.copies.iter().map(Window::median).collect(),
+        hazards,
         topology: rt.topology(),
     })
 }
@@ -362,6 +367,17 @@ impl Summary {
             ),
             ("halo copy", copies),
             ("max |Δ|", diff),
+            (
+                "hazards",
+                if self.hazards == 0 {
+                    "0 (the program orders every access)".to_string()
+                } else {
+                    format!(
+                        "{} (races whether or not they showed: haloscope check --mode {} lists them)",
+                        self.hazards, self.mode
+                    )
+                },
+            ),
         ];
         let mut out: String = rows.iter().map(|(k, v)| format!("{k:<12}{v}\n")).collect();
         if let (Some(step), Some(_)) = (self.first_divergence_step, self.first_diff_cell) {

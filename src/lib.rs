@@ -11,6 +11,7 @@ pub mod decomp;
 pub mod engine;
 pub mod error;
 pub mod fused;
+pub mod hazard;
 pub mod headless;
 pub mod kernels;
 pub mod memory;

@@ -23,6 +23,7 @@ const LAYERS: &[&str] = &[
     "fused",
     "decomp",
     "program",
+    "hazard",
     "trace",
     "snapshot",
     "runtime",

@@ -23,6 +23,7 @@ fn json_summary_has_the_documented_keys_and_zero_difference() {
         "runtime",
         "max_abs_diff",
         "mcells_per_s",
+        "hazards",
     ] {
         assert!(v.get(key).is_some(), "missing key {key} in {v}");
     }
@@ -30,6 +31,7 @@ fn json_summary_has_the_documented_keys_and_zero_difference() {
     assert_eq!(v["devices"], 4);
     assert_eq!(v["steps"], 200);
     assert_eq!(v["max_abs_diff"], 0.0);
+    assert_eq!(v["hazards"], 0);
     assert!(v["mcells_per_s"].as_f64().unwrap() > 0.0);
     // No progress bar when stderr is not a terminal.
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -124,6 +126,58 @@ fn list_shows_scenarios_and_every_mode_with_its_lesson() {
     }
     assert!(text.contains("rule 3"));
     assert!(text.contains("fresnel"));
+}
+
+#[test]
+fn check_lists_a_broken_modes_hazards_and_exits_1_and_a_correct_one_exits_0() {
+    let out = haloscope(&["check", "--mode", "no-wait", "--devices", "2", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["mode"], "no-wait");
+    assert_eq!(v["devices"], 2);
+    let hazards = v["hazards"].as_array().unwrap();
+    let raw = hazards
+        .iter()
+        .find(|h| h["kind"] == "RAW" && h["buffer"] == "hy@dev0")
+        .expect("the copy of dev0's boundary Hy races its kernel");
+    assert_eq!(raw["cells"], serde_json::json!([999, 999]));
+    assert_eq!(raw["first"]["thread"], 0);
+    assert_eq!(raw["first"]["call"], 0);
+    assert_eq!(raw["second"]["thread"], 1);
+    assert!(
+        raw["second"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("cudaMemcpyPeerAsync(hy@dev1[999]")
+    );
+    assert!(
+        raw["fix"]
+            .as_str()
+            .unwrap()
+            .contains("wait on it on copy@dev1 before call 2 of thread 1")
+    );
+
+    let out = haloscope(&["check", "--mode", "overlap", "--devices", "3"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0 finding(s)"));
+    // The headless summary counts them too.
+    let out = haloscope(&[
+        "--headless",
+        "--mode",
+        "no-wait",
+        "--devices",
+        "2",
+        "--steps",
+        "10",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["hazards"].as_u64(), Some(hazards.len() as u64));
 }
 
 #[test]

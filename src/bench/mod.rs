@@ -2,6 +2,7 @@
 //! ratios measured in one run. Nothing below this wing imports it.
 
 mod cuda;
+mod hazard;
 mod scenario;
 mod sim;
 mod ui;
@@ -25,6 +26,11 @@ pub fn main(b: &BenchArgs) -> Result<()> {
             print!("{table}");
         }
     };
+    if b.check {
+        let rows = hazard::run(20)?;
+        print(serde_json::to_string_pretty(&rows)?, hazard::table(&rows));
+        return Ok(());
+    }
     if b.tui {
         let r = ui::tui(b)?;
         print(serde_json::to_string_pretty(&r)?, r.table());

@@ -1,0 +1,434 @@
+//! The checker: binds every wait, finds every pair of conflicting accesses the program
+//! leaves unordered, every invalid call, and says how to fix each.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use super::graph::{Call, Graph, ROUNDS};
+use crate::decomp::{Buffer, DeviceState, Field};
+use crate::program::{Op, Program};
+
+/// What a finding is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum Kind {
+    /// Read after write: a read that may see the value from before the write.
+    #[serde(rename = "RAW")]
+    Raw,
+    /// Write after read: a write that may land before the read it should follow.
+    #[serde(rename = "WAR")]
+    War,
+    /// Write after write: two writes whose order is not fixed.
+    #[serde(rename = "WAW")]
+    Waw,
+    /// A call that is wrong whatever the timing.
+    #[serde(rename = "INVALID")]
+    Invalid,
+    /// A wait whose record is not fixed by the program (it depends on host timing).
+    #[serde(rename = "BINDING")]
+    Binding,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Raw => "RAW",
+            Kind::War => "WAR",
+            Kind::Waw => "WAW",
+            Kind::Invalid => "INVALID",
+            Kind::Binding => "BINDING",
+        }
+    }
+}
+
+/// A call, named as the Program panel shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallRef {
+    pub thread: usize,
+    /// Index in the step's (or, in the setup, the setup's) list of the thread.
+    pub call: usize,
+    pub text: String,
+    /// `setup`, or the round relative to the one checked: `n-1`, `n`, `n+1`.
+    pub step: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    pub kind: Kind,
+    /// `ex@dev1` (conflicts only).
+    pub buffer: Option<String>,
+    /// Global cells `[first, last]` both calls touch (conflicts only).
+    pub cells: Option<[usize; 2]>,
+    pub first: CallRef,
+    pub second: Option<CallRef>,
+    /// What is wrong, in one sentence.
+    pub why: String,
+    /// How to fix it, in the program's own terms.
+    pub fix: String,
+}
+
+/// Every hazard of `program` on the devices `states` (which give each kernel's cells).
+pub fn check(program: &Program, states: &[DeviceState]) -> Vec<Finding> {
+    analyse(program, states).1
+}
+
+/// The program's happens-before graph (closed, unless it deadlocks) and its findings.
+pub(super) fn analyse(program: &Program, states: &[DeviceState]) -> (Graph, Vec<Finding>) {
+    let mut g = Graph::unroll(program);
+    let mut findings = invalid_calls(program, &g);
+    findings.extend(bind_waits(program, &mut g));
+    if !g.close() {
+        findings.push(Finding {
+            kind: Kind::Invalid,
+            buffer: None,
+            cells: None,
+            first: call_ref(program, &g.calls[0]),
+            second: None,
+            why: "the calls wait on each other in a circle: the program deadlocks".into(),
+            fix: "no wait may depend on work issued after it".into(),
+        });
+        return (g, findings);
+    }
+    findings.extend(conflicts(program, &g, states));
+    (g, findings)
+}
+
+fn call_ref(program: &Program, c: &Call) -> CallRef {
+    let step = match c.round {
+        None => "setup".to_string(),
+        Some(r) if r == ROUNDS / 2 => "n".to_string(),
+        Some(r) if r < ROUNDS / 2 => format!("n-{}", ROUNDS / 2 - r),
+        Some(r) => format!("n+{}", r - ROUNDS / 2),
+    };
+    CallRef {
+        thread: c.thread,
+        call: c.index,
+        text: program.render(&c.op),
+        step,
+    }
+}
+
+/// Whether the call is one the report is about: the middle round (or the setup).
+fn middle(c: &Call) -> bool {
+    c.round.is_none_or(|r| r == ROUNDS / 2)
+}
+
+/// Records on another device's stream; uses of an event after it was destroyed; waits on
+/// an event that no call records.
+fn invalid_calls(program: &Program, g: &Graph) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let invalid = |c: &Call, why: String, fix: String| Finding {
+        kind: Kind::Invalid,
+        buffer: None,
+        cells: None,
+        first: call_ref(program, c),
+        second: None,
+        why,
+        fix,
+    };
+    for c in g.calls.iter().filter(|c| middle(c)) {
+        match &c.op {
+            Op::Record { event, stream } if c.invalid => {
+                let e = &program.events[event.0];
+                out.push(invalid(
+                    c,
+                    format!(
+                        "{} belongs to dev{} but {} is a stream of dev{}: the record fails (rule 4)",
+                        e.name,
+                        e.device,
+                        program.stream_name(*stream),
+                        stream.device
+                    ),
+                    format!("record {} on a stream of dev{}", e.name, e.device),
+                ));
+            }
+            Op::Record { event, .. } | Op::Wait { event, .. } => {
+                let destroyed = g.calls.iter().any(|d| {
+                    matches!(d.op, Op::EventDestroy { event: x } if x == *event)
+                        && g.host_before(d, c)
+                        && !g.calls.iter().any(|k| {
+                            matches!(k.op, Op::EventCreate { event: x, .. } if x == *event)
+                                && g.host_before(d, k)
+                                && g.host_before(k, c)
+                        })
+                });
+                let name = &program.events[event.0].name;
+                if destroyed {
+                    out.push(invalid(
+                        c,
+                        format!("{name} is used after it was destroyed"),
+                        format!("destroy {name} after its last use, or create it again first"),
+                    ));
+                }
+                let recorded = g
+                    .calls
+                    .iter()
+                    .any(|r| !r.invalid && matches!(r.op, Op::Record { event: x, .. } if x == *event));
+                if matches!(c.op, Op::Wait { .. }) && !recorded {
+                    out.push(invalid(
+                        c,
+                        format!("{name} is never recorded: the wait orders nothing"),
+                        format!("record {name} after the work the wait should follow"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Binds every wait to the record it follows (rule 3: the most recent record issued
+/// before it). A record can be the one iff the wait is not issued before it and no other
+/// record of the event is certainly issued between them. One candidate, certainly issued
+/// before: an edge. Several, or possibly none: a finding, and only the edge all of them
+/// guarantee (the earliest candidate on one stream).
+fn bind_waits(program: &Program, g: &mut Graph) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let waits: Vec<usize> = (0..g.calls.len())
+        .filter(|&i| matches!(g.calls[i].op, Op::Wait { .. }))
+        .collect();
+    for w in waits {
+        let Op::Wait { event, .. } = g.calls[w].op else {
+            continue;
+        };
+        let records: Vec<usize> = (0..g.calls.len())
+            .filter(|&i| {
+                let c = &g.calls[i];
+                !c.invalid && matches!(c.op, Op::Record { event: x, .. } if x == event)
+            })
+            .collect();
+        let wc = &g.calls[w];
+        let candidates: Vec<usize> = records
+            .iter()
+            .copied()
+            .filter(|&r| !g.host_before(wc, &g.calls[r]))
+            .filter(|&r| {
+                !records.iter().any(|&q| {
+                    q != r && g.host_before(&g.calls[r], &g.calls[q]) && g.host_before(&g.calls[q], wc)
+                })
+            })
+            .collect();
+        let maybe_none = !records.iter().any(|&r| g.host_before(&g.calls[r], wc));
+        match candidates[..] {
+            [r] if !maybe_none => g.bind(r, w),
+            [] => {}
+            _ => {
+                if middle(wc) && !candidates.is_empty() {
+                    out.push(binding_finding(program, g, w, &candidates, maybe_none));
+                }
+                let stream = g.calls[candidates[0]].op.stream();
+                if !maybe_none && candidates.iter().all(|&r| g.calls[r].op.stream() == stream) {
+                    let earliest = *candidates.iter().min_by_key(|&&r| g.calls[r].gpu).expect("some");
+                    g.bind(earliest, w);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn binding_finding(
+    program: &Program,
+    g: &Graph,
+    w: usize,
+    candidates: &[usize],
+    maybe_none: bool,
+) -> Finding {
+    let wc = &g.calls[w];
+    let steps: Vec<String> = candidates
+        .iter()
+        .map(|&r| call_ref(program, &g.calls[r]).step)
+        .collect();
+    let latest = candidates
+        .iter()
+        .copied()
+        .max_by_key(|&r| g.calls[r].host)
+        .expect("some");
+    let rc = &g.calls[latest];
+    let none = if maybe_none { " or to none" } else { "" };
+    Finding {
+        kind: Kind::Binding,
+        buffer: None,
+        cells: None,
+        first: call_ref(program, rc),
+        second: Some(call_ref(program, wc)),
+        why: format!(
+            "binding not fixed: the wait may bind to the record of step {}{none}, whichever the host issued last",
+            steps.join(" or ")
+        ),
+        fix: format!(
+            "make the record certainly issued first: a host barrier after call {} of thread {} and before call {} of thread {}",
+            rc.index, rc.thread, wc.index, wc.thread
+        ),
+    }
+}
+
+/// One access of the unrolled program: call, device, buffer, global cells, write.
+struct Touch {
+    call: usize,
+    cells: Range<usize>,
+    write: bool,
+}
+
+/// What each call's work reads and writes, by `(device, buffer)`.
+fn touches(g: &Graph, states: &[DeviceState]) -> BTreeMap<(usize, Buffer), Vec<Touch>> {
+    let mut out: BTreeMap<(usize, Buffer), Vec<Touch>> = BTreeMap::new();
+    for (i, c) in g.calls.iter().enumerate() {
+        if c.gpu.is_none() {
+            continue;
+        }
+        let mut add = |device: usize, buffer, cells: Range<usize>, write| {
+            out.entry((device, buffer)).or_default().push(Touch {
+                call: i,
+                cells,
+                write,
+            });
+        };
+        let launches: Vec<&Op> = match &c.op {
+            Op::Graph { nodes, .. } => nodes.iter().collect(),
+            op => vec![op],
+        };
+        for op in launches {
+            match op {
+                Op::Launch {
+                    kernel,
+                    cells,
+                    stream,
+                    ..
+                } => {
+                    let d = stream.device;
+                    for a in states[d].accesses(*kernel, cells) {
+                        add(d, a.buffer, a.cells, a.write);
+                    }
+                }
+                Op::PeerCopy {
+                    field,
+                    src,
+                    dst,
+                    cells,
+                    ..
+                } => {
+                    add(*src, Buffer::Field(*field), cells.clone(), false);
+                    add(*dst, Buffer::Field(*field), cells.clone(), true);
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Every pair of accesses to overlapping cells of one buffer, one of them a write, whose
+/// work is not ordered either way: one finding per kind, buffer and pair of calls (one
+/// step's calls, or one step's and the next's; the instance shown has its first call in
+/// the middle round where it can).
+fn conflicts(program: &Program, g: &Graph, states: &[DeviceState]) -> Vec<Finding> {
+    type Key = (Kind, usize, Buffer, (usize, usize), (usize, usize));
+    let mut found: BTreeMap<Key, (usize, usize, Range<usize>)> = BTreeMap::new();
+    for ((device, buffer), list) in touches(g, states) {
+        for (i, a) in list.iter().enumerate() {
+            for b in &list[i + 1..] {
+                if a.call == b.call || !(a.write || b.write) {
+                    continue;
+                }
+                let (ca, cb) = (&g.calls[a.call], &g.calls[b.call]);
+                let lo = a.cells.start.max(b.cells.start);
+                let hi = a.cells.end.min(b.cells.end);
+                if lo >= hi || !(middle(ca) || middle(cb)) {
+                    continue;
+                }
+                let (ga, gb) = (ca.gpu.expect("stream work"), cb.gpu.expect("stream work"));
+                if g.ordered(ga, gb) || g.ordered(gb, ga) {
+                    continue;
+                }
+                // The intended order: the order of issue where the host fixes it; else the
+                // write first (a read that may miss it), else program order.
+                let a_first = if g.host_before(cb, ca) {
+                    false
+                } else if g.host_before(ca, cb) {
+                    true
+                } else if a.write != b.write {
+                    a.write
+                } else {
+                    (ca.round, ca.thread, ca.index) <= (cb.round, cb.thread, cb.index)
+                };
+                let (f, s) = if a_first { (a, b) } else { (b, a) };
+                let kind = match (f.write, s.write) {
+                    (true, true) => Kind::Waw,
+                    (true, false) => Kind::Raw,
+                    _ => Kind::War,
+                };
+                let (fc, sc) = (&g.calls[f.call], &g.calls[s.call]);
+                let key = (kind, device, buffer, (fc.thread, fc.index), (sc.thread, sc.index));
+                let rank = |c: &Call, d: &Call| {
+                    let (a, b) = (c.round.unwrap_or(0), d.round.unwrap_or(0));
+                    (a.abs_diff(b), !middle(c), !middle(d))
+                };
+                let e = found.entry(key).or_insert((f.call, s.call, lo..hi));
+                if rank(fc, sc) < rank(&g.calls[e.0], &g.calls[e.1]) {
+                    *e = (f.call, s.call, lo..hi);
+                }
+            }
+        }
+    }
+    found
+        .into_iter()
+        .map(|((kind, device, buffer, ..), (f, s, cells))| {
+            conflict_finding(program, g, kind, (device, buffer), (f, s), cells)
+        })
+        .collect()
+}
+
+fn conflict_finding(
+    program: &Program,
+    g: &Graph,
+    kind: Kind,
+    (device, buffer): (usize, Buffer),
+    (f, s): (usize, usize),
+    cells: Range<usize>,
+) -> Finding {
+    let (fc, sc) = (&g.calls[f], &g.calls[s]);
+    let what = match kind {
+        Kind::Raw => "may read before",
+        Kind::War => "may write before",
+        _ => "may write in either order with",
+    };
+    let buffer_name = match buffer {
+        Buffer::Field(Field::Ex) | Buffer::Field(Field::Hy) => format!("{}@dev{device}", buffer.name()),
+        Buffer::Ends => format!("mur_state@dev{device}"),
+    };
+    let name = |c: &Call| program.label(&c.op);
+    let why = match kind {
+        Kind::Raw => format!("{} {what} {} writes {buffer_name}", name(sc), name(fc)),
+        Kind::War => format!("{} {what} {} reads {buffer_name}", name(sc), name(fc)),
+        _ => format!("{} {what} {} on {buffer_name}", name(sc), name(fc)),
+    };
+    let (s1, s2) = (
+        fc.op.stream().expect("stream work"),
+        sc.op.stream().expect("stream work"),
+    );
+    let barrier = if fc.thread != sc.thread && !g.host_before(fc, sc) {
+        format!(", with a host barrier between them so that the record is issued first")
+    } else {
+        String::new()
+    };
+    let fix = format!(
+        "record an event on {} after call {} of thread {} and wait on it on {} before call {} of thread {}{barrier}",
+        program.stream_name(s1),
+        fc.index,
+        fc.thread,
+        program.stream_name(s2),
+        sc.index,
+        sc.thread
+    );
+    Finding {
+        kind,
+        buffer: Some(buffer_name),
+        cells: Some([cells.start, cells.end - 1]),
+        first: call_ref(program, fc),
+        second: Some(call_ref(program, sc)),
+        why,
+        fix,
+    }
+}

@@ -1,0 +1,196 @@
+//! The happens-before graph of a program unrolled over a few rounds: a node per host call,
+//! one per stream operation's execution on the GPU, one per barrier generation; edges from
+//! exactly the contract's rules. Reachability decides what is ordered.
+
+use crate::program::{Op, Program, StreamId};
+
+/// Rounds unrolled: hazards are reported where they touch the middle one, so those that
+/// cross a round boundary in either direction are seen.
+pub const ROUNDS: usize = 3;
+
+/// One call of the unrolled program.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub thread: usize,
+    /// Index in its list (the setup's or the step's), as the Program panel numbers it.
+    pub index: usize,
+    /// `None`: a setup call; else the round (0, 1, 2).
+    pub round: Option<usize>,
+    pub op: Op,
+    /// Host barriers its thread passed before it (a barrier call itself: not counting it).
+    pub barriers_before: usize,
+    /// Its host node and, for work on a stream, the node of that work on the GPU.
+    pub host: usize,
+    pub gpu: Option<usize>,
+    /// The call fails (a record on a stream of another device): it enqueues nothing.
+    pub invalid: bool,
+}
+
+/// The unrolled program and what happens before what.
+pub struct Graph {
+    pub calls: Vec<Call>,
+    succ: Vec<Vec<usize>>,
+    /// `reach[n]`: the nodes that happen before node `n`, `n` included (a bitset).
+    reach: Vec<Vec<u64>>,
+}
+
+impl Graph {
+    /// The calls of `program`: each thread's setup, then `ROUNDS` rounds of its step.
+    pub fn unroll(program: &Program) -> Graph {
+        let mut calls = Vec::new();
+        let mut nodes = 0;
+        for t in 0..program.devices() {
+            let lists = std::iter::once((None, &program.setup[t]))
+                .chain((0..ROUNDS).map(|r| (Some(r), &program.step[t])));
+            let mut barriers = 0;
+            for (round, ops) in lists {
+                for (index, op) in ops.iter().enumerate() {
+                    let invalid = matches!(op, Op::Record { event, stream }
+                        if program.events[event.0].device != stream.device);
+                    let host = nodes;
+                    nodes += 1;
+                    let gpu = (op.stream().is_some() && !invalid).then(|| {
+                        nodes += 1;
+                        nodes - 1
+                    });
+                    calls.push(Call {
+                        thread: t,
+                        index,
+                        round,
+                        op: op.clone(),
+                        barriers_before: barriers,
+                        host,
+                        gpu,
+                        invalid,
+                    });
+                    barriers += usize::from(matches!(op, Op::HostBarrier));
+                }
+            }
+        }
+        let generations = calls.iter().filter(|c| matches!(c.op, Op::HostBarrier)).count();
+        let mut g = Graph {
+            calls,
+            succ: vec![Vec::new(); nodes + generations],
+            reach: Vec::new(),
+        };
+        g.host_edges(nodes);
+        g.stream_edges();
+        g
+    }
+
+    fn edge(&mut self, a: usize, b: usize) {
+        self.succ[a].push(b);
+    }
+
+    /// Program order per thread, and barriers: every thread's arrival at barrier `g`
+    /// happens before every call after it, in every thread (node `first_barrier + g`).
+    fn host_edges(&mut self, first_barrier: usize) {
+        for i in 0..self.calls.len() {
+            let (a, next) = (&self.calls[i], self.calls.get(i + 1));
+            let same_thread = next.filter(|n| n.thread == a.thread).map(|n| n.host);
+            let (host, gpu, barrier) = (a.host, a.gpu, matches!(a.op, Op::HostBarrier));
+            let generation = a.barriers_before;
+            if let Some(g) = gpu {
+                self.edge(host, g);
+            }
+            if let Some(n) = same_thread {
+                self.edge(host, n);
+            }
+            if barrier {
+                let b = first_barrier + generation;
+                if b < self.succ.len() {
+                    self.edge(host, b);
+                    if let Some(n) = same_thread {
+                        self.edge(b, n);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stream order (work on a stream runs in the order its thread issued it), and host
+    /// synchronisation (a call after a synchronise follows the work it waited for).
+    fn stream_edges(&mut self) {
+        let mut last: std::collections::HashMap<StreamId, usize> = Default::default();
+        for i in 0..self.calls.len() {
+            let c = self.calls[i].clone();
+            if let (Some(s), Some(g)) = (c.op.stream(), c.gpu) {
+                if let Some(&p) = last.get(&s) {
+                    self.edge(p, g);
+                }
+                last.insert(s, g);
+            }
+            let waited: Vec<usize> = match c.op {
+                Op::StreamSync { stream } => last.get(&stream).copied().into_iter().collect(),
+                Op::DeviceSync { device } => last
+                    .iter()
+                    .filter(|(s, _)| s.device == device)
+                    .map(|(_, &g)| g)
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for g in waited {
+                self.edge(g, c.host);
+            }
+        }
+    }
+
+    /// Whether call `a` is certainly issued before call `b` (program order, barriers).
+    pub fn host_before(&self, a: &Call, b: &Call) -> bool {
+        if a.thread == b.thread {
+            a.host < b.host
+        } else {
+            a.barriers_before < b.barriers_before
+        }
+    }
+
+    /// Work after wait `w` on its stream follows the work record `r` captured.
+    pub fn bind(&mut self, r: usize, w: usize) {
+        if let (Some(a), Some(b)) = (self.calls[r].gpu, self.calls[w].gpu) {
+            self.edge(a, b);
+        }
+    }
+
+    /// Computes what happens before what; `false` if the edges make a cycle (a deadlock).
+    pub fn close(&mut self) -> bool {
+        let n = self.succ.len();
+        let mut indegree = vec![0usize; n];
+        for s in &self.succ {
+            for &b in s {
+                indegree[b] += 1;
+            }
+        }
+        let mut order: Vec<usize> = (0..n).filter(|&v| indegree[v] == 0).collect();
+        let mut k = 0;
+        while k < order.len() {
+            let v = order[k];
+            k += 1;
+            for &b in &self.succ[v] {
+                indegree[b] -= 1;
+                if indegree[b] == 0 {
+                    order.push(b);
+                }
+            }
+        }
+        if order.len() < n {
+            return false;
+        }
+        let words = n.div_ceil(64);
+        self.reach = vec![vec![0u64; words]; n];
+        for &v in &order {
+            self.reach[v][v / 64] |= 1 << (v % 64);
+            let mine = self.reach[v].clone();
+            for &b in &self.succ[v] {
+                for (x, y) in self.reach[b].iter_mut().zip(&mine) {
+                    *x |= y;
+                }
+            }
+        }
+        true
+    }
+
+    /// Whether node `a` happens before node `b` (after [`Graph::close`]).
+    pub fn ordered(&self, a: usize, b: usize) -> bool {
+        self.reach[b][a / 64] & (1 << (a % 64)) != 0
+    }
+}

@@ -1,0 +1,85 @@
+//! The hazard checker: from the program alone (no timing, no threads), every pair of
+//! conflicting accesses it leaves unordered, every invalid call, every wait whose record
+//! host timing decides — each named, with a fix. See DESIGN.md, "The hazard checker".
+
+mod check;
+mod graph;
+
+pub use check::{CallRef, Finding, Kind, check};
+
+use check::analyse;
+pub use graph::ROUNDS;
+
+use crate::decomp::DeviceState;
+use crate::program::Program;
+use crate::scenario::Scenario;
+
+/// The findings of `program` on the decomposition of `s` (no field memory is allocated).
+pub fn check_scenario(s: &Scenario, program: &Program) -> Vec<Finding> {
+    let states: Vec<DeviceState> = s
+        .ranges()
+        .into_iter()
+        .enumerate()
+        .map(|(d, r)| DeviceState::shape(d, r, s))
+        .collect();
+    check(program, &states)
+}
+
+/// Whether `program` orders step call `a` before step call `b` through step call `via`
+/// (each `(thread, index)`), in one round or from one round to the next: the work (or,
+/// for a barrier or a synchronisation, the host call) of `via` follows `a` and precedes
+/// `b`. It explains a finding: which call used to keep its two calls apart.
+pub fn orders(
+    program: &Program,
+    states: &[DeviceState],
+    a: (usize, usize),
+    via: (usize, usize),
+    b: (usize, usize),
+) -> bool {
+    let (g, _) = analyse(program, states);
+    let at = |(t, i): (usize, usize)| -> Vec<&graph::Call> {
+        g.calls
+            .iter()
+            .filter(|c| c.thread == t && c.index == i && c.round.is_some())
+            .collect()
+    };
+    let ends = |c: &graph::Call| -> Vec<usize> { c.gpu.into_iter().chain([c.host]).collect() };
+    let middle = |c: &graph::Call| c.gpu.unwrap_or(c.host);
+    at(a).iter().any(|x| {
+        at(via).iter().any(|v| {
+            at(b).iter().any(|z| {
+                let (ra, rv, rz) = (x.round.unwrap(), v.round.unwrap(), z.round.unwrap());
+                ra <= rv
+                    && rv <= rz
+                    && rz <= ra + 1
+                    && ends(x).iter().any(|&p| g.ordered(p, middle(v)))
+                    && ends(z).iter().any(|&q| g.ordered(middle(v), q))
+            })
+        })
+    })
+}
+
+/// The findings as text: a line each, then why and how to fix it.
+pub fn text(findings: &[Finding]) -> String {
+    let mut out = String::new();
+    for f in findings {
+        let at = |c: &CallRef| {
+            format!(
+                "thread {} call {} (step {}): `{}`",
+                c.thread, c.call, c.step, c.text
+            )
+        };
+        let place = match (&f.buffer, f.cells) {
+            (Some(b), Some([a, z])) if a == z => format!(" {b} cell {a}"),
+            (Some(b), Some([a, z])) => format!(" {b} cells {a}..={z}"),
+            _ => String::new(),
+        };
+        out += &format!("{}{place}: {}\n", f.kind.name(), f.why);
+        out += &format!("    first:  {}\n", at(&f.first));
+        if let Some(s) = &f.second {
+            out += &format!("    second: {}\n", at(s));
+        }
+        out += &format!("    fix:    {}\n", f.fix);
+    }
+    out
+}

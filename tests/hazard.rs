@@ -1,0 +1,340 @@
+//! The hazard checker against the modes, and against the sim: a program it finds nothing
+//! wrong with never diverges, and what it flags is what a deleted call used to order.
+
+use haloscope::decomp::{Domain, Field};
+use haloscope::hazard::{self, Finding, Kind};
+use haloscope::physics::Coefficients;
+use haloscope::program::{Mode, Op, Program};
+use haloscope::runtime::sim::SimRuntime;
+use haloscope::scenario::{self, Scenario};
+
+fn builtin(name: &str) -> Scenario {
+    scenario::load(Some(name)).unwrap()
+}
+
+fn findings(s: &Scenario, mode: Mode) -> Vec<Finding> {
+    hazard::check_scenario(s, &mode.program(&s.ranges()))
+}
+
+/// `kind thread:call>thread:call buffer` of each finding, for comparing with a list.
+fn summary(f: &[Finding]) -> Vec<String> {
+    let mut v: Vec<String> = f
+        .iter()
+        .map(|f| {
+            let second = f
+                .second
+                .as_ref()
+                .map_or(String::new(), |s| format!(">{}:{}", s.thread, s.call));
+            let buffer = f.buffer.clone().unwrap_or_default();
+            format!(
+                "{} {}:{}{second} {buffer}",
+                f.kind.name(),
+                f.first.thread,
+                f.first.call
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn correct_modes_have_no_findings_on_2_3_4_8_devices_and_uneven_splits() {
+    let base = builtin("pulse");
+    let mut cases: Vec<Scenario> = [2, 3, 4, 8]
+        .iter()
+        .map(|&n| base.clone().with_devices(n).unwrap())
+        .collect();
+    cases.push(builtin("uneven"));
+    for s in &cases {
+        for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
+            let f = findings(s, mode);
+            assert!(
+                f.is_empty(),
+                "{} on {} devices:\n{}",
+                mode.name(),
+                s.split.len(),
+                hazard::text(&f)
+            );
+        }
+    }
+}
+
+/// A small grid with sources next to every device boundary: a missing order shows in the
+/// fields within a few steps.
+fn busy(devices: usize) -> Scenario {
+    let cells = 24 * devices;
+    let mut text = format!("[grid]\ncells = {cells}\ncourant = 1.0\n[devices]\ncount = {devices}\n");
+    for d in 1..devices {
+        for (p, period) in [(24 * d - 1, 5.0), (24 * d, 7.0)] {
+            text += &format!("[[sources]]\nkind = \"sinusoid\"\nposition = {p}\nperiod = {period}\n");
+        }
+    }
+    scenario::parse(&text, "busy").unwrap()
+}
+
+/// Whether `program` stays bit-identical to the reference for `steps` steps under every
+/// one of `seeds` jitter seeds.
+fn identical_under_jitter(s: &Scenario, program: &Program, steps: u64, seeds: u64) -> bool {
+    let c = Coefficients::new(s).unwrap();
+    let mut d = Domain::reference(s, &c).unwrap();
+    for n in 0..steps {
+        d.step(n);
+    }
+    let (ex, hy) = (d.gather(Field::Ex).unwrap(), d.gather(Field::Hy).unwrap());
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    (0..seeds).all(|seed| {
+        let mut rt = SimRuntime::new(s, program.clone(), Some(seed)).unwrap();
+        match rt.run_until(steps) {
+            Ok(()) => {
+                let (e, h) = rt.fields().unwrap();
+                bits(&e) == bits(&ex) && bits(&h) == bits(&hy)
+            }
+            Err(_) => false,
+        }
+    })
+}
+
+/// The calls a deletion can take away: waits, records, synchronisations (one thread's
+/// call) and host barriers (the collective: the `k`-th of every thread).
+enum Deletion {
+    Call(usize, usize),
+    Barrier(usize),
+}
+
+fn deletions(p: &Program) -> Vec<Deletion> {
+    let mut out = Vec::new();
+    for (t, ops) in p.step.iter().enumerate() {
+        for (i, op) in ops.iter().enumerate() {
+            if matches!(
+                op,
+                Op::Wait { .. } | Op::Record { .. } | Op::StreamSync { .. } | Op::DeviceSync { .. }
+            ) {
+                out.push(Deletion::Call(t, i));
+            }
+        }
+    }
+    let barriers = p.step[0]
+        .iter()
+        .filter(|op| matches!(op, Op::HostBarrier))
+        .count();
+    out.extend((0..barriers).map(Deletion::Barrier));
+    out
+}
+
+fn apply(p: &Program, d: &Deletion) -> (Program, Vec<(usize, usize)>) {
+    let mut q = p.clone();
+    let mut removed = Vec::new();
+    match *d {
+        Deletion::Call(t, i) => {
+            q.step[t].remove(i);
+            removed.push((t, i));
+        }
+        Deletion::Barrier(k) => {
+            for (t, ops) in q.step.iter_mut().enumerate() {
+                let i = ops
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, op)| matches!(op, Op::HostBarrier))
+                    .nth(k)
+                    .map(|(i, _)| i)
+                    .unwrap();
+                ops.remove(i);
+                removed.push((t, i));
+            }
+        }
+    }
+    (q, removed)
+}
+
+/// A call of the mutated program as the call it was in the original.
+fn original(call: usize, thread: usize, removed: &[(usize, usize)]) -> usize {
+    match removed.iter().find(|(t, _)| *t == thread) {
+        Some(&(_, i)) if call >= i => call + 1,
+        _ => call,
+    }
+}
+
+#[test]
+fn every_single_deletion_is_flagged_at_what_it_ordered_or_proven_harmless_by_the_sim() {
+    let (mut total, mut flagged, mut harmless) = (0, 0, 0);
+    let mut report = Vec::new();
+    for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
+        let s = busy(3);
+        let p = mode.program(&s.ranges());
+        let states: Vec<_> = s
+            .ranges()
+            .into_iter()
+            .enumerate()
+            .map(|(d, r)| haloscope::decomp::DeviceState::shape(d, r, &s))
+            .collect();
+        for d in deletions(&p) {
+            total += 1;
+            let (q, removed) = apply(&p, &d);
+            let f = hazard::check(&q, &states);
+            if f.is_empty() {
+                harmless += 1;
+                let steps = 6 * p.steps_per_round.max(16);
+                assert!(
+                    identical_under_jitter(&s, &q, steps, 30),
+                    "{}: a deletion the checker calls harmless diverges on the sim: {:?}",
+                    mode.name(),
+                    removed
+                );
+                continue;
+            }
+            flagged += 1;
+            // One finding involves a call the deleted one ordered: in the original program
+            // the deleted call lies between the finding's two calls.
+            let involved = f.iter().any(|x| {
+                let Some(second) = &x.second else {
+                    return x.kind == Kind::Invalid;
+                };
+                let a = (x.first.thread, original(x.first.call, x.first.thread, &removed));
+                let b = (second.thread, original(second.call, second.thread, &removed));
+                removed.iter().any(|&del| {
+                    hazard::orders(&p, &states, a, del, b) || hazard::orders(&p, &states, b, del, a)
+                })
+            });
+            assert!(
+                involved,
+                "{}: deleting {:?} is flagged, but at calls it did not order:\n{}",
+                mode.name(),
+                removed,
+                hazard::text(&f)
+            );
+        }
+        report.push(format!("{} ", mode.name()));
+    }
+    eprintln!("mutations: {total} deletions, {flagged} flagged, {harmless} proven harmless by the sim");
+    assert!(total >= 40 && flagged > 0 && flagged + harmless == total);
+}
+
+#[test]
+fn each_broken_mode_has_exactly_the_findings_its_lesson_describes() {
+    // One finding per kind, buffer and pair of calls (`kind thread:call>thread:call`), on 3
+    // devices; follow-on conflicts of a wrong call are listed, not folded into it.
+    let s = builtin("pulse").with_devices(3).unwrap();
+    let expect: [(Mode, &[&str]); 4] = [
+        // The copies wait for nothing: each reads its source before the producer's kernel
+        // may have written it (RAW), and may write a halo the consumer still reads (WAR) or
+        // read a source the producer's next kernel overwrites (WAR).
+        (
+            Mode::NoWait,
+            &[
+                "RAW 0:0>1:2 hy@dev0",
+                "RAW 1:0>2:2 hy@dev1",
+                "RAW 1:5>0:5 ex@dev1",
+                "RAW 2:5>1:8 ex@dev2",
+                "WAR 0:0>0:5 ex@dev0",
+                "WAR 0:5>1:5 ex@dev1",
+                "WAR 1:0>1:8 ex@dev1",
+                "WAR 1:2>0:0 hy@dev0",
+                "WAR 1:5>1:2 hy@dev1",
+                "WAR 1:8>2:5 ex@dev2",
+                "WAR 2:2>1:0 hy@dev1",
+                "WAR 2:5>2:2 hy@dev2",
+            ],
+        ),
+        // Each wait is issued before its record: which record it binds to is the host's
+        // timing (BINDING), and the copies it should order are not ordered.
+        (
+            Mode::WaitBeforeRecord,
+            &[
+                "BINDING 0:1>1:0 ",
+                "BINDING 1:2>2:0 ",
+                "BINDING 1:9>0:2 ",
+                "BINDING 2:7>1:6 ",
+                "RAW 0:0>1:3 hy@dev0",
+                "RAW 1:1>2:2 hy@dev1",
+                "RAW 1:7>0:5 ex@dev1",
+                "RAW 2:5>1:10 ex@dev2",
+                "WAR 0:0>0:5 ex@dev0",
+                "WAR 1:1>1:10 ex@dev1",
+                "WAR 1:7>1:3 hy@dev1",
+                "WAR 2:5>2:2 hy@dev2",
+            ],
+        ),
+        // Records on a stream of another device fail (INVALID); the waits on those events
+        // then order nothing (INVALID), nor the copies after them.
+        (
+            Mode::CrossDeviceRecord,
+            &[
+                "INVALID 0:1 ",
+                "INVALID 0:6 ",
+                "INVALID 1:1 ",
+                "INVALID 1:3 ",
+                "INVALID 1:7 ",
+                "INVALID 1:9 ",
+                "INVALID 2:2 ",
+                "INVALID 2:6 ",
+                "RAW 0:0>1:4 hy@dev0",
+                "RAW 1:0>2:3 hy@dev1",
+                "RAW 1:5>0:7 ex@dev1",
+                "RAW 2:4>1:10 ex@dev2",
+                "WAR 0:7>1:5 ex@dev1",
+                "WAR 1:10>2:4 ex@dev2",
+                "WAR 1:4>0:0 hy@dev0",
+                "WAR 2:3>1:0 hy@dev1",
+            ],
+        ),
+        // The pushes follow their producers but precede nothing on the consumer: its
+        // kernel may read the halo before the push lands (RAW), and the next push may
+        // overwrite it while it still reads it (WAR).
+        (
+            Mode::HaloOverwrite,
+            &[
+                "RAW 0:1>1:3 hy@dev1",
+                "RAW 1:1>2:2 hy@dev2",
+                "RAW 1:5>0:0 ex@dev0",
+                "RAW 2:4>1:0 ex@dev1",
+                "WAR 0:0>1:5 ex@dev0",
+                "WAR 1:0>2:4 ex@dev1",
+                "WAR 1:3>0:1 hy@dev1",
+                "WAR 2:2>1:1 hy@dev2",
+            ],
+        ),
+    ];
+    for (mode, list) in expect {
+        assert_eq!(summary(&findings(&s, mode)), list, "{}", mode.name());
+    }
+    // Every broken mode is covered.
+    let broken = Mode::ALL.into_iter().filter(|m| !m.is_correct()).count();
+    assert_eq!(broken, expect.len());
+}
+
+#[test]
+fn a_race_the_sim_never_shows_on_the_default_scenario_is_flagged() {
+    // events without thread 1's wait for h_ready[0]: its copy of dev0's Hy is no longer
+    // ordered after dev0's update_h. On the sim the kernel always finishes first: 10,000
+    // steps stay bit-identical. The program is wrong all the same.
+    let s = builtin("pulse");
+    let mut p = Mode::Events.program(&s.ranges());
+    assert!(
+        matches!(p.step[1][3], Op::Wait { .. }),
+        "{}",
+        p.render(&p.step[1][3])
+    );
+    p.step[1].remove(3);
+    let f = hazard::check_scenario(&s, &p);
+    assert_eq!(summary(&f), ["RAW 0:0>1:3 hy@dev0", "WAR 0:7>1:4 ex@dev1"]);
+    assert!(
+        f[0].fix
+            .contains("record an event on compute@dev0 after call 0 of thread 0"),
+        "{}",
+        f[0].fix
+    );
+
+    let c = Coefficients::new(&s).unwrap();
+    let mut d = Domain::reference(&s, &c).unwrap();
+    let steps = 10_000;
+    for n in 0..steps {
+        d.step(n);
+    }
+    let mut rt = SimRuntime::new(&s, p, None).unwrap();
+    rt.run_until(steps).unwrap();
+    let (ex, hy) = rt.fields().unwrap();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&ex), bits(&d.gather(Field::Ex).unwrap()));
+    assert_eq!(bits(&hy), bits(&d.gather(Field::Hy).unwrap()));
+}
