@@ -338,3 +338,64 @@ fn a_race_the_sim_never_shows_on_the_default_scenario_is_flagged() {
     assert_eq!(bits(&ex), bits(&d.gather(Field::Ex).unwrap()));
     assert_eq!(bits(&hy), bits(&d.gather(Field::Hy).unwrap()));
 }
+
+#[test]
+fn the_declared_accesses_are_what_the_kernels_touch() {
+    // Poison every cell a kernel does not declare it reads (NaN): what it writes must not
+    // change. And every cell it does not declare it writes must keep its value.
+    use haloscope::decomp::{Buffer, DeviceState, Kernel};
+    let text = "[grid]\ncells = 64\ncourant = 1.0\n[devices]\ncount = 2\n\
+                [[sources]]\nkind = \"sinusoid\"\nposition = 1\nperiod = 5.0\n\
+                [[sources]]\nkind = \"sinusoid\"\nposition = 31\nperiod = 7.0\ninjection = \"hard\"\n\
+                [[sources]]\nkind = \"sinusoid\"\nposition = 62\nperiod = 9.0\n";
+    let s = scenario::parse(text, "poison").unwrap();
+    let c = Coefficients::new(&s).unwrap();
+    let kernels = [Kernel::UpdateH, Kernel::UpdateE, Kernel::SourcesBoundaries, Kernel::Fused { steps: 4 }];
+    let mut checked = 0;
+    for (d, range) in s.ranges().into_iter().enumerate() {
+        for kernel in kernels {
+            for cells in [range.clone(), 0..64, range.start + 3..range.end - 3, 0..range.start + 2] {
+                let fresh = || {
+                    let mut st = DeviceState::new(d, range.clone(), &s, &c).unwrap();
+                    for f in [Field::Ex, Field::Hy] {
+                        for (i, v) in st.field_mut(f).iter_mut().enumerate() {
+                            *v = ((i * 7 + f as usize * 3) % 11) as f32 * 0.1 - 0.5;
+                        }
+                    }
+                    st
+                };
+                let acc = fresh().accesses(kernel, &cells);
+                let declared = |f: Field, write: bool, g: usize| {
+                    acc.iter().any(|a| a.buffer == Buffer::Field(f) && a.write == write && a.cells.contains(&g))
+                };
+                let lo = range.start as isize - haloscope::decomp::HALO as isize;
+                let global = |i: usize| (lo + i as isize) as usize;
+                let mut plain = fresh();
+                let before = [plain.field(Field::Ex).to_vec(), plain.field(Field::Hy).to_vec()];
+                plain.run(kernel, &cells, 5);
+                let mut poisoned = fresh();
+                for f in [Field::Ex, Field::Hy] {
+                    for (i, v) in poisoned.field_mut(f).iter_mut().enumerate() {
+                        if lo + (i as isize) < 0 || !declared(f, false, global(i)) {
+                            *v = f32::NAN;
+                        }
+                    }
+                }
+                poisoned.run(kernel, &cells, 5);
+                for (k, f) in [Field::Ex, Field::Hy].into_iter().enumerate() {
+                    for (i, (&a, &b)) in plain.field(f).iter().zip(poisoned.field(f)).enumerate() {
+                        let g = lo + i as isize;
+                        let written = g >= 0 && declared(f, true, g as usize);
+                        if written {
+                            assert_eq!(a.to_bits(), b.to_bits(), "{kernel:?} {cells:?} dev{d}: {f:?}[{g}] read undeclared");
+                        } else {
+                            assert_eq!(a.to_bits(), before[k][i].to_bits(), "{kernel:?} {cells:?} dev{d}: {f:?}[{g}] written undeclared");
+                        }
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 2 * 4 * 4);
+}
