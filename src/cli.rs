@@ -55,7 +55,7 @@ Examples:
                                               (cuda: a build with --features cuda; see the README)
 
 In the UI: space pause/resume, n one step, . one API call, m/M mode, +/- speed, r reset,
-tab/z focus/zoom a panel, 1-9 focus a device, l lesson, ? help, q quit.
+tab/z focus/zoom a panel, 1-9 focus a device, l lesson, h hazards, ? help, q quit.
 
 Built-in scenarios: pulse (default), fresnel, cavity, uneven, race. A scenario file is TOML;
 see the README for every field. Keys can be rebound in ~/.config/haloscope/keymap.toml.";

@@ -350,11 +350,21 @@ fn the_declared_accesses_are_what_the_kernels_touch() {
                 [[sources]]\nkind = \"sinusoid\"\nposition = 62\nperiod = 9.0\n";
     let s = scenario::parse(text, "poison").unwrap();
     let c = Coefficients::new(&s).unwrap();
-    let kernels = [Kernel::UpdateH, Kernel::UpdateE, Kernel::SourcesBoundaries, Kernel::Fused { steps: 4 }];
+    let kernels = [
+        Kernel::UpdateH,
+        Kernel::UpdateE,
+        Kernel::SourcesBoundaries,
+        Kernel::Fused { steps: 4 },
+    ];
     let mut checked = 0;
     for (d, range) in s.ranges().into_iter().enumerate() {
         for kernel in kernels {
-            for cells in [range.clone(), 0..64, range.start + 3..range.end - 3, 0..range.start + 2] {
+            for cells in [
+                range.clone(),
+                0..64,
+                range.start + 3..range.end - 3,
+                0..range.start + 2,
+            ] {
                 let fresh = || {
                     let mut st = DeviceState::new(d, range.clone(), &s, &c).unwrap();
                     for f in [Field::Ex, Field::Hy] {
@@ -366,7 +376,8 @@ fn the_declared_accesses_are_what_the_kernels_touch() {
                 };
                 let acc = fresh().accesses(kernel, &cells);
                 let declared = |f: Field, write: bool, g: usize| {
-                    acc.iter().any(|a| a.buffer == Buffer::Field(f) && a.write == write && a.cells.contains(&g))
+                    acc.iter()
+                        .any(|a| a.buffer == Buffer::Field(f) && a.write == write && a.cells.contains(&g))
                 };
                 let lo = range.start as isize - haloscope::decomp::HALO as isize;
                 let global = |i: usize| (lo + i as isize) as usize;
@@ -387,9 +398,17 @@ fn the_declared_accesses_are_what_the_kernels_touch() {
                         let g = lo + i as isize;
                         let written = g >= 0 && declared(f, true, g as usize);
                         if written {
-                            assert_eq!(a.to_bits(), b.to_bits(), "{kernel:?} {cells:?} dev{d}: {f:?}[{g}] read undeclared");
+                            assert_eq!(
+                                a.to_bits(),
+                                b.to_bits(),
+                                "{kernel:?} {cells:?} dev{d}: {f:?}[{g}] read undeclared"
+                            );
                         } else {
-                            assert_eq!(a.to_bits(), before[k][i].to_bits(), "{kernel:?} {cells:?} dev{d}: {f:?}[{g}] written undeclared");
+                            assert_eq!(
+                                a.to_bits(),
+                                before[k][i].to_bits(),
+                                "{kernel:?} {cells:?} dev{d}: {f:?}[{g}] written undeclared"
+                            );
                         }
                     }
                 }

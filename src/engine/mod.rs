@@ -95,6 +95,8 @@ pub struct Frame {
     pub failure: Option<String>,
     /// Facts about the machine: links, clock alignment (empty on the sim runtime).
     pub notes: Vec<String>,
+    /// What the hazard checker finds in the program (races whether or not they show).
+    pub hazards: Arc<Vec<crate::hazard::Finding>>,
 }
 
 /// Starting point of an engine.
@@ -192,6 +194,8 @@ struct Core {
     cfg: EngineConfig,
     mode: Mode,
     program: Arc<Program>,
+    /// The hazard checker's findings, and the program they are of.
+    hazards: (Arc<Program>, Arc<Vec<crate::hazard::Finding>>),
     backend: Box<dyn Runtime>,
     reference: Domain,
     reference_step: u64,
@@ -216,8 +220,10 @@ impl Core {
     fn new(cfg: EngineConfig, program: Arc<Program>, backend: Box<dyn Runtime>) -> Result<Core, OutOfMemory> {
         let s = &cfg.scenario;
         let coefficients = Coefficients::new(s)?;
+        let hazards = Arc::new(crate::hazard::check_scenario(s, &program));
         Ok(Core {
             mode: cfg.mode,
+            hazards: (program.clone(), hazards),
             program,
             backend,
             reference: Domain::reference(s, &coefficients)?,
@@ -537,7 +543,17 @@ impl Core {
             notes: self.backend.notes(),
             error: self.error.clone(),
             failure: self.failure.clone(),
+            hazards: self.hazards(),
         }
+    }
+
+    /// The checker's findings for the current program (checked again after a switch).
+    fn hazards(&mut self) -> Arc<Vec<crate::hazard::Finding>> {
+        if !Arc::ptr_eq(&self.hazards.0, &self.program) {
+            let found = crate::hazard::check_scenario(&self.cfg.scenario, &self.program);
+            self.hazards = (self.program.clone(), Arc::new(found));
+        }
+        self.hazards.1.clone()
     }
 }
 

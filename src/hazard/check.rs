@@ -409,7 +409,7 @@ fn conflict_finding(
         sc.op.stream().expect("stream work"),
     );
     let barrier = if fc.thread != sc.thread && !g.host_before(fc, sc) {
-        format!(", with a host barrier between them so that the record is issued first")
+        ", with a host barrier between them so that the record is issued first".to_string()
     } else {
         String::new()
     };

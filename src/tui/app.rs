@@ -13,6 +13,7 @@ pub enum Overlay {
     None,
     Help,
     Lesson,
+    Hazards,
 }
 
 /// Steps per second the speed keys move through; `None` is "as fast as possible".
@@ -47,6 +48,8 @@ pub struct App {
     pub speed: usize,
     pub mode: Mode,
     pub keymap: KeyMap,
+    /// The hazard picked in the Hazards view (its calls are marked).
+    pub hazard: usize,
     /// A message for the user (a bad keymap file, …), shown until the next key.
     pub notice: Option<String>,
     pub quit: bool,
@@ -62,6 +65,7 @@ impl App {
             device: None,
             overlay: Overlay::None,
             speed: DEFAULT_SPEED,
+            hazard: 0,
             mode,
             keymap,
             notice,
@@ -80,6 +84,9 @@ impl App {
     /// Takes a new frame from the engine.
     pub fn set_frame(&mut self, f: Box<Frame>) {
         self.mode = f.mode;
+        if self.hazard >= f.hazards.len() {
+            self.hazard = 0;
+        }
         self.frame = Some(f);
     }
 
@@ -90,9 +97,20 @@ impl App {
         }
         let action = self.keymap.action(&e);
         if self.overlay != Overlay::None {
+            // In the Hazards view ↑/↓ pick a hazard.
+            let n = self.frame.as_ref().map_or(0, |f| f.hazards.len());
+            if self.overlay == Overlay::Hazards && n > 0 {
+                match e.code {
+                    KeyCode::Up => self.hazard = (self.hazard + n - 1) % n,
+                    KeyCode::Down => self.hazard = (self.hazard + 1) % n,
+                    _ => {}
+                }
+            }
             // Any of: the overlay's own key, Esc or q closes it; nothing else happens.
-            let closes = matches!(action, Some(Action::Help | Action::Lesson | Action::Quit))
-                || matches!(e.code, KeyCode::Esc | KeyCode::Char('q'));
+            let closes = matches!(
+                action,
+                Some(Action::Help | Action::Lesson | Action::Hazards | Action::Quit)
+            ) || matches!(e.code, KeyCode::Esc | KeyCode::Char('q'));
             if closes {
                 self.overlay = Overlay::None;
             }
@@ -152,11 +170,28 @@ impl App {
                 self.overlay = Overlay::Help;
                 Vec::new()
             }
+            Action::Hazards => {
+                self.overlay = Overlay::Hazards;
+                Vec::new()
+            }
             Action::Quit => {
                 self.quit = true;
                 vec![Control::Quit]
             }
         }
+    }
+
+    /// The calls of the picked hazard, `(thread, call)`: marked in the Program panel and
+    /// on the timeline.
+    pub fn marked(&self) -> Vec<(usize, usize)> {
+        let Some(f) = self.frame.as_ref().and_then(|f| f.hazards.get(self.hazard)) else {
+            return Vec::new();
+        };
+        std::iter::once(&f.first)
+            .chain(f.second.as_ref())
+            .filter(|c| c.step != "setup")
+            .map(|c| (c.thread, c.call))
+            .collect()
     }
 
     pub fn set_focus(&mut self, p: Panel) {

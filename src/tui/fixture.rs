@@ -27,6 +27,11 @@ pub fn fixture(mode: Mode, devices: usize) -> Frame {
         })
         .collect();
     let program = mode.program(&ranges);
+    let scenario = crate::scenario::load(None)
+        .unwrap()
+        .with_devices(devices)
+        .unwrap();
+    let hazards = Arc::new(crate::hazard::check_scenario(&scenario, &program));
     let mut sch = Scheduler::new(program.clone(), Default::default(), split.clone(), None);
     // cross-device-record fails in step 0: its timeline stays empty.
     let _ = sch.issue_until(2);
@@ -75,6 +80,7 @@ pub fn fixture(mode: Mode, devices: usize) -> Frame {
         error: None,
         failure: None,
         notes: Vec::new(),
+        hazards,
     }
 }
 

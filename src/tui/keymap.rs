@@ -22,12 +22,13 @@ pub enum Action {
     CycleFocus,
     Zoom,
     Lesson,
+    Hazards,
     Help,
     Quit,
 }
 
 impl Action {
-    pub const ALL: [Action; 13] = [
+    pub const ALL: [Action; 14] = [
         Action::Pause,
         Action::Step,
         Action::MicroStep,
@@ -39,6 +40,7 @@ impl Action {
         Action::CycleFocus,
         Action::Zoom,
         Action::Lesson,
+        Action::Hazards,
         Action::Help,
         Action::Quit,
     ];
@@ -57,6 +59,7 @@ impl Action {
             Action::CycleFocus => "cycle_focus",
             Action::Zoom => "zoom",
             Action::Lesson => "lesson",
+            Action::Hazards => "hazards",
             Action::Help => "help",
             Action::Quit => "quit",
         }
@@ -75,6 +78,7 @@ impl Action {
             Action::CycleFocus => "focus the next panel",
             Action::Zoom => "zoom the focused panel (again: back)",
             Action::Lesson => "what this mode teaches",
+            Action::Hazards => "the program's hazards (↑/↓: pick one, marked !)",
             Action::Help => "this help",
             Action::Quit => "quit",
         }

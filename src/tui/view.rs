@@ -8,13 +8,13 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::app::{App, Overlay};
 use super::layout::{MIN_SIZE, Panel, panel_areas};
-use super::panels;
+use super::panels::{self, Look};
 use crate::engine::Frame;
 
-/// A panel's title: from the frame, the focused device and whether it is zoomed.
-type Title = fn(&Frame, Option<usize>, bool) -> String;
+/// A panel's title.
+type Title = fn(&Frame, &Look) -> String;
 /// A panel's body.
-type Render = fn(&Frame, Option<usize>, bool, Rect, &mut Buffer);
+type Render = fn(&Frame, &Look, Rect, &mut Buffer);
 
 impl Widget for &App {
     fn render(self, area: Rect, buf: &mut Buffer) {
@@ -46,16 +46,23 @@ impl Widget for &App {
                 Panel::Timeline => (panels::timeline::title, panels::timeline::render),
                 Panel::Transfers => (panels::transfers::title, panels::transfers::render),
             };
-            let block = panels::block(title(frame, self.device, self.zoom), focused);
+            let marked = self.marked();
+            let look = Look {
+                device: self.device,
+                zoomed: self.zoom,
+                marked: &marked,
+            };
+            let block = panels::block(title(frame, &look), focused);
             let inner = block.inner(r);
             block.render(r, buf);
-            render(frame, self.device, self.zoom, inner, buf);
+            render(frame, &look, inner, buf);
         }
         panels::status::render(frame, self, status, buf);
         match self.overlay {
             Overlay::None => {}
             Overlay::Help => panels::help::render(self, area, buf),
             Overlay::Lesson => panels::lesson::render(frame, area, buf),
+            Overlay::Hazards => panels::hazards::render(frame, self, area, buf),
         }
     }
 }
@@ -65,6 +72,8 @@ pub mod tests {
     use super::*;
     use crate::tui::fixture::{cuda_fixture, fixture, fixture_frame};
     use crate::tui::keymap::Action;
+    use crate::tui::layout::Panel;
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
     use crate::program::Mode;
     use crate::runtime::MicroView;
@@ -215,6 +224,43 @@ pub mod tests {
             s.contains("STOPPED") && s.contains("invalid resource handle"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn a_broken_programs_hazards_show_in_the_status_bar_the_view_and_the_program() {
+        let mut a = app_with(fixture(Mode::NoWait, 2));
+        let f = a.frame.as_ref().unwrap();
+        assert_eq!(f.max_diff, Some(1e-3));
+        let n = f.hazards.len();
+        assert_eq!(n, 6);
+        let s = text(&render(&a, 160, 48));
+        assert!(s.contains(&format!("⚠ {n} hazards (h)")), "{s}");
+        // The view lists them, the picked one first; ↓ picks the next.
+        a.on_key(KeyEvent::new(KeyCode::Char('h'), KeyModifiers::NONE));
+        assert_eq!(a.overlay, Overlay::Hazards);
+        let s = text(&render(&a, 160, 48));
+        assert!(
+            s.contains("Hazards: 6 in no-wait") && s.contains("fix: record an event on"),
+            "{s}"
+        );
+        let first = a.marked();
+        a.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE));
+        assert_eq!(a.hazard, 1);
+        assert_ne!(a.marked(), first);
+        a.on_key(KeyEvent::new(KeyCode::Up, KeyModifiers::NONE));
+        a.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        assert_eq!(a.overlay, Overlay::None);
+        // The picked hazard's calls on thread 0 are marked in the Program panel.
+        let (t, call) = first[0];
+        assert_eq!(t, 0);
+        a.set_focus(Panel::Program);
+        let s = text(&render(&a, 160, 48));
+        assert!(s.contains(&format!("! {call:>2} ")), "{s}");
+        // A correct program has none, and says so.
+        let mut c = app_with(fixture(Mode::Events, 2));
+        assert!(!text(&render(&c, 160, 48)).contains("hazards (h)"));
+        c.overlay = Overlay::Hazards;
+        assert!(text(&render(&c, 160, 48)).contains("None: every pair of accesses"));
     }
 
     #[test]

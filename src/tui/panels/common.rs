@@ -52,3 +52,11 @@ pub(crate) fn centered(area: Rect, w: u16, h: u16) -> Rect {
         height: h,
     }
 }
+
+/// How a panel is looked at: the focused device, whether it is zoomed, and the calls of
+/// the picked hazard, `(thread, call)`, to mark.
+pub struct Look<'a> {
+    pub device: Option<usize>,
+    pub zoomed: bool,
+    pub marked: &'a [(usize, usize)],
+}

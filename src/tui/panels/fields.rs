@@ -12,7 +12,8 @@ use ratatui::widgets::canvas::{Canvas, Context, Line as CLine};
 use super::common::*;
 use crate::engine::Frame;
 
-pub fn title(frame: &Frame, device: Option<usize>, _zoomed: bool) -> String {
+pub fn title(frame: &Frame, look: &Look) -> String {
+    let device = look.device;
     let dev = device.map_or(String::new(), |d| format!(" · dev{d} focused"));
     format!(
         " Fields: {} cells over {} devices{dev} ",
@@ -21,7 +22,9 @@ pub fn title(frame: &Frame, device: Option<usize>, _zoomed: bool) -> String {
     )
 }
 
-pub fn render(frame: &Frame, device: Option<usize>, _zoomed: bool, area: Rect, buf: &mut Buffer) {
+pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
+    let device = look.device;
+
     if area.height < 4 || area.width < 10 {
         return;
     }

@@ -2,6 +2,7 @@
 
 mod common;
 pub mod fields;
+pub mod hazards;
 pub mod help;
 pub mod lesson;
 pub mod program;
@@ -9,4 +10,4 @@ pub mod status;
 pub mod timeline;
 pub mod transfers;
 
-pub(crate) use common::block;
+pub(crate) use common::{Look, block};

@@ -11,11 +11,13 @@ use super::common::*;
 use crate::engine::Frame;
 use crate::program::{Op, OpKind};
 
-pub fn title(frame: &Frame, _device: Option<usize>, _zoomed: bool) -> String {
+pub fn title(frame: &Frame, _look: &Look) -> String {
     format!(" Program: {} ", frame.mode.name())
 }
 
-pub fn render(frame: &Frame, device: Option<usize>, _zoomed: bool, area: Rect, buf: &mut Buffer) {
+pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
+    let device = look.device;
+
     if area.height == 0 {
         return;
     }
@@ -67,6 +69,10 @@ pub fn render(frame: &Frame, device: Option<usize>, _zoomed: bool, area: Rect, b
         if frame.micro.next == Some((thread, i)) {
             style = style.reversed().bold();
             marker = "▶ ";
+        }
+        if look.marked.contains(&(thread, i)) {
+            style = Style::new().fg(Color::White).bg(Color::Red);
+            marker = "! ";
         }
         if error_at == Some((thread, i)) {
             style = Style::new().fg(Color::White).bg(Color::Red).bold();

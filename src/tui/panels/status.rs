@@ -1,4 +1,4 @@
-//! The status bar: step, speed, mode, max |Δ|, failures, keys.
+//! The status bar: step, speed, mode, max |Δ|, hazards, failures, keys.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -59,6 +59,20 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
     }
     spans.push(sep());
     spans.push(diff);
+    // Red even while |Δ| = 0: a race that has not shown yet is a race.
+    let n = frame.hazards.len();
+    if n > 0 {
+        spans.push(sep());
+        let text = if narrow {
+            format!("⚠{n}")
+        } else {
+            format!("⚠ {n} hazards (h)")
+        };
+        spans.push(Span::styled(
+            text,
+            Style::new().fg(Color::White).bg(Color::Red).bold(),
+        ));
+    }
     if let Some(n) = &app.notice {
         spans.push(sep());
         spans.push(Span::styled(n.clone(), Style::new().fg(Color::Red)));

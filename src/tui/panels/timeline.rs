@@ -12,7 +12,9 @@ use crate::engine::Frame;
 use crate::program::OpKind;
 use crate::trace::TraceRecord;
 
-pub fn title(frame: &Frame, _device: Option<usize>, zoomed: bool) -> String {
+pub fn title(frame: &Frame, look: &Look) -> String {
+    let zoomed = look.zoomed;
+
     match frame.timeline_step {
         // A round of several steps: its calls carry the round's first step.
         Some(s) if frame.program.steps_per_round > 1 => format!(
@@ -41,7 +43,10 @@ pub(crate) fn lane_color(kind: OpKind) -> Color {
     }
 }
 
-pub fn render(frame: &Frame, device: Option<usize>, zoomed: bool, area: Rect, buf: &mut Buffer) {
+pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
+    let device = look.device;
+    let zoomed = look.zoomed;
+
     // The last step; zoomed, the last few.
     let last = frame.timeline_step.unwrap_or(0);
     let steps = if zoomed { crate::runtime::TIMELINE_STEPS } else { 1 };
@@ -92,7 +97,7 @@ pub fn render(frame: &Frame, device: Option<usize>, zoomed: bool, area: Rect, bu
         if y >= area.bottom().saturating_sub(1) {
             break;
         }
-        draw_lane(lane, &records, &x_of, (area.x, y, label_w), buf);
+        draw_lane(lane, &records, &x_of, (area.x, y, label_w), look.marked, buf);
     }
     // Time axis.
     let y = area.bottom() - 1;
@@ -191,6 +196,7 @@ fn draw_lane(
     records: &[&TraceRecord],
     x_of: &dyn Fn(f64) -> u16,
     (x, y, label_w): (u16, u16, u16),
+    marked: &[(usize, usize)],
     buf: &mut Buffer,
 ) {
     buf.set_stringn(
@@ -221,6 +227,11 @@ fn draw_lane(
                 (r.start_us, r.end_us)
             };
             draw_record(r, stream.is_none(), (x_of(span.0), x_of(span.1)), x_base, y, buf);
+            // The picked hazard's calls: a `!` where their work starts.
+            if stream.is_some() && marked.contains(&(r.thread, r.op_index)) {
+                let cell = &mut buf[(x_base + x_of(span.0), y)];
+                cell.set_symbol("!").set_fg(Color::White).set_bg(Color::Red);
+            }
         }
     }
 }

@@ -6,9 +6,10 @@ use ratatui::style::{Color, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
+use super::common::*;
 use crate::engine::{CopyHistory, Frame};
 
-pub fn title(_frame: &Frame, _device: Option<usize>, _zoomed: bool) -> String {
+pub fn title(_frame: &Frame, _look: &Look) -> String {
     " Transfers: halo copies per device ".to_string()
 }
 
@@ -28,7 +29,9 @@ pub(crate) fn sparkline(v: &std::collections::VecDeque<f64>, width: usize) -> St
         .collect()
 }
 
-pub fn render(frame: &Frame, device: Option<usize>, _zoomed: bool, area: Rect, buf: &mut Buffer) {
+pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
+    let device = look.device;
+
     let spark_w = (area.width as usize).saturating_sub(60).clamp(4, 40);
     let n = frame.split.len();
     // One row per device and direction while they fit (header and footer besides);

@@ -1,0 +1,77 @@
+//! The hazards overlay: what the checker finds in the program, the picked one marked.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Widget, Wrap};
+
+use super::common::*;
+use crate::engine::Frame;
+use crate::tui::app::App;
+
+pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
+    let r = centered(
+        area,
+        area.width.saturating_sub(8).max(40),
+        area.height.saturating_sub(4).max(8),
+    );
+    Clear.render(r, buf);
+    let n = frame.hazards.len();
+    let title = format!(" Hazards: {} in {} ", n, frame.mode.name());
+    let block = Block::new()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Double)
+        .title(Span::styled(title, Style::new().bold()));
+    let mut lines = Vec::new();
+    if n == 0 {
+        lines.push(Line::from(
+            "None: every pair of accesses to the same cells is ordered by the program's \
+             records, waits, synchronisations and barriers, whatever the timing.",
+        ));
+    } else {
+        lines.push(Line::styled(
+            "Races the program allows, whether or not the timing has shown them \
+             (↑/↓: pick one; its calls are marked ! in Program and on the timeline):",
+            Style::new().fg(Color::Gray),
+        ));
+    }
+    // The picked finding and those after it, as many as fit.
+    let picked = app.hazard.min(n.saturating_sub(1));
+    for (i, f) in frame.hazards.iter().enumerate().skip(picked.saturating_sub(1)) {
+        let style = if i == picked {
+            Style::new().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::new()
+        };
+        let place = match (&f.buffer, f.cells) {
+            (Some(b), Some([a, z])) if a == z => format!(" {b} cell {a}"),
+            (Some(b), Some([a, z])) => format!(" {b} cells {a}..={z}"),
+            _ => String::new(),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<7}", f.kind.name()), style.fg(Color::Red).bold()),
+            Span::styled(format!("{place}: {}", f.why), style),
+        ]));
+        for (label, c) in
+            std::iter::once(("first ", &f.first)).chain(f.second.as_ref().map(|s| ("second", s)))
+        {
+            lines.push(Line::styled(
+                format!(
+                    "  {label} thread {} call {} (step {}): {}",
+                    c.thread, c.call, c.step, c.text
+                ),
+                Style::new().fg(Color::Gray),
+            ));
+        }
+        lines.push(Line::styled(
+            format!("  fix: {}", f.fix),
+            Style::new().fg(Color::Green),
+        ));
+    }
+    let inner = block.inner(r);
+    block.render(r, buf);
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .render(inner, buf);
+}
