@@ -418,3 +418,52 @@ fn the_declared_accesses_are_what_the_kernels_touch() {
     }
     assert_eq!(checked, 2 * 4 * 4);
 }
+
+#[test]
+fn an_event_used_after_its_destruction_in_host_order_is_invalid() {
+    use haloscope::decomp::Kernel;
+    use haloscope::program::{EventId, EventInfo, StreamId};
+    let s = builtin("pulse").with_devices(1).unwrap();
+    let compute = StreamId { device: 0, index: 0 };
+    let e = EventId(0);
+    let program = Program {
+        name: "destroyed".into(),
+        stream_names: vec!["compute"],
+        events: vec![EventInfo {
+            name: "done[0]".into(),
+            device: 0,
+        }],
+        setup: vec![vec![Op::EventCreate { event: e, device: 0 }]],
+        step: vec![vec![
+            Op::Launch {
+                kernel: Kernel::UpdateH,
+                cells: 0..2000,
+                stream: compute,
+                substep: 0,
+            },
+            Op::Record {
+                event: e,
+                stream: compute,
+            },
+            Op::Wait {
+                stream: compute,
+                event: e,
+            },
+            // Destroyed every step, created only once: the next step's record and wait
+            // use it after its destruction.
+            Op::EventDestroy { event: e },
+        ]],
+        steps_per_round: 1,
+    };
+    let f = hazard::check_scenario(&s, &program);
+    assert_eq!(summary(&f), ["INVALID 0:1 ", "INVALID 0:2 "]);
+    assert!(
+        f.iter().all(|x| x.why.contains("used after it was destroyed")),
+        "{}",
+        hazard::text(&f)
+    );
+    // Created again before each use: nothing to report.
+    let mut fixed = program.clone();
+    fixed.step[0].insert(0, Op::EventCreate { event: e, device: 0 });
+    assert!(hazard::check_scenario(&s, &fixed).is_empty());
+}
