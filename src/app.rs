@@ -44,7 +44,14 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
         s = s.with_devices(n)?;
     }
     let program = c.mode.program(&s.ranges());
-    let findings = crate::hazard::check_scenario(&s, &program);
+    let Some(findings) = crate::hazard::check_scenario(&s, &program) else {
+        return Err(crate::error::UsageError(format!(
+            "check: {} devices: the checker takes at most {} (its memory grows with the square of the calls)",
+            s.split.len(),
+            crate::hazard::MAX_DEVICES
+        ))
+        .into());
+    };
     if c.json {
         let report = serde_json::json!({
             "mode": c.mode.name(),

@@ -42,8 +42,9 @@ pub struct Summary {
     /// the cuda runtime.
     pub copy_us_median: Vec<Option<f64>>,
     /// Hazards the checker finds in the program (`haloscope check` lists them): races
-    /// the timing may not have shown.
-    pub hazards: usize,
+    /// the timing may not have shown. `None`: not checked (more than
+    /// `hazard::MAX_DEVICES` devices).
+    pub hazards: Option<usize>,
     /// Cuda: each logical device's GPU and how it reaches its neighbours.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub topology: Vec<String>,
@@ -243,7 +244,7 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
     }
     let (s, h) = whole_rounds(plan, h)?;
     let program = plan.mode.program(&s.ranges());
-    let hazards = crate::hazard::check_scenario(&s, &program).len();
+    let hazards = crate::hazard::check_scenario(&s, &program).map(|f| f.len());
     let k = program.steps_per_round;
     // The trace file is created before the run: a path that cannot be written is refused
     // at once, and the file grows as the run goes.
@@ -369,13 +370,16 @@ impl Summary {
             ("max |Δ|", diff),
             (
                 "hazards",
-                if self.hazards == 0 {
-                    "0 (the program orders every access)".to_string()
-                } else {
-                    format!(
-                        "{} (races whether or not they showed: haloscope check --mode {} lists them)",
-                        self.hazards, self.mode
-                    )
+                match self.hazards {
+                    None => format!(
+                        "not checked (the checker takes at most {} devices)",
+                        crate::hazard::MAX_DEVICES
+                    ),
+                    Some(0) => "0 (the program orders every access)".to_string(),
+                    Some(n) => format!(
+                        "{n} (races whether or not they showed: haloscope check --mode {} lists them)",
+                        self.mode
+                    ),
                 },
             ),
         ];

@@ -13,7 +13,7 @@ fn builtin(name: &str) -> Scenario {
 }
 
 fn findings(s: &Scenario, mode: Mode) -> Vec<Finding> {
-    hazard::check_scenario(s, &mode.program(&s.ranges()))
+    hazard::check_scenario(s, &mode.program(&s.ranges())).unwrap()
 }
 
 /// `kind thread:call>thread:call buffer` of each finding, for comparing with a list.
@@ -316,7 +316,7 @@ fn a_race_the_sim_never_shows_on_the_default_scenario_is_flagged() {
         p.render(&p.step[1][3])
     );
     p.step[1].remove(3);
-    let f = hazard::check_scenario(&s, &p);
+    let f = hazard::check_scenario(&s, &p).unwrap();
     assert_eq!(summary(&f), ["RAW 0:0>1:3 hy@dev0", "WAR 0:7>1:4 ex@dev1"]);
     assert!(
         f[0].fix
@@ -455,7 +455,7 @@ fn an_event_used_after_its_destruction_in_host_order_is_invalid() {
         ]],
         steps_per_round: 1,
     };
-    let f = hazard::check_scenario(&s, &program);
+    let f = hazard::check_scenario(&s, &program).unwrap();
     assert_eq!(summary(&f), ["INVALID 0:1 ", "INVALID 0:2 "]);
     assert!(
         f.iter().all(|x| x.why.contains("used after it was destroyed")),
@@ -465,5 +465,5 @@ fn an_event_used_after_its_destruction_in_host_order_is_invalid() {
     // Created again before each use: nothing to report.
     let mut fixed = program.clone();
     fixed.step[0].insert(0, Op::EventCreate { event: e, device: 0 });
-    assert!(hazard::check_scenario(&s, &fixed).is_empty());
+    assert!(hazard::check_scenario(&s, &fixed).unwrap().is_empty());
 }

@@ -165,6 +165,13 @@ fn check_lists_a_broken_modes_hazards_and_exits_1_and_a_correct_one_exits_0() {
     let out = haloscope(&["check", "--mode", "overlap", "--devices", "3"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("0 finding(s)"));
+    // Past the checker's limit: refused, and a headless run says it did not check.
+    let out = haloscope(&["check", "--devices", "40"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the checker takes at most 32"));
+    let out = haloscope(&["--headless", "--devices", "40", "--steps", "2", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["hazards"].is_null(), "{v}");
     // The headless summary counts them too.
     let out = haloscope(&[
         "--headless",

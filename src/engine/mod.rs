@@ -95,8 +95,9 @@ pub struct Frame {
     pub failure: Option<String>,
     /// Facts about the machine: links, clock alignment (empty on the sim runtime).
     pub notes: Vec<String>,
-    /// What the hazard checker finds in the program (races whether or not they show).
-    pub hazards: Arc<Vec<crate::hazard::Finding>>,
+    /// What the hazard checker finds in the program (races whether or not they show);
+    /// `None`: not checked (too many devices).
+    pub hazards: Option<Arc<Vec<crate::hazard::Finding>>>,
 }
 
 /// Starting point of an engine.
@@ -195,7 +196,7 @@ struct Core {
     mode: Mode,
     program: Arc<Program>,
     /// The hazard checker's findings, and the program they are of.
-    hazards: (Arc<Program>, Arc<Vec<crate::hazard::Finding>>),
+    hazards: (Arc<Program>, Option<Arc<Vec<crate::hazard::Finding>>>),
     backend: Box<dyn Runtime>,
     reference: Domain,
     reference_step: u64,
@@ -220,7 +221,7 @@ impl Core {
     fn new(cfg: EngineConfig, program: Arc<Program>, backend: Box<dyn Runtime>) -> Result<Core, OutOfMemory> {
         let s = &cfg.scenario;
         let coefficients = Coefficients::new(s)?;
-        let hazards = Arc::new(crate::hazard::check_scenario(s, &program));
+        let hazards = crate::hazard::check_scenario(s, &program).map(Arc::new);
         Ok(Core {
             mode: cfg.mode,
             hazards: (program.clone(), hazards),
@@ -548,10 +549,10 @@ impl Core {
     }
 
     /// The checker's findings for the current program (checked again after a switch).
-    fn hazards(&mut self) -> Arc<Vec<crate::hazard::Finding>> {
+    fn hazards(&mut self) -> Option<Arc<Vec<crate::hazard::Finding>>> {
         if !Arc::ptr_eq(&self.hazards.0, &self.program) {
             let found = crate::hazard::check_scenario(&self.cfg.scenario, &self.program);
-            self.hazards = (self.program.clone(), Arc::new(found));
+            self.hazards = (self.program.clone(), found.map(Arc::new));
         }
         self.hazards.1.clone()
     }

@@ -14,15 +14,24 @@ use crate::decomp::DeviceState;
 use crate::program::Program;
 use crate::scenario::Scenario;
 
-/// The findings of `program` on the decomposition of `s` (no field memory is allocated).
-pub fn check_scenario(s: &Scenario, program: &Program) -> Vec<Finding> {
+/// The most devices the checker takes: it unrolls three rounds of every thread and keeps,
+/// for every node, the set of nodes before it (memory grows with the square of the calls:
+/// about 20 MB for the widest mode on 32 devices).
+pub const MAX_DEVICES: usize = 32;
+
+/// The findings of `program` on the decomposition of `s` (no field memory is allocated);
+/// `None` past [`MAX_DEVICES`].
+pub fn check_scenario(s: &Scenario, program: &Program) -> Option<Vec<Finding>> {
+    if program.devices() > MAX_DEVICES {
+        return None;
+    }
     let states: Vec<DeviceState> = s
         .ranges()
         .into_iter()
         .enumerate()
         .map(|(d, r)| DeviceState::shape(d, r, s))
         .collect();
-    check(program, &states)
+    Some(check(program, &states))
 }
 
 /// Whether `program` orders step call `a` before step call `b` through step call `via`

@@ -84,7 +84,7 @@ impl App {
     /// Takes a new frame from the engine.
     pub fn set_frame(&mut self, f: Box<Frame>) {
         self.mode = f.mode;
-        if self.hazard >= f.hazards.len() {
+        if self.hazard >= f.hazards.as_ref().map_or(0, |h| h.len()) {
             self.hazard = 0;
         }
         self.frame = Some(f);
@@ -98,7 +98,11 @@ impl App {
         let action = self.keymap.action(&e);
         if self.overlay != Overlay::None {
             // In the Hazards view ↑/↓ pick a hazard.
-            let n = self.frame.as_ref().map_or(0, |f| f.hazards.len());
+            let n = self
+                .frame
+                .as_ref()
+                .and_then(|f| f.hazards.as_ref())
+                .map_or(0, |h| h.len());
             if self.overlay == Overlay::Hazards && n > 0 {
                 match e.code {
                     KeyCode::Up => self.hazard = (self.hazard + n - 1) % n,
@@ -184,7 +188,8 @@ impl App {
     /// The calls of the picked hazard, `(thread, call)`: marked in the Program panel and
     /// on the timeline.
     pub fn marked(&self) -> Vec<(usize, usize)> {
-        let Some(f) = self.frame.as_ref().and_then(|f| f.hazards.get(self.hazard)) else {
+        let found = self.frame.as_ref().and_then(|f| f.hazards.as_ref());
+        let Some(f) = found.and_then(|h| h.get(self.hazard)) else {
             return Vec::new();
         };
         std::iter::once(&f.first)

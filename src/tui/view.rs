@@ -231,7 +231,7 @@ pub mod tests {
         let mut a = app_with(fixture(Mode::NoWait, 2));
         let f = a.frame.as_ref().unwrap();
         assert_eq!(f.max_diff, Some(1e-3));
-        let n = f.hazards.len();
+        let n = f.hazards.as_ref().unwrap().len();
         assert_eq!(n, 6);
         let s = text(&render(&a, 160, 48));
         assert!(s.contains(&format!("⚠ {n} hazards (h)")), "{s}");

@@ -17,14 +17,21 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
         area.height.saturating_sub(4).max(8),
     );
     Clear.render(r, buf);
-    let n = frame.hazards.len();
+    let none = Vec::new();
+    let found = frame.hazards.as_deref().unwrap_or(&none);
+    let n = found.len();
     let title = format!(" Hazards: {} in {} ", n, frame.mode.name());
     let block = Block::new()
         .borders(Borders::ALL)
         .border_type(BorderType::Double)
         .title(Span::styled(title, Style::new().bold()));
     let mut lines = Vec::new();
-    if n == 0 {
+    if frame.hazards.is_none() {
+        lines.push(Line::from(format!(
+            "Not checked: the checker takes at most {} devices (haloscope check, fewer devices).",
+            crate::hazard::MAX_DEVICES
+        )));
+    } else if n == 0 {
         lines.push(Line::from(
             "None: every pair of accesses to the same cells is ordered by the program's \
              records, waits, synchronisations and barriers, whatever the timing.",
@@ -38,7 +45,7 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
     }
     // The picked finding and those after it, as many as fit.
     let picked = app.hazard.min(n.saturating_sub(1));
-    for (i, f) in frame.hazards.iter().enumerate().skip(picked.saturating_sub(1)) {
+    for (i, f) in found.iter().enumerate().skip(picked.saturating_sub(1)) {
         let style = if i == picked {
             Style::new().add_modifier(Modifier::REVERSED)
         } else {

@@ -60,7 +60,7 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
     spans.push(sep());
     spans.push(diff);
     // Red even while |Δ| = 0: a race that has not shown yet is a race.
-    let n = frame.hazards.len();
+    let n = frame.hazards.as_ref().map_or(0, |h| h.len());
     if n > 0 {
         spans.push(sep());
         let text = if narrow {
