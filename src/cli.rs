@@ -46,6 +46,7 @@ Examples:
                                               perturbed durations: still bit-identical
   haloscope --paused --screen \"n n . .\"       the UI off-screen: press keys, print the screen
   haloscope --list                            list built-in scenarios and modes
+  haloscope check --mode no-wait              the program's races, whatever the timing, with fixes
   haloscope bench --runtime sim               throughput table, sim runtime vs a plain loop
   haloscope bench --tui                       what the UI costs, and one frame's render time
   haloscope --runtime cuda --gpus 0,1         the UI on two real GPUs
