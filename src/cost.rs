@@ -1,5 +1,6 @@
 //! The sim runtime's cost model. Defaults come from the H200 figures measured on the
-//! target machine (shared/GPU.md); a scenario's `[cost]` table overrides any of them.
+//! target machine (each figure says where it comes from); a scenario's `[cost]` table
+//! overrides any of them.
 
 use serde::{Deserialize, Serialize};
 

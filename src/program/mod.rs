@@ -3,6 +3,7 @@
 
 pub mod modes;
 mod ops;
+pub mod rules;
 
 pub use modes::Mode;
 pub use ops::*;

@@ -136,7 +136,7 @@ impl Mode {
                  on its own copy stream (4 B over NVLink, 2×H200: a push 4.98 µs, a pull 8.96 µs).\n\
                  The write-after-read guard changes sides: before pushing, the producer waits for the\n\
                  neighbour's last reader of that halo; the neighbour waits for the push's event.\n\
-                 halo-overwrite is this mode without that guard. max |Δ| stays 0."
+                 halo-overwrite pushes with no wait on either side. max |Δ| stays 0."
             }
             Mode::NoWait => {
                 "Broken. The copy is issued on an idle copy stream without waiting for the kernel\n\
@@ -179,10 +179,10 @@ impl Mode {
             }
             Mode::HaloOverwrite => {
                 "Broken. The producer pushes its boundary cell on its own stream, right behind the kernel\n\
-                 that wrote it: that orders the copy after its producer (rule 1) but nothing orders it\n\
-                 against the consumer. The copy overwrites the halo while, or after, the consumer reads\n\
-                 it, so the consumer uses last step's value. Larger grids hide it: the kernel outlasts\n\
-                 the copy. Look at where |Δ| starts: at the halo cells."
+                 that wrote it: that orders the copy after its producer (rule 1), but nothing orders it\n\
+                 against the consumer's kernels (rule 2). The consumer may read the halo before the push\n\
+                 lands (read after write), or while the next push overwrites it (write after read, rule 5).\n\
+                 Press h: the checker names both. Look at where |Δ| starts: at the halo cells."
             }
         }
     }

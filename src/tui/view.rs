@@ -264,6 +264,15 @@ pub mod tests {
     }
 
     #[test]
+    fn the_lesson_shows_the_rules_it_cites_in_full() {
+        let mut a = app_with(fixture(Mode::WaitBeforeRecord, 2));
+        a.overlay = Overlay::Lesson;
+        let s = text(&render(&a, 160, 48));
+        assert!(s.contains("rule 3: A wait applies to the most recent record"), "{s}");
+        assert!(!s.contains("rule 5:"), "{s}");
+    }
+
+    #[test]
     fn help_lists_every_action_from_the_keymap() {
         let mut a = app_with(fixture_frame());
         a.overlay = Overlay::Help;

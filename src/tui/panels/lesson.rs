@@ -28,6 +28,14 @@ pub fn render(frame: &Frame, area: Rect, buf: &mut Buffer) {
     lines.push(Line::from(
         mode.lesson().lines().map(str::trim).collect::<Vec<_>>().join(" "),
     ));
+    // The rules the lesson cites, in full.
+    let rules = crate::program::rules::cited(mode.lesson());
+    for &n in &rules {
+        lines.push(Line::from(vec![
+            Span::styled(format!("rule {n}: "), Style::new().bold()),
+            Span::styled(crate::program::rules::RULES[n - 1], Style::new().fg(Color::Gray)),
+        ]));
+    }
     lines.push(Line::from(""));
     lines.push(Line::styled(
         "m / M: another mode · Esc closes",
@@ -35,7 +43,12 @@ pub fn render(frame: &Frame, area: Rect, buf: &mut Buffer) {
     ));
     // Rows the wrapped paragraph needs, plus the other lines and the border.
     let w = area.width.min(100);
-    let paragraph_rows = (mode.lesson().len() as u16).div_ceil(w.saturating_sub(4).max(1)) + 1;
+    let text: usize = mode.lesson().len()
+        + rules
+            .iter()
+            .map(|&n| crate::program::rules::RULES[n - 1].len() + 8)
+            .sum::<usize>();
+    let paragraph_rows = (text as u16).div_ceil(w.saturating_sub(4).max(1)) + 1 + rules.len() as u16;
     let r = centered(area, w, lines.len() as u16 + paragraph_rows + 2);
     Clear.render(r, buf);
     Paragraph::new(lines)
