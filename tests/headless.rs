@@ -188,6 +188,22 @@ fn check_lists_a_broken_modes_hazards_and_exits_1_and_a_correct_one_exits_0() {
 }
 
 #[test]
+fn the_readme_lists_exactly_the_keys_of_the_json_summary() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let at = readme
+        .find("one object with the keys `")
+        .expect("the README lists the keys")
+        + 26;
+    let end = at + readme[at..].find('`').unwrap();
+    let listed: std::collections::BTreeSet<String> =
+        readme[at..end].split(',').map(|k| k.trim().to_string()).collect();
+    let out = haloscope(&["--headless", "--json", "--steps", "10"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys: std::collections::BTreeSet<String> = v.as_object().unwrap().keys().cloned().collect();
+    assert_eq!(listed, keys, "README's list against the summary's keys");
+}
+
+#[test]
 fn list_as_json_names_every_mode_with_its_verdict_for_scripts() {
     let out = haloscope(&["--list", "--json"]);
     assert!(out.status.success());

@@ -20,7 +20,10 @@ pub const RULES: [&str; 7] = [
 /// The rules `text` cites ("rule 3", "rules 1 and 5" count as 3, 1, 5), in order, once each.
 pub fn cited(text: &str) -> Vec<usize> {
     let mut out = Vec::new();
-    let words: Vec<&str> = text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let words: Vec<&str> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
     for (i, w) in words.iter().enumerate() {
         if *w == "rule" || *w == "rules" {
             for next in &words[i + 1..] {
@@ -45,7 +48,10 @@ mod tests {
 
     #[test]
     fn citations_are_found_once_each_in_order() {
-        assert_eq!(cited("binds to none (rule 3), then rule 5; rules 1 and 2"), vec![3, 5, 1, 2]);
+        assert_eq!(
+            cited("binds to none (rule 3), then rule 5; rules 1 and 2"),
+            vec![3, 5, 1, 2]
+        );
         assert_eq!(cited("no rules here, rule 9 neither"), Vec::<usize>::new());
         // Every broken mode's lesson names the rule it breaks.
         for m in crate::program::Mode::ALL.into_iter().filter(|m| !m.is_correct()) {

@@ -268,8 +268,38 @@ pub mod tests {
         let mut a = app_with(fixture(Mode::WaitBeforeRecord, 2));
         a.overlay = Overlay::Lesson;
         let s = text(&render(&a, 160, 48));
-        assert!(s.contains("rule 3: A wait applies to the most recent record"), "{s}");
+        assert!(
+            s.contains("rule 3: A wait applies to the most recent record"),
+            "{s}"
+        );
         assert!(!s.contains("rule 5:"), "{s}");
+    }
+
+    #[test]
+    fn the_status_bar_drops_whole_items_never_the_difference_or_the_hazards() {
+        for (w, h) in [(60, 16), (80, 24), (120, 34), (160, 48)] {
+            for devices in [2, 4, 7] {
+                let mut f = fixture(Mode::NoWait, devices);
+                f.step = 1_234_567;
+                let a = app_with(f);
+                let t = render(&a, w, h);
+                let status = text(&t).lines().nth(usize::from(h) - 1).unwrap().to_string();
+                for must in ["RUNNING", "no-wait", "step 1234567", "max |Δ| 1.00e-3", "⚠"] {
+                    assert!(
+                        status.contains(must),
+                        "{w}x{h}, {devices} devices: {must:?} missing in {status}"
+                    );
+                }
+                // Whatever is shown is whole: the line ends in spaces or a complete item.
+                let shown = status.trim_matches(|c| c == '"' || c == ' ');
+                assert!(
+                    shown.ends_with("hazards (h)")
+                        || shown.ends_with("lesson")
+                        || shown.ends_with(|c: char| c.is_ascii_digit()),
+                    "{w}x{h}: {shown}"
+                );
+            }
+        }
     }
 
     #[test]

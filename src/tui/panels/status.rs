@@ -29,58 +29,101 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
     };
     let narrow = area.width < 120;
     let sep = || Span::styled(if narrow { " " } else { " │ " }, Style::new().fg(Color::DarkGray));
-    let mut spans = vec![
-        run,
-        Span::raw(" "),
-        Span::raw(frame.runtime),
-        sep(),
-        Span::raw(format!("{} dev", frame.split.len())),
-        sep(),
-        Span::styled(frame.mode.name(), Style::new().bold()),
-        sep(),
-        Span::raw(format!("step {}", frame.step)),
-        sep(),
+    // Items with how much they matter: on a narrow screen the least needed go first, whole
+    // (never cut mid-word); the state, mode, step, |Δ| and hazards always stay.
+    // `(priority, glued: no separator before it, spans)`.
+    let mut items: Vec<(u8, bool, Vec<Span>)> = vec![
+        (9, false, vec![run]),
+        (3, true, vec![Span::raw(" "), Span::raw(frame.runtime)]),
+        (4, false, vec![Span::raw(format!("{} dev", frame.split.len()))]),
+        (
+            8,
+            false,
+            vec![Span::styled(frame.mode.name(), Style::new().bold())],
+        ),
+        (8, false, vec![Span::raw(format!("step {}", frame.step))]),
     ];
     if narrow {
-        spans.push(Span::raw(format!("{:.1}µs/step", frame.step_us)));
-        spans.push(sep());
-        spans.push(Span::raw(format!("{:.0}/s", frame.steps_per_s)));
+        items.push((5, false, vec![Span::raw(format!("{:.1}µs/step", frame.step_us))]));
+        items.push((2, false, vec![Span::raw(format!("{:.0}/s", frame.steps_per_s))]));
     } else {
-        spans.push(Span::raw(format!(
-            "{:.1} µs/step ({})",
-            frame.step_us,
-            clock_name(frame)
-        )));
-        spans.push(sep());
-        spans.push(Span::raw(format!(
-            "{:.0} steps/s (target {speed})",
-            frame.steps_per_s
-        )));
+        items.push((
+            5,
+            false,
+            vec![Span::raw(format!(
+                "{:.1} µs/step ({})",
+                frame.step_us,
+                clock_name(frame)
+            ))],
+        ));
+        items.push((
+            2,
+            false,
+            vec![Span::raw(format!(
+                "{:.0} steps/s (target {speed})",
+                frame.steps_per_s
+            ))],
+        ));
     }
-    spans.push(sep());
-    spans.push(diff);
+    items.push((9, false, vec![diff]));
     // Red even while |Δ| = 0: a race that has not shown yet is a race.
     let n = frame.hazards.as_ref().map_or(0, |h| h.len());
     if n > 0 {
-        spans.push(sep());
         let text = if narrow {
             format!("⚠{n}")
         } else {
             format!("⚠ {n} hazards (h)")
         };
-        spans.push(Span::styled(
-            text,
-            Style::new().fg(Color::White).bg(Color::Red).bold(),
+        items.push((
+            9,
+            false,
+            vec![Span::styled(
+                text,
+                Style::new().fg(Color::White).bg(Color::Red).bold(),
+            )],
         ));
     }
     if let Some(n) = &app.notice {
-        spans.push(sep());
-        spans.push(Span::styled(n.clone(), Style::new().fg(Color::Red)));
-    } else if !narrow {
-        spans.push(Span::styled(
-            "   ? help  l lesson",
-            Style::new().fg(Color::DarkGray),
+        items.push((
+            7,
+            false,
+            vec![Span::styled(n.clone(), Style::new().fg(Color::Red))],
         ));
+    } else if !narrow {
+        items.push((
+            1,
+            true,
+            vec![Span::styled(
+                "   ? help  l lesson",
+                Style::new().fg(Color::DarkGray),
+            )],
+        ));
+    }
+    let width = |items: &[(u8, bool, Vec<Span>)]| -> usize {
+        let sep_w = sep().width();
+        items
+            .iter()
+            .enumerate()
+            .map(|(k, (_, glued, v))| {
+                v.iter().map(Span::width).sum::<usize>() + if k > 0 && !glued { sep_w } else { 0 }
+            })
+            .sum()
+    };
+    while width(&items) > usize::from(area.width) {
+        let Some(i) = (0..items.len())
+            .filter(|&i| items[i].0 < 7)
+            .min_by_key(|&i| (items[i].0, usize::MAX - i))
+        else {
+            break;
+        };
+        items.remove(i);
+    }
+    let mut spans = Vec::new();
+    for (k, (_, glued, item)) in items.into_iter().enumerate() {
+        if k > 0 && !glued {
+            spans.push(sep());
+        }
+        spans.extend(item);
     }
     Line::from(spans).render(area, buf);
 }
