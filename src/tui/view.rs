@@ -303,6 +303,24 @@ pub mod tests {
     }
 
     #[test]
+    fn a_wait_bound_to_the_previous_steps_record_is_drawn_apart_from_a_current_one() {
+        // wait-before-record's waits bind to the step before's records (rule 3): ◈; events'
+        // bind to their own step's: ◆.
+        let timeline = |mode| {
+            let mut a = app_with(fixture(mode, 2));
+            a.set_focus(Panel::Timeline);
+            a.zoom = true;
+            text(&render(&a, 160, 48))
+        };
+        let broken = timeline(Mode::WaitBeforeRecord);
+        let lanes: String = broken.lines().skip(2).collect();
+        assert!(lanes.contains('◈'), "{broken}");
+        let correct = timeline(Mode::Events);
+        let lanes: String = correct.lines().skip(2).collect();
+        assert!(!lanes.contains('◈') && lanes.contains('◆'), "{correct}");
+    }
+
+    #[test]
     fn help_lists_every_action_from_the_keymap() {
         let mut a = app_with(fixture_frame());
         a.overlay = Overlay::Help;

@@ -82,22 +82,39 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
             .clamp(0.0, f64::from(width - 1)) as u16
     };
     let y0 = area.y + 1;
-    // Legend.
-    Line::from(vec![
+    // Legend: whole items, as many as fit.
+    let legend = [
         Span::styled("█ kernel ", Style::new().fg(KERNEL_COLOR)),
         Span::styled("█ copy ", Style::new().fg(COPY_COLOR)),
         Span::styled("● record ", Style::new().fg(EVENT_COLOR)),
-        Span::styled("◆ wait (released) ", Style::new().fg(EVENT_COLOR)),
-        Span::styled("◇ wait on nothing ", Style::new().fg(Color::Red)),
+        Span::styled("◆ wait ", Style::new().fg(EVENT_COLOR)),
+        Span::styled("◈ on an older step's record ", Style::new().fg(Color::Yellow)),
+        Span::styled("◇ on nothing ", Style::new().fg(Color::Red)),
         Span::styled("░ host blocked", Style::new().fg(SYNC_COLOR)),
-    ])
-    .render(Rect { height: 1, ..area }, buf);
+    ];
+    let mut used = 0;
+    let shown: Vec<Span> = legend
+        .into_iter()
+        .take_while(|s| {
+            used += s.width();
+            used <= usize::from(area.width)
+        })
+        .collect();
+    Line::from(shown).render(Rect { height: 1, ..area }, buf);
+    let stale = stale_waits(frame);
     for (row, lane) in lanes.iter().enumerate() {
         let y = y0 + row as u16;
         if y >= area.bottom().saturating_sub(1) {
             break;
         }
-        draw_lane(lane, &records, &x_of, (area.x, y, label_w), look.marked, buf);
+        draw_lane(
+            lane,
+            &records,
+            &x_of,
+            (area.x, y, label_w),
+            (look.marked, &stale),
+            buf,
+        );
     }
     // Time axis.
     let y = area.bottom() - 1;
@@ -130,6 +147,7 @@ pub(crate) fn draw_record(
     (a, b): (u16, u16),
     x_base: u16,
     y: u16,
+    stale: bool,
     buf: &mut Buffer,
 ) {
     let color = lane_color(r.kind);
@@ -148,6 +166,8 @@ pub(crate) fn draw_record(
     } else if r.kind == OpKind::Event {
         let (sym, c) = if r.label.starts_with("record") {
             ("●", EVENT_COLOR)
+        } else if r.label.starts_with("wait") && stale {
+            ("◈", Color::Yellow)
         } else if r.label.starts_with("wait") && r.released_by.is_some() {
             ("◆", EVENT_COLOR)
         } else if r.label.starts_with("wait") {
@@ -196,7 +216,7 @@ fn draw_lane(
     records: &[&TraceRecord],
     x_of: &dyn Fn(f64) -> u16,
     (x, y, label_w): (u16, u16, u16),
-    marked: &[(usize, usize)],
+    (marked, stale): (&[(usize, usize)], &std::collections::HashSet<u64>),
     buf: &mut Buffer,
 ) {
     buf.set_stringn(
@@ -226,7 +246,8 @@ fn draw_lane(
             } else {
                 (r.start_us, r.end_us)
             };
-            draw_record(r, stream.is_none(), (x_of(span.0), x_of(span.1)), x_base, y, buf);
+            let at = (x_of(span.0), x_of(span.1));
+            draw_record(r, stream.is_none(), at, x_base, y, stale.contains(&r.id), buf);
             // The picked hazard's calls: a `!` where their work starts.
             if stream.is_some() && marked.contains(&(r.thread, r.op_index)) {
                 let cell = &mut buf[(x_base + x_of(span.0), y)];
@@ -234,4 +255,32 @@ fn draw_lane(
             }
         }
     }
+}
+
+/// Waits that bound to a record of an earlier step (rule 3: the most recent record issued
+/// before them) — on the cuda runtime too, where the runtime logs the order of issue.
+fn stale_waits(frame: &Frame) -> std::collections::HashSet<u64> {
+    let step_of: std::collections::HashMap<u64, Option<u64>> =
+        frame.timeline.iter().map(|r| (r.id, r.step)).collect();
+    // Records older than the window: before the first call of the window's first step.
+    let first = frame.timeline.iter().filter_map(|r| r.step).min();
+    let oldest_id = frame
+        .timeline
+        .iter()
+        .filter(|r| r.step.is_some() && r.step == first)
+        .map(|r| r.id)
+        .min();
+    frame
+        .timeline
+        .iter()
+        .filter(|w| w.label.starts_with("wait"))
+        .filter(|w| match (w.released_by, w.step) {
+            (Some(id), Some(s)) if id != u64::MAX => match step_of.get(&id) {
+                Some(bound) => bound.is_none_or(|b| b < s),
+                None => oldest_id.is_some_and(|o| id < o) && first.is_some_and(|f| f < s),
+            },
+            _ => false,
+        })
+        .map(|w| w.id)
+        .collect()
 }
