@@ -321,6 +321,42 @@ pub mod tests {
     }
 
     #[test]
+    fn device_labels_never_run_together_and_transfers_say_what_did_not_fit() {
+        for (w, h) in [(60, 16), (80, 24), (120, 34), (160, 48), (200, 60)] {
+            let mut f = fixture(Mode::Events, 7);
+            f.split = vec![100, 90, 10, 790, 300, 410, 300];
+            let t = text(&render(&app_with(f), w, h));
+            let labels = t.lines().nth(2).unwrap();
+            assert!(
+                !labels.contains("devdev") && !labels.contains("dev0dev"),
+                "{w}x{h}: {labels}"
+            );
+            // The large devices keep their full names (small ones may be shortened to `N`).
+            assert!(
+                labels.contains("dev3") && labels.contains("dev5"),
+                "{w}x{h}: {labels}"
+            );
+            // Every device has a row in Transfers, or the panel says how many did not fit.
+            if t.contains("Transfers") {
+                let rows = (0..7).filter(|d| t.contains(&format!("│dev{d} "))).count();
+                assert!(
+                    rows == 7 || t.contains(&format!("+{} more devices", 7 - rows)),
+                    "{w}x{h}:\n{t}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_difference_shown_in_a_correct_mode_says_where_it_came_from() {
+        // The fixtures' |Δ| is 1e-3: under a correct mode it can only be left over.
+        let correct = text(&render(&app_with(fixture(Mode::Events, 4)), 160, 48));
+        assert!(correct.contains("(from an earlier mode: r resets)"), "{correct}");
+        let broken = text(&render(&app_with(fixture(Mode::NoWait, 4)), 160, 48));
+        assert!(!broken.contains("r resets"), "{broken}");
+    }
+
+    #[test]
     fn help_lists_every_action_from_the_keymap() {
         let mut a = app_with(fixture_frame());
         a.overlay = Overlay::Help;

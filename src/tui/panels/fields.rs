@@ -179,16 +179,27 @@ fn paint_device_names(
     scale: f64,
     device: Option<usize>,
 ) {
+    // A label must end before the next device's begins: `devN` where it fits, else `N`,
+    // else none (the plot is too narrow for that device).
     let mut start = 0usize;
+    let mut free_from = f64::NEG_INFINITY;
     for (d, &b) in bounds.iter().enumerate() {
-        let x = cell_x(start, cells, cols) + 4.0 * per_char;
+        let x = (cell_x(start, cells, cols) + 4.0 * per_char).max(free_from);
+        let next = bounds
+            .get(d)
+            .map_or(cols as f64, |&e| cell_x(e, cells, cols) + 4.0 * per_char)
+            .min(cols as f64);
         let style = if device == Some(d) {
             Style::new().white().bold().reversed()
         } else {
             Style::new().gray()
         };
-        if x < cols as f64 - 5.0 * per_char {
-            ctx.print(x, scale * 0.8, Span::styled(format!("dev{d}"), style));
+        let long = format!("dev{d}");
+        let short = d.to_string();
+        let fits = |t: &str| x + (t.chars().count() as f64 + 1.0) * per_char <= next;
+        if let Some(t) = [long, short].into_iter().find(|t| fits(t)) {
+            free_from = x + (t.chars().count() as f64 + 1.0) * per_char;
+            ctx.print(x, scale * 0.8, Span::styled(t, style));
         }
         start = b;
     }

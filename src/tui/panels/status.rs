@@ -66,6 +66,19 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
         ));
     }
     items.push((9, false, vec![diff]));
+    // A correct mode never makes |Δ| itself: what shows came from an earlier mode.
+    if frame.mode.is_correct() && frame.max_diff.is_some_and(|d| d > 0.0) {
+        let text = if narrow {
+            "(earlier mode; r resets)"
+        } else {
+            "(from an earlier mode: r resets)"
+        };
+        items.push((
+            6,
+            true,
+            vec![Span::raw(" "), Span::styled(text, Style::new().fg(Color::Yellow))],
+        ));
+    }
     // Red even while |Δ| = 0: a race that has not shown yet is a race.
     let n = frame.hazards.as_ref().map_or(0, |h| h.len());
     if n > 0 {

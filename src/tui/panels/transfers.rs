@@ -63,6 +63,15 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
         };
         let has = |dir: usize| if dir == 0 { d > 0 } else { d + 1 < n };
         if compact {
+            // Rows left for devices (the header above): the last says what did not fit.
+            let room = usize::from(area.height).saturating_sub(1);
+            if room > 0 && lines.len() == room && d + 1 < n {
+                lines.push(Line::styled(
+                    format!("+{} more devices: 1–9 focuses one", n - d),
+                    Style::new().fg(Color::Gray),
+                ));
+                break;
+            }
             lines.push(Line::styled(compact_transfer_row(d, dirs, has, spark_w), style));
             continue;
         }
