@@ -298,9 +298,14 @@ fn each_broken_mode_has_exactly_the_findings_its_lesson_describes() {
     for (mode, list) in expect {
         assert_eq!(summary(&findings(&s, mode)), list, "{}", mode.name());
     }
+    // write-after-read: nothing but WARs — a kernel of the next round that rewrites cells
+    // a neighbour's pull of this round reads, one finding each.
+    let f = findings(&s, Mode::WriteAfterRead);
+    assert!(f.iter().all(|x| x.kind == Kind::War), "{}", hazard::text(&f));
+    assert_eq!(f.len(), 16 * 2 * 2 * 2);
     // Every broken mode is covered.
     let broken = Mode::ALL.into_iter().filter(|m| !m.is_correct()).count();
-    assert_eq!(broken, expect.len());
+    assert_eq!(broken, expect.len() + 1);
 }
 
 #[test]

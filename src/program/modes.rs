@@ -24,13 +24,14 @@ pub enum Mode {
     WaitBeforeRecord,
     CrossDeviceRecord,
     HaloOverwrite,
+    WriteAfterRead,
     WideHalo,
     Fused,
     Graph,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 11] = [
+    pub const ALL: [Mode; 12] = [
         Mode::Events,
         Mode::HostSync,
         Mode::Overlap,
@@ -42,6 +43,7 @@ impl Mode {
         Mode::WaitBeforeRecord,
         Mode::CrossDeviceRecord,
         Mode::HaloOverwrite,
+        Mode::WriteAfterRead,
     ];
 
     pub fn name(self) -> &'static str {
@@ -54,6 +56,7 @@ impl Mode {
             Mode::WaitBeforeRecord => "wait-before-record",
             Mode::CrossDeviceRecord => "cross-device-record",
             Mode::HaloOverwrite => "halo-overwrite",
+            Mode::WriteAfterRead => "write-after-read",
             Mode::WideHalo => "wide-halo",
             Mode::Fused => "fused",
             Mode::Graph => "graph",
@@ -79,6 +82,9 @@ impl Mode {
             Mode::CrossDeviceRecord => "Broken: an event recorded on a stream of another device (fails)",
             Mode::HaloOverwrite => {
                 "Broken: the copy is ordered after its producer but not before its consumer"
+            }
+            Mode::WriteAfterRead => {
+                "Broken: as wide-halo, but a round may overwrite cells a neighbour is still copying"
             }
             Mode::WideHalo => "Correct: halos 16 cells wide, exchanged once every 16 steps",
             Mode::Fused => {
@@ -177,6 +183,13 @@ impl Mode {
                  per cell per step). One launch per 16 steps also hides the launch cost on small grids.\n\
                  A step (n) runs the whole round of 16 steps. max |Δ| stays 0."
             }
+            Mode::WriteAfterRead => {
+                "Broken. wide-halo without its write-after-read wait: after pulling its halos, a device\n\
+                 starts the next round at once, and its first kernels rewrite the cells its neighbours\n\
+                 are still to pull (rule 5, write after read). Every read-after-write wait is there,\n\
+                 and the threads still meet at barriers. Press h: the checker names each race at once;\n\
+                 on the sim the fields show it only from step 1248 of the default scenario."
+            }
             Mode::HaloOverwrite => {
                 "Broken. The producer pushes its boundary cell on its own stream, right behind the kernel\n\
                  that wrote it: that orders the copy after its producer (rule 1), but nothing orders it\n\
@@ -200,9 +213,10 @@ impl Mode {
                 Mode::NoWait => b.no_wait(d),
                 Mode::WaitBeforeRecord => b.wait_before_record(d),
                 Mode::HaloOverwrite => b.halo_overwrite(d),
-                Mode::WideHalo => b.wide(d, Rounds::Launches),
-                Mode::Graph => b.wide(d, Rounds::Graph),
-                Mode::Fused => b.wide(d, Rounds::Fused),
+                Mode::WideHalo => b.wide(d, Rounds::Launches, true),
+                Mode::WriteAfterRead => b.wide(d, Rounds::Launches, false),
+                Mode::Graph => b.wide(d, Rounds::Graph, true),
+                Mode::Fused => b.wide(d, Rounds::Fused, true),
             }
         }
         b.finish()
@@ -608,7 +622,9 @@ impl<'a> Builder<'a> {
     /// kernels a step, launched or as a graph, or one fused kernel), then the exchange:
     /// after both neighbours' `done`, pull `k` cells of both fields from each; after both
     /// neighbours' `pulled` (they have read the cells the next round writes), go on.
-    fn wide(&mut self, d: usize, how: Rounds) {
+    /// A round of `wide_steps` steps, then the exchange; `guard`: the write-after-read
+    /// waits (before the next round, each neighbour has pulled my cells).
+    fn wide(&mut self, d: usize, how: Rounds, guard: bool) {
         let k = self.wide_steps();
         self.steps_per_round = k as u64;
         let Range { start: lo, end: hi } = self.ranges[d].clone();
@@ -647,6 +663,12 @@ impl<'a> Builder<'a> {
             for f in [Field::Ex, Field::Hy] {
                 self.peer_copy_cells(d, f, (nb, d), cells.clone(), COMPUTE);
             }
+        }
+        if !guard {
+            // The threads still meet (every record stays bound to its own round), but no
+            // stream waits for the neighbours' pulls.
+            self.push(d, Op::HostBarrier);
+            return;
         }
         let pulled = self.ev("pulled", d);
         self.record(d, pulled, COMPUTE);

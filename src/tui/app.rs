@@ -259,8 +259,8 @@ mod tests {
         let mut a = app();
         assert_eq!(a.on_key(key('m')), vec![Control::SetMode(Mode::HostSync)]);
         assert_eq!(a.on_key(key('M')), vec![Control::SetMode(Mode::Events)]);
-        assert_eq!(a.on_key(key('M')), vec![Control::SetMode(Mode::HaloOverwrite)]);
-        assert_eq!(a.mode, Mode::HaloOverwrite);
+        assert_eq!(a.on_key(key('M')), vec![Control::SetMode(Mode::WriteAfterRead)]);
+        assert_eq!(a.mode, Mode::WriteAfterRead);
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
     // Items with how much they matter: on a narrow screen the least needed go first, whole
     // (never cut mid-word); the state, mode, step, |Δ| and hazards always stay.
     // `(priority, glued: no separator before it, spans)`.
-    let mut items: Vec<(u8, bool, Vec<Span>)> = vec![
+    let mut items: Vec<Item> = vec![
         (9, false, vec![run]),
         (3, true, vec![Span::raw(" "), Span::raw(frame.runtime)]),
         (4, false, vec![Span::raw(format!("{} dev", frame.split.len()))]),
@@ -43,28 +43,7 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
         ),
         (8, false, vec![Span::raw(format!("step {}", frame.step))]),
     ];
-    if narrow {
-        items.push((5, false, vec![Span::raw(format!("{:.1}µs/step", frame.step_us))]));
-        items.push((2, false, vec![Span::raw(format!("{:.0}/s", frame.steps_per_s))]));
-    } else {
-        items.push((
-            5,
-            false,
-            vec![Span::raw(format!(
-                "{:.1} µs/step ({})",
-                frame.step_us,
-                clock_name(frame)
-            ))],
-        ));
-        items.push((
-            2,
-            false,
-            vec![Span::raw(format!(
-                "{:.0} steps/s (target {speed})",
-                frame.steps_per_s
-            ))],
-        ));
-    }
+    items.extend(rates(frame, &speed, narrow));
     items.push((9, false, vec![diff]));
     // A correct mode never makes |Δ| itself: what shows came from an earlier mode.
     if frame.mode.is_correct() && frame.max_diff.is_some_and(|d| d > 0.0) {
@@ -112,7 +91,18 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
             )],
         ));
     }
-    let width = |items: &[(u8, bool, Vec<Span>)]| -> usize {
+    let spans = fit(items, usize::from(area.width), sep);
+    Line::from(spans).render(area, buf);
+}
+
+/// A status item: how much it matters, whether it follows the one before without a
+/// separator, its spans.
+type Item<'a> = (u8, bool, Vec<Span<'a>>);
+
+/// The items that fit in `room` columns, the least needed dropped whole first (the state,
+/// mode, step, |Δ| and hazards, 7 and up, always stay), joined by `sep`.
+fn fit<'a>(mut items: Vec<Item<'a>>, room: usize, sep: impl Fn() -> Span<'a>) -> Vec<Span<'a>> {
+    let width = |items: &[Item]| -> usize {
         let sep_w = sep().width();
         items
             .iter()
@@ -122,7 +112,7 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
             })
             .sum()
     };
-    while width(&items) > usize::from(area.width) {
+    while width(&items) > room {
         let Some(i) = (0..items.len())
             .filter(|&i| items[i].0 < 7)
             .min_by_key(|&i| (items[i].0, usize::MAX - i))
@@ -138,5 +128,33 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
         }
         spans.extend(item);
     }
-    Line::from(spans).render(area, buf);
+    spans
+}
+
+/// Time per step and steps per second.
+fn rates<'a>(frame: &Frame, speed: &str, narrow: bool) -> Vec<Item<'a>> {
+    let mut out: Vec<Item<'a>> = Vec::new();
+    if narrow {
+        out.push((5, false, vec![Span::raw(format!("{:.1}µs/step", frame.step_us))]));
+        out.push((2, false, vec![Span::raw(format!("{:.0}/s", frame.steps_per_s))]));
+    } else {
+        out.push((
+            5,
+            false,
+            vec![Span::raw(format!(
+                "{:.1} µs/step ({})",
+                frame.step_us,
+                clock_name(frame)
+            ))],
+        ));
+        out.push((
+            2,
+            false,
+            vec![Span::raw(format!(
+                "{:.0} steps/s (target {speed})",
+                frame.steps_per_s
+            ))],
+        ));
+    }
+    out
 }
