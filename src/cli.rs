@@ -33,6 +33,32 @@ impl RuntimeKind {
     }
 }
 
+/// How a screen is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Format {
+    /// Characters only.
+    #[default]
+    Text,
+    /// Characters with ANSI colour codes (for `cat` in a terminal).
+    Ansi,
+    /// A standalone HTML page: a `<pre>` with coloured spans.
+    Html,
+    /// A standalone SVG image: one text line per row, background rectangles.
+    Svg,
+}
+
+impl Format {
+    /// The file extension.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Text => "txt",
+            Format::Ansi => "ans",
+            Format::Html => "html",
+            Format::Svg => "svg",
+        }
+    }
+}
+
 const EXAMPLES: &str = "\
 Examples:
   haloscope                                   the UI on the default scenario (pulse, 4 devices)
@@ -234,6 +260,11 @@ pub struct RunArgs {
     /// --screen "n n . . ." (two steps, then three API calls).
     #[arg(long, value_name = "KEYS", conflicts_with = "headless")]
     pub screen: Option<String>,
+
+    /// Format of --screen's output and of screens saved with `s` in the UI: text, ansi
+    /// (colours for a terminal), html or svg (for slides).
+    #[arg(long, value_enum, default_value_t = Format::Text, conflicts_with = "headless")]
+    pub format: Format,
 
     /// Terminal size for --screen, as COLUMNSxROWS.
     #[arg(long, value_name = "WxH", default_value = "160x48", requires = "screen")]

@@ -35,6 +35,8 @@ pub struct UiPlan {
     pub paused: bool,
     /// `--screen KEYS` at `--size`: press the keys, print the screen.
     pub screen: Option<(String, String)>,
+    /// How `--screen` prints and `s` saves a screen.
+    pub format: crate::cli::Format,
     /// Test-only: make a device thread panic at this step.
     pub inject_panic: Option<u64>,
 }
@@ -136,6 +138,7 @@ impl Plan {
                 keymap: args.keymap.clone(),
                 paused: args.paused,
                 screen: args.screen.clone().map(|keys| (keys, args.size.clone())),
+                format: args.format,
                 inject_panic: args.inject_panic,
             })
         };

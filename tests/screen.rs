@@ -72,3 +72,54 @@ fn a_panic_behind_the_screen_exits_101_instead_of_printing_a_frozen_screen() {
     assert!(err.contains("injected panic"), "{err}");
     assert!(screen.is_empty(), "no screen is printed: {screen}");
 }
+
+/// Every element of `xml` is closed, in order (quick-xml checks the ends).
+fn well_formed(xml: &str) -> Result<usize, String> {
+    let mut r = quick_xml::Reader::from_str(xml);
+    r.config_mut().check_end_names = true;
+    let mut elements = 0;
+    loop {
+        match r.read_event() {
+            Ok(quick_xml::events::Event::Eof) => return Ok(elements),
+            Ok(quick_xml::events::Event::Start(_) | quick_xml::events::Event::Empty(_)) => elements += 1,
+            Ok(_) => {}
+            Err(e) => return Err(format!("at {}: {e}", r.buffer_position())),
+        }
+    }
+}
+
+#[test]
+fn screens_for_slides_keep_their_colours_as_html_svg_and_ansi() {
+    // A broken mode with |Δ| on screen: its red must survive in every format.
+    let run = |format: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+            .args([
+                "--mode",
+                "no-wait",
+                "--paused",
+                "--screen",
+                "n n n n n n n n n n",
+                "--size",
+                "120x34",
+            ])
+            .args(["--format", format])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let html = run("html");
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    let body = html.trim_start_matches("<!DOCTYPE html>\n");
+    assert!(well_formed(body).unwrap() > 100, "{html}");
+    assert!(html.contains("color:#cd3131"), "red (|Δ|, hazards) kept");
+    assert!(html.contains("Fields: 2000 cells over 4 devices"));
+    let svg = run("svg");
+    assert!(well_formed(&svg).unwrap() > 100);
+    assert!(svg.contains("fill=\"#cd3131\"") && svg.contains("<svg xmlns"));
+    let ansi = run("ansi");
+    assert!(ansi.contains("\x1b[0;") && ansi.contains("38;2;205;49;49"));
+    // Text is the characters alone, as before.
+    let text = run("text");
+    assert!(!text.contains('\x1b') && text.contains("no-wait"));
+}

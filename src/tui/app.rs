@@ -50,6 +50,8 @@ pub struct App {
     pub keymap: KeyMap,
     /// The hazard picked in the Hazards view (its calls are marked).
     pub hazard: usize,
+    /// The user asked to save the screen (the UI loop does it, then clears this).
+    pub save: bool,
     /// A message for the user (a bad keymap file, …), shown until the next key.
     pub notice: Option<String>,
     pub quit: bool,
@@ -66,6 +68,7 @@ impl App {
             overlay: Overlay::None,
             speed: DEFAULT_SPEED,
             hazard: 0,
+            save: false,
             mode,
             keymap,
             notice,
@@ -176,6 +179,10 @@ impl App {
             }
             Action::Hazards => {
                 self.overlay = Overlay::Hazards;
+                Vec::new()
+            }
+            Action::SaveScreen => {
+                self.save = true;
                 Vec::new()
             }
             Action::Quit => {

@@ -23,12 +23,13 @@ pub enum Action {
     Zoom,
     Lesson,
     Hazards,
+    SaveScreen,
     Help,
     Quit,
 }
 
 impl Action {
-    pub const ALL: [Action; 14] = [
+    pub const ALL: [Action; 15] = [
         Action::Pause,
         Action::Step,
         Action::MicroStep,
@@ -41,6 +42,7 @@ impl Action {
         Action::Zoom,
         Action::Lesson,
         Action::Hazards,
+        Action::SaveScreen,
         Action::Help,
         Action::Quit,
     ];
@@ -60,6 +62,7 @@ impl Action {
             Action::Zoom => "zoom",
             Action::Lesson => "lesson",
             Action::Hazards => "hazards",
+            Action::SaveScreen => "save_screen",
             Action::Help => "help",
             Action::Quit => "quit",
         }
@@ -79,6 +82,7 @@ impl Action {
             Action::Zoom => "zoom the focused panel (again: back)",
             Action::Lesson => "what this mode teaches",
             Action::Hazards => "the program's hazards (↑/↓: pick one, marked !)",
+            Action::SaveScreen => "save the screen to a file (see --format)",
             Action::Help => "this help",
             Action::Quit => "quit",
         }

@@ -3,6 +3,7 @@
 //! when something changed.
 
 pub mod app;
+pub mod export;
 #[cfg(test)]
 mod fixture;
 pub mod keymap;
@@ -16,6 +17,7 @@ use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event, Key
 use crossterm::execute;
 use ratatui::layout::Rect;
 use std::io::IsTerminal;
+use std::path::Path;
 use std::time::Duration;
 
 use crate::engine::{Control, Engine, EngineConfig};
@@ -236,14 +238,27 @@ pub fn screen(plan: &Plan, ui: &UiPlan, keys: &str, size: &str) -> Result<String
     settle(&mut app, false);
     let mut term = Terminal::new(TestBackend::new(area.width, area.height))?;
     term.draw(|f| f.render_widget(&app, f.area()))?;
-    let buf = term.backend().buffer();
-    let mut out = String::new();
-    for y in 0..area.height {
-        let line: String = (0..area.width).map(|x| buf[(x, y)].symbol()).collect();
-        out.push_str(line.trim_end());
-        out.push('\n');
+    Ok(export::export(term.backend().buffer(), ui.format))
+}
+
+/// Saves the screen as it is now to `haloscope-MODE-stepN.EXT` in `dir` (the working
+/// directory); what happened, for the status bar.
+fn save_screen(app: &App, screen: Rect, format: export::Format, dir: &Path) -> String {
+    use ratatui::{Terminal, backend::TestBackend};
+    let step = app.frame.as_ref().map_or(0, |f| f.step);
+    let name = format!("haloscope-{}-step{step}.{}", app.mode.name(), format.extension());
+    let path = dir.join(&name);
+    let drawn = Terminal::new(TestBackend::new(screen.width, screen.height)).and_then(|mut t| {
+        t.draw(|f| f.render_widget(app, f.area()))?;
+        Ok(export::export(t.backend().buffer(), format))
+    });
+    match drawn
+        .map_err(|e| e.to_string())
+        .and_then(|text| std::fs::write(&path, text).map_err(|e| e.to_string()))
+    {
+        Ok(()) => format!("saved the screen to {name}"),
+        Err(e) => format!("cannot save the screen to {name}: {e}"),
     }
-    Ok(out)
 }
 
 /// Runs the UI until the user quits.
@@ -283,6 +298,9 @@ pub fn run(plan: &Plan, ui: &UiPlan) -> Result<()> {
                         Event::Key(k) => {
                             for c in app.on_key(k) {
                                 engine.send(c);
+                            }
+                            if std::mem::take(&mut app.save) {
+                                app.notice = Some(save_screen(&app, screen, ui.format, Path::new(".")));
                             }
                         }
                         Event::Mouse(m) => app.on_mouse(m, screen),
@@ -324,5 +342,28 @@ pub fn run(plan: &Plan, ui: &UiPlan) -> Result<()> {
     match stopped_by {
         Some(s) => Err(crate::error::Signalled(s).into()),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s_saves_the_screen_in_the_chosen_format_and_says_where() {
+        let mut app = App::new(crate::program::Mode::NoWait, KeyMap::default(), None);
+        app.set_frame(Box::new(fixture::fixture(crate::program::Mode::NoWait, 2)));
+        let dir = tempfile::tempdir().unwrap();
+        let said = save_screen(&app, Rect::new(0, 0, 120, 34), export::Format::Svg, dir.path());
+        assert_eq!(said, "saved the screen to haloscope-no-wait-step1234.svg");
+        let svg = std::fs::read_to_string(dir.path().join("haloscope-no-wait-step1234.svg")).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("Fields"));
+        // A directory that cannot be written: said, not a crash.
+        let missing = dir.path().join("missing");
+        let said = save_screen(&app, Rect::new(0, 0, 80, 24), export::Format::Text, &missing);
+        assert!(
+            said.starts_with("cannot save the screen to haloscope-no-wait-step1234.txt"),
+            "{said}"
+        );
     }
 }
