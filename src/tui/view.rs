@@ -357,6 +357,23 @@ pub mod tests {
     }
 
     #[test]
+    fn the_micro_step_state_shows_on_a_narrow_program_panel_too() {
+        let mut f = fixture(Mode::Events, 4);
+        f.micro.next = Some((0, 1));
+        f.micro.queued = vec![("compute@dev0".into(), vec!["update_h 0..500".into()])];
+        f.micro.events = vec![("h_ready[0]".into(), "complete".into())];
+        let mut a = app_with(f);
+        a.set_focus(Panel::Program);
+        for (w, h) in [(80, 24), (120, 34)] {
+            let s = text(&render(&a, w, h));
+            assert!(
+                s.contains("streams: queued") && s.contains("compute@dev0: update_h 0..500"),
+                "{w}x{h}:\n{s}"
+            );
+        }
+    }
+
+    #[test]
     fn help_lists_every_action_from_the_keymap() {
         let mut a = app_with(fixture_frame());
         a.overlay = Overlay::Help;

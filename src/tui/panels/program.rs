@@ -29,11 +29,16 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
         .or(error_at.map(|(t, _)| t))
         .unwrap_or(0)
         .min(p.devices().saturating_sub(1));
-    let wide = area.width >= 70;
-    let [code_area, state_area] = if wide && frame.micro.next.is_some() {
-        Layout::horizontal([Constraint::Percentage(62), Constraint::Min(1)]).areas(area)
-    } else {
-        [area, Rect::default()]
+    // While micro-stepping, the streams and events go beside the code, or below it on a
+    // narrow panel.
+    let [code_area, state_area] = match frame.micro.next {
+        Some(_) if area.width >= 70 => {
+            Layout::horizontal([Constraint::Percentage(62), Constraint::Min(1)]).areas(area)
+        }
+        Some(_) if area.height >= 10 => {
+            Layout::vertical([Constraint::Percentage(55), Constraint::Min(1)]).areas(area)
+        }
+        _ => [area, Rect::default()],
     };
     let mut lines = vec![Line::from(vec![
         Span::styled(
@@ -121,11 +126,7 @@ pub(crate) fn render_micro_state(frame: &Frame, device: Option<usize>, area: Rec
         if device.is_some_and(|d| !name.ends_with(&format!("@dev{d}"))) {
             continue;
         }
-        let q = if ops.is_empty() {
-            "idle".to_string()
-        } else {
-            ops.join(" → ")
-        };
+        let q = summary(ops);
         lines.push(Line::from(vec![
             Span::styled(format!("{name}: "), Style::new().bold()),
             Span::raw(q),
@@ -144,4 +145,30 @@ pub(crate) fn render_micro_state(frame: &Frame, device: Option<usize>, area: Rec
         ]));
     }
     Paragraph::new(lines).wrap(Wrap { trim: true }).render(area, buf);
+}
+
+/// A stream's queued work: all of it while short, else how much, the next two and the last.
+fn summary(ops: &[String]) -> String {
+    match ops {
+        [] => "idle".to_string(),
+        [_, _, _, _, ..] => format!(
+            "{} queued: {} → {} → … → {}",
+            ops.len(),
+            ops[0],
+            ops[1],
+            ops[ops.len() - 1]
+        ),
+        _ => ops.join(" → "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_long_queue_is_summed_up_not_listed() {
+        let ops: Vec<String> = (0..900).map(|i| format!("op{i}")).collect();
+        assert_eq!(super::summary(&ops), "900 queued: op0 → op1 → … → op899");
+        assert_eq!(super::summary(&ops[..2]), "op0 → op1");
+        assert_eq!(super::summary(&[]), "idle");
+    }
 }
