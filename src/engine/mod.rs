@@ -34,6 +34,8 @@ pub enum Control {
     SetSpeed(Option<f64>),
     /// Number of screen columns the field plot has.
     Columns(usize),
+    /// Inspect this global cell in every frame (`None`: stop).
+    Inspect(Option<usize>),
     Quit,
 }
 
@@ -98,6 +100,23 @@ pub struct Frame {
     /// What the hazard checker finds in the program (races whether or not they show);
     /// `None`: not checked (too many devices).
     pub hazards: Option<Arc<Vec<crate::hazard::Finding>>>,
+    /// The cell under the inspector's cursor, when one is.
+    pub inspected: Option<CellInfo>,
+}
+
+/// One cell as the inspector shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellInfo {
+    pub cell: usize,
+    pub device: usize,
+    /// `(Ex, Hy)` of the run, and of the reference when it is at the same step.
+    pub fields: (f32, f32),
+    pub reference: Option<(f32, f32)>,
+    /// The first step at which the cell's screen column was seen to differ from the
+    /// reference (the run is compared at frames, not every step).
+    pub first_seen_diff: Option<u64>,
+    /// On the sim: the latest call of the shown steps whose work wrote the cell.
+    pub written_by: Option<String>,
 }
 
 /// Starting point of an engine.
@@ -196,6 +215,10 @@ struct Core {
     mode: Mode,
     program: Arc<Program>,
     /// The hazard checker's findings, and the program they are of.
+    /// The cell the inspector shows, and per screen column the first step it was seen to
+    /// differ from the reference.
+    inspect: Option<usize>,
+    first_diff_seen: Vec<Option<u64>>,
     hazards: (Arc<Program>, Option<Arc<Vec<crate::hazard::Finding>>>),
     backend: Box<dyn Runtime>,
     reference: Domain,
@@ -225,6 +248,8 @@ impl Core {
         Ok(Core {
             mode: cfg.mode,
             hazards: (program.clone(), hazards),
+            inspect: None,
+            first_diff_seen: Vec::new(),
             program,
             backend,
             reference: Domain::reference(s, &coefficients)?,
@@ -321,12 +346,13 @@ impl Core {
             Control::Reset => self.reset(self.mode),
             Control::SetSpeed(s) => self.speed = s,
             Control::Columns(c) => self.columns = c.max(1),
+            Control::Inspect(c) => self.inspect = c.filter(|&k| k < self.cfg.scenario.cells),
             Control::Quit => {}
         }
     }
 
     fn reset(&mut self, mode: Mode) {
-        let keep = (self.running, self.speed, self.columns);
+        let keep = (self.running, self.speed, self.columns, self.inspect);
         let mut cfg = self.cfg.clone();
         cfg.mode = mode;
         let program = Arc::new(mode.program(&cfg.scenario.ranges()));
@@ -337,7 +363,7 @@ impl Core {
         match made {
             Ok(core) => {
                 *self = core;
-                (self.running, self.speed, self.columns) = keep;
+                (self.running, self.speed, self.columns, self.inspect) = keep;
                 self.advance_to(0);
             }
             Err(e) => {
@@ -488,6 +514,14 @@ impl Core {
         if reference.is_some() {
             self.last_max_diff = Some(max_diff);
             self.last_first_diff = first_diff;
+            if self.first_diff_seen.len() != columns.len() {
+                self.first_diff_seen = vec![None; columns.len()];
+            }
+            for (seen, c) in self.first_diff_seen.iter_mut().zip(&columns) {
+                if c.diff > 0.0 && seen.is_none() {
+                    *seen = Some(step);
+                }
+            }
         } else if !compare {
             self.last_max_diff = None;
         }
@@ -545,7 +579,71 @@ impl Core {
             error: self.error.clone(),
             failure: self.failure.clone(),
             hazards: self.hazards(),
+            inspected: self.inspected(step, &edges),
         }
+    }
+
+    /// What the inspector shows of its cell, if one is inspected.
+    fn inspected(&mut self, step: u64, edges: &[usize]) -> Option<CellInfo> {
+        let k = self.inspect?;
+        let s = &self.cfg.scenario;
+        let ranges = s.ranges();
+        let device = ranges.iter().position(|r| r.contains(&k))?;
+        let fields = self.backend.cell(k).ok()?;
+        let reference = (self.reference_step == step).then(|| {
+            let d = &self.reference.devices[0];
+            (
+                d.read(Field::Ex, &(k..k + 1))[0],
+                d.read(Field::Hy, &(k..k + 1))[0],
+            )
+        });
+        let column = edges.partition_point(|&e| e <= k).saturating_sub(1);
+        let (timeline, _) = self.backend.timeline();
+        let state = crate::decomp::DeviceState::shape(device, ranges[device].clone(), s);
+        let writes = |op: &crate::program::Op| -> bool {
+            use crate::program::Op;
+            match op {
+                Op::Launch {
+                    kernel,
+                    cells,
+                    stream,
+                    ..
+                } => {
+                    stream.device == device
+                        && state.accesses(*kernel, cells).iter().any(|a| {
+                            a.write && a.buffer != crate::decomp::Buffer::Ends && a.cells.contains(&k)
+                        })
+                }
+                Op::PeerCopy { dst, cells, .. } => *dst == device && cells.contains(&k),
+                _ => false,
+            }
+        };
+        let written_by = timeline
+            .iter()
+            .filter(|r| r.step.is_some() && r.stream.is_some())
+            .filter(|r| {
+                let op = &self.program.step[r.thread][r.op_index];
+                match op {
+                    crate::program::Op::Graph { nodes, .. } => nodes.iter().any(writes),
+                    op => writes(op),
+                }
+            })
+            .max_by(|a, b| a.end_us.total_cmp(&b.end_us))
+            .map(|r| {
+                let step = r.step.unwrap_or(0);
+                format!(
+                    "{} (thread {}, call {}, step {step})",
+                    r.label, r.thread, r.op_index
+                )
+            });
+        Some(CellInfo {
+            cell: k,
+            device,
+            fields,
+            reference,
+            first_seen_diff: self.first_diff_seen.get(column).copied().flatten(),
+            written_by,
+        })
     }
 
     /// The checker's findings for the current program (checked again after a switch).
@@ -657,6 +755,26 @@ mod tests {
         // After one call of thread 0's setup, the next call is thread 0's or 1's first.
         let (t, pc) = f.micro.next.unwrap();
         assert!(t < 4 && pc < 20);
+    }
+
+    #[test]
+    fn the_inspector_shows_a_cell_its_reference_when_it_first_differed_and_its_writer() {
+        let e = engine(Mode::NoWait);
+        e.send(Control::Inspect(Some(500)));
+        e.send(Control::TogglePause);
+        // no-wait diverges at the boundary (cell 500) within 100 steps.
+        let f = wait_for(&e, |f| {
+            f.step > 150 && f.inspected.as_ref().is_some_and(|i| i.first_seen_diff.is_some())
+        });
+        let info = f.inspected.unwrap();
+        assert_eq!((info.cell, info.device), (500, 1));
+        assert!(info.first_seen_diff.unwrap() <= f.step);
+        let w = info
+            .written_by
+            .expect("a kernel or copy wrote it in the shown steps");
+        assert!(w.contains("thread 1") || w.contains("copy"), "{w}");
+        e.send(Control::Inspect(None));
+        wait_for(&e, |f| f.inspected.is_none());
     }
 
     #[test]

@@ -95,6 +95,11 @@ pub trait Runtime: Send {
     fn set_program(&mut self, program: Arc<Program>) -> Result<()>;
     /// The owned cells of every device, in order, at the latest step run to.
     fn fields(&mut self) -> Result<Gathered>;
+    /// `(Ex, Hy)` of global cell `k` (for the inspector).
+    fn cell(&mut self, k: usize) -> Result<(f32, f32)> {
+        let (ex, hy) = self.fields()?;
+        Ok((ex[k], hy[k]))
+    }
     /// The owned cells reduced to screen columns, compared with `reference`.
     fn reduce(&mut self, edges: &Arc<Vec<usize>>, reference: Option<&Reference>) -> Result<Vec<Partial>>;
     /// Calls `each(source, destination, bytes, µs)` for every peer copy completed since

@@ -52,6 +52,8 @@ pub struct App {
     pub hazard: usize,
     /// The user asked to save the screen (the UI loop does it, then clears this).
     pub save: bool,
+    /// The inspector's cell (global), while inspecting.
+    pub cursor: Option<usize>,
     /// A message for the user (a bad keymap file, …), shown until the next key.
     pub notice: Option<String>,
     pub quit: bool,
@@ -69,6 +71,7 @@ impl App {
             speed: DEFAULT_SPEED,
             hazard: 0,
             save: false,
+            cursor: None,
             mode,
             keymap,
             notice,
@@ -93,6 +96,53 @@ impl App {
         self.frame = Some(f);
     }
 
+    /// A key while an overlay is open: in the Hazards view ↑/↓ pick a hazard; the
+    /// overlay's own key, Esc or q close it; nothing else happens.
+    fn overlay_key(&mut self, e: KeyEvent, action: Option<Action>) {
+        // In the Hazards view ↑/↓ pick a hazard.
+        let n = self
+            .frame
+            .as_ref()
+            .and_then(|f| f.hazards.as_ref())
+            .map_or(0, |h| h.len());
+        if self.overlay == Overlay::Hazards && n > 0 {
+            match e.code {
+                KeyCode::Up => self.hazard = (self.hazard + n - 1) % n,
+                KeyCode::Down => self.hazard = (self.hazard + 1) % n,
+                _ => {}
+            }
+        }
+        // Any of: the overlay's own key, Esc or q closes it; nothing else happens.
+        let closes = matches!(
+            action,
+            Some(Action::Help | Action::Lesson | Action::Hazards | Action::Quit)
+        ) || matches!(e.code, KeyCode::Esc | KeyCode::Char('q'));
+        if closes {
+            self.overlay = Overlay::None;
+        }
+    }
+
+    /// A key while inspecting: the arrows move the cursor (a screen column, or a cell).
+    fn cursor_key(&mut self, e: KeyEvent) -> Option<Vec<Control>> {
+        let k = self.cursor?;
+
+        let cells = self.frame.as_ref().map_or(1, |f| f.cells);
+        let column = self
+            .frame
+            .as_ref()
+            .map_or(1, |f| (cells / f.columns.len().max(1)).max(1));
+        let moved = match e.code {
+            KeyCode::Left => Some(k.saturating_sub(column)),
+            KeyCode::Right => Some((k + column).min(cells - 1)),
+            KeyCode::Down => Some(k.saturating_sub(1)),
+            KeyCode::Up => Some((k + 1).min(cells - 1)),
+            _ => None,
+        };
+        let k = moved?;
+        self.cursor = Some(k);
+        Some(vec![Control::Inspect(Some(k))])
+    }
+
     /// Applies a key; returns what the engine must do.
     pub fn on_key(&mut self, e: KeyEvent) -> Vec<Control> {
         if e.kind != KeyEventKind::Press {
@@ -100,30 +150,13 @@ impl App {
         }
         let action = self.keymap.action(&e);
         if self.overlay != Overlay::None {
-            // In the Hazards view ↑/↓ pick a hazard.
-            let n = self
-                .frame
-                .as_ref()
-                .and_then(|f| f.hazards.as_ref())
-                .map_or(0, |h| h.len());
-            if self.overlay == Overlay::Hazards && n > 0 {
-                match e.code {
-                    KeyCode::Up => self.hazard = (self.hazard + n - 1) % n,
-                    KeyCode::Down => self.hazard = (self.hazard + 1) % n,
-                    _ => {}
-                }
-            }
-            // Any of: the overlay's own key, Esc or q closes it; nothing else happens.
-            let closes = matches!(
-                action,
-                Some(Action::Help | Action::Lesson | Action::Hazards | Action::Quit)
-            ) || matches!(e.code, KeyCode::Esc | KeyCode::Char('q'));
-            if closes {
-                self.overlay = Overlay::None;
-            }
+            self.overlay_key(e, action);
             return Vec::new();
         }
         self.notice = None;
+        if let Some(c) = self.cursor_key(e) {
+            return c;
+        }
         if let KeyCode::Char(c @ '0'..='9') = e.code
             && action.is_none()
         {
@@ -185,6 +218,14 @@ impl App {
                 self.save = true;
                 Vec::new()
             }
+            Action::Inspect => {
+                // On: the first differing cell, else the middle of the grid.
+                self.cursor = match self.cursor {
+                    Some(_) => None,
+                    None => self.frame.as_ref().map(|f| f.first_diff.unwrap_or(f.cells / 2)),
+                };
+                vec![Control::Inspect(self.cursor)]
+            }
             Action::Quit => {
                 self.quit = true;
                 vec![Control::Quit]
@@ -219,17 +260,30 @@ impl App {
     }
 
     /// A left click focuses the panel under it.
-    pub fn on_mouse(&mut self, m: MouseEvent, screen: Rect) {
+    /// A click on the fields inspects the cell under it.
+    pub fn on_mouse(&mut self, m: MouseEvent, screen: Rect) -> Vec<Control> {
         if m.kind != MouseEventKind::Down(MouseButton::Left) {
-            return;
+            return Vec::new();
         }
         let at = Position {
             x: m.column,
             y: m.row,
         };
         let areas = layout::panel_areas(screen, self.zoom, self.focus, self.secondary);
-        if let Some((p, _)) = areas.iter().find(|(_, r)| r.contains(at)) {
-            self.set_focus(*p);
+        let Some(&(p, r)) = areas.iter().find(|(_, r)| r.contains(at)) else {
+            return Vec::new();
+        };
+        self.set_focus(p);
+        match (p, self.frame.as_ref()) {
+            (Panel::Fields, Some(f)) if !f.columns.is_empty() && at.x > r.x => {
+                // Braille: two plot columns a character.
+                let ncols = f.columns.len();
+                let col = (2 * usize::from(at.x - r.x - 1)).min(ncols - 1);
+                let cell = crate::snapshot::column_edges(f.cells, ncols)[col];
+                self.cursor = Some(cell);
+                vec![Control::Inspect(Some(cell))]
+            }
+            _ => Vec::new(),
         }
     }
 }
@@ -357,6 +411,22 @@ mod tests {
         let mut e = key(' ');
         e.kind = KeyEventKind::Release;
         assert!(a.on_key(e).is_empty());
+    }
+
+    #[test]
+    fn i_inspects_arrows_move_the_cursor_and_i_again_stops() {
+        let mut a = app();
+        a.frame = Some(Box::new(crate::tui::fixture::fixture_frame()));
+        // The fixture differs first at cell 1240.
+        assert_eq!(a.on_key(key('i')), vec![Control::Inspect(Some(1240))]);
+        let right = KeyEvent::new(KeyCode::Right, KeyModifiers::NONE);
+        // 2000 cells over 160 columns: a column is 12 cells.
+        assert_eq!(a.on_key(right), vec![Control::Inspect(Some(1252))]);
+        let down = KeyEvent::new(KeyCode::Down, KeyModifiers::NONE);
+        assert_eq!(a.on_key(down), vec![Control::Inspect(Some(1251))]);
+        assert_eq!(a.on_key(key('i')), vec![Control::Inspect(None)]);
+        // Not inspecting, → steps again.
+        assert_eq!(a.on_key(right), vec![Control::Step]);
     }
 
     #[test]

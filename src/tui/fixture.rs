@@ -81,6 +81,7 @@ pub fn fixture(mode: Mode, devices: usize) -> Frame {
         failure: None,
         notes: Vec::new(),
         hazards,
+        inspected: None,
     }
 }
 

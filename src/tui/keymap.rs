@@ -23,13 +23,14 @@ pub enum Action {
     Zoom,
     Lesson,
     Hazards,
+    Inspect,
     SaveScreen,
     Help,
     Quit,
 }
 
 impl Action {
-    pub const ALL: [Action; 15] = [
+    pub const ALL: [Action; 16] = [
         Action::Pause,
         Action::Step,
         Action::MicroStep,
@@ -42,6 +43,7 @@ impl Action {
         Action::Zoom,
         Action::Lesson,
         Action::Hazards,
+        Action::Inspect,
         Action::SaveScreen,
         Action::Help,
         Action::Quit,
@@ -62,6 +64,7 @@ impl Action {
             Action::Zoom => "zoom",
             Action::Lesson => "lesson",
             Action::Hazards => "hazards",
+            Action::Inspect => "inspect",
             Action::SaveScreen => "save_screen",
             Action::Help => "help",
             Action::Quit => "quit",
@@ -83,6 +86,7 @@ impl Action {
             Action::Lesson => "what this mode teaches",
             Action::Hazards => "the program's hazards (↑/↓: pick one, marked !)",
             Action::SaveScreen => "save the screen to a file (see --format)",
+            Action::Inspect => "inspect a cell (←/→ a column, ↑/↓ a cell, or click)",
             Action::Help => "this help",
             Action::Quit => "quit",
         }

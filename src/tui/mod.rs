@@ -303,7 +303,11 @@ pub fn run(plan: &Plan, ui: &UiPlan) -> Result<()> {
                                 app.notice = Some(save_screen(&app, screen, ui.format, Path::new(".")));
                             }
                         }
-                        Event::Mouse(m) => app.on_mouse(m, screen),
+                        Event::Mouse(m) => {
+                            for c in app.on_mouse(m, screen) {
+                                engine.send(c);
+                            }
+                        }
                         Event::Resize(w, h) => screen = Rect::new(0, 0, w, h),
                         _ => {}
                     }

@@ -374,6 +374,30 @@ pub mod tests {
     }
 
     #[test]
+    fn the_inspector_line_and_cursor_are_drawn_over_the_fields() {
+        let mut f = fixture(Mode::NoWait, 4);
+        f.inspected = Some(crate::engine::CellInfo {
+            cell: 1240,
+            device: 2,
+            fields: (0.5, -0.25),
+            reference: Some((0.5, -0.125)),
+            first_seen_diff: Some(1200),
+            written_by: Some("update_e 1000..1500 (thread 2, call 5, step 1233)".into()),
+        });
+        let s = text(&render(&app_with(f), 200, 60));
+        assert!(s.contains("▼ cell 1240 (dev2)"), "{s}");
+        assert!(
+            s.contains("Hy -2.5000e-1 (reference -1.2500e-1)") && s.contains("|Δ| 1.25e-1"),
+            "{s}"
+        );
+        assert!(
+            s.contains("first differed at step 1200") && s.contains("last written by update_e"),
+            "{s}"
+        );
+        assert!(s.contains('▲'));
+    }
+
+    #[test]
     fn help_lists_every_action_from_the_keymap() {
         let mut a = app_with(fixture_frame());
         a.overlay = Overlay::Help;

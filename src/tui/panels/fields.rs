@@ -63,11 +63,25 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
             Style::new().fg(Color::DarkGray),
         ));
     }
-    Line::from(spans).render(legend, buf);
+    match &frame.inspected {
+        Some(info) => inspector_line(info, legend, buf),
+        None => Line::from(spans).render(legend, buf),
+    }
     let [ex_area, hy_area] =
         Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(plots);
     plot_field(frame, device, ex_area, buf, true);
     plot_field(frame, device, hy_area, buf, false);
+    // The inspector's cursor: ▼ above its column, ▲ below.
+    if let Some(info) = &frame.inspected {
+        let cols = frame.columns.len().max(1);
+        let x = plots.x
+            + ((cell_x(info.cell, frame.cells, cols) / cols as f64) * f64::from(plots.width))
+                .floor()
+                .min(f64::from(plots.width.saturating_sub(1))) as u16;
+        let marker = Style::new().fg(Color::Black).bg(Color::White).bold();
+        buf[(x, plots.y)].set_symbol("▼").set_style(marker);
+        buf[(x, plots.bottom() - 1)].set_symbol("▲").set_style(marker);
+    }
 }
 
 pub(crate) fn plot_field(frame: &Frame, device: Option<usize>, area: Rect, buf: &mut Buffer, ex: bool) {
@@ -203,4 +217,55 @@ fn paint_device_names(
         }
         start = b;
     }
+}
+
+/// The inspected cell in one line: whole items, as many as fit.
+fn inspector_line(info: &crate::engine::CellInfo, area: Rect, buf: &mut Buffer) {
+    let (ex, hy) = info.fields;
+    let gray = Style::new().fg(Color::Gray);
+    let value = |v: f32, r: Option<f32>| match r {
+        Some(r) if r.to_bits() == v.to_bits() => format!("{v:.4e}"),
+        Some(r) => format!("{v:.4e} (reference {r:.4e})"),
+        None => format!("{v:.4e}"),
+    };
+    let delta = match info.reference {
+        Some((re, rh)) => {
+            let d = (ex - re).abs().max((hy - rh).abs());
+            if ex.to_bits() == re.to_bits() && hy.to_bits() == rh.to_bits() {
+                Span::styled("|Δ| 0", Style::new().fg(Color::Green))
+            } else {
+                Span::styled(format!("|Δ| {d:.2e}"), Style::new().fg(DIFF_COLOR).bold())
+            }
+        }
+        None => Span::styled("|Δ| n/a", gray),
+    };
+    let mut items = vec![
+        Span::styled(
+            format!("▼ cell {} (dev{})", info.cell, info.device),
+            Style::new().bold(),
+        ),
+        Span::raw(format!("  Ex {}", value(ex, info.reference.map(|r| r.0)))),
+        Span::raw(format!("  Hy {}", value(hy, info.reference.map(|r| r.1)))),
+        Span::raw("  "),
+        delta,
+    ];
+    if let Some(s) = info.first_seen_diff {
+        items.push(Span::styled(
+            format!("  its column first differed at step {s}"),
+            Style::new().fg(DIFF_COLOR),
+        ));
+    }
+    if let Some(w) = &info.written_by {
+        items.push(Span::styled(format!("  last written by {w}"), gray));
+    }
+    items.push(Span::styled("  (i: stop)", Style::new().fg(Color::DarkGray)));
+    let mut used = 0;
+    let shown: Vec<Span> = items
+        .into_iter()
+        .take_while(|s| {
+            used += s.width();
+            used <= usize::from(area.width)
+        })
+        .collect();
+    Line::from(shown).render(area, buf);
 }
