@@ -232,12 +232,14 @@ fn an_allocation_the_machine_refuses_is_an_error_not_an_abort() {
 #[test]
 fn more_device_threads_than_the_machine_can_start_are_refused_not_a_panic() {
     // Under a 1 GB address-space limit 4000 device threads (2 MiB of stack each) cannot
-    // all start: the run must say so, exit 2, not panic in "spawn a device thread".
+    // all start: the run must say so, exit 2, not panic in "spawn a device thread". One
+    // malloc arena: otherwise each thread's first allocation reserves 64 MiB of address
+    // space, and which runs out first — a stack or an arena — would be a matter of timing.
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("many.toml");
     std::fs::write(&f, "[grid]\ncells = 400000\ncourant = 1.0\nsteps = 2\n").unwrap();
     let script = format!(
-        "ulimit -v 1000000 && exec '{}' --headless --devices 4000 --scenario '{}'",
+        "ulimit -v 1000000 && MALLOC_ARENA_MAX=1 exec '{}' --headless --devices 4000 --scenario '{}'",
         env!("CARGO_BIN_EXE_haloscope"),
         f.display()
     );

@@ -599,35 +599,20 @@ impl Core {
         });
         let column = edges.partition_point(|&e| e <= k).saturating_sub(1);
         let (timeline, _) = self.backend.timeline();
-        let state = crate::decomp::DeviceState::shape(device, ranges[device].clone(), s);
-        let writes = |op: &crate::program::Op| -> bool {
-            use crate::program::Op;
-            match op {
-                Op::Launch {
-                    kernel,
-                    cells,
-                    stream,
-                    ..
-                } => {
-                    stream.device == device
-                        && state.accesses(*kernel, cells).iter().any(|a| {
-                            a.write && a.buffer != crate::decomp::Buffer::Ends && a.cells.contains(&k)
-                        })
-                }
-                Op::PeerCopy { dst, cells, .. } => *dst == device && cells.contains(&k),
-                _ => false,
-            }
+        let states: Vec<_> = ranges
+            .iter()
+            .enumerate()
+            .map(|(d, r)| crate::decomp::DeviceState::shape(d, r.clone(), s))
+            .collect();
+        let writes = |op: &crate::program::Op| {
+            crate::hazard::op_accesses(op, &states).iter().any(|(d, a)| {
+                *d == device && a.write && a.buffer != crate::decomp::Buffer::Ends && a.cells.contains(&k)
+            })
         };
         let written_by = timeline
             .iter()
             .filter(|r| r.step.is_some() && r.stream.is_some())
-            .filter(|r| {
-                let op = &self.program.step[r.thread][r.op_index];
-                match op {
-                    crate::program::Op::Graph { nodes, .. } => nodes.iter().any(writes),
-                    op => writes(op),
-                }
-            })
+            .filter(|r| writes(&self.program.step[r.thread][r.op_index]))
             .max_by(|a, b| a.end_us.total_cmp(&b.end_us))
             .map(|r| {
                 let step = r.step.unwrap_or(0);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use super::graph::{Call, Graph, ROUNDS};
-use crate::decomp::{Buffer, DeviceState, Field};
+use crate::decomp::{Access, Buffer, DeviceState, Field};
 use crate::program::{Op, Program};
 
 /// What a finding is about.
@@ -274,46 +274,64 @@ struct Touch {
 /// What each call's work reads and writes, by `(device, buffer)`.
 fn touches(g: &Graph, states: &[DeviceState]) -> BTreeMap<(usize, Buffer), Vec<Touch>> {
     let mut out: BTreeMap<(usize, Buffer), Vec<Touch>> = BTreeMap::new();
-    for (i, c) in g.calls.iter().enumerate() {
-        if c.gpu.is_none() {
-            continue;
-        }
-        let mut add = |device: usize, buffer, cells: Range<usize>, write| {
-            out.entry((device, buffer)).or_default().push(Touch {
+    for (i, c) in g.calls.iter().enumerate().filter(|(_, c)| c.gpu.is_some()) {
+        for (device, a) in op_accesses(&c.op, states) {
+            out.entry((device, a.buffer)).or_default().push(Touch {
                 call: i,
-                cells,
-                write,
+                cells: a.cells,
+                write: a.write,
             });
-        };
-        let launches: Vec<&Op> = match &c.op {
-            Op::Graph { nodes, .. } => nodes.iter().collect(),
-            op => vec![op],
-        };
-        for op in launches {
-            match op {
-                Op::Launch {
-                    kernel,
-                    cells,
-                    stream,
-                    ..
-                } => {
-                    let d = stream.device;
-                    for a in states[d].accesses(*kernel, cells) {
-                        add(d, a.buffer, a.cells, a.write);
-                    }
-                }
-                Op::PeerCopy {
-                    field,
-                    src,
-                    dst,
-                    cells,
-                    ..
-                } => {
-                    add(*src, Buffer::Field(*field), cells.clone(), false);
-                    add(*dst, Buffer::Field(*field), cells.clone(), true);
-                }
-                _ => {}
+        }
+    }
+    out
+}
+
+/// What the work of call `op` reads and writes, and on which device: a kernel's (or each
+/// kernel of a graph's) accesses on its stream's device, a copy's source and destination.
+/// The checker and the UI's inspector both ask this.
+pub fn op_accesses(op: &Op, states: &[DeviceState]) -> Vec<(usize, Access)> {
+    let mut out = Vec::new();
+    let launches: Vec<&Op> = match op {
+        Op::Graph { nodes, .. } => nodes.iter().collect(),
+        op => vec![op],
+    };
+    for op in launches {
+        match op {
+            Op::Launch {
+                kernel,
+                cells,
+                stream,
+                ..
+            } => {
+                let d = stream.device;
+                out.extend(states[d].accesses(*kernel, cells).into_iter().map(|a| (d, a)));
             }
+            Op::PeerCopy {
+                field,
+                src,
+                dst,
+                cells,
+                ..
+            } => {
+                let buffer = Buffer::Field(*field);
+                out.push((
+                    *src,
+                    Access {
+                        buffer,
+                        cells: cells.clone(),
+                        write: false,
+                    },
+                ));
+                out.push((
+                    *dst,
+                    Access {
+                        buffer,
+                        cells: cells.clone(),
+                        write: true,
+                    },
+                ));
+            }
+            _ => {}
         }
     }
     out

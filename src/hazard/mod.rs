@@ -5,7 +5,7 @@
 mod check;
 mod graph;
 
-pub use check::{CallRef, Finding, Kind, check};
+pub use check::{CallRef, Finding, Kind, check, op_accesses};
 
 use check::analyse;
 pub use graph::ROUNDS;
