@@ -398,6 +398,29 @@ pub mod tests {
     }
 
     #[test]
+    fn the_micro_step_view_names_the_record_each_wait_bound_to() {
+        let view = |mode| {
+            let mut f = fixture(mode, 2);
+            f.micro.next = Some((0, 1));
+            let mut a = app_with(f);
+            a.set_focus(Panel::Program);
+            a.zoom = true;
+            text(&render(&a, 200, 60))
+        };
+        let broken = view(Mode::WaitBeforeRecord);
+        assert!(
+            broken.contains("waits of step 1: bound to")
+                && broken.contains("the record of step 0: an older one"),
+            "{broken}"
+        );
+        let correct = view(Mode::Events);
+        assert!(
+            correct.contains("the record of step 1") && !correct.contains("an older one"),
+            "{correct}"
+        );
+    }
+
+    #[test]
     fn help_lists_every_action_from_the_keymap() {
         let mut a = app_with(fixture_frame());
         a.overlay = Overlay::Help;

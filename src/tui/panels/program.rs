@@ -144,7 +144,39 @@ pub(crate) fn render_micro_state(frame: &Frame, device: Option<usize>, area: Rec
             Span::styled(state.clone(), Style::new().fg(color)),
         ]));
     }
+    lines.extend(bindings(frame, device));
     Paragraph::new(lines).wrap(Wrap { trim: true }).render(area, buf);
+}
+
+/// The waits of the latest step with any issued, each with the record it bound to (rule
+/// 3: the most recent one issued before it) — of which step — or none.
+fn bindings(frame: &Frame, device: Option<usize>) -> Vec<Line<'static>> {
+    let is_wait = |r: &&crate::trace::TraceRecord| r.label.starts_with("wait");
+    let Some(last) = frame.timeline.iter().filter(is_wait).filter_map(|r| r.step).max() else {
+        return Vec::new();
+    };
+    let by_id: std::collections::HashMap<u64, &crate::trace::TraceRecord> =
+        frame.timeline.iter().map(|r| (r.id, r)).collect();
+    let mut lines = vec![Line::styled(
+        format!("waits of step {last}: bound to"),
+        Style::new().underlined(),
+    )];
+    let waits = frame.timeline.iter().filter(|r| {
+        r.step == Some(last) && r.label.starts_with("wait") && device.is_none_or(|d| r.thread == d)
+    });
+    for w in waits {
+        let (text, color) = match w.released_by.map(|id| by_id.get(&id).map(|r| r.step)) {
+            None => ("no record: it orders nothing".to_string(), Color::Red),
+            Some(Some(Some(s))) if s == last => (format!("the record of step {s}"), Color::Green),
+            Some(Some(Some(s))) => (format!("the record of step {s}: an older one"), Color::Yellow),
+            _ => ("a record of an earlier step".to_string(), Color::Yellow),
+        };
+        lines.push(Line::from(vec![
+            Span::raw(format!("t{} call {} {}: ", w.thread, w.op_index, w.label)),
+            Span::styled(text, Style::new().fg(color)),
+        ]));
+    }
+    lines
 }
 
 /// A stream's queued work: all of it while short, else how much, the next two and the last.
