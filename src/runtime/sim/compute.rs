@@ -51,19 +51,23 @@ impl Executor {
         let n = states.len();
         let (done_tx, done) = unbounded();
         let inboxes: Vec<(Sender<Parcel>, Receiver<Parcel>)> = (0..n).map(|_| unbounded()).collect();
+        // Everything that grows with `n` is allocated before the first thread starts, and
+        // the outboxes once for all threads: when the address space runs out it is a
+        // thread's stack that cannot be had (an error), never a heap allocation (an abort).
+        let outboxes: Arc<[Sender<Parcel>]> = inboxes.iter().map(|(t, _)| t.clone()).collect();
         let mut x = Executor {
             fuse: true,
-            commands: Vec::new(),
+            commands: Vec::with_capacity(n),
             done,
-            handles: Vec::new(),
+            handles: Vec::with_capacity(n),
         };
         for (d, state) in states.into_iter().enumerate() {
             let (tx, rx) = bounded::<Command>(4);
-            let outboxes: Vec<Sender<Parcel>> = inboxes.iter().map(|(t, _)| t.clone()).collect();
+            let outboxes = outboxes.clone();
             let inbox = inboxes[d].1.clone();
             let done_tx = done_tx.clone();
             let mut slot = Slot::new(state);
-            let h = std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name(format!("dev-{d}"))
                 .spawn(move || {
                     let mut stash: HashMap<u64, Vec<f32>> = HashMap::new();
@@ -100,12 +104,19 @@ impl Executor {
                             }
                         }
                     }
-                })
-                .map_err(|e| {
-                    crate::error::UsageError(format!(
+                });
+            let h = match spawned {
+                Ok(h) => h,
+                Err(e) => {
+                    // The threads started so far stop first: their stacks give back the
+                    // address space that saying so needs.
+                    drop(x);
+                    return Err(crate::error::UsageError(format!(
                         "cannot start device thread dev-{d} of {n}: {e}: this machine cannot serve that many devices; use fewer"
                     ))
-                })?;
+                    .into());
+                }
+            };
             x.commands.push(tx);
             x.handles.push(h);
         }
