@@ -212,6 +212,15 @@ impl DeviceState {
         }
     }
 
+    /// [`DeviceState::shape`] of every device of `s`.
+    pub fn shapes(s: &Scenario) -> Vec<DeviceState> {
+        s.ranges()
+            .into_iter()
+            .enumerate()
+            .map(|(d, r)| DeviceState::shape(d, r, s))
+            .collect()
+    }
+
     /// A copy of the device's memory and end state (the fused kernel's view of it is
     /// rebuilt if asked for): an observation's fork.
     pub fn fork(&self) -> DeviceState {

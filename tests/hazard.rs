@@ -162,12 +162,7 @@ fn every_single_deletion_is_flagged_at_what_it_ordered_or_proven_harmless_by_the
     for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
         let s = busy(3);
         let p = mode.program(&s.ranges());
-        let states: Vec<_> = s
-            .ranges()
-            .into_iter()
-            .enumerate()
-            .map(|(d, r)| haloscope::decomp::DeviceState::shape(d, r, &s))
-            .collect();
+        let states = haloscope::decomp::DeviceState::shapes(&s);
         for d in deletions(&p) {
             total += 1;
             let (q, removed) = apply(&p, &d);

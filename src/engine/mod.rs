@@ -214,11 +214,11 @@ struct Core {
     cfg: EngineConfig,
     mode: Mode,
     program: Arc<Program>,
-    /// The hazard checker's findings, and the program they are of.
     /// The cell the inspector shows, and per screen column the first step it was seen to
     /// differ from the reference.
     inspect: Option<usize>,
     first_diff_seen: Vec<Option<u64>>,
+    /// The hazard checker's findings, and the program they are of.
     hazards: (Arc<Program>, Option<Arc<Vec<crate::hazard::Finding>>>),
     backend: Box<dyn Runtime>,
     reference: Domain,
@@ -555,6 +555,8 @@ impl Core {
         if boundary {
             micro.next = None;
         }
+        let inspected = self.inspected(step, &edges, &timeline);
+        let s = &self.cfg.scenario;
         Frame {
             scenario: s.name.clone(),
             runtime: self.backend.name(),
@@ -579,12 +581,12 @@ impl Core {
             error: self.error.clone(),
             failure: self.failure.clone(),
             hazards: self.hazards(),
-            inspected: self.inspected(step, &edges),
+            inspected,
         }
     }
 
     /// What the inspector shows of its cell, if one is inspected.
-    fn inspected(&mut self, step: u64, edges: &[usize]) -> Option<CellInfo> {
+    fn inspected(&mut self, step: u64, edges: &[usize], timeline: &[TraceRecord]) -> Option<CellInfo> {
         let k = self.inspect?;
         let s = &self.cfg.scenario;
         let ranges = s.ranges();
@@ -598,12 +600,7 @@ impl Core {
             )
         });
         let column = edges.partition_point(|&e| e <= k).saturating_sub(1);
-        let (timeline, _) = self.backend.timeline();
-        let states: Vec<_> = ranges
-            .iter()
-            .enumerate()
-            .map(|(d, r)| crate::decomp::DeviceState::shape(d, r.clone(), s))
-            .collect();
+        let states = crate::decomp::DeviceState::shapes(s);
         let writes = |op: &crate::program::Op| {
             crate::hazard::op_accesses(op, &states).iter().any(|(d, a)| {
                 *d == device && a.write && a.buffer != crate::decomp::Buffer::Ends && a.cells.contains(&k)

@@ -67,6 +67,17 @@ pub struct Finding {
     pub fix: String,
 }
 
+impl Finding {
+    /// ` ex@dev1 cell 500` or ` ex@dev1 cells 484..=499`; empty for findings about a call.
+    pub fn place(&self) -> String {
+        match (&self.buffer, self.cells) {
+            (Some(b), Some([a, z])) if a == z => format!(" {b} cell {a}"),
+            (Some(b), Some([a, z])) => format!(" {b} cells {a}..={z}"),
+            _ => String::new(),
+        }
+    }
+}
+
 /// Every hazard of `program` on the devices `states` (which give each kernel's cells).
 pub fn check(program: &Program, states: &[DeviceState]) -> Vec<Finding> {
     analyse(program, states).1

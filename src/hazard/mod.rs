@@ -25,13 +25,7 @@ pub fn check_scenario(s: &Scenario, program: &Program) -> Option<Vec<Finding>> {
     if program.devices() > MAX_DEVICES {
         return None;
     }
-    let states: Vec<DeviceState> = s
-        .ranges()
-        .into_iter()
-        .enumerate()
-        .map(|(d, r)| DeviceState::shape(d, r, s))
-        .collect();
-    Some(check(program, &states))
+    Some(check(program, &DeviceState::shapes(s)))
 }
 
 /// Whether `program` orders step call `a` before step call `b` through step call `via`
@@ -78,12 +72,7 @@ pub fn text(findings: &[Finding]) -> String {
                 c.thread, c.call, c.step, c.text
             )
         };
-        let place = match (&f.buffer, f.cells) {
-            (Some(b), Some([a, z])) if a == z => format!(" {b} cell {a}"),
-            (Some(b), Some([a, z])) => format!(" {b} cells {a}..={z}"),
-            _ => String::new(),
-        };
-        out += &format!("{}{place}: {}\n", f.kind.name(), f.why);
+        out += &format!("{}{}: {}\n", f.kind.name(), f.place(), f.why);
         out += &format!("    first:  {}\n", at(&f.first));
         if let Some(s) = &f.second {
             out += &format!("    second: {}\n", at(s));

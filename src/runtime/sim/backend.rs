@@ -154,6 +154,19 @@ impl Runtime for SimBackend {
         self.rt.fields()
     }
 
+    /// Reads only the cell's device (the default gathers the whole grid).
+    fn cell(&mut self, k: usize) -> Result<(f32, f32)> {
+        let ranges = self.scenario.ranges();
+        let d = ranges
+            .iter()
+            .position(|r| r.contains(&k))
+            .ok_or_else(|| anyhow::anyhow!("cell {k} is outside the grid"))?;
+        let local = k - ranges[d].start + crate::decomp::HALO;
+        let ex = self.rt.device_local(d, crate::decomp::Field::Ex)?[local];
+        let hy = self.rt.device_local(d, crate::decomp::Field::Hy)?[local];
+        Ok((ex, hy))
+    }
+
     fn reduce(&mut self, edges: &Arc<Vec<usize>>, reference: Option<&Reference>) -> Result<Vec<Partial>> {
         self.rt.reduce(edges, reference)
     }

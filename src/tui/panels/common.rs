@@ -60,3 +60,76 @@ pub struct Look<'a> {
     pub zoomed: bool,
     pub marked: &'a [(usize, usize)],
 }
+
+/// What a wait bound to (rule 3: the most recent record issued before it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Bound {
+    /// No record: the wait orders nothing.
+    Nothing,
+    /// The record of the wait's own step.
+    OwnStep,
+    /// A record of an earlier step: which one when it is shown with a step, `None` when
+    /// it is shown without one or was issued before the window's first step.
+    Older(Option<u64>),
+    /// A shown record of a later step (another thread ran ahead).
+    Newer(u64),
+    /// A record the frame does not place (not timed on the GPU, or not shown).
+    Unknown,
+}
+
+/// Classifies waits by the record they bound to, from a frame's records (on the cuda
+/// runtime `released_by` comes from the logged order of issue; `u64::MAX`: not timed).
+pub(crate) struct Bindings {
+    step_of: std::collections::HashMap<u64, Option<u64>>,
+    /// The window's first step, and the first record of it.
+    first: Option<u64>,
+    oldest_id: Option<u64>,
+}
+
+impl Bindings {
+    pub(crate) fn new(frame: &Frame) -> Bindings {
+        let first = frame.timeline.iter().filter_map(|r| r.step).min();
+        Bindings {
+            step_of: frame.timeline.iter().map(|r| (r.id, r.step)).collect(),
+            first,
+            oldest_id: frame
+                .timeline
+                .iter()
+                .filter(|r| r.step.is_some() && r.step == first)
+                .map(|r| r.id)
+                .min(),
+        }
+    }
+
+    /// What wait `w` bound to.
+    pub(crate) fn of(&self, w: &crate::trace::TraceRecord) -> Bound {
+        let Some(id) = w.released_by else {
+            return Bound::Nothing;
+        };
+        let Some(s) = w.step.filter(|_| id != u64::MAX) else {
+            return Bound::Unknown;
+        };
+        match self.step_of.get(&id) {
+            Some(Some(b)) if *b == s => Bound::OwnStep,
+            Some(Some(b)) if *b > s => Bound::Newer(*b),
+            Some(b) => Bound::Older(*b),
+            // Not shown: older than the window when issued before its first step.
+            None if self.oldest_id.is_some_and(|o| id < o) && self.first.is_some_and(|f| f < s) => {
+                Bound::Older(None)
+            }
+            None => Bound::Unknown,
+        }
+    }
+}
+
+/// The leading spans that fit in `width` columns, each whole (never cut mid-word).
+pub(crate) fn fitting<'a>(spans: impl IntoIterator<Item = Span<'a>>, width: u16) -> Vec<Span<'a>> {
+    let mut used = 0;
+    spans
+        .into_iter()
+        .take_while(|s| {
+            used += s.width();
+            used <= usize::from(width)
+        })
+        .collect()
+}

@@ -259,13 +259,5 @@ fn inspector_line(info: &crate::engine::CellInfo, area: Rect, buf: &mut Buffer) 
         items.push(Span::styled(format!("  last written by {w}"), gray));
     }
     items.push(Span::styled("  (i: stop)", Style::new().fg(Color::DarkGray)));
-    let mut used = 0;
-    let shown: Vec<Span> = items
-        .into_iter()
-        .take_while(|s| {
-            used += s.width();
-            used <= usize::from(area.width)
-        })
-        .collect();
-    Line::from(shown).render(area, buf);
+    Line::from(fitting(items, area.width)).render(area, buf);
 }

@@ -51,11 +51,7 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
         } else {
             Style::new()
         };
-        let place = match (&f.buffer, f.cells) {
-            (Some(b), Some([a, z])) if a == z => format!(" {b} cell {a}"),
-            (Some(b), Some([a, z])) => format!(" {b} cells {a}..={z}"),
-            _ => String::new(),
-        };
+        let place = f.place();
         lines.push(Line::from(vec![
             Span::styled(format!("{:<7}", f.kind.name()), style.fg(Color::Red).bold()),
             Span::styled(format!("{place}: {}", f.why), style),

@@ -155,8 +155,7 @@ fn bindings(frame: &Frame, device: Option<usize>) -> Vec<Line<'static>> {
     let Some(last) = frame.timeline.iter().filter(is_wait).filter_map(|r| r.step).max() else {
         return Vec::new();
     };
-    let by_id: std::collections::HashMap<u64, &crate::trace::TraceRecord> =
-        frame.timeline.iter().map(|r| (r.id, r)).collect();
+    let bindings = Bindings::new(frame);
     let mut lines = vec![Line::styled(
         format!("waits of step {last}: bound to"),
         Style::new().underlined(),
@@ -165,11 +164,13 @@ fn bindings(frame: &Frame, device: Option<usize>) -> Vec<Line<'static>> {
         r.step == Some(last) && r.label.starts_with("wait") && device.is_none_or(|d| r.thread == d)
     });
     for w in waits {
-        let (text, color) = match w.released_by.map(|id| by_id.get(&id).map(|r| r.step)) {
-            None => ("no record: it orders nothing".to_string(), Color::Red),
-            Some(Some(Some(s))) if s == last => (format!("the record of step {s}"), Color::Green),
-            Some(Some(Some(s))) => (format!("the record of step {s}: an older one"), Color::Yellow),
-            _ => ("a record of an earlier step".to_string(), Color::Yellow),
+        let (text, color) = match bindings.of(w) {
+            Bound::Nothing => ("no record: it orders nothing".to_string(), Color::Red),
+            Bound::OwnStep => (format!("the record of step {last}"), Color::Green),
+            Bound::Older(Some(s)) | Bound::Newer(s) => {
+                (format!("the record of step {s}: an older one"), Color::Yellow)
+            }
+            Bound::Older(None) | Bound::Unknown => ("a record of an earlier step".to_string(), Color::Yellow),
         };
         lines.push(Line::from(vec![
             Span::raw(format!("t{} call {} {}: ", w.thread, w.op_index, w.label)),

@@ -92,15 +92,7 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
         Span::styled("◇ on nothing ", Style::new().fg(Color::Red)),
         Span::styled("░ host blocked", Style::new().fg(SYNC_COLOR)),
     ];
-    let mut used = 0;
-    let shown: Vec<Span> = legend
-        .into_iter()
-        .take_while(|s| {
-            used += s.width();
-            used <= usize::from(area.width)
-        })
-        .collect();
-    Line::from(shown).render(Rect { height: 1, ..area }, buf);
+    Line::from(fitting(legend, area.width)).render(Rect { height: 1, ..area }, buf);
     let stale = stale_waits(frame);
     for (row, lane) in lanes.iter().enumerate() {
         let y = y0 + row as u16;
@@ -260,27 +252,11 @@ fn draw_lane(
 /// Waits that bound to a record of an earlier step (rule 3: the most recent record issued
 /// before them) — on the cuda runtime too, where the runtime logs the order of issue.
 fn stale_waits(frame: &Frame) -> std::collections::HashSet<u64> {
-    let step_of: std::collections::HashMap<u64, Option<u64>> =
-        frame.timeline.iter().map(|r| (r.id, r.step)).collect();
-    // Records older than the window: before the first call of the window's first step.
-    let first = frame.timeline.iter().filter_map(|r| r.step).min();
-    let oldest_id = frame
-        .timeline
-        .iter()
-        .filter(|r| r.step.is_some() && r.step == first)
-        .map(|r| r.id)
-        .min();
+    let bindings = Bindings::new(frame);
     frame
         .timeline
         .iter()
-        .filter(|w| w.label.starts_with("wait"))
-        .filter(|w| match (w.released_by, w.step) {
-            (Some(id), Some(s)) if id != u64::MAX => match step_of.get(&id) {
-                Some(bound) => bound.is_none_or(|b| b < s),
-                None => oldest_id.is_some_and(|o| id < o) && first.is_some_and(|f| f < s),
-            },
-            _ => false,
-        })
+        .filter(|w| w.label.starts_with("wait") && matches!(bindings.of(w), Bound::Older(_)))
         .map(|w| w.id)
         .collect()
 }
