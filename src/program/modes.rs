@@ -188,7 +188,9 @@ impl Mode {
                  starts the next round at once, and its first kernels rewrite the cells its neighbours\n\
                  are still to pull (rule 5, write after read). Every read-after-write wait is there,\n\
                  and the threads still meet at barriers. Press h: the checker names each race at once;\n\
-                 on the sim the fields show it only from step 1248 of the default scenario."
+                 on the sim the fields show it only from step 1248 of the default scenario. On a GPU it\n\
+                 is timing: one H200 with four devices on it ended `race` (480 steps) wrong in 10 of 10\n\
+                 runs and `pulse` in 1 of 10; with two devices 0 of 20; compared every round, never."
             }
             Mode::HaloOverwrite => {
                 "Broken. The producer pushes its boundary cell on its own stream, right behind the kernel\n\

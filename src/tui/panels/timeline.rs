@@ -60,27 +60,9 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
         return;
     }
     let lanes = lanes(frame, device, area.height.saturating_sub(2) as usize);
-    // The window is the step's GPU work: the host usually runs ahead of it, so host calls
-    // issued before the window are clipped to its left edge.
-    let on_gpu = || records.iter().filter(|r| r.stream.is_some());
-    let t0 = on_gpu().map(|r| r.start_us).fold(f64::INFINITY, f64::min);
-    let t0 = if t0.is_finite() {
-        t0
-    } else {
-        records.iter().map(|r| r.issue_us).fold(f64::INFINITY, f64::min)
-    };
-    let t1 = records
-        .iter()
-        .map(|r| r.end_us)
-        .fold(f64::NEG_INFINITY, f64::max)
-        .max(t0 + 1e-3);
     let label_w = 14u16;
     let width = area.width.saturating_sub(label_w + 1).max(1);
-    let x_of = |t: f64| -> u16 {
-        (((t - t0) / (t1 - t0)) * f64::from(width - 1))
-            .round()
-            .clamp(0.0, f64::from(width - 1)) as u16
-    };
+    let clock = Clock::new(&records, frame.program.devices());
     let y0 = area.y + 1;
     // Legend: whole items, as many as fit.
     let legend = [
@@ -90,14 +72,26 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
         Span::styled("◆ wait ", Style::new().fg(EVENT_COLOR)),
         Span::styled("◈ on an older step's record ", Style::new().fg(Color::Yellow)),
         Span::styled("◇ on nothing ", Style::new().fg(Color::Red)),
-        Span::styled("░ host blocked", Style::new().fg(SYNC_COLOR)),
+        Span::styled("░ host blocked ", Style::new().fg(SYNC_COLOR)),
+        Span::styled("┊ step starts", Style::new().fg(Color::DarkGray)),
     ];
     Line::from(fitting(legend, area.width)).render(Rect { height: 1, ..area }, buf);
     let stale = stale_waits(frame);
+    let starts = step_starts(&records);
     for (row, lane) in lanes.iter().enumerate() {
         let y = y0 + row as u16;
         if y >= area.bottom().saturating_sub(1) {
             break;
+        }
+        let x_of = |t: f64| clock.x(lane.1, t, width);
+        // Where each step after the first starts on this lane's device: under the calls.
+        for &(_, _, t) in starts.iter().filter(|s| s.0 == lane.1) {
+            let x = x_of(t);
+            if x > 0 {
+                buf[(area.x + label_w + x, y)]
+                    .set_symbol("┊")
+                    .set_fg(Color::DarkGray);
+            }
         }
         draw_lane(
             lane,
@@ -108,28 +102,213 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
             buf,
         );
     }
-    // Time axis.
-    let y = area.bottom() - 1;
-    let axis = format!("{:.1} µs", t1 - t0);
-    buf.set_stringn(
-        area.x,
-        y,
-        format!("{:<13}", clock_name(frame)),
-        label_w as usize,
-        Style::new().fg(Color::DarkGray),
-    );
-    buf.set_string(area.x + label_w, y, "0", Style::new().fg(Color::DarkGray));
-    let ax = (area.x + label_w + width).saturating_sub(axis.chars().count() as u16);
-    buf.set_string(ax, y, axis, Style::new().fg(Color::DarkGray));
-    let note = if frame.runtime == "sim" {
-        "one clock for all devices"
-    } else {
-        "devices aligned by anchor events (±few µs)"
-    };
-    let nx = area.x + label_w + width / 2 - (note.len() as u16 / 2).min(width / 2);
-    if width > 40 {
-        buf.set_string(nx, y, note, Style::new().fg(Color::DarkGray));
+    // The steps' numbers where they start, on a row of their own when one is free.
+    let free = area.height.saturating_sub(2) as usize > lanes.len();
+    if free && area.height >= 4 {
+        draw_steps(&records, &clock, (area.x, area.bottom() - 2, label_w, width), buf);
     }
+    draw_axis(frame, &clock, (area.x, area.bottom() - 1, label_w, width), buf);
+}
+
+/// Each shown step's number where it starts (on the device that starts it first, each
+/// device from its left edge), whole numbers only, on row `y`.
+fn draw_steps(
+    records: &[&TraceRecord],
+    clock: &Clock,
+    (x, y, label_w, width): (u16, u16, u16, u16),
+    buf: &mut Buffer,
+) {
+    let dim = Style::new().fg(Color::DarkGray);
+    buf.set_stringn(x, y, "step", label_w as usize, dim);
+    let mut first: std::collections::BTreeMap<u64, u16> = Default::default();
+    for r in records.iter().filter(|r| r.stream.is_some()) {
+        let Some(s) = r.step else { continue };
+        let col = clock.x(device_of(r), r.start_us, width);
+        let c = first.entry(s).or_insert(col);
+        *c = (*c).min(col);
+    }
+    let mut free_from = 0u16;
+    for (s, col) in first {
+        let text = format!("┊{s}");
+        let end = col + text.chars().count() as u16;
+        if col >= free_from && end <= width {
+            buf.set_string(x + label_w + col, y, text, dim);
+            free_from = end + 1;
+        }
+    }
+}
+
+/// Where the timeline's times go on screen. Devices share one clock unless they have
+/// drifted apart (a device whose latest steps ran long before another's: no coupling
+/// between them); then each device's lanes start at its own first call, on a common scale,
+/// so that no device's calls are squeezed into a few columns.
+struct Clock {
+    /// Per device: the time at the panel's left edge.
+    t0: Vec<f64>,
+    span: f64,
+    /// The largest distance between two devices' starts, when each has its own.
+    drift: Option<f64>,
+}
+
+impl Clock {
+    fn new(records: &[&TraceRecord], devices: usize) -> Clock {
+        // The window is the steps' GPU work: the host usually runs ahead of it, so host
+        // calls issued before the window are clipped to its left edge.
+        let window = |of: &dyn Fn(&TraceRecord) -> bool| {
+            let gpu = records.iter().filter(|r| r.stream.is_some() && of(r));
+            let t0 = gpu.map(|r| r.start_us).fold(f64::INFINITY, f64::min);
+            let t0 = if t0.is_finite() {
+                t0
+            } else {
+                records
+                    .iter()
+                    .filter(|r| of(r))
+                    .map(|r| r.issue_us)
+                    .fold(f64::INFINITY, f64::min)
+            };
+            let t1 = records
+                .iter()
+                .filter(|r| of(r))
+                .map(|r| r.end_us)
+                .fold(f64::NEG_INFINITY, f64::max);
+            (t0, t1)
+        };
+        let (t0, t1) = window(&|_| true);
+        let span = (t1 - t0).max(1e-3);
+        let own: Vec<(f64, f64)> = (0..devices).map(|d| window(&|r| device_of(r) == d)).collect();
+        let shown: Vec<&(f64, f64)> = own.iter().filter(|w| w.0.is_finite() && w.1 > w.0).collect();
+        let widest = shown.iter().map(|w| w.1 - w.0).fold(0.0, f64::max);
+        // Drifted: the devices' windows together are more than twice the widest one.
+        if shown.len() > 1 && span > 2.0 * widest {
+            let starts = shown.iter().map(|w| w.0);
+            let drift =
+                starts.clone().fold(f64::NEG_INFINITY, f64::max) - starts.fold(f64::INFINITY, f64::min);
+            return Clock {
+                t0: own
+                    .iter()
+                    .map(|w| if w.0.is_finite() { w.0 } else { t0 })
+                    .collect(),
+                span: widest.max(1e-3),
+                drift: Some(drift),
+            };
+        }
+        Clock {
+            t0: vec![t0; devices],
+            span,
+            drift: None,
+        }
+    }
+
+    /// Column of time `t` on a lane of `device`, `width` columns wide.
+    fn x(&self, device: usize, t: f64, width: u16) -> u16 {
+        self.col(t - self.t0.get(device).copied().unwrap_or(0.0), width)
+    }
+
+    /// Column of `dt` after the left edge.
+    fn col(&self, dt: f64, width: u16) -> u16 {
+        ((dt / self.span) * f64::from(width - 1))
+            .round()
+            .clamp(0.0, f64::from(width - 1)) as u16
+    }
+}
+
+/// The device whose lanes show a record: its stream's, else its host thread's.
+fn device_of(r: &TraceRecord) -> usize {
+    r.stream.map_or(r.thread, |s| s.device)
+}
+
+/// `(device, step, time)`: where each shown step after the first starts on each device
+/// (its first call's start on a stream).
+fn step_starts(records: &[&TraceRecord]) -> Vec<(usize, u64, f64)> {
+    let mut starts: std::collections::BTreeMap<(usize, u64), f64> = Default::default();
+    for r in records.iter().filter(|r| r.stream.is_some()) {
+        let Some(s) = r.step else { continue };
+        let t = starts.entry((device_of(r), s)).or_insert(f64::INFINITY);
+        *t = t.min(r.start_us);
+    }
+    let first = starts.keys().map(|k| k.1).min();
+    starts
+        .into_iter()
+        .filter(|((_, s), _)| Some(*s) != first)
+        .map(|((d, s), t)| (d, s, t))
+        .collect()
+}
+
+/// Ticks 1, 2 or 5 × 10^k µs apart, at least `min_gap` columns apart.
+fn tick_step(span: f64, width: u16, min_gap: u16) -> f64 {
+    let per_col = span / f64::from(width.max(1));
+    let least = per_col * f64::from(min_gap);
+    let mut step = 10f64.powf(least.log10().floor());
+    for m in [1.0, 2.0, 5.0, 10.0] {
+        if step * m >= least {
+            step *= m;
+            break;
+        }
+    }
+    step
+}
+
+/// A tick's label: as few digits as the tick step needs.
+fn tick_label(t: f64, step: f64) -> String {
+    let decimals = if step >= 1.0 {
+        0
+    } else {
+        (-step.log10().floor()) as usize
+    };
+    format!("{t:.decimals$}")
+}
+
+/// The time axis on row `y`: the clock's name, ticks with their times in µs, and how the
+/// devices are aligned.
+fn draw_axis(frame: &Frame, clock: &Clock, (x, y, label_w, width): (u16, u16, u16, u16), buf: &mut Buffer) {
+    let dim = Style::new().fg(Color::DarkGray);
+    buf.set_stringn(x, y, format!("{} µs", clock_name(frame)), label_w as usize, dim);
+    let mut row: Vec<char> = vec![' '; usize::from(width)];
+    let mut put = |at: usize, text: &str| {
+        for (i, c) in text.chars().enumerate() {
+            row[at + i] = c;
+        }
+    };
+    // How the devices are aligned, right-aligned: first when each device has its own
+    // start (the lanes cannot be read without it), else where the ticks leave room.
+    let notes = match clock.drift {
+        Some(d) => vec![
+            format!("each device from its own start: {d:.0} µs apart"),
+            format!("own starts, {d:.0} µs apart"),
+            "own starts".to_string(),
+        ],
+        None if frame.runtime == "sim" => vec!["one clock for all devices".to_string()],
+        None => vec!["devices aligned by anchor events (±few µs)".to_string()],
+    };
+    // The ticks keep at least 40 columns, unless the lanes need the note to be read.
+    let least = if clock.drift.is_some() { 10 } else { 40 };
+    let mut ticks_end = usize::from(width);
+    if let Some(note) = notes
+        .iter()
+        .find(|n| n.chars().count() + 2 + least <= usize::from(width))
+    {
+        ticks_end -= note.chars().count() + 2;
+        put(usize::from(width) - note.chars().count(), note);
+    }
+    let step = tick_step(clock.span, width, 8);
+    let mut free_from = 0usize;
+    let mut k = 0u32;
+    loop {
+        let t = f64::from(k) * step;
+        if t > clock.span * 1.000_001 {
+            break;
+        }
+        let col = usize::from(clock.col(t, width));
+        let text = format!("╵{}", tick_label(t, step));
+        let end = col + text.chars().count();
+        if col >= free_from && end <= ticks_end {
+            put(col, &text);
+            free_from = end + 1;
+        }
+        k += 1;
+    }
+    let text: String = row.into_iter().collect();
+    buf.set_string(x + label_w, y, text, dim);
 }
 
 /// One operation on a timeline lane spanning columns `a..=b` (relative to `x_base`).
@@ -259,4 +438,108 @@ fn stale_waits(frame: &Frame) -> std::collections::HashSet<u64> {
         .filter(|w| w.label.starts_with("wait") && matches!(bindings.of(w), Bound::Older(_)))
         .map(|w| w.id)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::Mode;
+    use crate::tui::fixture::fixture;
+
+    fn draw(frame: &Frame, w: u16, h: u16) -> Vec<String> {
+        let area = Rect::new(0, 0, w, h);
+        let mut buf = Buffer::empty(area);
+        let look = Look {
+            device: None,
+            zoomed: true,
+            marked: &[],
+        };
+        render(frame, &look, area, &mut buf);
+        (0..h)
+            .map(|y| (0..w).map(|x| buf[(x, y)].symbol().to_string()).collect())
+            .collect()
+    }
+
+    /// The numbers after each `╵` on the axis row.
+    fn ticks(axis: &str) -> Vec<f64> {
+        axis.split('╵')
+            .skip(1)
+            .map(|t| t.split_whitespace().next().unwrap().parse().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_time_axis_has_ticks_at_round_times_and_steps_are_numbered_where_they_start() {
+        let frame = fixture(Mode::Events, 2);
+        for w in [60u16, 100, 140, 200] {
+            let rows = draw(&frame, w, 14);
+            let axis = rows.last().unwrap();
+            assert!(axis.starts_with("modelled µs"), "{axis}");
+            let t = ticks(axis);
+            assert!(t.len() >= 3 && t[0] == 0.0, "{axis}");
+            let gap = t[1] - t[0];
+            let mantissa = gap / 10f64.powf(gap.log10().floor());
+            assert!(
+                [1.0, 2.0, 5.0].iter().any(|m| (mantissa - m).abs() < 1e-9),
+                "{axis}"
+            );
+            assert!(t.windows(2).all(|p| ((p[1] - p[0]) - gap).abs() < 1e-9), "{axis}");
+            // The fixture's two steps, numbered, on the row above; their boundary in the lanes.
+            let steps = &rows[rows.len() - 2];
+            assert!(
+                steps.starts_with("step") && steps.contains("┊0") && steps.contains("┊1"),
+                "{steps}"
+            );
+            assert!(
+                rows[1..rows.len() - 2].iter().any(|r| r.contains('┊')),
+                "{rows:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn devices_that_drifted_apart_each_start_at_the_left_edge_and_the_axis_says_so() {
+        let mut frame = fixture(Mode::NoWait, 2);
+        let span = frame.timeline.iter().map(|r| r.end_us).fold(0.0, f64::max);
+        for r in frame.timeline.iter_mut().filter(|r| r.thread == 1) {
+            for t in [
+                &mut r.issue_us,
+                &mut r.start_us,
+                &mut r.end_us,
+                &mut r.returned_us,
+            ] {
+                *t += 20.0 * span;
+            }
+        }
+        let rows = draw(&frame, 120, 12);
+        // Each device's compute lane: its first call near the left edge and its calls
+        // spread over most of the panel, not squeezed into one end of it.
+        for d in 0..2 {
+            let lane = rows
+                .iter()
+                .find(|r| r.starts_with(&format!("dev{d} compute")))
+                .unwrap();
+            let calls: Vec<usize> = lane
+                .chars()
+                .enumerate()
+                .skip(14)
+                .filter(|(_, c)| *c != ' ' && *c != '┊')
+                .map(|(i, _)| i)
+                .collect();
+            assert!(calls[0] <= 16, "{lane}");
+            assert!(calls.last().unwrap() - calls[0] > 60, "{lane}");
+        }
+        assert!(
+            rows.last().unwrap().contains("each device from its own start"),
+            "{rows:#?}"
+        );
+        // Not drifted: one clock, said so where the ticks leave room.
+        let rows = draw(&fixture(Mode::NoWait, 2), 120, 12);
+        assert!(!rows.last().unwrap().contains("own start"), "{rows:#?}");
+        let rows = draw(&fixture(Mode::NoWait, 2), 200, 12);
+        assert!(
+            rows.last().unwrap().contains("one clock for all devices"),
+            "{rows:#?}"
+        );
+    }
 }
