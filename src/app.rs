@@ -11,6 +11,7 @@ pub fn main(cli: Cli) -> Result<()> {
     match &cli.command {
         Some(Command::Bench(b)) => return crate::bench::main(b),
         Some(Command::Check(c)) => return check(c),
+        Some(Command::Tour(t)) => return tour(t),
         None => {}
     }
     let args = cli.run;
@@ -21,10 +22,10 @@ pub fn main(cli: Cli) -> Result<()> {
     let h = match &plan.watch {
         Watch::Ui(ui) => {
             if let Some((keys, size)) = &ui.screen {
-                print!("{}", crate::tui::screen(&plan, ui, keys, size)?);
+                print!("{}", crate::tui::screen(&plan, ui, keys, size, None)?);
                 return Ok(());
             }
-            return crate::tui::run(&plan, ui);
+            return crate::tui::run(&plan, ui, None);
         }
         Watch::Headless(h) => h,
     };
@@ -35,6 +36,48 @@ pub fn main(cli: Cli) -> Result<()> {
         print!("{}", summary.to_text());
     }
     Ok(())
+}
+
+/// `haloscope tour`: plays a tour in the UI (or off-screen with `--screen`).
+fn tour(t: &crate::cli::TourArgs) -> Result<()> {
+    if t.list {
+        for (name, _) in crate::tour::BUILTIN {
+            let tour = crate::tour::load(Some(name))?;
+            println!("{name}: {} ({} stops)", tour.title, tour.stops.len());
+            for (i, s) in tour.stops.iter().enumerate() {
+                println!(
+                    "  {:>2}. {} — {} on {} devices of {}, to {}",
+                    i + 1,
+                    s.title,
+                    s.mode.name(),
+                    s.scenario.split.len(),
+                    s.scenario.name,
+                    s.goal.describe()
+                );
+            }
+        }
+        return Ok(());
+    }
+    let tour = crate::tour::load(t.tour.as_deref())?;
+    // The plan supplies the runtime, its GPUs and the UI's options; each stop sets the rest.
+    let mut args = <Cli as clap::Parser>::parse_from(["haloscope"]).run;
+    args.runtime = t.runtime;
+    args.gpus = t.gpus.clone();
+    args.keymap = t.keymap.clone();
+    args.screen = t.screen.clone();
+    args.size = t.size.clone();
+    args.format = t.format;
+    let plan = Plan::resolve(&args)?;
+    let Watch::Ui(ui) = &plan.watch else {
+        unreachable!("a plan without --headless is watched in the UI")
+    };
+    match &ui.screen {
+        Some((keys, size)) => {
+            print!("{}", crate::tui::screen(&plan, ui, keys, size, Some(tour))?);
+            Ok(())
+        }
+        None => crate::tui::run(&plan, ui, Some(tour)),
+    }
 }
 
 /// `haloscope check`: the findings of a mode's program; exit 1 when there are any.

@@ -73,6 +73,7 @@ Examples:
   haloscope --paused --screen \"n n . .\"       the UI off-screen: press keys, print the screen
   haloscope --list                            list built-in scenarios and modes
   haloscope check --mode no-wait              the program's races, whatever the timing, with fixes
+  haloscope tour                              a guided tour through the seven rules (t: next stop)
   haloscope bench --runtime sim               throughput table, sim runtime vs a plain loop
   haloscope bench --tui                       what the UI costs, and one frame's render time
   haloscope --runtime cuda --gpus 0,1         the UI on two real GPUs
@@ -82,7 +83,7 @@ Examples:
                                               (cuda: a build with --features cuda; see the README)
 
 In the UI: space pause/resume, n one step, . one API call, m/M mode, +/- speed, r reset,
-tab/z focus/zoom a panel, 1-9 focus a device, l lesson, h hazards, ? help, q quit.
+tab/z focus/zoom a panel, 1-9 focus a device, l lesson, h hazards, t tour, ? help, q quit.
 
 Built-in scenarios: pulse (default), fresnel, cavity, uneven, race. A scenario file is TOML;
 see the README for every field. Keys can be rebound in ~/.config/haloscope/keymap.toml.";
@@ -105,6 +106,49 @@ pub enum Command {
     /// Check a mode's program for hazards: every pair of conflicting accesses it leaves
     /// unordered, whatever the timing (exit 1 when there are any).
     Check(CheckArgs),
+    /// A guided tour in the UI: each stop sets scenario, devices and mode, runs to a moment
+    /// worth seeing, pauses there and says what to look at. t or Enter moves on, T or
+    /// Backspace goes back; every other key works as always (n, ., h, z, i, l, q).
+    Tour(TourArgs),
+}
+
+/// Options of `haloscope tour`.
+#[derive(Debug, Args, Clone)]
+pub struct TourArgs {
+    /// A built-in tour (`rules`: the seven rules, the default) or a tour TOML file (see
+    /// assets/tours/rules.toml for every field).
+    #[arg(value_name = "NAME|FILE")]
+    pub tour: Option<String>,
+
+    /// List the built-in tours and their stops, and exit.
+    #[arg(long)]
+    pub list: bool,
+
+    /// Runtime the stops run on.
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Sim)]
+    pub runtime: RuntimeKind,
+
+    /// With `--runtime cuda`: the GPUs the stops' devices are spread over (default: every
+    /// visible GPU).
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
+
+    /// Key bindings file (as for the UI).
+    #[arg(long, value_name = "FILE")]
+    pub keymap: Option<PathBuf>,
+
+    /// Off-screen, as for the UI: play the tour, press KEYS (each stop is waited for until
+    /// it is there), print the final screen.
+    #[arg(long, value_name = "KEYS")]
+    pub screen: Option<String>,
+
+    /// Format of --screen's output and of screens saved with `s`.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// Terminal size for --screen, as COLUMNSxROWS.
+    #[arg(long, value_name = "WxH", default_value = "160x48", requires = "screen")]
+    pub size: String,
 }
 
 /// Options of `haloscope check`.

@@ -23,5 +23,6 @@ pub mod runtime;
 pub mod scenario;
 pub mod snapshot;
 pub mod stats;
+pub mod tour;
 pub mod trace;
 pub mod tui;

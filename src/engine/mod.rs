@@ -18,6 +18,9 @@ use crate::scenario::Scenario;
 use crate::snapshot::{self, Column, Partial};
 use crate::trace::TraceRecord;
 
+mod goal;
+pub use goal::{Goal, GoalState, REACHED};
+
 /// What the UI can ask of the engine.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Control {
@@ -36,6 +39,8 @@ pub enum Control {
     Columns(usize),
     /// Inspect this global cell in every frame (`None`: stop).
     Inspect(Option<usize>),
+    /// Run (at the current speed) until the goal is met or missed, then pause.
+    RunUntil(Goal),
     Quit,
 }
 
@@ -102,6 +107,8 @@ pub struct Frame {
     pub hazards: Option<Arc<Vec<crate::hazard::Finding>>>,
     /// The cell under the inspector's cursor, when one is.
     pub inspected: Option<CellInfo>,
+    /// The goal the run was last sent to, and how far it has come.
+    pub goal: Option<GoalState>,
 }
 
 /// One cell as the inspector shows it.
@@ -238,6 +245,8 @@ struct Core {
     steps_per_s: f64,
     /// Steps per batch while running (adapted to take about 2 ms).
     batch: u64,
+    /// Where the run was sent, and how far it has come.
+    goal: Option<GoalState>,
 }
 
 impl Core {
@@ -267,6 +276,7 @@ impl Core {
             step_us: 0.0,
             steps_per_s: 0.0,
             batch: 1,
+            goal: None,
             cfg,
         })
     }
@@ -313,7 +323,10 @@ impl Core {
                     None => u64::MAX,
                 };
                 if due > 0 {
-                    self.advance_timed(due, Duration::from_millis(20));
+                    match self.goal {
+                        Some(GoalState::Running(g)) => self.advance_goal(g, due, Duration::from_millis(20)),
+                        _ => self.advance_timed(due, Duration::from_millis(20)),
+                    }
                     changed = true;
                 }
             }
@@ -347,6 +360,13 @@ impl Core {
             Control::SetSpeed(s) => self.speed = s,
             Control::Columns(c) => self.columns = c.max(1),
             Control::Inspect(c) => self.inspect = c.filter(|&k| k < self.cfg.scenario.cells),
+            Control::RunUntil(g) => {
+                self.goal = Some(GoalState::Running(g));
+                self.running = !self.stopped();
+                if self.stopped() {
+                    self.goal = Some(GoalState::Failed(g, self.step()));
+                }
+            }
             Control::Quit => {}
         }
     }
@@ -582,6 +602,7 @@ impl Core {
             failure: self.failure.clone(),
             hazards: self.hazards(),
             inspected,
+            goal: self.goal,
         }
     }
 
@@ -681,6 +702,73 @@ impl Runtime for Placeholder {
     }
     fn micro(&mut self, _: bool) -> MicroView {
         MicroView::default()
+    }
+}
+
+impl Core {
+    /// Up to `steps` steps toward the goal, a step boundary at a time, for at most
+    /// `budget` of real time; pauses where the goal is met, missed, or the run fails.
+    fn advance_goal(&mut self, goal: Goal, steps: u64, budget: Duration) {
+        let t0 = Instant::now();
+        let mut done = 0;
+        while done < steps && t0.elapsed() < budget {
+            let before = self.step();
+            let mut target = before + 1;
+            if let Goal::Step(n) = goal {
+                target = target.min(n);
+            }
+            self.advance_to(target);
+            if !self.backend.at_boundary() {
+                let boundary = self.backend.next_boundary();
+                self.advance_to(boundary);
+            }
+            let step = self.step();
+            done += step.saturating_sub(before).max(1);
+            let state = if self.stopped() {
+                Some(GoalState::Failed(goal, step))
+            } else if self.met(goal) {
+                Some(GoalState::Reached(goal, step))
+            } else if step >= goal.limit() {
+                Some(GoalState::Missed(goal, step))
+            } else {
+                None
+            };
+            if let Some(s) = state {
+                self.goal = Some(s);
+                self.running = false;
+                return;
+            }
+        }
+    }
+
+    /// Whether the run stands where `goal` wants it (at a step boundary).
+    fn met(&mut self, goal: Goal) -> bool {
+        match goal {
+            Goal::Step(n) => self.step() >= n,
+            Goal::Diverged { .. } => {
+                let Some(reference) = self.reference_now(true) else {
+                    return false;
+                };
+                match self.backend.fields() {
+                    Ok((ex, hy)) => {
+                        let differs =
+                            |a: &[f32], b: &[f32]| a.iter().zip(b).any(|(x, y)| x.to_bits() != y.to_bits());
+                        differs(&ex, &reference.0) || differs(&hy, &reference.1)
+                    }
+                    Err(e) => {
+                        self.fail(e);
+                        false
+                    }
+                }
+            }
+            Goal::Reaches { cell, .. } => match self.backend.cell(cell) {
+                Ok((ex, _)) => ex.abs() >= REACHED,
+                Err(e) => {
+                    self.fail(e);
+                    false
+                }
+            },
+        }
     }
 }
 

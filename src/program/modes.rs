@@ -121,7 +121,7 @@ impl Mode {
                 "Correct. The producer records an event after the kernel that writes the boundary cell;\n\
                  the consumer's stream waits on it, then pulls the halo and runs its own kernel in order.\n\
                  A host barrier makes sure every record is issued before the matching wait (rule 3).\n\
-                 Look at the timeline: record → wait arrows, no host gaps. max |Δ| stays 0."
+                 Look at the timeline: each wait ◆ bound to its own step's record ●, no host gaps. max |Δ| 0."
             }
             Mode::HostSync => {
                 "Correct but slow. The host calls cudaStreamSynchronize after every kernel phase and copy,\n\
@@ -154,7 +154,7 @@ impl Mode {
                 "Broken. There is no host barrier, and each thread issues its waits at the top of the\n\
                  step, before the neighbour has recorded this step's event. A wait binds to the most\n\
                  recent record at the time it is issued (rule 3): the previous step's, or none at all.\n\
-                 The copy then races the producer. Look at the arrows: they come from the step before."
+                 The copy then races the producer. On the timeline (z) its waits are ◈: an older step's."
             }
             Mode::CrossDeviceRecord => {
                 "Broken, loudly. The events are created on the consumer's device but recorded on the\n\

@@ -5,8 +5,9 @@ use ratatui::layout::{Position, Rect};
 
 use super::keymap::{Action, KeyMap};
 use super::layout::{self, Panel};
-use crate::engine::{Control, Frame};
+use crate::engine::{Control, EngineConfig, Frame, Goal};
 use crate::program::Mode;
+use crate::tour::Tour;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Overlay {
@@ -56,6 +57,11 @@ pub struct App {
     pub cursor: Option<usize>,
     /// A message for the user (a bad keymap file, …), shown until the next key.
     pub notice: Option<String>,
+    /// The tour being played, and its stop.
+    pub tour: Option<(std::sync::Arc<Tour>, usize)>,
+    /// The tour moved to another stop: the UI loop starts that stop's engine (and clears
+    /// this).
+    pub restart: bool,
     pub quit: bool,
 }
 
@@ -75,8 +81,54 @@ impl App {
             mode,
             keymap,
             notice,
+            tour: None,
+            restart: false,
             quit: false,
         }
+    }
+
+    /// Plays `tour` from its first stop.
+    pub fn start_tour(&mut self, tour: Tour) {
+        self.tour = Some((std::sync::Arc::new(tour), 0));
+        self.restart = true;
+    }
+
+    /// Goes to the tour's current stop: the UI as the stop wants it, and the engine it
+    /// runs on (`plan`'s runtime, on the stop's devices) with the goal to send it.
+    pub fn enter_stop(
+        &mut self,
+        runtime: &crate::runtime::RuntimeChoice,
+        screen: Rect,
+    ) -> Option<(EngineConfig, Goal)> {
+        let (tour, i) = self.tour.clone()?;
+        let stop = &tour.stops[i];
+        self.mode = stop.mode;
+        self.overlay = Overlay::None;
+        self.cursor = None;
+        self.device = None;
+        self.hazard = 0;
+        self.zoom = stop.show.is_some();
+        let panel = Panel::ALL
+            .into_iter()
+            .find(|p| Some(p.title().to_lowercase().as_str()) == stop.show)
+            .unwrap_or(Panel::Fields);
+        self.set_focus(panel);
+        self.speed = SPEEDS.iter().position(|s| *s == stop.speed).unwrap_or_else(|| {
+            SPEEDS
+                .iter()
+                .position(|s| s.is_some_and(|v| Some(v) >= stop.speed))
+                .unwrap_or(SPEEDS.len() - 1)
+        });
+        let cfg = EngineConfig {
+            scenario: stop.scenario.clone(),
+            mode: stop.mode,
+            runtime: runtime.for_devices(stop.scenario.split.len()),
+            running: false,
+            speed: SPEEDS[self.speed],
+            columns: self.plot_columns(screen),
+            inject_panic: None,
+        };
+        Some((cfg, stop.goal))
     }
 
     pub fn devices(&self) -> usize {
@@ -226,10 +278,38 @@ impl App {
                 };
                 vec![Control::Inspect(self.cursor)]
             }
+            Action::Tour | Action::TourBack => {
+                self.tour_key(action);
+                Vec::new()
+            }
             Action::Quit => {
                 self.quit = true;
                 vec![Control::Quit]
             }
+        }
+    }
+
+    /// `t`: starts the tour, or goes to its next stop (after the last: ends it); `T`: its
+    /// previous stop.
+    fn tour_key(&mut self, action: Action) {
+        match (&mut self.tour, action) {
+            (None, Action::Tour) => match crate::tour::load(None) {
+                Ok(t) => self.start_tour(t),
+                Err(e) => self.notice = Some(e.to_string()),
+            },
+            (Some((t, i)), Action::Tour) if *i + 1 < t.stops.len() => {
+                *i += 1;
+                self.restart = true;
+            }
+            (Some(_), Action::Tour) => {
+                self.tour = None;
+                self.notice = Some("the end of the tour: the run goes on as it is".into());
+            }
+            (Some((_, i)), _) if *i > 0 => {
+                *i -= 1;
+                self.restart = true;
+            }
+            _ => {}
         }
     }
 
@@ -403,6 +483,43 @@ mod tests {
         assert_eq!(a.overlay, Overlay::Help);
         a.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
         assert_eq!(a.overlay, Overlay::None);
+    }
+
+    #[test]
+    fn t_starts_the_tour_and_moves_on_back_goes_back_and_the_last_t_ends_it() {
+        let mut a = app();
+        assert!(a.on_key(key('t')).is_empty());
+        assert!(a.restart);
+        let stops = a.tour.as_ref().unwrap().0.stops.len();
+        let (cfg, goal) = a
+            .enter_stop(
+                &crate::runtime::RuntimeChoice::Sim { jitter: None },
+                Rect::new(0, 0, 120, 34),
+            )
+            .unwrap();
+        assert_eq!((cfg.mode, cfg.scenario.split.len()), (Mode::Events, 2));
+        assert_eq!(
+            goal,
+            Goal::Reaches {
+                cell: 1000,
+                limit: 20_000
+            }
+        );
+        a.restart = false;
+        a.on_key(key('t'));
+        assert_eq!((a.tour.as_ref().unwrap().1, a.restart), (1, true));
+        a.on_key(KeyEvent::new(KeyCode::Backspace, KeyModifiers::NONE));
+        assert_eq!(a.tour.as_ref().unwrap().1, 0);
+        a.on_key(key('T'));
+        assert_eq!(a.tour.as_ref().unwrap().1, 0, "no stop before the first");
+        for _ in 1..stops {
+            a.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        }
+        assert_eq!(a.tour.as_ref().unwrap().1, stops - 1);
+        a.restart = false;
+        a.on_key(key('t'));
+        assert!(a.tour.is_none() && !a.restart);
+        assert!(a.notice.as_deref().is_some_and(|n| n.contains("end of the tour")));
     }
 
     #[test]

@@ -82,6 +82,7 @@ pub fn fixture(mode: Mode, devices: usize) -> Frame {
         notes: Vec::new(),
         hazards,
         inspected: None,
+        goal: None,
     }
 }
 

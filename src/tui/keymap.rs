@@ -25,12 +25,14 @@ pub enum Action {
     Hazards,
     Inspect,
     SaveScreen,
+    Tour,
+    TourBack,
     Help,
     Quit,
 }
 
 impl Action {
-    pub const ALL: [Action; 16] = [
+    pub const ALL: [Action; 18] = [
         Action::Pause,
         Action::Step,
         Action::MicroStep,
@@ -45,6 +47,8 @@ impl Action {
         Action::Hazards,
         Action::Inspect,
         Action::SaveScreen,
+        Action::Tour,
+        Action::TourBack,
         Action::Help,
         Action::Quit,
     ];
@@ -66,6 +70,8 @@ impl Action {
             Action::Hazards => "hazards",
             Action::Inspect => "inspect",
             Action::SaveScreen => "save_screen",
+            Action::Tour => "tour",
+            Action::TourBack => "tour_back",
             Action::Help => "help",
             Action::Quit => "quit",
         }
@@ -86,6 +92,8 @@ impl Action {
             Action::Lesson => "what this mode teaches",
             Action::Hazards => "the program's hazards (↑/↓: pick one, marked !)",
             Action::SaveScreen => "save the screen to a file (see --format)",
+            Action::Tour => "the guided tour: start it, or its next stop",
+            Action::TourBack => "the tour's previous stop",
             Action::Inspect => "inspect a cell (←/→ a column, ↑/↓ a cell, or click)",
             Action::Help => "this help",
             Action::Quit => "quit",

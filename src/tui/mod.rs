@@ -174,38 +174,82 @@ fn parse_size(size: &str) -> Result<Rect, UsageError> {
     Ok(Rect::new(0, 0, w, h))
 }
 
-/// Runs the UI off-screen: presses `keys`, then returns the screen as text.
-pub fn screen(plan: &Plan, ui: &UiPlan, keys: &str, size: &str) -> Result<String> {
+/// Takes frames: with `expect`, waits (up to 20 s: a runtime may be starting) for the
+/// frame answering the last control; while a tour's stop runs to its goal, until it is
+/// there (up to 60 s); then until none came for 100 ms, or for 300 ms after the first (a
+/// running engine never goes quiet).
+fn settle(app: &mut App, engine: &Engine, expect: bool) {
+    if expect
+        && engine.ping.recv_timeout(Duration::from_secs(20)).is_ok()
+        && let Some(f) = engine.take_frame()
+    {
+        app.set_frame(f);
+    }
+    let going = |app: &App| {
+        app.frame
+            .as_ref()
+            .is_some_and(|f| matches!(f.goal, Some(crate::engine::GoalState::Running(_))))
+    };
+    let t0 = std::time::Instant::now();
+    while going(app) && t0.elapsed() < Duration::from_secs(60) {
+        if engine.ping.recv_timeout(Duration::from_millis(100)).is_ok()
+            && let Some(f) = engine.take_frame()
+        {
+            app.set_frame(f);
+        }
+    }
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < Duration::from_millis(300) {
+        if engine.ping.recv_timeout(Duration::from_millis(100)).is_err() && app.frame.is_some() {
+            break;
+        }
+        if let Some(f) = engine.take_frame() {
+            app.set_frame(f);
+        }
+    }
+}
+
+/// The engine for the tour's current stop, sent to its goal; `None` when no tour moved.
+fn tour_engine(app: &mut App, plan: &Plan, screen: Rect) -> Result<Option<Engine>> {
+    if !std::mem::take(&mut app.restart) {
+        return Ok(None);
+    }
+    let Some((cfg, goal)) = app.enter_stop(&plan.runtime, screen) else {
+        return Ok(None);
+    };
+    app.frame = None;
+    let engine = Engine::start(cfg)?;
+    engine.send(Control::RunUntil(goal));
+    Ok(Some(engine))
+}
+
+/// Runs the UI off-screen: presses `keys`, then returns the screen as text. With `tour`,
+/// plays it from its first stop.
+pub fn screen(
+    plan: &Plan,
+    ui: &UiPlan,
+    keys: &str,
+    size: &str,
+    tour: Option<crate::tour::Tour>,
+) -> Result<String> {
     use ratatui::{Terminal, backend::TestBackend};
     let presses = parse_presses(keys)?;
     install_screen_panic_hook();
     let area = parse_size(size)?;
     let (keymap, notice) = KeyMap::load(ui.keymap.as_deref());
     let mut app = App::new(plan.mode, keymap, notice);
-    let cfg = engine_config(plan, ui, &app, app.plot_columns(area));
-    let (program, runtime) = start_runtime(&cfg)?;
-    let engine = Engine::start_with(cfg, program, runtime)?;
-    // Takes frames: with `expect`, waits (up to 20 s: a runtime may be starting) for the
-    // frame answering the last control; then until none came for 100 ms, or for 300 ms
-    // after the first (a running engine never goes quiet).
-    let settle = |app: &mut App, expect: bool| {
-        if expect
-            && engine.ping.recv_timeout(Duration::from_secs(20)).is_ok()
-            && let Some(f) = engine.take_frame()
-        {
-            app.set_frame(f);
+    let mut engine = match tour {
+        Some(t) => {
+            app.start_tour(t);
+            tour_engine(&mut app, plan, area)?.expect("a tour's first stop")
         }
-        let t0 = std::time::Instant::now();
-        while t0.elapsed() < Duration::from_millis(300) {
-            if engine.ping.recv_timeout(Duration::from_millis(100)).is_err() && app.frame.is_some() {
-                break;
-            }
-            if let Some(f) = engine.take_frame() {
-                app.set_frame(f);
-            }
+        None => {
+            let cfg = engine_config(plan, ui, &app, app.plot_columns(area));
+            let (program, runtime) = start_runtime(&cfg)?;
+            Engine::start_with(cfg, program, runtime)?
         }
     };
-    settle(&mut app, true);
+    settle(&mut app, &engine, true);
     for p in presses {
         match p {
             Press::Key(k) => {
@@ -214,11 +258,16 @@ pub fn screen(plan: &Plan, ui: &UiPlan, keys: &str, size: &str) -> Result<String
                 for c in controls {
                     engine.send(c);
                 }
+                if let Some(e) = tour_engine(&mut app, plan, area)? {
+                    engine = e;
+                    settle(&mut app, &engine, true);
+                    continue;
+                }
                 let columns = app.plot_columns(area);
                 if app.frame.as_ref().is_some_and(|f| f.columns.len() != columns) {
                     engine.send(Control::Columns(columns));
                 }
-                settle(&mut app, expect);
+                settle(&mut app, &engine, expect);
             }
             Press::Wait(d) => {
                 let t0 = std::time::Instant::now();
@@ -235,7 +284,7 @@ pub fn screen(plan: &Plan, ui: &UiPlan, keys: &str, size: &str) -> Result<String
             break;
         }
     }
-    settle(&mut app, false);
+    settle(&mut app, &engine, false);
     let mut term = Terminal::new(TestBackend::new(area.width, area.height))?;
     term.draw(|f| f.render_widget(&app, f.area()))?;
     Ok(export::export(term.backend().buffer(), ui.format))
@@ -261,8 +310,25 @@ fn save_screen(app: &App, screen: Rect, format: export::Format, dir: &Path) -> S
     }
 }
 
-/// Runs the UI until the user quits.
-pub fn run(plan: &Plan, ui: &UiPlan) -> Result<()> {
+/// What the UI's engine starts with: the plan's, or the tour's first stop and its goal.
+fn first_config(
+    plan: &Plan,
+    ui: &UiPlan,
+    app: &mut App,
+    tour: Option<crate::tour::Tour>,
+) -> (EngineConfig, Option<crate::engine::Goal>) {
+    let Some(t) = tour else {
+        return (engine_config(plan, ui, app, 1), None);
+    };
+    app.start_tour(t);
+    app.restart = false;
+    app.enter_stop(&plan.runtime, Rect::new(0, 0, 1, 1))
+        .map(|(c, g)| (c, Some(g)))
+        .expect("a tour has a first stop")
+}
+
+/// Runs the UI until the user quits; with `tour`, plays it from its first stop.
+pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<()> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(UsageError(
             "the interactive UI needs a terminal on stdin and stdout; use --headless to run without one"
@@ -273,7 +339,7 @@ pub fn run(plan: &Plan, ui: &UiPlan) -> Result<()> {
     let (keymap, notice) = KeyMap::load(ui.keymap.as_deref());
     let mut app = App::new(plan.mode, keymap, notice);
     let signals = signals()?;
-    let mut cfg = engine_config(plan, ui, &app, 1);
+    let (mut cfg, goal) = first_config(plan, ui, &mut app, tour);
     // The runtime starts before the terminal is taken: its errors (no GPU, a bad GPU
     // list, out of memory) print like any other and exit with code 2.
     let (program, backend) = start_runtime(&cfg)?;
@@ -286,7 +352,10 @@ pub fn run(plan: &Plan, ui: &UiPlan) -> Result<()> {
         let size = terminal.size().context("reading the terminal size")?;
         let mut screen = Rect::new(0, 0, size.width, size.height);
         cfg.columns = app.plot_columns(screen);
-        let engine = Engine::start_with(cfg, program, backend)?;
+        let mut engine = Engine::start_with(cfg, program, backend)?;
+        if let Some(g) = goal {
+            engine.send(Control::RunUntil(g));
+        }
         let input = input_events();
         let ticks = tick(Duration::from_millis(33));
         let mut dirty = true;
@@ -298,6 +367,12 @@ pub fn run(plan: &Plan, ui: &UiPlan) -> Result<()> {
                         Event::Key(k) => {
                             for c in app.on_key(k) {
                                 engine.send(c);
+                            }
+                            if app.restart {
+                                // The old engine first: a GPU's memory is not held twice.
+                                drop(engine);
+                                engine = tour_engine(&mut app, plan, screen)?.expect("a tour's stop");
+                                columns = app.plot_columns(screen);
                             }
                             if std::mem::take(&mut app.save) {
                                 app.notice = Some(save_screen(&app, screen, ui.format, Path::new(".")));

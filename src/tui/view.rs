@@ -35,6 +35,7 @@ impl Widget for &App {
         }
         let Some(frame) = self.frame.as_deref() else {
             Paragraph::new("starting…").centered().render(area, buf);
+            panels::tour::render(None, self, area, buf);
             return;
         };
         let [_, status] = Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(area);
@@ -58,6 +59,7 @@ impl Widget for &App {
             render(frame, &look, inner, buf);
         }
         panels::status::render(frame, self, status, buf);
+        panels::tour::render(Some(frame), self, area, buf);
         match self.overlay {
             Overlay::None => {}
             Overlay::Help => panels::help::render(self, area, buf),

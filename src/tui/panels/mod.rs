@@ -8,6 +8,7 @@ pub mod lesson;
 pub mod program;
 pub mod status;
 pub mod timeline;
+pub mod tour;
 pub mod transfers;
 
 pub(crate) use common::{Look, block};

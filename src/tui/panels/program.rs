@@ -91,6 +91,7 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
             Span::styled(format!("{i:>2} {code}"), style),
         ]));
     }
+    lines.extend(setup_lines(p, thread));
     if let Some(e) = &frame.error {
         lines.push(Line::from(""));
         lines.push(Line::styled(
@@ -110,6 +111,21 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
     if state_area.width > 0 {
         render_micro_state(frame, device, state_area, buf);
     }
+}
+
+/// What `thread` does once, before its first step (creating its events).
+fn setup_lines(p: &crate::program::Program, thread: usize) -> Vec<Line<'static>> {
+    if p.setup[thread].is_empty() {
+        return Vec::new();
+    }
+    let dim = Style::new().fg(Color::DarkGray);
+    std::iter::once(Line::styled("once, before the first step:", dim.bold()))
+        .chain(
+            p.setup[thread]
+                .iter()
+                .map(|op| Line::styled(format!("     {}", p.render(op)), dim)),
+        )
+        .collect()
 }
 
 /// Streams' queued operations and events' states, while micro-stepping.

@@ -1,0 +1,88 @@
+//! The tour's caption: which stop, where the run stopped, what to look at, and how to go
+//! on. Drawn over the bottom of the screen, above the status bar, in at most half of it.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Widget, Wrap};
+
+use crate::engine::{Frame, GoalState};
+use crate::tui::app::App;
+use crate::tui::keymap::Action;
+
+/// Rows `text` takes wrapped at word boundaries to `width` columns.
+fn rows(text: &str, width: usize) -> usize {
+    let (mut lines, mut used) = (1, 0);
+    for w in text.split_whitespace() {
+        let n = w.chars().count();
+        if used > 0 && used + 1 + n > width {
+            lines += 1 + (n.saturating_sub(1)) / width.max(1);
+            used = n % width.max(1);
+        } else {
+            used += n + usize::from(used > 0);
+        }
+    }
+    lines
+}
+
+pub fn render(frame: Option<&Frame>, app: &App, area: Rect, buf: &mut Buffer) {
+    let Some((tour, i)) = &app.tour else { return };
+    let stop = &tour.stops[*i];
+    let width = area.width;
+    let inner = usize::from(width.saturating_sub(2)).max(1);
+    let state = frame.and_then(|f| f.goal);
+    let (where_, colour) = match state {
+        Some(s @ GoalState::Running(_)) => (s.describe(), Color::Yellow),
+        Some(s @ GoalState::Reached(..)) => (s.describe(), Color::Green),
+        Some(s) => (s.describe(), Color::Red),
+        None => ("starting…".to_string(), Color::Yellow),
+    };
+    let keys = |a| app.keymap.keys_label(a);
+    let last = *i + 1 == tour.stops.len();
+    let next = if last { "ends the tour" } else { "next stop" };
+    let help = format!(
+        "{}: {next} · {}: back · every other key as always",
+        keys(Action::Tour),
+        keys(Action::TourBack)
+    );
+    // Room: at most half the screen above the status bar; the caption is cut last.
+    let most = (area.height.saturating_sub(1) / 2).max(4);
+    let want = 2 + rows(&where_, inner) + rows(&stop.caption, inner) + rows(&help, inner);
+    let height = (want as u16).min(most);
+    let r = Rect {
+        x: area.x,
+        y: area.bottom().saturating_sub(1 + height),
+        width,
+        height,
+    };
+    let lines = vec![
+        Line::styled(where_, Style::new().fg(colour).bold()),
+        Line::raw(stop.caption.clone()),
+        Line::from(Span::styled(help, Style::new().fg(Color::DarkGray))),
+    ];
+    let title = format!(" Tour {}/{}: {} ", i + 1, tour.stops.len(), stop.title);
+    Clear.render(r, buf);
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: true })
+        .block(
+            Block::bordered()
+                .border_type(BorderType::Double)
+                .border_style(Style::new().fg(Color::Cyan))
+                .title(Span::styled(title, Style::new().fg(Color::Cyan).bold())),
+        )
+        .render(r, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rows;
+
+    #[test]
+    fn rows_counts_word_wrapped_lines() {
+        assert_eq!(rows("", 10), 1);
+        assert_eq!(rows("one two three", 20), 1);
+        assert_eq!(rows("one two three", 7), 2);
+        assert_eq!(rows("one two three", 5), 3);
+    }
+}

@@ -1,0 +1,199 @@
+//! The guided tour: every stop of every built-in tour is held to its claim on the sim, the
+//! goals stop where they say, and `haloscope tour` plays, lists and refuses as it should.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use haloscope::engine::{Control, Engine, EngineConfig, Frame, Goal, GoalState, REACHED};
+use haloscope::runtime::RuntimeChoice;
+use haloscope::scenario::Scenario;
+use haloscope::tour::{self, Expect};
+
+fn haloscope(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+        .args(args)
+        .output()
+        .expect("run haloscope");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `scenario` in `mode` to `goal` on the sim; the frame where it stopped (inspecting
+/// `inspect`, if given).
+fn run_to(
+    scenario: &Scenario,
+    mode: haloscope::program::Mode,
+    goal: Goal,
+    inspect: Option<usize>,
+) -> Box<Frame> {
+    let engine = Engine::start(EngineConfig {
+        scenario: scenario.clone(),
+        mode,
+        runtime: RuntimeChoice::Sim { jitter: None },
+        running: false,
+        speed: None,
+        columns: 200,
+        inject_panic: None,
+    })
+    .unwrap();
+    engine.send(Control::Inspect(inspect));
+    engine.send(Control::RunUntil(goal));
+    let t0 = Instant::now();
+    let mut last = None;
+    while t0.elapsed() < Duration::from_secs(120) {
+        if engine.ping.recv_timeout(Duration::from_millis(200)).is_ok()
+            && let Some(f) = engine.take_frame()
+        {
+            let done = f.goal.is_some_and(|g| !matches!(g, GoalState::Running(_)));
+            last = Some(f);
+            if done {
+                return last.unwrap();
+            }
+        }
+    }
+    panic!(
+        "{mode:?} never got to {goal:?}: last frame at step {:?}",
+        last.map(|f| f.step)
+    );
+}
+
+#[test]
+fn every_stop_of_every_built_in_tour_is_true_on_the_sim() {
+    for (name, _) in tour::BUILTIN {
+        let t = tour::load(Some(name)).unwrap();
+        for (i, stop) in t.stops.iter().enumerate() {
+            let f = run_to(&stop.scenario, stop.mode, stop.goal, None);
+            let at = format!("tour {name}, stop {} ({}), at step {}", i + 1, stop.title, f.step);
+            let hazards = f.hazards.as_ref().map_or(0, |h| h.len());
+            match stop.expect {
+                Expect::Correct => {
+                    assert!(
+                        matches!(f.goal, Some(GoalState::Reached(..))),
+                        "{at}: {:?}",
+                        f.goal
+                    );
+                    assert_eq!(f.max_diff, Some(0.0), "{at}");
+                    assert_eq!(hazards, 0, "{at}");
+                }
+                Expect::Diverges => {
+                    assert!(
+                        matches!(f.goal, Some(GoalState::Reached(..))),
+                        "{at}: {:?}",
+                        f.goal
+                    );
+                    assert!(f.max_diff.is_some_and(|d| d > 0.0), "{at}: {:?}", f.max_diff);
+                    assert!(hazards > 0, "{at}");
+                }
+                Expect::Fails => {
+                    assert!(
+                        matches!(f.goal, Some(GoalState::Failed(..))),
+                        "{at}: {:?}",
+                        f.goal
+                    );
+                    assert!(f.error.is_some(), "{at}");
+                }
+            }
+            // A stop that names a mode's verdict agrees with the mode.
+            assert_eq!(stop.expect == Expect::Correct, stop.mode.is_correct(), "{at}");
+        }
+    }
+}
+
+#[test]
+fn diverged_stops_at_the_first_step_a_check_every_step_finds() {
+    let s = haloscope::scenario::load(None).unwrap().with_devices(2).unwrap();
+    let f = run_to(
+        &s,
+        haloscope::program::Mode::NoWait,
+        Goal::Diverged { limit: 3000 },
+        None,
+    );
+    let Some(GoalState::Reached(_, step)) = f.goal else {
+        panic!("{:?}", f.goal)
+    };
+    let (code, out, err) = haloscope(&[
+        "--headless",
+        "--devices",
+        "2",
+        "--mode",
+        "no-wait",
+        "--steps",
+        "700",
+        "--check-every",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["first_divergence_step"].as_u64(), Some(step), "{out}");
+    // A goal that cannot be met says so at its limit.
+    let f = run_to(
+        &s,
+        haloscope::program::Mode::Events,
+        Goal::Diverged { limit: 40 },
+        None,
+    );
+    assert_eq!(f.goal, Some(GoalState::Missed(Goal::Diverged { limit: 40 }, 40)));
+}
+
+#[test]
+fn reaches_stops_at_the_first_step_the_wave_is_at_the_cell() {
+    let s = haloscope::scenario::load(None).unwrap().with_devices(2).unwrap();
+    let mode = haloscope::program::Mode::Events;
+    let f = run_to(
+        &s,
+        mode,
+        Goal::Reaches {
+            cell: 1000,
+            limit: 3000,
+        },
+        Some(1000),
+    );
+    let Some(GoalState::Reached(_, step)) = f.goal else {
+        panic!("{:?}", f.goal)
+    };
+    let ex = |f: &Frame| f.inspected.as_ref().unwrap().fields.0.abs();
+    assert!(ex(&f) >= REACHED, "at step {step}: {}", ex(&f));
+    let before = run_to(&s, mode, Goal::Step(step - 1), Some(1000));
+    assert_eq!(before.step, step - 1);
+    assert!(ex(&before) < REACHED, "at step {}: {}", step - 1, ex(&before));
+}
+
+#[test]
+fn haloscope_tour_plays_stops_lists_and_refuses_a_bad_file() {
+    let (code, screen, err) = haloscope(&["tour", "--screen", "t", "--size", "120x34"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(screen.contains("Tour 2/8: No wait: rule 2 broken"), "{screen}");
+    assert!(screen.contains("|Δ| first left 0 here"), "{screen}");
+    assert!(screen.contains("no-wait"), "{screen}");
+    // Back, to the first stop.
+    let (_, screen, _) = haloscope(&["tour", "--screen", "t backspace", "--size", "120x34"]);
+    assert!(
+        screen.contains("Tour 1/8") && screen.contains("the wave just reached cell 1000"),
+        "{screen}"
+    );
+    let (code, list, _) = haloscope(&["tour", "--list"]);
+    assert_eq!(code, 0);
+    assert!(
+        list.starts_with("rules: The seven rules") && list.contains(" 4. Record where you created"),
+        "{list}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "title = \"t\"\n[[stop]]\ntitle = \"a\"\nmode = \"sometimes\"\nrun_to = \"step 5\"\ncaption = \"c\"\nexpect = \"correct\"\n").unwrap();
+    let (code, out, err) = haloscope(&["tour", bad.to_str().unwrap(), "--screen", "", "--size", "80x24"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("bad.toml:4:8: `stop[1].mode`: `sometimes` is not a mode"),
+        "{err}"
+    );
+    let (code, _, err) = haloscope(&["tour", "nothing-here"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("cannot read tour file") && err.contains("built-in tours: rules"),
+        "{err}"
+    );
+}
