@@ -467,4 +467,131 @@ pub mod tests {
             t.draw(|f| f.render_widget(&a, f.area())).unwrap();
         }
     }
+
+    /// Every word the UI can print: the words of the sources and assets (lower case, two
+    /// letters or more).
+    fn dictionary() -> std::collections::HashSet<String> {
+        fn walk(dir: &std::path::Path, words: &mut std::collections::HashSet<String>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, words);
+                } else if let Ok(text) = std::fs::read_to_string(&p) {
+                    words.extend(letter_words(&text));
+                }
+            }
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut words = std::collections::HashSet::new();
+        for dir in ["src", "assets"] {
+            walk(&root.join(dir), &mut words);
+        }
+        words
+    }
+
+    fn letter_words(text: &str) -> impl Iterator<Item = String> + '_ {
+        text.split(|c: char| !c.is_ascii_alphabetic())
+            .filter(|w| w.len() >= 2)
+            .map(|w| w.to_ascii_lowercase())
+    }
+
+    /// The screens of every size and device count the UI must serve: the whole screen, the
+    /// micro-step view, the inspector and a tour caption.
+    fn screens() -> Vec<(String, App)> {
+        let tour = std::sync::Arc::new(crate::tour::load(None).unwrap());
+        let mut out = Vec::new();
+        for devices in [2usize, 4, 7] {
+            let mut whole = app_with(fixture(Mode::NoWait, devices));
+            whole.secondary = Panel::Timeline;
+            out.push((format!("whole_{devices}dev"), whole));
+            let mut f = fixture(Mode::Events, devices);
+            f.running = false;
+            f.micro = MicroView {
+                next: Some((1, 3)),
+                queued: vec![("compute@dev1".into(), vec!["update_h 500..1000".into()])],
+                events: vec![("h_ready[0]".into(), "pending (completes at 12.0 µs)".into())],
+                now_us: 9.5,
+            };
+            let mut micro = app_with(f);
+            micro.set_focus(Panel::Program);
+            out.push((format!("micro_{devices}dev"), micro));
+            let mut f = fixture(Mode::NoWait, devices);
+            f.inspected = Some(crate::engine::CellInfo {
+                cell: 1240,
+                device: f
+                    .split
+                    .iter()
+                    .scan(0, |lo, c| {
+                        *lo += c;
+                        Some(*lo)
+                    })
+                    .position(|hi| hi > 1240)
+                    .unwrap(),
+                fields: (0.5, -0.25),
+                reference: Some((0.5, -0.125)),
+                first_seen_diff: Some(1200),
+                written_by: Some("update_e 1000..1500 (thread 2, call 5, step 1233)".into()),
+            });
+            let mut inspect = app_with(f);
+            inspect.cursor = Some(1240);
+            out.push((format!("inspect_{devices}dev"), inspect));
+            let mut f = fixture(Mode::WaitBeforeRecord, devices);
+            f.goal = Some(crate::engine::GoalState::Reached(
+                crate::engine::Goal::Diverged { limit: 20_000 },
+                561,
+            ));
+            let mut touring = app_with(f);
+            touring.tour = Some((tour.clone(), 2));
+            out.push((format!("tour_{devices}dev"), touring));
+        }
+        out
+    }
+
+    #[test]
+    fn every_screen_at_every_size_keeps_its_values_whole_its_difference_and_its_devices() {
+        let words = dictionary();
+        for (w, h) in [(60u16, 16u16), (80, 24), (120, 34), (160, 48), (200, 60)] {
+            for (name, app) in screens() {
+                let t = render(&app, w, h);
+                let screen = text(&t);
+                let rows: Vec<&str> = screen.lines().map(|l| l.trim_matches('"')).collect();
+                let at = format!("{name} at {w}x{h}");
+                // No word cut: every word on screen is one the UI has.
+                for word in letter_words(&screen) {
+                    assert!(
+                        words.contains(&word),
+                        "{at}: `{word}` is not a word of the UI:\n{screen}"
+                    );
+                }
+                // The status bar keeps max |Δ| and its value.
+                let status = rows[usize::from(h) - 1];
+                assert!(
+                    status.contains("max |Δ| 1.00e-3") || status.contains("max |Δ| 0"),
+                    "{at}: {status}"
+                );
+                // Every device is named somewhere (the plot, a lane, a row, the program), or
+                // by its number alone among the plot's labels where `devN` does not fit.
+                let devices = app.devices();
+                let labels: Vec<&str> = rows
+                    .iter()
+                    .find(|r| r.contains("Ex dev0"))
+                    .map_or(Vec::new(), |r| {
+                        r.split(|c: char| !c.is_ascii_alphanumeric()).collect()
+                    });
+                // A device's name is never cut (`dev` without its number).
+                if let Some(r) = rows.iter().find(|r| r.contains("Ex dev0")) {
+                    let cut = r
+                        .match_indices("dev")
+                        .any(|(i, _)| !r[i + 3..].starts_with(|c: char| c.is_ascii_digit()));
+                    assert!(!cut, "{at}: a device's name is cut: {r}");
+                }
+                for d in 0..devices {
+                    let named =
+                        screen.contains(&format!("dev{d}")) || labels.contains(&d.to_string().as_str());
+                    assert!(named, "{at}: dev{d} missing:\n{screen}");
+                }
+                insta::assert_snapshot!(format!("screen_{name}_{w}x{h}"), t.backend());
+            }
+        }
+    }
 }

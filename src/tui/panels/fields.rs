@@ -79,7 +79,14 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
                 .floor()
                 .min(f64::from(plots.width.saturating_sub(1))) as u16;
         let marker = Style::new().fg(Color::Black).bg(Color::White).bold();
-        buf[(x, plots.y)].set_symbol("▼").set_style(marker);
+        // Below a device's name rather than over it.
+        let on_label = |y: u16| buf[(x, y)].symbol().chars().all(|c| c.is_ascii_alphanumeric());
+        let y = if on_label(plots.y) && plots.height > 2 {
+            plots.y + 1
+        } else {
+            plots.y
+        };
+        buf[(x, y)].set_symbol("▼").set_style(marker);
         buf[(x, plots.bottom() - 1)].set_symbol("▲").set_style(marker);
     }
 }

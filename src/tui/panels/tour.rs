@@ -41,13 +41,23 @@ pub fn render(frame: Option<&Frame>, app: &App, area: Rect, buf: &mut Buffer) {
     let keys = |a| app.keymap.keys_label(a);
     let last = *i + 1 == tour.stops.len();
     let next = if last { "ends the tour" } else { "next stop" };
-    let help = format!(
-        "{}: {next} · {}: back · every other key as always",
-        keys(Action::Tour),
-        keys(Action::TourBack)
-    );
-    // Room: at most half the screen above the status bar; the caption is cut last.
-    let most = (area.height.saturating_sub(1) / 2).max(4);
+    let help = if width >= 100 {
+        format!(
+            "{}: {next} · {}: back · every other key as always",
+            keys(Action::Tour),
+            keys(Action::TourBack)
+        )
+    } else {
+        let first = |a| keys(a).split(", ").next().unwrap_or_default().to_string();
+        format!(
+            "{}: {next} · {}: back",
+            first(Action::Tour),
+            first(Action::TourBack)
+        )
+    };
+    // Room: what the caption needs, leaving the top four rows of the screen (the fields'
+    // title and legend) and the status bar.
+    let most = area.height.saturating_sub(5).max(4);
     let want = 2 + rows(&where_, inner) + rows(&stop.caption, inner) + rows(&help, inner);
     let height = (want as u16).min(most);
     let r = Rect {
@@ -77,6 +87,53 @@ pub fn render(frame: Option<&Frame>, app: &App, area: Rect, buf: &mut Buffer) {
 #[cfg(test)]
 mod tests {
     use super::rows;
+    use crate::tui::app::App;
+    use crate::tui::keymap::KeyMap;
+    use ratatui::{Terminal, backend::TestBackend};
+
+    #[test]
+    fn every_stops_caption_is_read_whole_down_to_60x16() {
+        let tour = std::sync::Arc::new(crate::tour::load(None).unwrap());
+        for i in 0..tour.stops.len() {
+            let stop = &tour.stops[i];
+            for (w, h) in [(60u16, 16u16), (80, 24), (120, 34)] {
+                let mut app = App::new(stop.mode, KeyMap::default(), None);
+                app.set_frame(Box::new(crate::tui::fixture::fixture(
+                    stop.mode,
+                    stop.scenario.split.len(),
+                )));
+                app.tour = Some((tour.clone(), i));
+                let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+                t.draw(|f| f.render_widget(&app, f.area())).unwrap();
+                let screen: String = t
+                    .backend()
+                    .to_string()
+                    .lines()
+                    .map(|l| l.trim_matches('"').replace('║', " "))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let words = |s: &str| {
+                    s.split_whitespace()
+                        .map(str::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                let said = words(&screen);
+                assert!(
+                    said.contains(&words(&stop.caption)),
+                    "stop {} at {w}x{h}:\n{}",
+                    i + 1,
+                    t.backend()
+                );
+                assert!(
+                    said.contains(": back"),
+                    "stop {} at {w}x{h}:\n{}",
+                    i + 1,
+                    t.backend()
+                );
+            }
+        }
+    }
 
     #[test]
     fn rows_counts_word_wrapped_lines() {
