@@ -159,7 +159,8 @@ impl Mode {
             Mode::CrossDeviceRecord => {
                 "Broken, loudly. The events are created on the consumer's device but recorded on the\n\
                  producer's stream. An event can only be recorded on a stream of the device it was\n\
-                 created on (rule 4): cudaEventRecord fails with \"invalid resource handle\".\n\
+                 created on (rule 4): cudaEventRecord fails with \"invalid resource handle\" (on GPUs\n\
+                 when the devices are two GPUs: devices sharing one GPU share its context, and it works).\n\
                  Waiting across devices is fine; create the event where it is recorded."
             }
             Mode::WideHalo => {
