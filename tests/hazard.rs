@@ -428,7 +428,7 @@ fn an_event_used_after_its_destruction_in_host_order_is_invalid() {
     let e = EventId(0);
     let program = Program {
         name: "destroyed".into(),
-        stream_names: vec!["compute"],
+        stream_names: vec!["compute".into()],
         events: vec![EventInfo {
             name: "done[0]".into(),
             device: 0,

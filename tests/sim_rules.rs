@@ -52,7 +52,7 @@ fn program(events: &[(&str, usize)], step: Vec<Vec<Op>>) -> Program {
         .collect();
     Program {
         name: "test".into(),
-        stream_names: vec!["compute", "copy"],
+        stream_names: vec!["compute".into(), "copy".into()],
         events,
         setup,
         step,

@@ -1,8 +1,11 @@
 //! A step is a program: for each host thread (one per device) the list of CUDA calls it
 //! issues every step. Both runtimes execute exactly this list; the UI shows it as code.
 
+pub mod lang;
 pub mod modes;
 mod ops;
+#[cfg(test)]
+pub(crate) mod oracle;
 pub mod rules;
 
 pub use modes::Mode;

@@ -130,7 +130,7 @@ pub struct Program {
     /// The mode it was built from (or any name, for a hand-written program).
     pub name: String,
     /// Names of each device's streams (`compute`, `copy`).
-    pub stream_names: Vec<&'static str>,
+    pub stream_names: Vec<String>,
     pub events: Vec<EventInfo>,
     /// Calls each thread makes once before the first step.
     pub setup: Vec<Vec<Op>>,

@@ -1,0 +1,375 @@
+//! A parsed program made concrete for one decomposition: `d`, `lo` and `hi` take each
+//! thread's values, conditions choose calls, events are numbered in the order they are
+//! first named (thread 0's calls first), and what a GPU would not forgive is refused.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use super::syntax::{CellPtr, EventRef, Expr, Source, Stmt, StmtKind};
+use crate::decomp::{Field, HALO, Kernel};
+use crate::program::{EventId, EventInfo, Op, Program, StreamId};
+
+/// Why a program cannot run on this decomposition, and which statement says so.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceError {
+    pub span: Range<usize>,
+    pub reason: String,
+}
+
+/// The wide-halo width on `ranges`: at most what every device owns, at most [`HALO`].
+pub fn halo_width(ranges: &[Range<usize>]) -> usize {
+    ranges.iter().map(|r| r.len()).min().unwrap_or(1).clamp(1, HALO)
+}
+
+struct Instance<'a> {
+    src: &'a Source,
+    ranges: &'a [Range<usize>],
+    events: Vec<EventInfo>,
+    by_name: HashMap<String, EventId>,
+    setup: Vec<Vec<Op>>,
+    step: Vec<Vec<Op>>,
+    barriers: Vec<usize>,
+    /// Thread being instantiated, and the loop variables' values.
+    d: usize,
+    loops: Vec<(String, i64)>,
+    k: i64,
+}
+
+/// The program `src` on devices owning `ranges`, named `name`.
+pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<Program, InstanceError> {
+    let n = ranges.len();
+    let mut inst = Instance {
+        src,
+        ranges,
+        events: Vec::new(),
+        by_name: HashMap::new(),
+        setup: vec![Vec::new(); n],
+        step: vec![Vec::new(); n],
+        barriers: vec![0; n],
+        d: 0,
+        loops: Vec::new(),
+        k: halo_width(ranges) as i64,
+    };
+    let steps_per_round = match &src.round {
+        None => 1,
+        Some((e, span)) => {
+            let v = inst.eval(e, span)?;
+            if !(1..=HALO as i64).contains(&v) {
+                return Err(InstanceError {
+                    span: span.clone(),
+                    reason: format!("round {v}: a round is 1 to {HALO} steps (the halo's width)"),
+                });
+            }
+            v as u64
+        }
+    };
+    for d in 0..n {
+        inst.d = d;
+        let mut ops = Vec::new();
+        inst.run(&src.step, &mut ops)?;
+        inst.step[d] = ops;
+    }
+    if let Some(d) = (1..n).find(|&d| inst.barriers[d] != inst.barriers[0]) {
+        return Err(InstanceError {
+            span: src.step_span.clone(),
+            reason: format!(
+                "host thread 0 meets {} barrier(s) a round and thread {d} meets {}: a real barrier \
+                 would wait for ever",
+                inst.barriers[0], inst.barriers[d]
+            ),
+        });
+    }
+    Ok(Program {
+        name: name.to_string(),
+        stream_names: src.streams.iter().map(|(s, _)| s.clone()).collect(),
+        events: inst.events,
+        setup: inst.setup,
+        step: inst.step,
+        steps_per_round,
+    })
+}
+
+impl Instance<'_> {
+    fn fail<T>(&self, span: &Range<usize>, reason: String) -> Result<T, InstanceError> {
+        Err(InstanceError {
+            span: span.clone(),
+            reason: format!("{reason} (thread {} of {})", self.d, self.ranges.len()),
+        })
+    }
+
+    fn var(&self, name: &str) -> Option<i64> {
+        let r = &self.ranges[self.d];
+        match name {
+            "d" => Some(self.d as i64),
+            "n" => Some(self.ranges.len() as i64),
+            "lo" => Some(r.start as i64),
+            "hi" => Some(r.end as i64),
+            "k" => Some(self.k),
+            _ => self.loops.iter().rev().find(|(v, _)| v == name).map(|l| l.1),
+        }
+    }
+
+    fn eval(&self, e: &Expr, at: &Range<usize>) -> Result<i64, InstanceError> {
+        let v = |x: &Expr| self.eval(x, at);
+        Ok(match e {
+            Expr::Num(n) => *n,
+            Expr::Var(name, span) => match self.var(name) {
+                Some(v) => v,
+                None => return self.fail(span, format!("`{name}` has no value here")),
+            },
+            Expr::Not(x) => i64::from(v(x)? == 0),
+            Expr::Neg(x) => -v(x)?,
+            Expr::Call(f, a, b) => {
+                let (a, b) = (v(a)?, v(b)?);
+                if *f == "max" { a.max(b) } else { a.min(b) }
+            }
+            Expr::Bin(op, a, b) => {
+                let (a, b) = (v(a)?, v(b)?);
+                match *op {
+                    "+" => a + b,
+                    "-" => a - b,
+                    "*" => a * b,
+                    "/" | "%" if b == 0 => return self.fail(at, "a division by 0".into()),
+                    "/" => a / b,
+                    "%" => a.rem_euclid(b),
+                    "<" => i64::from(a < b),
+                    ">" => i64::from(a > b),
+                    "<=" => i64::from(a <= b),
+                    ">=" => i64::from(a >= b),
+                    "==" => i64::from(a == b),
+                    "!=" => i64::from(a != b),
+                    "&&" => i64::from(a != 0 && b != 0),
+                    _ => i64::from(a != 0 || b != 0),
+                }
+            }
+        })
+    }
+
+    fn stream(&self, name: &str) -> StreamId {
+        let index = self.src.streams.iter().position(|(s, _)| s == name).unwrap_or(0);
+        StreamId {
+            device: self.d,
+            index,
+        }
+    }
+
+    /// `name[i]`, numbered and created (on its device, at setup) the first time it is named.
+    fn event(&mut self, e: &EventRef) -> Result<EventId, InstanceError> {
+        let i = self.eval(&e.index, &e.span)?;
+        let n = self.ranges.len() as i64;
+        if !(0..n).contains(&i) {
+            return self.fail(
+                &e.span,
+                format!(
+                    "{}[{i}]: there are events 0 to {} (one per device)",
+                    e.name,
+                    n - 1
+                ),
+            );
+        }
+        let full = format!("{}[{i}]", e.name);
+        if let Some(id) = self.by_name.get(&full) {
+            return Ok(*id);
+        }
+        let decl = self
+            .src
+            .events
+            .iter()
+            .find(|x| x.name == e.name)
+            .expect("the parser checked the name");
+        let on = match &decl.on {
+            None => i,
+            Some(on) => {
+                self.loops.push(("i".into(), i));
+                let v = self.eval(on, &decl.span);
+                self.loops.pop();
+                v?
+            }
+        };
+        if !(0..n).contains(&on) {
+            return self.fail(
+                &decl.span,
+                format!(
+                    "{full} would be created on device {on}: there are devices 0 to {}",
+                    n - 1
+                ),
+            );
+        }
+        let id = EventId(self.events.len());
+        self.events.push(EventInfo {
+            name: full.clone(),
+            device: on as usize,
+        });
+        self.setup[on as usize].push(Op::EventCreate {
+            event: id,
+            device: on as usize,
+        });
+        self.by_name.insert(full, id);
+        Ok(id)
+    }
+
+    /// Cells `from..to` a call of this thread touches on `device`: refused outside what the
+    /// device holds (its cells and the halo each side), as a GPU would fault.
+    fn held(
+        &self,
+        device: i64,
+        from: i64,
+        to: i64,
+        span: &Range<usize>,
+        what: &str,
+    ) -> Result<Range<usize>, InstanceError> {
+        let n = self.ranges.len() as i64;
+        if !(0..n).contains(&device) {
+            return self.fail(
+                span,
+                format!("{what}: device {device} does not exist (0 to {})", n - 1),
+            );
+        }
+        let r = &self.ranges[device as usize];
+        let (lo, hi) = (r.start.saturating_sub(HALO) as i64, (r.end + HALO) as i64);
+        if from > to || from < lo || to > hi {
+            return self.fail(
+                span,
+                format!("{what}: cells {from}..{to} are outside what dev{device} holds ({lo}..{hi}: its cells and {HALO} halo cells each side)"),
+            );
+        }
+        Ok(from as usize..to as usize)
+    }
+
+    fn run(&mut self, body: &[Stmt], ops: &mut Vec<Op>) -> Result<(), InstanceError> {
+        for s in body {
+            self.one(s, ops)?;
+        }
+        Ok(())
+    }
+
+    fn one(&mut self, s: &Stmt, ops: &mut Vec<Op>) -> Result<(), InstanceError> {
+        let span = &s.span;
+        match &s.kind {
+            StmtKind::If(c, then, otherwise) => {
+                if self.eval(c, span)? != 0 {
+                    self.run(then, ops)?;
+                } else {
+                    self.run(otherwise, ops)?;
+                }
+            }
+            StmtKind::For(v, from, to, body) => {
+                let (from, to) = (self.eval(from, span)?, self.eval(to, span)?);
+                for t in from..to {
+                    self.loops.push((v.clone(), t));
+                    let r = self.run(body, ops);
+                    self.loops.pop();
+                    r?;
+                }
+            }
+            StmtKind::Graph(stream, body) => {
+                let mut nodes = Vec::new();
+                self.run(body, &mut nodes)?;
+                ops.push(Op::Graph {
+                    nodes,
+                    stream: self.stream(stream),
+                });
+            }
+            StmtKind::Launch { kernel, stream, args } => {
+                let vals = args
+                    .iter()
+                    .map(|a| self.eval(a, span))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let cells = self.held(self.d as i64, vals[0], vals[1], span, kernel)?;
+                let third = vals.get(2).copied().unwrap_or(0);
+                if third < 0 || third > HALO as i64 {
+                    return self.fail(
+                        span,
+                        format!("{kernel}: its third argument is 0 to {HALO}, not {third}"),
+                    );
+                }
+                let (kernel, substep) = match kernel.as_str() {
+                    "update_h" => (Kernel::UpdateH, third as u32),
+                    "update_e" => (Kernel::UpdateE, third as u32),
+                    "sources_boundaries" => (Kernel::SourcesBoundaries, third as u32),
+                    _ => (Kernel::Fused { steps: third as u32 }, 0),
+                };
+                ops.push(Op::Launch {
+                    kernel,
+                    cells,
+                    stream: self.stream(stream),
+                    substep,
+                });
+            }
+            StmtKind::Record { event, stream } => {
+                let event = self.event(event)?;
+                ops.push(Op::Record {
+                    event,
+                    stream: self.stream(stream),
+                });
+            }
+            StmtKind::Wait { stream, event } => {
+                let event = self.event(event)?;
+                ops.push(Op::Wait {
+                    stream: self.stream(stream),
+                    event,
+                });
+            }
+            StmtKind::Copy {
+                dst,
+                dst_device,
+                src,
+                src_device,
+                count,
+                stream,
+            } => ops.push(self.copy((dst, dst_device), (src, src_device), count, stream, span)?),
+            StmtKind::StreamSync(stream) => ops.push(Op::StreamSync {
+                stream: self.stream(stream),
+            }),
+            StmtKind::DeviceSync => ops.push(Op::DeviceSync { device: self.d }),
+            StmtKind::Barrier => {
+                self.barriers[self.d] += 1;
+                ops.push(Op::HostBarrier);
+            }
+        }
+        Ok(())
+    }
+
+    fn copy(
+        &self,
+        (dst, dst_device): (&CellPtr, &Expr),
+        (src, src_device): (&CellPtr, &Expr),
+        count: &Expr,
+        stream: &str,
+        span: &Range<usize>,
+    ) -> Result<Op, InstanceError> {
+        if dst.field != src.field {
+            return self.fail(
+                span,
+                format!(
+                    "a peer copy moves cells of one field: {} and {}",
+                    dst.field, src.field
+                ),
+            );
+        }
+        let (a, b) = (self.eval(&dst.offset, span)?, self.eval(&src.offset, span)?);
+        if a != b {
+            return self.fail(
+                span,
+                format!("a peer copy moves cells to the same cells of the other device: {a} and {b} differ"),
+            );
+        }
+        let count = self.eval(count, span)?;
+        if count < 1 {
+            return self.fail(span, format!("a peer copy of {count} cells"));
+        }
+        let (to, from) = (self.eval(dst_device, span)?, self.eval(src_device, span)?);
+        if to == from {
+            return self.fail(span, format!("a peer copy from dev{from} to itself"));
+        }
+        let cells = self.held(from, a, a + count, span, "the copy's source")?;
+        self.held(to, a, a + count, span, "the copy's destination")?;
+        Ok(Op::PeerCopy {
+            field: if dst.field == "ex" { Field::Ex } else { Field::Hy },
+            src: from as usize,
+            dst: to as usize,
+            cells,
+            stream: self.stream(stream),
+        })
+    }
+}

@@ -1,0 +1,719 @@
+//! The program language's syntax: tokens, then statements, each with where it was written.
+//! It reads like the host code of a CUDA program with one OpenMP thread per device: the
+//! same statements run on every host thread, with `d` its device (see the README).
+//!
+//! Hand-written: the grammar is a dozen statement forms, and a recursive-descent parser
+//! of a few hundred lines gives every error as one line with its line and column, in our
+//! own words; a parser-generator crate would add its own error format and grammar files.
+
+use std::ops::Range;
+
+/// A syntax error: where (byte offsets) and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntaxError {
+    pub span: Range<usize>,
+    pub reason: String,
+}
+
+fn err<T>(span: Range<usize>, reason: impl Into<String>) -> Result<T, SyntaxError> {
+    Err(SyntaxError {
+        span,
+        reason: reason.into(),
+    })
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Num(i64),
+    /// Punctuation and operators: `(`, `<<<`, `&&`, `++`, …
+    Sym(&'static str),
+    /// `#pragma omp barrier`
+    Barrier,
+}
+
+const SYMS: [&str; 27] = [
+    "<<<", ">>>", "&&", "||", "==", "!=", "<=", ">=", "++", "(", ")", "{", "}", "[", "]", ";", ",", "+", "-",
+    "*", "/", "%", "<", ">", "=", "!", "&",
+];
+
+fn lex(text: &str) -> Result<Vec<(Tok, Range<usize>)>, SyntaxError> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if text[i..].starts_with("//") {
+            i = text[i..].find('\n').map_or(b.len(), |j| i + j);
+        } else if text[i..].starts_with("/*") {
+            let end = text[i + 2..].find("*/").ok_or(SyntaxError {
+                span: i..i + 2,
+                reason: "a comment that never ends (no */)".into(),
+            })?;
+            i += end + 4;
+        } else if c == b'#' {
+            let line_end = text[i..].find('\n').map_or(b.len(), |j| i + j);
+            let line = &text[i + 1..line_end];
+            let line = line.find("//").map_or(line, |c| &line[..c]);
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if words != ["pragma", "omp", "barrier"] {
+                return err(i..line_end, "the only directive is `#pragma omp barrier`");
+            }
+            out.push((Tok::Barrier, i..line_end));
+            i = line_end;
+        } else if c.is_ascii_digit() {
+            let start = i;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            let n = text[start..i].parse().map_err(|_| SyntaxError {
+                span: start..i,
+                reason: "a number too large".into(),
+            })?;
+            out.push((Tok::Num(n), start..i));
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            out.push((Tok::Ident(text[start..i].to_string()), start..i));
+        } else if let Some(s) = SYMS.iter().find(|s| text[i..].starts_with(**s)) {
+            out.push((Tok::Sym(s), i..i + s.len()));
+            i += s.len();
+        } else {
+            let ch = text[i..].chars().next().unwrap_or('?');
+            return err(i..i + ch.len_utf8(), format!("`{ch}` has no meaning here"));
+        }
+    }
+    Ok(out)
+}
+
+/// An integer or truth expression over `d`, `n`, `lo`, `hi`, `k` and loop variables.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Num(i64),
+    Var(String, Range<usize>),
+    /// `op` is one of `+ - * / % < > <= >= == != && ||`.
+    Bin(&'static str, Box<Expr>, Box<Expr>),
+    Not(Box<Expr>),
+    Neg(Box<Expr>),
+    /// `max(a, b)` or `min(a, b)`.
+    Call(&'static str, Box<Expr>, Box<Expr>),
+}
+
+/// `name[index]`: one event of a family.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRef {
+    pub name: String,
+    pub index: Expr,
+    pub span: Range<usize>,
+}
+
+/// `field + offset`: a cell of a device's field, as a pointer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellPtr {
+    pub field: String,
+    pub offset: Expr,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StmtKind {
+    /// `kernel<<<stream>>>(from, to [, t])`.
+    Launch {
+        kernel: String,
+        stream: String,
+        args: Vec<Expr>,
+    },
+    Record {
+        event: EventRef,
+        stream: String,
+    },
+    Wait {
+        stream: String,
+        event: EventRef,
+    },
+    /// `cudaMemcpyPeerAsync(dst, dst_device, src, src_device, cells, stream)`.
+    Copy {
+        dst: CellPtr,
+        dst_device: Expr,
+        src: CellPtr,
+        src_device: Expr,
+        count: Expr,
+        stream: String,
+    },
+    StreamSync(String),
+    DeviceSync,
+    Barrier,
+    If(Expr, Vec<Stmt>, Vec<Stmt>),
+    /// `for (var = from; var < to; var++) { … }`
+    For(String, Expr, Expr, Vec<Stmt>),
+    /// `cudaGraphLaunch(stream) { launches }`: the launches, built once as a graph.
+    Graph(String, Vec<Stmt>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stmt {
+    pub kind: StmtKind,
+    pub span: Range<usize>,
+}
+
+/// A family of events: `name[i]` for each device index, created on device `on` (an
+/// expression of `i`; default `i`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventDecl {
+    pub name: String,
+    pub on: Option<Expr>,
+    pub span: Range<usize>,
+}
+
+/// A whole program file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Source {
+    pub name: Option<String>,
+    pub streams: Vec<(String, Range<usize>)>,
+    pub events: Vec<EventDecl>,
+    pub round: Option<(Expr, Range<usize>)>,
+    pub step: Vec<Stmt>,
+    pub step_span: Range<usize>,
+}
+
+pub const KERNELS: [&str; 4] = ["update_h", "update_e", "sources_boundaries", "fused_steps"];
+pub const FIELDS: [&str; 2] = ["ex", "hy"];
+pub const VARS: [&str; 5] = ["d", "n", "lo", "hi", "k"];
+
+struct Parser {
+    toks: Vec<(Tok, Range<usize>)>,
+    at: usize,
+    end: usize,
+    /// Names in scope: streams, event families, loop variables.
+    streams: Vec<String>,
+    events: Vec<String>,
+    loops: Vec<String>,
+}
+
+/// Parses a program file.
+pub fn parse(text: &str) -> Result<Source, SyntaxError> {
+    let mut p = Parser {
+        toks: lex(text)?,
+        at: 0,
+        end: text.len(),
+        streams: Vec::new(),
+        events: Vec::new(),
+        loops: Vec::new(),
+    };
+    p.source()
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.at).map(|t| &t.0)
+    }
+
+    fn span(&self) -> Range<usize> {
+        self.toks.get(self.at).map_or(self.end..self.end, |t| t.1.clone())
+    }
+
+    fn prev_end(&self) -> usize {
+        self.at
+            .checked_sub(1)
+            .and_then(|i| self.toks.get(i))
+            .map_or(0, |t| t.1.end)
+    }
+
+    fn is_sym(&self, s: &str) -> bool {
+        matches!(self.peek(), Some(Tok::Sym(x)) if *x == s)
+    }
+
+    fn is_ident(&self, s: &str) -> bool {
+        matches!(self.peek(), Some(Tok::Ident(x)) if x == s)
+    }
+
+    fn eat_sym(&mut self, s: &str) -> bool {
+        let yes = self.is_sym(s);
+        self.at += usize::from(yes);
+        yes
+    }
+
+    fn expect(&mut self, s: &str, what: &str) -> Result<(), SyntaxError> {
+        if self.eat_sym(s) {
+            return Ok(());
+        }
+        let found = self.describe();
+        err(self.span(), format!("expected `{s}` {what}, found {found}"))
+    }
+
+    fn describe(&self) -> String {
+        match self.peek() {
+            None => "the end of the file".into(),
+            Some(Tok::Ident(x)) => format!("`{x}`"),
+            Some(Tok::Num(n)) => format!("`{n}`"),
+            Some(Tok::Sym(s)) => format!("`{s}`"),
+            Some(Tok::Barrier) => "`#pragma omp barrier`".into(),
+        }
+    }
+
+    fn ident(&mut self, what: &str) -> Result<(String, Range<usize>), SyntaxError> {
+        match self.peek() {
+            Some(Tok::Ident(x)) => {
+                let x = x.clone();
+                let span = self.span();
+                self.at += 1;
+                Ok((x, span))
+            }
+            _ => err(self.span(), format!("expected {what}, found {}", self.describe())),
+        }
+    }
+
+    fn source(&mut self) -> Result<Source, SyntaxError> {
+        let mut src = Source {
+            name: None,
+            streams: Vec::new(),
+            events: Vec::new(),
+            round: None,
+            step: Vec::new(),
+            step_span: 0..0,
+        };
+        while self.peek().is_some() {
+            let (word, span) = self.ident("`program`, `cudaStream_t`, `cudaEvent_t`, `round` or `step`")?;
+            match word.as_str() {
+                "program" => {
+                    let mut name = String::new();
+                    while !self.is_sym(";") && self.peek().is_some() {
+                        let (part, _) = match self.peek() {
+                            Some(Tok::Sym("-")) => {
+                                self.at += 1;
+                                ("-".to_string(), 0..0)
+                            }
+                            _ => self.ident("the program's name")?,
+                        };
+                        name.push_str(&part);
+                    }
+                    self.expect(";", "after the program's name")?;
+                    src.name = Some(name);
+                }
+                "cudaStream_t" => loop {
+                    let (s, sp) = self.ident("a stream's name")?;
+                    if self.streams.contains(&s) {
+                        return err(sp, format!("stream `{s}` is declared twice"));
+                    }
+                    self.streams.push(s.clone());
+                    src.streams.push((s, sp));
+                    if !self.eat_sym(",") {
+                        self.expect(";", "after the streams")?;
+                        break;
+                    }
+                },
+                "cudaEvent_t" => self.event_decls(&mut src)?,
+                "round" => {
+                    let e = self.expr()?;
+                    self.expect(";", "after the round's steps")?;
+                    src.round = Some((e, span));
+                }
+                "step" => {
+                    if self.streams.is_empty() {
+                        return err(span, "declare the streams first: `cudaStream_t compute;`");
+                    }
+                    src.step = self.block()?;
+                    src.step_span = span.start..self.prev_end();
+                }
+                other => {
+                    return err(
+                        span,
+                        format!(
+                            "`{other}`: expected `program`, `cudaStream_t`, `cudaEvent_t`, `round` or `step`"
+                        ),
+                    );
+                }
+            }
+        }
+        if src.step_span == (0..0) {
+            return err(
+                self.end..self.end,
+                "no `step { … }`: the calls every host thread makes each round",
+            );
+        }
+        Ok(src)
+    }
+
+    /// `cudaEvent_t a[n], b[n] on i + 1;` after its first word.
+    fn event_decls(&mut self, src: &mut Source) -> Result<(), SyntaxError> {
+        loop {
+            let (e, sp) = self.ident("an event's name")?;
+            if self.events.contains(&e) || self.streams.contains(&e) {
+                return err(sp, format!("`{e}` is declared twice"));
+            }
+            self.expect(
+                "[",
+                "after the event's name: events come one per device, `name[n]`",
+            )?;
+            let (count, csp) = self.ident("`n`")?;
+            if count != "n" {
+                return err(csp, "an event family has one event per device: write `[n]`");
+            }
+            self.expect("]", "after `[n`")?;
+            let on = if self.is_ident("on") {
+                self.at += 1;
+                self.loops.push("i".into());
+                let e = self.expr()?;
+                self.loops.pop();
+                Some(e)
+            } else {
+                None
+            };
+            self.events.push(e.clone());
+            src.events.push(EventDecl {
+                name: e,
+                on,
+                span: sp,
+            });
+            if !self.eat_sym(",") {
+                self.expect(";", "after the events")?;
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn block(&mut self) -> Result<Vec<Stmt>, SyntaxError> {
+        self.expect("{", "to open a block")?;
+        let mut out = Vec::new();
+        while !self.eat_sym("}") {
+            if self.peek().is_none() {
+                return err(self.span(), "a block that never ends (no `}`)");
+            }
+            out.push(self.stmt()?);
+        }
+        Ok(out)
+    }
+
+    /// One statement, or a block as a list.
+    fn body(&mut self) -> Result<Vec<Stmt>, SyntaxError> {
+        if self.is_sym("{") {
+            self.block()
+        } else {
+            Ok(vec![self.stmt()?])
+        }
+    }
+
+    fn stream(&mut self) -> Result<String, SyntaxError> {
+        let (s, sp) = self.ident("a stream")?;
+        if !self.streams.contains(&s) {
+            return err(
+                sp,
+                format!("unknown stream `{s}` (declared: {})", self.streams.join(", ")),
+            );
+        }
+        Ok(s)
+    }
+
+    fn event(&mut self) -> Result<EventRef, SyntaxError> {
+        let (name, sp) = self.ident("an event")?;
+        if !self.events.contains(&name) {
+            let known = if self.events.is_empty() {
+                "none declared: `cudaEvent_t name[n];`".to_string()
+            } else {
+                format!("declared: {}", self.events.join(", "))
+            };
+            return err(sp, format!("unknown event `{name}` ({known})"));
+        }
+        self.expect("[", "after the event's name: which device's, e.g. `[d]`")?;
+        let index = self.expr()?;
+        self.expect("]", "after the event's index")?;
+        Ok(EventRef {
+            name,
+            index,
+            span: sp.start..self.prev_end(),
+        })
+    }
+
+    fn cell_ptr(&mut self) -> Result<CellPtr, SyntaxError> {
+        let (field, sp) = self.ident("a field, `ex` or `hy`")?;
+        if !FIELDS.contains(&field.as_str()) {
+            return err(sp, format!("unknown field `{field}`: the fields are ex and hy"));
+        }
+        self.expect("+", "after the field: a cell is `field + index`")?;
+        let offset = self.term()?;
+        Ok(CellPtr { field, offset })
+    }
+
+    fn stmt(&mut self) -> Result<Stmt, SyntaxError> {
+        let start = self.span().start;
+        if matches!(self.peek(), Some(Tok::Barrier)) {
+            self.at += 1;
+            return Ok(Stmt {
+                kind: StmtKind::Barrier,
+                span: start..self.prev_end(),
+            });
+        }
+        let (word, sp) = self.ident("a statement")?;
+        let kind = match word.as_str() {
+            "if" => return self.if_stmt(start),
+            "for" => return self.for_stmt(start),
+            "cudaGraphLaunch" => return self.graph_stmt(start),
+            k if KERNELS.contains(&k) => self.launch(k, sp)?,
+            "cudaEventRecord" => {
+                self.expect("(", "after cudaEventRecord")?;
+                let event = self.event()?;
+                self.expect(",", "after the event")?;
+                let stream = self.stream()?;
+                self.expect(")", "after the stream")?;
+                StmtKind::Record { event, stream }
+            }
+            "cudaStreamWaitEvent" => {
+                self.expect("(", "after cudaStreamWaitEvent")?;
+                let stream = self.stream()?;
+                self.expect(",", "after the stream")?;
+                let event = self.event()?;
+                if self.eat_sym(",") {
+                    match self.peek() {
+                        Some(Tok::Num(0)) => self.at += 1,
+                        _ => return err(self.span(), "the flags of cudaStreamWaitEvent: 0"),
+                    }
+                }
+                self.expect(")", "after the event")?;
+                StmtKind::Wait { stream, event }
+            }
+            "cudaMemcpyPeerAsync" => self.copy_call()?,
+            "cudaStreamSynchronize" => {
+                self.expect("(", "after cudaStreamSynchronize")?;
+                let s = self.stream()?;
+                self.expect(")", "after the stream")?;
+                StmtKind::StreamSync(s)
+            }
+            "cudaDeviceSynchronize" => {
+                self.expect("(", "after cudaDeviceSynchronize")?;
+                self.expect(")", "cudaDeviceSynchronize takes no arguments")?;
+                StmtKind::DeviceSync
+            }
+            other => {
+                return err(
+                    sp,
+                    format!(
+                        "unknown call `{other}` (kernels: {}; cudaEventRecord, cudaStreamWaitEvent, \
+                         cudaMemcpyPeerAsync, cudaStreamSynchronize, cudaDeviceSynchronize, \
+                         cudaGraphLaunch, #pragma omp barrier, if, for)",
+                        KERNELS.join(", ")
+                    ),
+                );
+            }
+        };
+        self.expect(";", "after the call")?;
+        Ok(Stmt {
+            kind,
+            span: start..self.prev_end(),
+        })
+    }
+
+    /// `if (cond) … else …`, after `if`.
+    fn if_stmt(&mut self, start: usize) -> Result<Stmt, SyntaxError> {
+        self.expect("(", "after `if`")?;
+        let c = self.expr()?;
+        self.expect(")", "after the condition")?;
+        let then = self.body()?;
+        let otherwise = if self.is_ident("else") {
+            self.at += 1;
+            self.body()?
+        } else {
+            Vec::new()
+        };
+        Ok(Stmt {
+            kind: StmtKind::If(c, then, otherwise),
+            span: start..self.prev_end(),
+        })
+    }
+
+    /// `for (t = a; t < b; t++) …`, after `for`.
+    fn for_stmt(&mut self, start: usize) -> Result<Stmt, SyntaxError> {
+        self.expect("(", "after `for`")?;
+        let _ = self.is_ident("int") && {
+            self.at += 1;
+            true
+        };
+        let (v, vsp) = self.ident("the loop's variable")?;
+        if VARS.contains(&v.as_str()) || self.loops.contains(&v) {
+            return err(vsp, format!("`{v}` is taken: name the loop's variable otherwise"));
+        }
+        self.expect("=", "after the loop's variable")?;
+        let from = self.expr()?;
+        self.expect(";", "after the loop's start")?;
+        let (v2, v2sp) = self.ident("the loop's variable")?;
+        if v2 != v {
+            return err(v2sp, format!("the loop's condition must test `{v}`"));
+        }
+        self.expect("<", "in the loop's condition: `var < end`")?;
+        let to = self.expr()?;
+        self.expect(";", "after the loop's condition")?;
+        let (v3, v3sp) = self.ident("the loop's variable")?;
+        if v3 != v {
+            return err(v3sp, format!("the loop must count `{v}++`"));
+        }
+        self.expect("++", "after the loop's variable")?;
+        self.expect(")", "to close the loop's header")?;
+        self.loops.push(v.clone());
+        let body = self.body();
+        self.loops.pop();
+        Ok(Stmt {
+            kind: StmtKind::For(v, from, to, body?),
+            span: start..self.prev_end(),
+        })
+    }
+
+    /// `cudaGraphLaunch(stream) { launches }`, after its name.
+    fn graph_stmt(&mut self, start: usize) -> Result<Stmt, SyntaxError> {
+        self.expect("(", "after cudaGraphLaunch")?;
+        let s = self.stream()?;
+        self.expect(")", "after the stream")?;
+        let body = self.block()?;
+        if let Some(bad) = first_non_launch(&body) {
+            return err(bad, "a graph holds kernel launches only");
+        }
+        Ok(Stmt {
+            kind: StmtKind::Graph(s, body),
+            span: start..self.prev_end(),
+        })
+    }
+
+    /// `kernel<<<stream>>>(from, to[, t])`, after the kernel's name.
+    fn launch(&mut self, k: &str, sp: Range<usize>) -> Result<StmtKind, SyntaxError> {
+        self.expect("<<<", "after the kernel's name")?;
+        let stream = self.stream()?;
+        self.expect(">>>", "after the stream")?;
+        self.expect("(", "for the kernel's cells")?;
+        let mut args = vec![self.expr()?];
+        while self.eat_sym(",") {
+            args.push(self.expr()?);
+        }
+        self.expect(")", "after the kernel's arguments")?;
+        let want = if k == "fused_steps" {
+            "(from, to, steps)"
+        } else {
+            "(from, to) or (from, to, t)"
+        };
+        if !(2..=3).contains(&args.len()) || (k == "fused_steps" && args.len() != 3) {
+            return err(sp, format!("{k} takes {want}: the cells [from, to) it updates"));
+        }
+        Ok(StmtKind::Launch {
+            kernel: k.to_string(),
+            stream,
+            args,
+        })
+    }
+
+    /// `cudaMemcpyPeerAsync(dst, dstDevice, src, srcDevice, cells, stream)`, after its name.
+    fn copy_call(&mut self) -> Result<StmtKind, SyntaxError> {
+        self.expect("(", "after cudaMemcpyPeerAsync")?;
+        let dst = self.cell_ptr()?;
+        self.expect(
+            ",",
+            "after the destination: (dst, dstDevice, src, srcDevice, cells, stream)",
+        )?;
+        let dst_device = self.expr()?;
+        self.expect(",", "after the destination device")?;
+        let src = self.cell_ptr()?;
+        self.expect(",", "after the source")?;
+        let src_device = self.expr()?;
+        self.expect(",", "after the source device")?;
+        let count = self.expr()?;
+        self.expect(",", "after the count of cells")?;
+        let stream = self.stream()?;
+        self.expect(")", "after the stream")?;
+        Ok(StmtKind::Copy {
+            dst,
+            dst_device,
+            src,
+            src_device,
+            count,
+            stream,
+        })
+    }
+
+    fn expr(&mut self) -> Result<Expr, SyntaxError> {
+        self.binary(0)
+    }
+
+    /// Precedence climbing: `||`, `&&`, comparisons, `+ -`, `* / %`.
+    fn binary(&mut self, level: usize) -> Result<Expr, SyntaxError> {
+        const LEVELS: [&[&str]; 5] = [
+            &["||"],
+            &["&&"],
+            &["==", "!=", "<=", ">=", "<", ">"],
+            &["+", "-"],
+            &["*", "/", "%"],
+        ];
+        if level == LEVELS.len() {
+            return self.unary();
+        }
+        let mut lhs = self.binary(level + 1)?;
+        loop {
+            let Some(op) = LEVELS[level].iter().find(|o| self.is_sym(o)) else {
+                return Ok(lhs);
+            };
+            self.at += 1;
+            let rhs = self.binary(level + 1)?;
+            lhs = Expr::Bin(op, Box::new(lhs), Box::new(rhs));
+        }
+    }
+
+    /// An operand of `+` in a cell pointer: a term (no `<` or `,` inside).
+    fn term(&mut self) -> Result<Expr, SyntaxError> {
+        self.binary(4)
+    }
+
+    fn unary(&mut self) -> Result<Expr, SyntaxError> {
+        if self.eat_sym("!") {
+            return Ok(Expr::Not(Box::new(self.unary()?)));
+        }
+        if self.eat_sym("-") {
+            return Ok(Expr::Neg(Box::new(self.unary()?)));
+        }
+        if self.eat_sym("(") {
+            let e = self.expr()?;
+            self.expect(")", "to close the parenthesis")?;
+            return Ok(e);
+        }
+        match self.peek().cloned() {
+            Some(Tok::Num(n)) => {
+                self.at += 1;
+                Ok(Expr::Num(n))
+            }
+            Some(Tok::Ident(x)) if x == "max" || x == "min" => {
+                self.at += 1;
+                let f = if x == "max" { "max" } else { "min" };
+                self.expect("(", "after the function")?;
+                let a = self.expr()?;
+                self.expect(",", "between the two arguments")?;
+                let b = self.expr()?;
+                self.expect(")", "after the two arguments")?;
+                Ok(Expr::Call(f, Box::new(a), Box::new(b)))
+            }
+            Some(Tok::Ident(x)) => {
+                let span = self.span();
+                if !VARS.contains(&x.as_str()) && !self.loops.contains(&x) {
+                    return err(
+                        span,
+                        format!(
+                            "unknown name `{x}` (in numbers: d, n, lo, hi, k{})",
+                            self.loops.iter().map(|l| format!(", {l}")).collect::<String>()
+                        ),
+                    );
+                }
+                self.at += 1;
+                Ok(Expr::Var(x, span))
+            }
+            _ => err(
+                self.span(),
+                format!("expected a number, found {}", self.describe()),
+            ),
+        }
+    }
+}
+
+fn first_non_launch(body: &[Stmt]) -> Option<Range<usize>> {
+    body.iter().find_map(|s| match &s.kind {
+        StmtKind::Launch { .. } => None,
+        StmtKind::For(_, _, _, b) => first_non_launch(b),
+        _ => Some(s.span.clone()),
+    })
+}
