@@ -12,6 +12,7 @@ pub fn main(cli: Cli) -> Result<()> {
         Some(Command::Bench(b)) => return crate::bench::main(b),
         Some(Command::Check(c)) => return check(c),
         Some(Command::Tour(t)) => return tour(t),
+        Some(Command::Program(p)) => return program(p),
         None => {}
     }
     let args = cli.run;
@@ -34,6 +35,47 @@ pub fn main(cli: Cli) -> Result<()> {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
         print!("{}", summary.to_text());
+    }
+    Ok(())
+}
+
+/// `haloscope program export MODE`: the mode's file, with `--devices N` its calls on N
+/// devices as comments.
+fn program(p: &crate::cli::ProgramArgs) -> Result<()> {
+    let crate::cli::ProgramAction::Export {
+        mode,
+        devices,
+        output,
+    } = &p.action;
+    let mut text = mode.source().to_string();
+    if let Some(n) = devices {
+        let s = crate::scenario::load(None)?.with_devices(*n)?;
+        let program = mode.program(&s.ranges());
+        text.push_str(&format!(
+            "\n// On {n} devices of the default scenario ({} cells), each host thread calls:\n",
+            s.cells
+        ));
+        for line in program.to_string().lines() {
+            text.push_str(&format!("//   {line}\n"));
+        }
+    }
+    match output {
+        None => print!("{text}"),
+        Some(path) => {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .map_err(|e| crate::error::UsageError(format!("--output {}: {e}", path.display())))?;
+            f.write_all(text.as_bytes())?;
+            eprintln!(
+                "wrote {} ({} program; run it with --program {})",
+                path.display(),
+                mode.name(),
+                path.display()
+            );
+        }
     }
     Ok(())
 }
@@ -80,13 +122,22 @@ fn tour(t: &crate::cli::TourArgs) -> Result<()> {
     }
 }
 
-/// `haloscope check`: the findings of a mode's program; exit 1 when there are any.
+/// `haloscope check`: the findings of a mode's (or a file's) program; exit 1 when there
+/// are any.
 fn check(c: &crate::cli::CheckArgs) -> Result<()> {
     let mut s = crate::scenario::load(c.scenario.as_deref())?;
     if let Some(n) = c.devices {
         s = s.with_devices(n)?;
     }
-    let program = c.mode.program(&s.ranges());
+    let file = c
+        .program
+        .as_deref()
+        .map(crate::program::ProgramFile::load)
+        .transpose()?;
+    let program = crate::program::build(c.mode, file.as_ref(), &s.ranges())?;
+    let name = file
+        .as_ref()
+        .map_or(c.mode.name().to_string(), |f| f.name.clone());
     let Some(findings) = crate::hazard::check_scenario(&s, &program) else {
         return Err(crate::error::UsageError(format!(
             "check: {} devices: the checker takes at most {} (its memory grows with the square of the calls)",
@@ -97,7 +148,7 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
     };
     if c.json {
         let report = serde_json::json!({
-            "mode": c.mode.name(),
+            "mode": name,
             "scenario": s.name,
             "devices": s.split.len(),
             "hazards": findings,
@@ -105,8 +156,7 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
         println!("{report}");
     } else {
         println!(
-            "mode {} on {} devices ({}): {} finding(s)",
-            c.mode.name(),
+            "mode {name} on {} devices ({}): {} finding(s)",
             s.split.len(),
             s.name,
             findings.len()
@@ -117,8 +167,7 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
         Ok(())
     } else {
         Err(anyhow::anyhow!(
-            "mode {} has {} hazard(s) (listed above)",
-            c.mode.name(),
+            "mode {name} has {} hazard(s) (listed above)",
             findings.len()
         ))
     }

@@ -110,6 +110,32 @@ pub enum Command {
     /// worth seeing, pauses there and says what to look at. t or Enter moves on, T or
     /// Backspace goes back; every other key works as always (n, ., h, z, i, l, q).
     Tour(TourArgs),
+    /// Step programs as files: `program export MODE` writes a built-in mode in the program
+    /// language (the README describes it), to edit and run with `--program FILE`.
+    Program(ProgramArgs),
+}
+
+/// Options of `haloscope program`.
+#[derive(Debug, Args, Clone)]
+pub struct ProgramArgs {
+    #[command(subcommand)]
+    pub action: ProgramAction,
+}
+
+#[derive(Debug, Subcommand, Clone)]
+pub enum ProgramAction {
+    /// Write MODE's program file to standard output (or to --output FILE).
+    Export {
+        #[arg(value_parser = mode_parser())]
+        mode: Mode,
+        /// Also list, as comments, the calls each host thread makes on N devices of the
+        /// default scenario.
+        #[arg(long, value_name = "N")]
+        devices: Option<usize>,
+        /// Write to FILE instead of standard output (refused if FILE exists).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
 }
 
 /// Options of `haloscope tour`.
@@ -157,6 +183,10 @@ pub struct CheckArgs {
     /// Ordering mode to check.
     #[arg(long, value_parser = mode_parser(), default_value = "events")]
     pub mode: Mode,
+
+    /// Check this program file instead of a mode.
+    #[arg(long, value_name = "FILE", conflicts_with = "mode")]
+    pub program: Option<PathBuf>,
 
     /// A built-in scenario name or a path to a scenario TOML file.
     #[arg(short, long, value_name = "NAME|FILE")]
@@ -253,6 +283,11 @@ pub struct RunArgs {
     /// Ordering mode: how the halo copies are ordered (see --list for each lesson).
     #[arg(long, value_parser = mode_parser(), default_value = "events")]
     pub mode: Mode,
+
+    /// Run this program file instead of a mode (`haloscope program export MODE` writes any
+    /// mode as one to start from; the README describes the language).
+    #[arg(long, value_name = "FILE", conflicts_with = "mode")]
+    pub program: Option<PathBuf>,
 
     /// Runtime executing the step program: `sim` (virtual GPUs on the CPU) or `cuda`.
     #[arg(long, value_enum, default_value_t = RuntimeKind::Sim)]

@@ -23,6 +23,9 @@ pub struct Summary {
     pub split: Vec<usize>,
     pub steps: u64,
     pub mode: String,
+    /// What names the program to `haloscope check`: `--mode M` or `--program FILE`.
+    #[serde(skip)]
+    pub check_args: String,
     pub runtime: String,
     pub wall_s: f64,
     pub mcells_per_s: f64,
@@ -89,8 +92,8 @@ fn whole_rounds(plan: &Plan, h: &HeadlessPlan) -> Result<(Scenario, HeadlessPlan
     if h.check_every == Some(0) {
         return Err(UsageError("--check-every 0: give a number of steps, at least 1".into()).into());
     }
-    let name = plan.mode.name();
-    let k = plan.mode.program(&s.ranges()).steps_per_round;
+    let name = plan.program_name();
+    let k = plan.program(&s)?.steps_per_round;
     let whole = |n: u64, what: &str| {
         n.div_ceil(k).checked_mul(k).ok_or_else(|| {
             UsageError(format!(
@@ -243,7 +246,7 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
         check_dump_dir(dir)?;
     }
     let (s, h) = whole_rounds(plan, h)?;
-    let program = plan.mode.program(&s.ranges());
+    let program = plan.program(&s)?;
     let hazards = crate::hazard::check_scenario(&s, &program).map(|f| f.len());
     let k = program.steps_per_round;
     // The trace file is created before the run: a path that cannot be written is refused
@@ -267,7 +270,7 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
     let ran = run_loop(rt.as_mut(), &s, &h, k, &mut reference)?;
     close_trace(rt.as_mut(), ran.result.is_ok())?;
     ran.result
-        .with_context(|| format!("mode {} stopped", plan.mode.name()))?;
+        .with_context(|| format!("mode {} stopped", plan.program_name()))?;
     let gathered = fields(rt.as_mut(), s.steps)?;
     let (mut max_diff, mut first, mut first_divergence_step) = (None, None, ran.first_divergence_step);
     if let Some(r) = reference.as_mut() {
@@ -290,7 +293,11 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
         devices: s.split.len(),
         split: s.split.clone(),
         steps: s.steps,
-        mode: plan.mode.name().into(),
+        mode: plan.program_name(),
+        check_args: match &plan.file {
+            Some(f) => format!("--program {}", f.path.display()),
+            None => format!("--mode {}", plan.mode.name()),
+        },
         runtime: plan.runtime.name().into(),
         wall_s,
         mcells_per_s: s.cells as f64 * s.steps as f64 / wall_s.max(1e-12) / 1e6,
@@ -377,8 +384,8 @@ impl Summary {
                     ),
                     Some(0) => "0 (the program orders every access)".to_string(),
                     Some(n) => format!(
-                        "{n} (races whether or not they showed: haloscope check --mode {} lists them)",
-                        self.mode
+                        "{n} (races whether or not they showed: haloscope check {} lists them)",
+                        self.check_args
                     ),
                 },
             ),

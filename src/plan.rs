@@ -8,15 +8,18 @@ use std::path::PathBuf;
 
 use crate::cli::{RunArgs, RuntimeKind};
 use crate::error::UsageError;
-use crate::program::Mode;
+use crate::program::{Mode, Program, ProgramFile};
 use crate::runtime::RuntimeChoice;
 use crate::scenario::{self, Scenario};
 use crate::trace::TraceSteps;
+use std::sync::Arc;
 
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub scenario: Scenario,
     pub mode: Mode,
+    /// `--program FILE`: run it instead of `mode`.
+    pub file: Option<Arc<ProgramFile>>,
     pub runtime: RuntimeChoice,
     pub watch: Watch,
 }
@@ -142,12 +145,39 @@ impl Plan {
                 inject_panic: args.inject_panic,
             })
         };
+        // A program file is read, parsed and made concrete now: its errors come before
+        // anything runs.
+        let file = match &args.program {
+            Some(path) => {
+                let f = ProgramFile::load(path)?;
+                f.instantiate(&scenario.ranges())?;
+                Some(Arc::new(f))
+            }
+            None => None,
+        };
         Ok(Plan {
             scenario,
             mode: args.mode,
+            file,
             runtime,
             watch,
         })
+    }
+
+    /// The program the plan runs on `s` (the plan's scenario, or one rounded from it).
+    pub fn program(&self, s: &Scenario) -> Result<Program> {
+        Ok(crate::program::build(
+            self.mode,
+            self.file.as_deref(),
+            &s.ranges(),
+        )?)
+    }
+
+    /// The name the run is known by: the mode's, or the program file's.
+    pub fn program_name(&self) -> String {
+        self.file
+            .as_ref()
+            .map_or(self.mode.name().to_string(), |f| f.name.clone())
     }
 }
 

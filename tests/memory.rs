@@ -79,6 +79,7 @@ fn memory_does_not_grow_with_the_number_of_steps() {
 
     // The UI's engine at its top speed.
     let e = Engine::start(EngineConfig {
+        file: None,
         scenario: s.clone(),
         mode: Mode::Overlap,
         runtime: RuntimeChoice::Sim { jitter: None },

@@ -30,6 +30,7 @@ fn run_to(
     inspect: Option<usize>,
 ) -> Box<Frame> {
     let engine = Engine::start(EngineConfig {
+        file: None,
         scenario: scenario.clone(),
         mode,
         runtime: RuntimeChoice::Sim { jitter: None },

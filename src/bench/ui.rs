@@ -89,6 +89,7 @@ pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
         let mut app = App::new(Mode::Events, KeyMap::default(), None);
         let screen = Rect::new(0, 0, w, h);
         let engine = Engine::start(EngineConfig {
+            file: None,
             scenario: s.clone(),
             mode: Mode::Events,
             runtime: crate::runtime::RuntimeChoice::Sim { jitter: None },

@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 use crate::decomp::{Domain, Field};
 use crate::memory::OutOfMemory;
 use crate::physics::Coefficients;
-use crate::program::{Mode, Program};
+use crate::program::{Mode, Program, ProgramFile};
 use crate::runtime::{MicroView, OpError, Runtime, RuntimeChoice, start};
 use crate::scenario::Scenario;
 use crate::snapshot::{self, Column, Partial};
 use crate::trace::TraceRecord;
 
 mod goal;
+mod to_goal;
 pub use goal::{Goal, GoalState, REACHED};
 
 /// What the UI can ask of the engine.
@@ -41,6 +42,9 @@ pub enum Control {
     Inspect(Option<usize>),
     /// Run (at the current speed) until the goal is met or missed, then pause.
     RunUntil(Goal),
+    /// Run this program file from the next step boundary, on the current fields (a file
+    /// that does not fit the decomposition is said in the frame; the run goes on).
+    SetFile(Arc<ProgramFile>),
     Quit,
 }
 
@@ -109,6 +113,23 @@ pub struct Frame {
     pub inspected: Option<CellInfo>,
     /// The goal the run was last sent to, and how far it has come.
     pub goal: Option<GoalState>,
+    /// The program file being run, if the program is one.
+    pub file: Option<Arc<ProgramFile>>,
+    /// Why the last program file sent could not run (the previous program goes on).
+    pub file_error: Option<String>,
+}
+
+impl Frame {
+    /// The running program's name: the mode's, or the program file's.
+    pub fn program_name(&self) -> &str {
+        self.file.as_ref().map_or(self.mode.name(), |f| f.name.as_str())
+    }
+
+    /// Whether the program is known correct (`Some(true)`), known broken, or a file of
+    /// the user's (`None`: the checker and |Δ| judge it).
+    pub fn verdict(&self) -> Option<bool> {
+        self.file.is_none().then(|| self.mode.is_correct())
+    }
 }
 
 /// One cell as the inspector shows it.
@@ -131,6 +152,8 @@ pub struct CellInfo {
 pub struct EngineConfig {
     pub scenario: Scenario,
     pub mode: Mode,
+    /// A program file to run instead of `mode` (until a mode is chosen).
+    pub file: Option<Arc<ProgramFile>>,
     pub runtime: RuntimeChoice,
     pub running: bool,
     pub speed: Option<f64>,
@@ -153,8 +176,15 @@ impl Engine {
     /// error in the first frame. Use [`Engine::start_with`] to report it before the UI.
     /// Fails only when the reference's memory cannot be allocated.
     pub fn start(cfg: EngineConfig) -> Result<Engine, OutOfMemory> {
-        let program = Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
-        match start(&cfg.runtime, &cfg.scenario, program.clone(), true) {
+        let built = crate::program::build(cfg.mode, cfg.file.as_deref(), &cfg.scenario.ranges());
+        let program = Arc::new(match &built {
+            Ok(p) => p.clone(),
+            Err(_) => cfg.mode.program(&cfg.scenario.ranges()),
+        });
+        let started = built
+            .map_err(anyhow::Error::from)
+            .and_then(|_| start(&cfg.runtime, &cfg.scenario, program.clone(), true));
+        match started {
             Ok(b) => Engine::start_with(cfg, program, b),
             Err(e) => {
                 let mut core = Core::new(cfg, program, Box::new(Placeholder))?;
@@ -247,6 +277,9 @@ struct Core {
     batch: u64,
     /// Where the run was sent, and how far it has come.
     goal: Option<GoalState>,
+    /// The program file being run, and why the last one sent could not run.
+    file: Option<Arc<ProgramFile>>,
+    file_error: Option<String>,
 }
 
 impl Core {
@@ -277,6 +310,8 @@ impl Core {
             steps_per_s: 0.0,
             batch: 1,
             goal: None,
+            file: cfg.file.clone(),
+            file_error: None,
             cfg,
         })
     }
@@ -356,7 +391,8 @@ impl Core {
                 }
             }
             Control::SetMode(m) => self.switch_mode(m),
-            Control::Reset => self.reset(self.mode),
+            Control::SetFile(f) => self.switch_file(f),
+            Control::Reset => self.reset(self.mode, self.file.clone()),
             Control::SetSpeed(s) => self.speed = s,
             Control::Columns(c) => self.columns = c.max(1),
             Control::Inspect(c) => self.inspect = c.filter(|&k| k < self.cfg.scenario.cells),
@@ -371,15 +407,21 @@ impl Core {
         }
     }
 
-    fn reset(&mut self, mode: Mode) {
+    /// Back to step 0 running `mode`, or `file` when there is one.
+    fn reset(&mut self, mode: Mode, file: Option<Arc<ProgramFile>>) {
         let keep = (self.running, self.speed, self.columns, self.inspect);
         let mut cfg = self.cfg.clone();
         cfg.mode = mode;
-        let program = Arc::new(mode.program(&cfg.scenario.ranges()));
+        cfg.file = file;
         // The old runtime goes first: a GPU's memory is not held twice.
         self.backend = Box::new(Placeholder);
-        let made = start(&cfg.runtime, &cfg.scenario, program.clone(), true)
-            .and_then(|b| Ok(Core::new(cfg, program, b)?));
+        let made = crate::program::build(mode, cfg.file.as_deref(), &cfg.scenario.ranges())
+            .map_err(anyhow::Error::from)
+            .and_then(|p| {
+                let program = Arc::new(p);
+                let b = start(&cfg.runtime, &cfg.scenario, program.clone(), true)?;
+                Ok(Core::new(cfg, program, b)?)
+            });
         match made {
             Ok(core) => {
                 *self = core;
@@ -397,19 +439,38 @@ impl Core {
 
     /// Continues from the current fields under another mode (from step 0 after a failure).
     fn switch_mode(&mut self, mode: Mode) {
-        if self.stopped() {
-            return self.reset(mode);
+        let program = mode.program(&self.cfg.scenario.ranges());
+        self.switch_program(mode, None, program);
+    }
+
+    /// Continues from the current fields under a program file; one that does not fit the
+    /// decomposition is said in the frame, and the current program goes on.
+    fn switch_file(&mut self, file: Arc<ProgramFile>) {
+        match file.instantiate(&self.cfg.scenario.ranges()) {
+            Ok(program) => {
+                self.file_error = None;
+                self.switch_program(self.mode, Some(file), program);
+            }
+            Err(e) => self.file_error = Some(e.to_string()),
         }
-        // Finish the step in progress under the old mode.
+    }
+
+    /// Continues from the current fields under `program` (from step 0 after a failure).
+    fn switch_program(&mut self, mode: Mode, file: Option<Arc<ProgramFile>>, program: Program) {
+        if self.stopped() {
+            return self.reset(mode, file);
+        }
+        // Finish the step in progress under the old program.
         let target = self.backend.next_boundary();
         self.advance_to(target);
         if self.stopped() {
-            return self.reset(mode);
+            return self.reset(mode, file);
         }
-        let program = Arc::new(mode.program(&self.cfg.scenario.ranges()));
+        let program = Arc::new(program);
         let r = self.backend.set_program(program.clone());
         self.program = program;
         self.mode = mode;
+        self.file = file;
         // A new program may start a new clock.
         self.rate_mark = (Instant::now(), self.step(), self.backend.clock_us());
         self.check(r);
@@ -603,6 +664,8 @@ impl Core {
             hazards: self.hazards(),
             inspected,
             goal: self.goal,
+            file: self.file.clone(),
+            file_error: self.file_error.clone(),
         }
     }
 
@@ -705,79 +768,13 @@ impl Runtime for Placeholder {
     }
 }
 
-impl Core {
-    /// Up to `steps` steps toward the goal, a step boundary at a time, for at most
-    /// `budget` of real time; pauses where the goal is met, missed, or the run fails.
-    fn advance_goal(&mut self, goal: Goal, steps: u64, budget: Duration) {
-        let t0 = Instant::now();
-        let mut done = 0;
-        while done < steps && t0.elapsed() < budget {
-            let before = self.step();
-            let mut target = before + 1;
-            if let Goal::Step(n) = goal {
-                target = target.min(n);
-            }
-            self.advance_to(target);
-            if !self.backend.at_boundary() {
-                let boundary = self.backend.next_boundary();
-                self.advance_to(boundary);
-            }
-            let step = self.step();
-            done += step.saturating_sub(before).max(1);
-            let state = if self.stopped() {
-                Some(GoalState::Failed(goal, step))
-            } else if self.met(goal) {
-                Some(GoalState::Reached(goal, step))
-            } else if step >= goal.limit() {
-                Some(GoalState::Missed(goal, step))
-            } else {
-                None
-            };
-            if let Some(s) = state {
-                self.goal = Some(s);
-                self.running = false;
-                return;
-            }
-        }
-    }
-
-    /// Whether the run stands where `goal` wants it (at a step boundary).
-    fn met(&mut self, goal: Goal) -> bool {
-        match goal {
-            Goal::Step(n) => self.step() >= n,
-            Goal::Diverged { .. } => {
-                let Some(reference) = self.reference_now(true) else {
-                    return false;
-                };
-                match self.backend.fields() {
-                    Ok((ex, hy)) => {
-                        let differs =
-                            |a: &[f32], b: &[f32]| a.iter().zip(b).any(|(x, y)| x.to_bits() != y.to_bits());
-                        differs(&ex, &reference.0) || differs(&hy, &reference.1)
-                    }
-                    Err(e) => {
-                        self.fail(e);
-                        false
-                    }
-                }
-            }
-            Goal::Reaches { cell, .. } => match self.backend.cell(cell) {
-                Ok((ex, _)) => ex.abs() >= REACHED,
-                Err(e) => {
-                    self.fail(e);
-                    false
-                }
-            },
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn engine(mode: Mode) -> Engine {
         Engine::start(EngineConfig {
+            file: None,
             scenario: crate::scenario::load(None).unwrap(),
             mode,
             runtime: RuntimeChoice::Sim { jitter: None },
@@ -920,6 +917,7 @@ mod tests {
 
     fn core(mode: Mode, jitter: Option<u64>) -> Core {
         let cfg = EngineConfig {
+            file: None,
             scenario: crate::scenario::load(None).unwrap(),
             mode,
             runtime: RuntimeChoice::Sim { jitter },
@@ -1056,6 +1054,7 @@ mod tests {
     #[test]
     fn a_runtime_failure_stops_the_run_and_the_frame_names_the_call() {
         let cfg = EngineConfig {
+            file: None,
             scenario: crate::scenario::load(None).unwrap(),
             mode: Mode::Events,
             runtime: RuntimeChoice::Sim { jitter: None },

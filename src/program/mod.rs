@@ -1,6 +1,7 @@
 //! A step is a program: for each host thread (one per device) the list of CUDA calls it
 //! issues every step. Both runtimes execute exactly this list; the UI shows it as code.
 
+pub mod file;
 pub mod lang;
 pub mod modes;
 mod ops;
@@ -8,5 +9,6 @@ mod ops;
 pub(crate) mod oracle;
 pub mod rules;
 
+pub use file::{ProgramFile, build};
 pub use modes::Mode;
 pub use ops::*;

@@ -120,6 +120,7 @@ impl App {
                 .unwrap_or(SPEEDS.len() - 1)
         });
         let cfg = EngineConfig {
+            file: None,
             scenario: stop.scenario.clone(),
             mode: stop.mode,
             runtime: runtime.for_devices(stop.scenario.split.len()),

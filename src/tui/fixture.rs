@@ -83,6 +83,8 @@ pub fn fixture(mode: Mode, devices: usize) -> Frame {
         hazards,
         inspected: None,
         goal: None,
+        file: None,
+        file_error: None,
     }
 }
 

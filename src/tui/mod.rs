@@ -100,6 +100,7 @@ fn engine_config(plan: &Plan, ui: &UiPlan, app: &App, columns: usize) -> EngineC
     EngineConfig {
         scenario: plan.scenario.clone(),
         mode: plan.mode,
+        file: plan.file.clone(),
         runtime: plan.runtime.clone(),
         running: !ui.paused,
         speed: SPEEDS[app.speed],
@@ -115,7 +116,11 @@ fn start_runtime(
     std::sync::Arc<crate::program::Program>,
     Box<dyn crate::runtime::Runtime>,
 )> {
-    let program = std::sync::Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
+    let program = std::sync::Arc::new(crate::program::build(
+        cfg.mode,
+        cfg.file.as_deref(),
+        &cfg.scenario.ranges(),
+    )?);
     let runtime = crate::runtime::start(&cfg.runtime, &cfg.scenario, program.clone(), true)?;
     Ok((program, runtime))
 }
@@ -295,7 +300,8 @@ pub fn screen(
 fn save_screen(app: &App, screen: Rect, format: export::Format, dir: &Path) -> String {
     use ratatui::{Terminal, backend::TestBackend};
     let step = app.frame.as_ref().map_or(0, |f| f.step);
-    let name = format!("haloscope-{}-step{step}.{}", app.mode.name(), format.extension());
+    let program = app.frame.as_ref().map_or(app.mode.name(), |f| f.program_name());
+    let name = format!("haloscope-{program}-step{step}.{}", format.extension());
     let path = dir.join(&name);
     let drawn = Terminal::new(TestBackend::new(screen.width, screen.height)).and_then(|mut t| {
         t.draw(|f| f.render_widget(app, f.area()))?;

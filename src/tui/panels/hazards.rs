@@ -20,7 +20,7 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
     let none = Vec::new();
     let found = frame.hazards.as_deref().unwrap_or(&none);
     let n = found.len();
-    let title = format!(" Hazards: {} in {} ", n, frame.mode.name());
+    let title = format!(" Hazards: {} in {} ", n, frame.program_name());
     let block = Block::new()
         .borders(Borders::ALL)
         .border_type(BorderType::Double)

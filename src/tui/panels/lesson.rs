@@ -11,14 +11,23 @@ use crate::engine::Frame;
 
 pub fn render(frame: &Frame, area: Rect, buf: &mut Buffer) {
     let mode = frame.mode;
-    let verdict = if mode.is_correct() {
-        Span::styled("correct", Style::new().fg(Color::Green).bold())
-    } else {
-        Span::styled("broken", Style::new().fg(Color::Red).bold())
+    let verdict = match frame.verdict() {
+        Some(true) => Span::styled("correct", Style::new().fg(Color::Green).bold()),
+        Some(false) => Span::styled("broken", Style::new().fg(Color::Red).bold()),
+        None => Span::styled(
+            "yours: the checker (h) and |Δ| judge it",
+            Style::new().fg(Color::Cyan).bold(),
+        ),
+    };
+    // A program file's lesson is the comment it starts with.
+    let lesson = match &frame.file {
+        Some(f) if !f.about().is_empty() => f.about(),
+        Some(f) => format!("{} has no comment at its top to show here.", f.path.display()),
+        None => mode.lesson().to_string(),
     };
     let mut lines = vec![
         Line::from(vec![
-            Span::styled(mode.name(), Style::new().bold()),
+            Span::styled(frame.program_name().to_string(), Style::new().bold()),
             Span::raw(" — "),
             verdict,
         ]),
@@ -26,10 +35,10 @@ pub fn render(frame: &Frame, area: Rect, buf: &mut Buffer) {
     ];
     // One paragraph, wrapped to the box: the lesson's own line breaks suit ~90 columns.
     lines.push(Line::from(
-        mode.lesson().lines().map(str::trim).collect::<Vec<_>>().join(" "),
+        lesson.lines().map(str::trim).collect::<Vec<_>>().join(" "),
     ));
     // The rules the lesson cites, in full.
-    let rules = crate::program::rules::cited(mode.lesson());
+    let rules = crate::program::rules::cited(&lesson);
     for &n in &rules {
         lines.push(Line::from(vec![
             Span::styled(format!("rule {n}: "), Style::new().bold()),
@@ -43,7 +52,7 @@ pub fn render(frame: &Frame, area: Rect, buf: &mut Buffer) {
     ));
     // Rows the wrapped paragraph needs, plus the other lines and the border.
     let w = area.width.min(100);
-    let text: usize = mode.lesson().len()
+    let text: usize = lesson.len()
         + rules
             .iter()
             .map(|&n| crate::program::rules::RULES[n - 1].len() + 8)

@@ -12,7 +12,10 @@ use crate::engine::Frame;
 use crate::program::{Op, OpKind};
 
 pub fn title(frame: &Frame, _look: &Look) -> String {
-    format!(" Program: {} ", frame.mode.name())
+    match &frame.file {
+        Some(f) => format!(" Program: {} ({}) ", f.name, f.path.display()),
+        None => format!(" Program: {} ", frame.mode.name()),
+    }
 }
 
 pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
@@ -48,18 +51,11 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
             },
             Style::new().bold(),
         ),
-        Span::styled(
-            if frame.mode.is_correct() {
-                "   correct"
-            } else {
-                "   broken"
-            },
-            Style::new().fg(if frame.mode.is_correct() {
-                Color::Green
-            } else {
-                Color::Red
-            }),
-        ),
+        match frame.verdict() {
+            Some(true) => Span::styled("   correct", Style::new().fg(Color::Green)),
+            Some(false) => Span::styled("   broken", Style::new().fg(Color::Red)),
+            None => Span::styled("   yours: h checks it", Style::new().fg(Color::Cyan)),
+        },
         Span::styled("   1–9: other devices", Style::new().fg(Color::DarkGray)),
     ])];
     for (i, op) in p.step[thread].iter().enumerate() {

@@ -39,14 +39,17 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
         (
             8,
             false,
-            vec![Span::styled(frame.mode.name(), Style::new().bold())],
+            vec![Span::styled(
+                frame.program_name().to_string(),
+                Style::new().bold(),
+            )],
         ),
         (8, false, vec![Span::raw(format!("step {}", frame.step))]),
     ];
     items.extend(rates(frame, &speed, narrow));
     items.push((9, false, vec![diff]));
     // A correct mode never makes |Δ| itself: what shows came from an earlier mode.
-    if frame.mode.is_correct() && frame.max_diff.is_some_and(|d| d > 0.0) {
+    if frame.verdict() == Some(true) && frame.max_diff.is_some_and(|d| d > 0.0) {
         let text = if narrow {
             "(earlier mode; r resets)"
         } else {

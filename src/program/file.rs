@@ -1,0 +1,118 @@
+//! A program from a file (`--program FILE`, the exercises, `e` in the UI): its text, parsed
+//! once, made concrete for each decomposition; every error one line, `file:line:col: why`.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use super::lang::{self, Source};
+use super::modes::Mode;
+use super::ops::Program;
+use crate::scenario::ScenarioError;
+
+/// The program a run executes on devices owning `ranges`: `file`'s when there is one,
+/// else `mode`'s.
+pub fn build(
+    mode: Mode,
+    file: Option<&ProgramFile>,
+    ranges: &[Range<usize>],
+) -> Result<Program, ScenarioError> {
+    match file {
+        Some(f) => f.instantiate(ranges),
+        None => Ok(mode.program(ranges)),
+    }
+}
+
+/// A parsed program file.
+#[derive(Debug, Clone)]
+pub struct ProgramFile {
+    pub path: PathBuf,
+    /// Its `program NAME;`, else the file's stem.
+    pub name: String,
+    pub text: String,
+    source: Source,
+}
+
+/// Two files are the same program when their paths and texts are.
+impl PartialEq for ProgramFile {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path && self.text == other.text
+    }
+}
+
+/// 1-based line and column of byte `at` in `text`.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    (
+        line,
+        before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1,
+    )
+}
+
+fn error(origin: &str, text: &str, span: &Range<usize>, reason: String) -> ScenarioError {
+    ScenarioError {
+        origin: origin.to_string(),
+        location: Some(line_col(text, span.start)),
+        field: None,
+        reason,
+    }
+}
+
+impl ProgramFile {
+    /// Reads and parses `path`.
+    pub fn load(path: &Path) -> Result<ProgramFile, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            origin: path.display().to_string(),
+            location: None,
+            field: None,
+            reason: format!("cannot read program file: {e}"),
+        })?;
+        ProgramFile::parse(path, text)
+    }
+
+    /// Parses `text`, the contents of `path`.
+    pub fn parse(path: &Path, text: String) -> Result<ProgramFile, ScenarioError> {
+        let origin = path.display().to_string();
+        let source = lang::parse(&text).map_err(|e| error(&origin, &text, &e.span, e.reason))?;
+        let stem = path
+            .file_stem()
+            .map_or("program".into(), |s| s.to_string_lossy().into_owned());
+        Ok(ProgramFile {
+            name: source.name.clone().unwrap_or(stem),
+            path: path.to_path_buf(),
+            text,
+            source,
+        })
+    }
+
+    /// A built-in mode's file, as `program export` writes it.
+    pub fn builtin(mode: Mode) -> ProgramFile {
+        let path = PathBuf::from(format!("{}.halo", mode.name()));
+        ProgramFile::parse(&path, mode.source().to_string()).expect("the built-in files parse (tested)")
+    }
+
+    /// The program on devices owning `ranges`; what a GPU would not forgive is refused.
+    pub fn instantiate(&self, ranges: &[Range<usize>]) -> Result<Program, ScenarioError> {
+        lang::instantiate(&self.source, &self.name, ranges).map_err(|e| {
+            error(
+                &self.path.display().to_string(),
+                &self.text,
+                &e.span,
+                format!("on {} devices: {}", ranges.len(), e.reason),
+            )
+        })
+    }
+
+    /// The comment the file starts with: what it is about, for the lesson overlay.
+    pub fn about(&self) -> String {
+        self.text
+            .lines()
+            .map(str::trim)
+            .take_while(|l| l.starts_with("//"))
+            .map(|l| l.trim_start_matches('/').trim())
+            .collect::<Vec<_>>()
+            .join(" ")
+            .trim()
+            .to_string()
+    }
+}

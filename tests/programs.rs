@@ -1,0 +1,189 @@
+//! Step programs as files: every built-in mode round-trips through its exported file (the
+//! same program, the same bits), and each kind of mistake in a file is refused in one line
+//! naming the file, line and column.
+
+use std::process::Command;
+
+use haloscope::program::{Mode, ProgramFile};
+
+fn haloscope(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+        .args(args)
+        .output()
+        .expect("run haloscope");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_mode_exported_runs_as_a_file_with_the_same_program_and_the_same_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    for mode in Mode::ALL {
+        let path = dir.path().join(format!("{}.halo", mode.name()));
+        let p = path.to_str().unwrap();
+        let (code, _, err) = haloscope(&["program", "export", mode.name(), "--output", p]);
+        assert_eq!(code, 0, "{err}");
+        let file = ProgramFile::load(&path).unwrap();
+        for n in [2usize, 3, 4, 8] {
+            let s = haloscope::scenario::load(None).unwrap().with_devices(n).unwrap();
+            assert_eq!(
+                file.instantiate(&s.ranges()).unwrap(),
+                mode.program(&s.ranges()),
+                "{} on {n}",
+                mode.name()
+            );
+            if mode.fails() {
+                continue;
+            }
+            let n = n.to_string();
+            let run = |how: &[&str], out: &std::path::Path| {
+                let mut args = vec!["--headless", "--devices", &n, "--steps", "320", "--json"];
+                args.extend_from_slice(how);
+                args.extend_from_slice(&["--dump-fields", out.to_str().unwrap()]);
+                let (code, json, err) = haloscope(&args);
+                assert_eq!(code, 0, "{args:?}: {err}");
+                let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+                (
+                    v["max_abs_diff"].clone(),
+                    std::fs::read(out.join("ex.npy")).unwrap(),
+                    std::fs::read(out.join("hy.npy")).unwrap(),
+                )
+            };
+            let (a, b) = (
+                dir.path().join(format!("a{n}{}", mode.name())),
+                dir.path().join(format!("b{n}{}", mode.name())),
+            );
+            let from_file = run(&["--program", p], &a);
+            let from_mode = run(&["--mode", mode.name()], &b);
+            assert_eq!(from_file, from_mode, "{} on {n} devices", mode.name());
+        }
+    }
+}
+
+/// Writes `text` to a file in `dir` and runs the program headless; the one-line error.
+fn refused(dir: &std::path::Path, text: &str) -> String {
+    let path = dir.join("bad.halo");
+    std::fs::write(&path, text).unwrap();
+    let (code, out, err) = haloscope(&["--headless", "--steps", "10", "--program", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{text}\n{out}{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    err.trim()
+        .strip_prefix("error: ")
+        .unwrap()
+        .replace(&format!("{}", path.display()), "bad.halo")
+}
+
+#[test]
+fn each_kind_of_mistake_is_one_line_with_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = "cudaStream_t compute;\ncudaEvent_t ready[n];\nstep {\n    update_h<<<compute>>>(lo, hi);\n    cudaEventRecord(ready[d], compute);\n    #pragma omp barrier\n}\n";
+    let cases: [(&str, &str, &str); 14] = [
+        (
+            "cudaEventRecord(ready[d], compute);",
+            "cudaEventRecord(ready[d], compte);",
+            "bad.halo:5:31: unknown stream `compte` (declared: compute)",
+        ),
+        (
+            "cudaEventRecord(ready[d], compute);",
+            "cudaEventRecord(redy[d], compute);",
+            "bad.halo:5:21: unknown event `redy` (declared: ready)",
+        ),
+        (
+            "update_h<<<compute>>>(lo, hi);",
+            "update_x<<<compute>>>(lo, hi);",
+            "bad.halo:4:5: unknown call `update_x`",
+        ),
+        (
+            "update_h<<<compute>>>(lo, hi);",
+            "update_h<<<compute>>>(lo, high);",
+            "bad.halo:4:31: unknown name `high` (in numbers: d, n, lo, hi, k)",
+        ),
+        (
+            "update_h<<<compute>>>(lo, hi);",
+            "update_h<<<compute>>>(lo, hi)",
+            "bad.halo:5:5: expected `;` after the call, found `cudaEventRecord`",
+        ),
+        (
+            "update_h<<<compute>>>(lo, hi);",
+            "update_h<<<compute>>>(lo);",
+            "bad.halo:4:5: update_h takes (from, to) or (from, to, t)",
+        ),
+        (
+            "    #pragma omp barrier\n",
+            "    #pragma omp critical\n",
+            "bad.halo:6:5: the only directive is `#pragma omp barrier`",
+        ),
+        ("}\n", "", "bad.halo:7:1: a block that never ends (no `}`)"),
+        (
+            "cudaStream_t compute;\n",
+            "",
+            "bad.halo:2:1: declare the streams first",
+        ),
+        // What the sim would forgive and a GPU would not, refused when the program is made
+        // concrete for the run's devices:
+        (
+            "update_h<<<compute>>>(lo, hi);",
+            "update_h<<<compute>>>(lo, hi + 40);",
+            "bad.halo:4:5: on 4 devices: update_h: cells 0..540 are outside what dev0 holds (0..516",
+        ),
+        (
+            "update_h<<<compute>>>(lo, hi);",
+            "update_h<<<compute>>>(lo, hi);\n    if (d == 0) {\n        #pragma omp barrier\n    }",
+            "on 4 devices: host thread 0 meets 2 barrier(s) a round and thread 1 meets 1: a real barrier would wait for ever",
+        ),
+        (
+            "update_h<<<compute>>>(lo, hi);",
+            "cudaMemcpyPeerAsync(ex + hi, d, ex + hi, d + 1, 1, compute);",
+            "bad.halo:4:5: on 4 devices: the copy's source: device 4 does not exist (0 to 3) (thread 3 of 4)",
+        ),
+        (
+            "update_h<<<compute>>>(lo, hi);",
+            "cudaMemcpyPeerAsync(ex + hi, d, ex + lo, d + 1, 1, compute);",
+            "a peer copy moves cells to the same cells of the other device: 500 and 0 differ",
+        ),
+        (
+            "cudaEventRecord(ready[d], compute);",
+            "cudaEventRecord(ready[d + 1], compute);",
+            "bad.halo:5:21: on 4 devices: ready[4]: there are events 0 to 3 (one per device) (thread 3 of 4)",
+        ),
+    ];
+    for (from, to, want) in cases {
+        assert!(good.contains(from), "{from}");
+        let e = refused(dir.path(), &good.replacen(from, to, 1));
+        assert!(e.contains(want), "{to}:\n  got  {e}\n  want {want}");
+    }
+    // An event recorded on a stream of another device is no mistake of the file: it fails
+    // when it runs, as on a GPU.
+    let path = dir.path().join("cross.halo");
+    std::fs::write(
+        &path,
+        good.replace("cudaEvent_t ready[n];", "cudaEvent_t ready[n] on (i + 1) % n;"),
+    )
+    .unwrap();
+    let (code, _, err) = haloscope(&["--headless", "--steps", "10", "--program", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("invalid resource handle"), "{err}");
+}
+
+#[test]
+fn check_judges_a_file_and_names_its_races() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mine.halo");
+    std::fs::write(
+        &path,
+        Mode::NoWait.source().replace("program no-wait;", "program mine;"),
+    )
+    .unwrap();
+    let (code, out, _) = haloscope(&["check", "--program", path.to_str().unwrap(), "--devices", "2"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("mode mine on 2 devices (pulse): 6 finding(s)"),
+        "{out}"
+    );
+    std::fs::write(&path, Mode::Events.source()).unwrap();
+    let (code, out, _) = haloscope(&["check", "--program", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+}
