@@ -45,6 +45,8 @@ pub enum Control {
     /// Run this program file from the next step boundary, on the current fields (a file
     /// that does not fit the decomposition is said in the frame; the run goes on).
     SetFile(Arc<ProgramFile>),
+    /// A program file that could not be read, in one line (the run goes on).
+    FileError(String),
     Quit,
 }
 
@@ -392,6 +394,7 @@ impl Core {
             }
             Control::SetMode(m) => self.switch_mode(m),
             Control::SetFile(f) => self.switch_file(f),
+            Control::FileError(e) => self.file_error = Some(e),
             Control::Reset => self.reset(self.mode, self.file.clone()),
             Control::SetSpeed(s) => self.speed = s,
             Control::Columns(c) => self.columns = c.max(1),
@@ -858,6 +861,46 @@ mod tests {
             h.step > g.step + 100 && h.max_diff.is_some_and(|d| d > 0.0)
         });
         assert!(h.first_diff.is_some());
+    }
+
+    #[test]
+    fn an_edited_file_swaps_the_program_at_a_step_boundary_on_the_same_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mine.halo");
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            Arc::new(ProgramFile::load(&path).unwrap())
+        };
+        let e = engine(Mode::Events);
+        e.send(Control::SetFile(load(Mode::Events.source())));
+        for _ in 0..700 {
+            e.send(Control::Step);
+        }
+        let f = wait_for(&e, |f| f.step == 700);
+        assert_eq!((f.program_name(), f.max_diff), ("events", Some(0.0)));
+        // The file edited into overlap: the next step runs it, from step 700's fields.
+        e.send(Control::SetFile(load(
+            &Mode::Overlap
+                .source()
+                .replace("program overlap;", "program mine;"),
+        )));
+        e.send(Control::Step);
+        let g = wait_for(&e, |g| g.step == 701);
+        assert_eq!(g.program_name(), "mine");
+        assert_eq!(g.program.stream_names, vec!["compute", "copy"]);
+        assert_eq!(g.max_diff, Some(0.0), "the fields carried over, bit for bit");
+        // Edited into a file that does not parse: said, and the run goes on with "mine".
+        e.send(Control::FileError("mine.halo:3:1: unknown call `oops`".into()));
+        e.send(Control::Step);
+        let h = wait_for(&e, |h| h.step == 702);
+        assert_eq!(h.program_name(), "mine");
+        assert!(h.file_error.as_deref().is_some_and(|m| m.contains("oops")));
+        // Edited into no-wait: the race shows once the pulse reaches a boundary.
+        e.send(Control::SetFile(load(Mode::NoWait.source())));
+        e.send(Control::TogglePause);
+        let k = wait_for(&e, |k| k.max_diff.is_some_and(|d| d > 0.0));
+        assert_eq!(k.program_name(), "no-wait");
+        assert!(k.file_error.is_none());
     }
 
     #[test]

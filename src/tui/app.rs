@@ -51,8 +51,12 @@ pub struct App {
     pub keymap: KeyMap,
     /// The hazard picked in the Hazards view (its calls are marked).
     pub hazard: usize,
+    /// Rows the help overlay is scrolled by.
+    pub scroll: u16,
     /// The user asked to save the screen (the UI loop does it, then clears this).
     pub save: bool,
+    /// The user asked to edit the program (the UI loop does it, then clears this).
+    pub edit: bool,
     /// The inspector's cell (global), while inspecting.
     pub cursor: Option<usize>,
     /// A message for the user (a bad keymap file, …), shown until the next key.
@@ -76,7 +80,9 @@ impl App {
             overlay: Overlay::None,
             speed: DEFAULT_SPEED,
             hazard: 0,
+            scroll: 0,
             save: false,
+            edit: false,
             cursor: None,
             mode,
             keymap,
@@ -162,6 +168,14 @@ impl App {
             match e.code {
                 KeyCode::Up => self.hazard = (self.hazard + n - 1) % n,
                 KeyCode::Down => self.hazard = (self.hazard + 1) % n,
+                _ => {}
+            }
+        }
+        // In the help, ↑/↓ scroll (a small screen does not show it all).
+        if self.overlay == Overlay::Help {
+            match e.code {
+                KeyCode::Up => self.scroll = self.scroll.saturating_sub(1),
+                KeyCode::Down => self.scroll = (self.scroll + 1).min(40),
                 _ => {}
             }
         }
@@ -261,6 +275,7 @@ impl App {
             }
             Action::Help => {
                 self.overlay = Overlay::Help;
+                self.scroll = 0;
                 Vec::new()
             }
             Action::Hazards => {
@@ -269,6 +284,10 @@ impl App {
             }
             Action::SaveScreen => {
                 self.save = true;
+                Vec::new()
+            }
+            Action::Edit => {
+                self.edit = true;
                 Vec::new()
             }
             Action::Inspect => {

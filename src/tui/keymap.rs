@@ -25,6 +25,7 @@ pub enum Action {
     Hazards,
     Inspect,
     SaveScreen,
+    Edit,
     Tour,
     TourBack,
     Help,
@@ -32,7 +33,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 18] = [
+    pub const ALL: [Action; 19] = [
         Action::Pause,
         Action::Step,
         Action::MicroStep,
@@ -47,6 +48,7 @@ impl Action {
         Action::Hazards,
         Action::Inspect,
         Action::SaveScreen,
+        Action::Edit,
         Action::Tour,
         Action::TourBack,
         Action::Help,
@@ -70,6 +72,7 @@ impl Action {
             Action::Hazards => "hazards",
             Action::Inspect => "inspect",
             Action::SaveScreen => "save_screen",
+            Action::Edit => "edit",
             Action::Tour => "tour",
             Action::TourBack => "tour_back",
             Action::Help => "help",
@@ -92,6 +95,7 @@ impl Action {
             Action::Lesson => "what this mode teaches",
             Action::Hazards => "the program's hazards (↑/↓: pick one, marked !)",
             Action::SaveScreen => "save the screen to a file (see --format)",
+            Action::Edit => "edit the program in $EDITOR; saving reloads it",
             Action::Tour => "the guided tour: start it, or its next stop",
             Action::TourBack => "the tour's previous stop",
             Action::Inspect => "inspect a cell (←/→ a column, ↑/↓ a cell, or click)",

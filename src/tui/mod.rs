@@ -3,6 +3,7 @@
 //! when something changed.
 
 pub mod app;
+mod edit;
 pub mod export;
 #[cfg(test)]
 mod fixture;
@@ -18,6 +19,8 @@ use crossterm::execute;
 use ratatui::layout::Rect;
 use std::io::IsTerminal;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::engine::{Control, Engine, EngineConfig};
@@ -52,13 +55,23 @@ fn install_screen_panic_hook() {
     }));
 }
 
-/// Forwards terminal events from a thread of their own.
-fn input_events() -> Receiver<std::io::Result<Event>> {
+/// Forwards terminal events from a thread of their own; while `paused` (an editor has the
+/// terminal) it reads nothing.
+fn input_events(paused: Arc<AtomicBool>) -> Receiver<std::io::Result<Event>> {
     let (tx, rx) = unbounded();
     std::thread::Builder::new()
         .name("input".into())
         .spawn(move || {
             loop {
+                if paused.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+                match event::poll(Duration::from_millis(50)) {
+                    Ok(false) => continue,
+                    Ok(true) if paused.load(Ordering::Acquire) => continue,
+                    _ => {}
+                }
                 let ev = event::read();
                 let failed = ev.is_err();
                 if tx.send(ev).is_err() || failed {
@@ -263,6 +276,11 @@ pub fn screen(
                 for c in controls {
                     engine.send(c);
                 }
+                // Off-screen no editor runs: the file is written and run.
+                if std::mem::take(&mut app.edit) {
+                    open_for_edit(&mut app, &engine);
+                    settle(&mut app, &engine, true);
+                }
                 if let Some(e) = tour_engine(&mut app, plan, area)? {
                     engine = e;
                     settle(&mut app, &engine, true);
@@ -316,6 +334,73 @@ fn save_screen(app: &App, screen: Rect, format: export::Format, dir: &Path) -> S
     }
 }
 
+/// Sends the watched program file to the engine if it changed on disk (or why it cannot
+/// run, if it no longer parses).
+fn reload_changed(watch: Option<&mut edit::Watch>, engine: &Engine) {
+    if let Some(changed) = watch.and_then(|w| w.changed(Duration::from_millis(300))) {
+        engine.send(match changed {
+            Ok(f) => Control::SetFile(Arc::new(f)),
+            Err(e) => Control::FileError(e),
+        });
+    }
+}
+
+/// The program's file to edit (a built-in mode copied to `./MODE.halo`), running from the
+/// next step; `None` (and a notice) when it cannot be written.
+fn open_for_edit(app: &mut App, engine: &Engine) -> Option<std::path::PathBuf> {
+    let frame = app.frame.as_deref()?;
+    let path = match edit::file_to_edit(frame, Path::new(".")) {
+        Ok(p) => p,
+        Err(e) => {
+            app.notice = Some(e);
+            return None;
+        }
+    };
+    engine.send(match crate::program::ProgramFile::load(&path) {
+        Ok(f) => Control::SetFile(Arc::new(f)),
+        Err(e) => Control::FileError(e.to_string()),
+    });
+    app.notice = Some(format!("editing {}: saving reloads it", path.display()));
+    Some(path)
+}
+
+/// `e`: the program's file (a built-in mode copied to `./MODE.halo`) runs from the next
+/// step and opens in the user's editor, the terminal handed over meanwhile; the file to
+/// watch from now on.
+fn start_edit(
+    app: &mut App,
+    engine: &Engine,
+    paused: &AtomicBool,
+    terminal: &mut ratatui::DefaultTerminal,
+) -> Result<Option<edit::Watch>> {
+    let Some(path) = open_for_edit(app, engine) else {
+        return Ok(None);
+    };
+    let mut watch = edit::Watch::new(path.clone());
+    match edit::editor() {
+        Some(editor) => {
+            paused.store(true, Ordering::Release);
+            restore_terminal();
+            let r = edit::run_editor(&editor, &path);
+            *terminal = ratatui::try_init().context("setting up the terminal again")?;
+            execute!(std::io::stdout(), EnableMouseCapture).context("enabling the mouse")?;
+            paused.store(false, Ordering::Release);
+            terminal.clear().context("clearing the terminal")?;
+            watch.touch();
+            if let Err(e) = r {
+                app.notice = Some(e);
+            }
+        }
+        None => {
+            app.notice = Some(format!(
+                "editing {}: set $EDITOR to edit it here, or edit it anywhere: saving reloads it",
+                path.display()
+            ));
+        }
+    }
+    Ok(Some(watch))
+}
+
 /// What the UI's engine starts with: the plan's, or the tour's first stop and its goal.
 fn first_config(
     plan: &Plan,
@@ -362,7 +447,9 @@ pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<
         if let Some(g) = goal {
             engine.send(Control::RunUntil(g));
         }
-        let input = input_events();
+        let paused = Arc::new(AtomicBool::new(false));
+        let input = input_events(paused.clone());
+        let mut watch = plan.file.as_ref().map(|f| edit::Watch::new(f.path.clone()));
         let ticks = tick(Duration::from_millis(33));
         let mut dirty = true;
         let mut columns = app.plot_columns(screen);
@@ -382,6 +469,10 @@ pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<
                             }
                             if std::mem::take(&mut app.save) {
                                 app.notice = Some(save_screen(&app, screen, ui.format, Path::new(".")));
+                            }
+                            if std::mem::take(&mut app.edit) {
+                                let w = start_edit(&mut app, &engine, &paused, &mut terminal)?;
+                                watch = w.or(watch);
                             }
                         }
                         Event::Mouse(m) => {
@@ -407,15 +498,14 @@ pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<
                     app.quit = true;
                 }
                 recv(ticks) -> _ => {
-                    if dirty {
+                    reload_changed(watch.as_mut(), &engine);
+                    if std::mem::take(&mut dirty) {
                         // Layout may change the plot width (resize, zoom, focus).
                         let c = app.plot_columns(screen);
-                        if c != columns {
-                            columns = c;
+                        if std::mem::replace(&mut columns, c) != c {
                             engine.send(Control::Columns(c));
                         }
                         terminal.draw(|f| f.render_widget(&app, f.area())).context("drawing")?;
-                        dirty = false;
                     }
                 }
             }

@@ -434,6 +434,32 @@ pub mod tests {
     }
 
     #[test]
+    fn at_60x16_the_help_scrolls_through_every_action_whole() {
+        let mut a = app_with(fixture_frame());
+        a.on_key(KeyEvent::new(KeyCode::Char('?'), KeyModifiers::NONE));
+        let mut seen = String::new();
+        for _ in 0..30 {
+            let s = text(&render(&a, 60, 16));
+            seen.push_str(
+                &s.lines()
+                    .map(|l| l.trim_matches('"').replace('║', " "))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+            a.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE));
+        }
+        let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        let seen = words(&seen);
+        for act in Action::ALL {
+            assert!(
+                seen.contains(&words(act.description())),
+                "{act:?} not whole in:\n{seen}"
+            );
+        }
+        assert!(seen.contains("Help: ↑/↓ scroll"));
+    }
+
+    #[test]
     fn lesson_shows_the_modes_text() {
         let mut a = app_with(fixture(Mode::WaitBeforeRecord, 2));
         a.overlay = Overlay::Lesson;

@@ -122,6 +122,11 @@ impl Bindings {
     }
 }
 
+/// Rows `text` takes wrapped at word boundaries to `width` columns.
+pub(crate) fn rows(text: &str, width: usize) -> usize {
+    textwrap::wrap(text, width.max(1)).len().max(1)
+}
+
 /// The leading spans that fit in `width` columns, each whole (never cut mid-word).
 pub(crate) fn fitting<'a>(spans: impl IntoIterator<Item = Span<'a>>, width: u16) -> Vec<Span<'a>> {
     let mut used = 0;

@@ -11,35 +11,52 @@ use crate::tui::app::App;
 use crate::tui::keymap::Action;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    let w = area.width.min(72);
+    // Each description wrapped beside its keys (continuations indented), so nothing is cut.
+    let text_w = usize::from(w.saturating_sub(2 + 16)).max(8);
+    let key_style = Style::new().bold().fg(Color::Cyan);
     let mut lines = Vec::new();
+    let mut entry = |keys: String, what: &str| {
+        for (i, part) in textwrap::wrap(what, text_w).into_iter().enumerate() {
+            let keys = if i == 0 {
+                format!("{keys:>14}  ")
+            } else {
+                " ".repeat(16)
+            };
+            lines.push(Line::from(vec![
+                Span::styled(keys, key_style),
+                Span::raw(part.into_owned()),
+            ]));
+        }
+    };
     for a in Action::ALL {
-        lines.push(Line::from(vec![
-            Span::styled(
-                format!("{:>14}  ", app.keymap.keys_label(a)),
-                Style::new().bold().fg(Color::Cyan),
-            ),
-            Span::raw(a.description()),
-        ]));
+        entry(app.keymap.keys_label(a), a.description());
     }
-    lines.push(Line::from(vec![
-        Span::styled(format!("{:>14}  ", "1–9, 0"), Style::new().bold().fg(Color::Cyan)),
-        Span::raw("focus a device (0: all)"),
-    ]));
-    lines.push(Line::from(vec![
-        Span::styled(format!("{:>14}  ", "click"), Style::new().bold().fg(Color::Cyan)),
-        Span::raw("focus a panel"),
-    ]));
+    entry("1–9, 0".into(), "focus a device (0: all)");
+    entry("click".into(), "focus a panel");
     for w in &app.keymap.warnings {
-        lines.push(Line::styled(format!("keymap: {w}"), Style::new().fg(Color::Red)));
+        for part in textwrap::wrap(&format!("keymap: {w}"), text_w + 16) {
+            lines.push(Line::styled(part.into_owned(), Style::new().fg(Color::Red)));
+        }
     }
     lines.push(Line::from(""));
     lines.push(Line::styled(
         "keys come from keymap.toml (see --help); Esc closes",
         Style::new().fg(Color::DarkGray),
     ));
-    let r = centered(area, 72, lines.len() as u16 + 2);
+    // A short screen scrolls (↑/↓), from `app.scroll`.
+    let rows = lines.len() as u16;
+    let r = centered(area, w, rows + 2);
+    let hidden = (rows + 2).saturating_sub(r.height);
+    let scroll = app.scroll.min(hidden);
+    let title = if hidden > 0 {
+        format!(" Help: ↑/↓ scroll ({scroll}/{hidden}) ")
+    } else {
+        " Help ".to_string()
+    };
     Clear.render(r, buf);
     Paragraph::new(lines)
-        .block(Block::bordered().border_type(BorderType::Double).title(" Help "))
+        .scroll((scroll, 0))
+        .block(Block::bordered().border_type(BorderType::Double).title(title))
         .render(r, buf);
 }

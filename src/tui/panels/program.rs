@@ -58,6 +58,12 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
         },
         Span::styled("   1–9: other devices", Style::new().fg(Color::DarkGray)),
     ])];
+    if let Some(e) = &frame.file_error {
+        lines.push(Line::styled(
+            format!("✗ {e} (the program below goes on)"),
+            Style::new().fg(Color::Red).bold(),
+        ));
+    }
     for (i, op) in p.step[thread].iter().enumerate() {
         let code = p.render(op);
         let mut style = match op.kind() {

@@ -7,24 +7,10 @@ use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Widget, Wrap};
 
+use super::common::rows;
 use crate::engine::{Frame, GoalState};
 use crate::tui::app::App;
 use crate::tui::keymap::Action;
-
-/// Rows `text` takes wrapped at word boundaries to `width` columns.
-fn rows(text: &str, width: usize) -> usize {
-    let (mut lines, mut used) = (1, 0);
-    for w in text.split_whitespace() {
-        let n = w.chars().count();
-        if used > 0 && used + 1 + n > width {
-            lines += 1 + (n.saturating_sub(1)) / width.max(1);
-            used = n % width.max(1);
-        } else {
-            used += n + usize::from(used > 0);
-        }
-    }
-    lines
-}
 
 pub fn render(frame: Option<&Frame>, app: &App, area: Rect, buf: &mut Buffer) {
     let Some((tour, i)) = &app.tour else { return };

@@ -1,0 +1,137 @@
+//! `e`: the running program's file in `$VISUAL` or `$EDITOR` (a built-in mode is exported
+//! to `./MODE.halo` first), and the file reloaded whenever it changes on disk.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::engine::Frame;
+use crate::program::ProgramFile;
+
+/// A program file looked at now and then: it changed when its time or size did.
+pub struct Watch {
+    pub path: PathBuf,
+    stamp: Option<(SystemTime, u64)>,
+    looked: Instant,
+}
+
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+impl Watch {
+    /// Watches `path` from its state now: only later changes count.
+    pub fn new(path: PathBuf) -> Watch {
+        Watch {
+            stamp: stamp(&path),
+            path,
+            looked: Instant::now(),
+        }
+    }
+
+    /// The file read again if it changed since the last look, at most every `every`; its
+    /// error in one line if it no longer parses.
+    pub fn changed(&mut self, every: Duration) -> Option<Result<ProgramFile, String>> {
+        if self.looked.elapsed() < every {
+            return None;
+        }
+        self.looked = Instant::now();
+        let now = stamp(&self.path);
+        if now == self.stamp || now.is_none() {
+            return None;
+        }
+        self.stamp = now;
+        Some(ProgramFile::load(&self.path).map_err(|e| e.to_string()))
+    }
+
+    /// Counts the file as changed at the next look (after an editor has run).
+    pub fn touch(&mut self) {
+        self.stamp = None;
+        self.looked = Instant::now() - Duration::from_secs(3600);
+    }
+}
+
+/// The file `e` edits: the running program file, or the built-in mode written to
+/// `dir/MODE.halo` (kept as it is when it exists: it may hold the user's work).
+pub fn file_to_edit(frame: &Frame, dir: &Path) -> Result<PathBuf, String> {
+    if let Some(f) = &frame.file {
+        return Ok(f.path.clone());
+    }
+    let path = dir.join(format!("{}.halo", frame.mode.name()));
+    if !path.exists() {
+        std::fs::write(&path, frame.mode.source())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(path)
+}
+
+/// The editor the user chose: `$VISUAL`, else `$EDITOR`.
+pub fn editor() -> Option<String> {
+    ["VISUAL", "EDITOR"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|e| !e.trim().is_empty()))
+}
+
+/// Runs `editor` on `path` in the terminal (split into words: `code -w` works) and waits.
+pub fn run_editor(editor: &str, path: &Path) -> Result<(), String> {
+    let mut words = editor.split_whitespace();
+    let program = words.next().ok_or("the editor is empty")?;
+    let status = std::process::Command::new(program)
+        .args(words)
+        .arg(path)
+        .status()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{program} exited with {status}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_built_in_is_written_once_and_a_change_on_disk_is_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = crate::tui::fixture::fixture(crate::program::Mode::Push, 2);
+        let path = file_to_edit(&f, dir.path()).unwrap();
+        assert_eq!(path, dir.path().join("push.halo"));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            crate::program::Mode::Push.source()
+        );
+        std::fs::write(&path, "// mine\n").unwrap();
+        assert_eq!(
+            file_to_edit(&f, dir.path()).unwrap(),
+            path,
+            "kept, not overwritten"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "// mine\n");
+        // A running file is edited where it is.
+        f.file = Some(std::sync::Arc::new(crate::program::ProgramFile::builtin(
+            crate::program::Mode::Events,
+        )));
+        assert_eq!(
+            file_to_edit(&f, dir.path()).unwrap(),
+            PathBuf::from("events.halo")
+        );
+
+        let mut w = Watch::new(path.clone());
+        assert!(w.changed(Duration::ZERO).is_none(), "nothing changed yet");
+        std::fs::write(
+            &path,
+            crate::program::Mode::Events
+                .source()
+                .replace("compute);\n    #pragma", "compute)\n    #pragma"),
+        )
+        .unwrap();
+        let e = w.changed(Duration::ZERO).expect("changed").unwrap_err();
+        assert!(e.contains("push.halo:") && e.contains("expected `;`"), "{e}");
+        std::fs::write(&path, crate::program::Mode::Events.source()).unwrap();
+        let f = w.changed(Duration::ZERO).expect("changed again").unwrap();
+        assert_eq!(f.name, "events");
+        assert!(w.changed(Duration::ZERO).is_none());
+    }
+}
