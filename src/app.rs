@@ -13,6 +13,7 @@ pub fn main(cli: Cli) -> Result<()> {
         Some(Command::Check(c)) => return check(c),
         Some(Command::Tour(t)) => return tour(t),
         Some(Command::Program(p)) => return program(p),
+        Some(Command::Exercise(e)) => return exercise(e),
         None => {}
     }
     let args = cli.run;
@@ -37,6 +38,94 @@ pub fn main(cli: Cli) -> Result<()> {
         print!("{}", summary.to_text());
     }
     Ok(())
+}
+
+/// `haloscope exercise [N]`: the list, or exercise N: its working file, its task, and its
+/// judgement (again at every save while watching).
+fn exercise(e: &crate::cli::ExerciseArgs) -> Result<()> {
+    use std::io::IsTerminal;
+    let all = crate::exercise::all();
+    let Some(n) = e.number else {
+        println!("Exercises (haloscope exercise N starts one):");
+        for (i, x) in all.iter().enumerate() {
+            println!("  {}. {:<20} {}", i + 1, x.name, x.title);
+        }
+        return Ok(());
+    };
+    let Some(ex) = n.checked_sub(1).and_then(|i| all.get(i)) else {
+        return Err(crate::error::UsageError(format!(
+            "exercise {n}: there are exercises 1 to {}",
+            all.len()
+        ))
+        .into());
+    };
+    let path = e
+        .file
+        .clone()
+        .unwrap_or_else(|| format!("exercise-{n}-{}.halo", ex.name).into());
+    let fresh = !path.exists();
+    if fresh {
+        std::fs::write(&path, ex.broken())
+            .map_err(|err| crate::error::UsageError(format!("cannot write {}: {err}", path.display())))?;
+    }
+    let wrap = |t: &str| textwrap::fill(t.trim(), 88);
+    println!(
+        "Exercise {n} of {}: {}
+
+{}
+
+Goal: {}",
+        all.len(),
+        ex.title,
+        wrap(&ex.task),
+        wrap(&ex.goal)
+    );
+    if e.hint {
+        println!(
+            "
+Hint: {}",
+            wrap(&ex.hint)
+        );
+    }
+    let kept = if fresh {
+        "the broken program, copied"
+    } else {
+        "kept as it was"
+    };
+    println!(
+        "
+Your file: {} ({kept}); edit it in any editor.",
+        path.display()
+    );
+    let judge = || {
+        println!(
+            "
+== judging {} on {} devices, {} steps",
+            path.display(),
+            ex.devices,
+            ex.steps
+        );
+        let v = crate::exercise::judge(ex, &path);
+        print!("{}", v.text());
+        v.solved()
+    };
+    if judge() {
+        return Ok(());
+    }
+    if e.once || !std::io::stdout().is_terminal() {
+        if !e.hint {
+            println!("(haloscope exercise {n} --hint gives a hint)");
+        }
+        return Err(crate::exercise::NotSolved.into());
+    }
+    println!("Save the file to be judged again (Ctrl-C stops; --hint gives a hint).");
+    let mut watch = crate::program::Watch::new(path.clone());
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        if watch.changed(std::time::Duration::ZERO).is_some() && judge() {
+            return Ok(());
+        }
+    }
 }
 
 /// `haloscope program export MODE`: the mode's file, with `--devices N` its calls on N

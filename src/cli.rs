@@ -113,6 +113,31 @@ pub enum Command {
     /// Step programs as files: `program export MODE` writes a built-in mode in the program
     /// language (the README describes it), to edit and run with `--program FILE`.
     Program(ProgramArgs),
+    /// Exercises: a broken program to fix. Without N, the list; with N, the broken program
+    /// copied to a working file (kept if it exists), the task, and a judgement of the
+    /// file each time it is saved: solved when the hazard checker finds nothing and the run
+    /// is bit-identical to the reference.
+    Exercise(ExerciseArgs),
+}
+
+/// Options of `haloscope exercise`.
+#[derive(Debug, Args, Clone)]
+pub struct ExerciseArgs {
+    /// The exercise's number (see the list).
+    #[arg(value_name = "N")]
+    pub number: Option<usize>,
+
+    /// The working file (default: ./exercise-N-NAME.halo).
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+
+    /// Judge the file once and exit (0 solved, 1 not yet) instead of judging every save.
+    #[arg(long)]
+    pub once: bool,
+
+    /// Show the hint too.
+    #[arg(long)]
+    pub hint: bool,
 }
 
 /// Options of `haloscope program`.

@@ -10,6 +10,7 @@ pub mod cost;
 pub mod decomp;
 pub mod engine;
 pub mod error;
+pub mod exercise;
 pub mod fused;
 pub mod hazard;
 pub mod headless;

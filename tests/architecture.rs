@@ -31,6 +31,7 @@ const LAYERS: &[&str] = &[
     "plan",
     "engine",
     "headless",
+    "exercise",
     "tour",
     "tui",
     "bench",

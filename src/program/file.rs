@@ -3,6 +3,7 @@
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::lang::{self, Source};
 use super::modes::Mode;
@@ -114,5 +115,49 @@ impl ProgramFile {
             .join(" ")
             .trim()
             .to_string()
+    }
+}
+
+/// A program file looked at now and then: it changed when its time or size did.
+pub struct Watch {
+    pub path: PathBuf,
+    stamp: Option<(SystemTime, u64)>,
+    looked: Instant,
+}
+
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+impl Watch {
+    /// Watches `path` from its state now: only later changes count.
+    pub fn new(path: PathBuf) -> Watch {
+        Watch {
+            stamp: stamp(&path),
+            path,
+            looked: Instant::now(),
+        }
+    }
+
+    /// The file read again if it changed since the last look, at most every `every`; its
+    /// error in one line if it no longer parses.
+    pub fn changed(&mut self, every: Duration) -> Option<Result<ProgramFile, String>> {
+        if self.looked.elapsed() < every {
+            return None;
+        }
+        self.looked = Instant::now();
+        let now = stamp(&self.path);
+        if now == self.stamp || now.is_none() {
+            return None;
+        }
+        self.stamp = now;
+        Some(ProgramFile::load(&self.path).map_err(|e| e.to_string()))
+    }
+
+    /// Counts the file as changed at the next look (after an editor has run).
+    pub fn touch(&mut self) {
+        self.stamp = None;
+        self.looked = Instant::now() - Duration::from_secs(3600);
     }
 }

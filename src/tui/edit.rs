@@ -2,54 +2,8 @@
 //! to `./MODE.halo` first), and the file reloaded whenever it changes on disk.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
 
 use crate::engine::Frame;
-use crate::program::ProgramFile;
-
-/// A program file looked at now and then: it changed when its time or size did.
-pub struct Watch {
-    pub path: PathBuf,
-    stamp: Option<(SystemTime, u64)>,
-    looked: Instant,
-}
-
-fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.modified().ok()?, m.len()))
-}
-
-impl Watch {
-    /// Watches `path` from its state now: only later changes count.
-    pub fn new(path: PathBuf) -> Watch {
-        Watch {
-            stamp: stamp(&path),
-            path,
-            looked: Instant::now(),
-        }
-    }
-
-    /// The file read again if it changed since the last look, at most every `every`; its
-    /// error in one line if it no longer parses.
-    pub fn changed(&mut self, every: Duration) -> Option<Result<ProgramFile, String>> {
-        if self.looked.elapsed() < every {
-            return None;
-        }
-        self.looked = Instant::now();
-        let now = stamp(&self.path);
-        if now == self.stamp || now.is_none() {
-            return None;
-        }
-        self.stamp = now;
-        Some(ProgramFile::load(&self.path).map_err(|e| e.to_string()))
-    }
-
-    /// Counts the file as changed at the next look (after an editor has run).
-    pub fn touch(&mut self) {
-        self.stamp = None;
-        self.looked = Instant::now() - Duration::from_secs(3600);
-    }
-}
 
 /// The file `e` edits: the running program file, or the built-in mode written to
 /// `dir/MODE.halo` (kept as it is when it exists: it may hold the user's work).
@@ -91,6 +45,8 @@ pub fn run_editor(editor: &str, path: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::program::Watch;
+    use std::time::Duration;
 
     #[test]
     fn a_built_in_is_written_once_and_a_change_on_disk_is_read_again() {

@@ -336,7 +336,7 @@ fn save_screen(app: &App, screen: Rect, format: export::Format, dir: &Path) -> S
 
 /// Sends the watched program file to the engine if it changed on disk (or why it cannot
 /// run, if it no longer parses).
-fn reload_changed(watch: Option<&mut edit::Watch>, engine: &Engine) {
+fn reload_changed(watch: Option<&mut crate::program::Watch>, engine: &Engine) {
     if let Some(changed) = watch.and_then(|w| w.changed(Duration::from_millis(300))) {
         engine.send(match changed {
             Ok(f) => Control::SetFile(Arc::new(f)),
@@ -372,11 +372,11 @@ fn start_edit(
     engine: &Engine,
     paused: &AtomicBool,
     terminal: &mut ratatui::DefaultTerminal,
-) -> Result<Option<edit::Watch>> {
+) -> Result<Option<crate::program::Watch>> {
     let Some(path) = open_for_edit(app, engine) else {
         return Ok(None);
     };
-    let mut watch = edit::Watch::new(path.clone());
+    let mut watch = crate::program::Watch::new(path.clone());
     match edit::editor() {
         Some(editor) => {
             paused.store(true, Ordering::Release);
@@ -418,15 +418,19 @@ fn first_config(
         .expect("a tour has a first stop")
 }
 
+/// The interactive UI needs a terminal on both sides.
+fn need_terminal() -> Result<(), UsageError> {
+    if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() {
+        return Ok(());
+    }
+    Err(UsageError(
+        "the interactive UI needs a terminal on stdin and stdout; use --headless to run without one".into(),
+    ))
+}
+
 /// Runs the UI until the user quits; with `tour`, plays it from its first stop.
 pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<()> {
-    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
-        return Err(UsageError(
-            "the interactive UI needs a terminal on stdin and stdout; use --headless to run without one"
-                .into(),
-        )
-        .into());
-    }
+    need_terminal()?;
     let (keymap, notice) = KeyMap::load(ui.keymap.as_deref());
     let mut app = App::new(plan.mode, keymap, notice);
     let signals = signals()?;
@@ -449,7 +453,10 @@ pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<
         }
         let paused = Arc::new(AtomicBool::new(false));
         let input = input_events(paused.clone());
-        let mut watch = plan.file.as_ref().map(|f| edit::Watch::new(f.path.clone()));
+        let mut watch = plan
+            .file
+            .as_ref()
+            .map(|f| crate::program::Watch::new(f.path.clone()));
         let ticks = tick(Duration::from_millis(33));
         let mut dirty = true;
         let mut columns = app.plot_columns(screen);
@@ -471,8 +478,7 @@ pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<
                                 app.notice = Some(save_screen(&app, screen, ui.format, Path::new(".")));
                             }
                             if std::mem::take(&mut app.edit) {
-                                let w = start_edit(&mut app, &engine, &paused, &mut terminal)?;
-                                watch = w.or(watch);
+                                watch = start_edit(&mut app, &engine, &paused, &mut terminal)?.or(watch);
                             }
                         }
                         Event::Mouse(m) => {

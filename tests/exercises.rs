@@ -1,0 +1,110 @@
+//! Exercises: each shipped broken program is judged unsolved, and a solution kept here
+//! (tests/exercises/NAME.halo) is judged solved — by the checker and by the bits both.
+
+use std::path::Path;
+use std::process::Command;
+
+use haloscope::exercise;
+
+fn haloscope(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run haloscope");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_broken_program_is_unsolved_and_every_kept_solution_is_solved() {
+    let all = exercise::all();
+    assert!(all.len() >= 6);
+    let dir = tempfile::tempdir().unwrap();
+    let solutions = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/exercises");
+    for ex in &all {
+        let broken = dir.path().join(&ex.file);
+        std::fs::write(&broken, ex.broken()).unwrap();
+        let v = exercise::judge(ex, &broken);
+        assert!(
+            !v.solved(),
+            "{}: the broken program is judged solved:\n{}",
+            ex.name,
+            v.text()
+        );
+        assert!(
+            !ex.goal.is_empty() && !ex.hint.is_empty() && !ex.task.is_empty(),
+            "{}",
+            ex.name
+        );
+        let v = exercise::judge(ex, &solutions.join(format!("{}.halo", ex.name)));
+        assert!(
+            v.solved(),
+            "{}: the solution is not judged solved:\n{}",
+            ex.name,
+            v.text()
+        );
+    }
+    // The one a diff alone would call solved: the fields agree, the checker does not.
+    let late = all.iter().find(|e| e.name == "next-round-too-soon").unwrap();
+    let path = dir.path().join(&late.file);
+    let v = exercise::judge(late, &path);
+    assert!(
+        v.diverged.is_none() && v.failed.is_none() && !v.findings.is_empty(),
+        "{v:?}"
+    );
+    assert!(
+        v.text().contains("only because the timing hid the races"),
+        "{}",
+        v.text()
+    );
+}
+
+#[test]
+fn haloscope_exercise_lists_copies_judges_and_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, _) = haloscope(dir.path(), &["exercise"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("1. missing-wait") && out.contains("6. next-round-too-soon"),
+        "{out}"
+    );
+    // Exercise 1: the broken program copied, the task, the judgement; not solved: exit 1.
+    let (code, out, _) = haloscope(dir.path(), &["exercise", "1"]);
+    assert_eq!(code, 1, "{out}");
+    let file = dir.path().join("exercise-1-missing-wait.halo");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        exercise::all()[0].broken()
+    );
+    assert!(
+        out.contains("Goal: ") && out.contains("the checker: 6 finding(s)") && out.contains("not yet."),
+        "{out}"
+    );
+    // The learner's fix, in the same file: kept, judged solved, exit 0.
+    let fix = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/exercises/missing-wait.halo"),
+    )
+    .unwrap();
+    std::fs::write(&file, fix).unwrap();
+    let (code, out, _) = haloscope(dir.path(), &["exercise", "1", "--hint"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("kept as it was") && out.contains("Hint: ") && out.contains("SOLVED"),
+        "{out}"
+    );
+    // A file that does not parse is judged, not a crash.
+    std::fs::write(&file, "step {").unwrap();
+    let (code, out, _) = haloscope(dir.path(), &["exercise", "1", "--once"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("not yet: the file does not run:") && out.contains("exercise-1-missing-wait.halo:1:1:"),
+        "{out}"
+    );
+    let (code, _, err) = haloscope(dir.path(), &["exercise", "99"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("exercise 99: there are exercises 1 to 6"), "{err}");
+}
