@@ -39,6 +39,7 @@ pub const FILES: &[(&str, &str)] = &[
         "next-round-too-soon.halo",
         include_str!("../assets/exercises/next-round-too-soon.halo"),
     ),
+    ("classic.halo", include_str!("../assets/exercises/classic.halo")),
 ];
 
 #[derive(Debug, Clone, Deserialize)]

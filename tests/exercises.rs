@@ -69,7 +69,9 @@ fn haloscope_exercise_lists_copies_judges_and_refuses() {
     let (code, out, _) = haloscope(dir.path(), &["exercise"]);
     assert_eq!(code, 0);
     assert!(
-        out.contains("1. missing-wait") && out.contains("6. next-round-too-soon"),
+        out.contains("1. missing-wait")
+            && out.contains("6. next-round-too-soon")
+            && out.contains("7. classic"),
         "{out}"
     );
     // Exercise 1: the broken program copied, the task, the judgement; not solved: exit 1.
@@ -106,5 +108,54 @@ fn haloscope_exercise_lists_copies_judges_and_refuses() {
     );
     let (code, _, err) = haloscope(dir.path(), &["exercise", "99"]);
     assert_eq!(code, 2);
-    assert!(err.contains("exercise 99: there are exercises 1 to 6"), "{err}");
+    assert!(err.contains("exercise 99: there are exercises 1 to 7"), "{err}");
+}
+
+#[test]
+fn the_classic_is_fixed_one_named_defect_at_a_time() {
+    let ex = exercise::all().into_iter().find(|e| e.name == "classic").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("classic.halo");
+    let judge = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        exercise::judge(&ex, &path)
+    };
+    let has = |v: &exercise::Verdict, what: &str| v.findings.iter().any(|f| f.contains(what));
+    // As shipped: the record on the source GPU of an event made on the target fails.
+    let v = judge(ex.broken());
+    assert!(
+        v.failed
+            .as_deref()
+            .is_some_and(|e| e.contains("invalid resource handle") && e.contains("rule 4")),
+        "{v:?}"
+    );
+    assert!(
+        has(&v, "the record fails (rule 4)") && has(&v, "used after it was destroyed") && has(&v, "RAW"),
+        "{v:?}"
+    );
+    // 1. Made where it is recorded: now the neighbour waits on a destroyed event.
+    let fix1: String = ex
+        .broken()
+        .lines()
+        .filter(|l| !l.starts_with("        cudaSetDevice("))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let v = judge(&fix1);
+    assert!(
+        v.failed.as_deref().is_some_and(|e| e.contains("was destroyed")),
+        "{v:?}"
+    );
+    assert!(!has(&v, "rule 4"), "{v:?}");
+    // 2. Created once, never destroyed: the waits may bind to the last step's records.
+    let fix2: String = fix1
+        .lines()
+        .filter(|l| !l.contains("cudaEventCreate(") && !l.contains("cudaEventDestroy("))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let v = judge(&fix2);
+    assert!(
+        v.failed.is_none() && v.diverged.is_some() && has(&v, "BINDING") && !has(&v, "destroyed"),
+        "{v:?}"
+    );
+    // 3. A barrier between each record and its wait (tests/exercises/classic.halo): solved.
 }

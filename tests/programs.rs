@@ -99,7 +99,7 @@ fn each_kind_of_mistake_is_one_line_with_file_line_and_column() {
         (
             "update_h<<<compute>>>(lo, hi);",
             "update_h<<<compute>>>(lo, high);",
-            "bad.halo:4:31: unknown name `high` (in numbers: d, n, lo, hi, k)",
+            "bad.halo:4:31: unknown name `high` (in numbers: d, n, lo, hi, k, dev)",
         ),
         (
             "update_h<<<compute>>>(lo, hi);",
@@ -186,4 +186,61 @@ fn check_judges_a_file_and_names_its_races() {
     std::fs::write(&path, Mode::Events.source()).unwrap();
     let (code, out, _) = haloscope(&["check", "--program", path.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn a_gpu_mapping_events_made_in_the_step_and_names_for_numbers() {
+    let ranges =
+        |n: usize| -> Vec<std::ops::Range<usize>> { (0..n).map(|d| d * 100..(d + 1) * 100).collect() };
+    let parse = |text: &str| ProgramFile::parse(std::path::Path::new("m.halo"), text.to_string());
+    // Thread d drives device (d + 1) % n: its calls run as device (d + 1) % n's thread.
+    let rotated = parse(
+        "cudaStream_t s;\ncudaEvent_t e[n];\nstep {\n    int gpu = (d + 1) % n;\n    cudaSetDevice(gpu);\n    \
+         update_h<<<s>>>(lo, hi);\n    cudaSetDevice((gpu + 1) % n);\n    cudaEventCreate(&e[gpu]);\n    \
+         cudaSetDevice(gpu);\n    cudaEventRecord(e[gpu], s);\n    cudaEventDestroy(e[gpu]);\n}\n",
+    )
+    .unwrap();
+    let p = rotated.instantiate(&ranges(3)).unwrap();
+    for (g, ops) in p.step.iter().enumerate() {
+        let Some((_, cells, _)) = ops[0].as_launch() else {
+            panic!("{ops:?}")
+        };
+        assert_eq!(*cells, g * 100..(g + 1) * 100, "device {g} runs its own cells");
+        assert_eq!(ops[0].stream().unwrap().device, g);
+        // Created in the step, on the next device: that is the event's device.
+        assert!(
+            matches!(ops[1], haloscope::program::Op::EventCreate { device, .. } if device == (g + 1) % 3),
+            "{ops:?}"
+        );
+        assert!(matches!(ops[3], haloscope::program::Op::EventDestroy { .. }));
+    }
+    assert!(
+        p.setup.iter().all(|s| s.is_empty()),
+        "events the step creates are not created at setup"
+    );
+    assert!(
+        p.events
+            .iter()
+            .enumerate()
+            .all(|(i, e)| e.device == (i + 1) % 3 || e.name != format!("e[{i}]"))
+    );
+    // Two threads on one device, and one thread on two devices' streams, are refused.
+    let e = parse("cudaStream_t s;\nstep {\n    cudaSetDevice(0);\n    update_h<<<s>>>(lo, hi);\n}\n")
+        .unwrap()
+        .instantiate(&ranges(2))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("host threads 0 and 1 both drive dev0"), "{e}");
+    let e = parse("cudaStream_t s;\nstep {\n    update_h<<<s>>>(lo, hi);\n    cudaSetDevice((d + 1) % n);\n    update_e<<<s>>>(lo, hi);\n}\n")
+        .unwrap()
+        .instantiate(&ranges(2))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("host thread 0 issues on streams of dev0 and dev1"),
+        "{e}"
+    );
+    // An `int` lives to the end of its block.
+    let e = parse("cudaStream_t s;\nstep {\n    if (d > 0) {\n        int x = 1;\n    }\n    update_h<<<s>>>(lo, hi + x);\n}\n").unwrap_err().to_string();
+    assert!(e.contains("m.halo:6:30: unknown name `x`"), "{e}");
 }

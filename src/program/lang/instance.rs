@@ -29,8 +29,10 @@ struct Instance<'a> {
     setup: Vec<Vec<Op>>,
     step: Vec<Vec<Op>>,
     barriers: Vec<usize>,
-    /// Thread being instantiated, and the loop variables' values.
+    /// Thread being instantiated, the device its calls go to (`cudaSetDevice`), and the
+    /// loop variables' values.
     d: usize,
+    dev: usize,
     loops: Vec<(String, i64)>,
     k: i64,
 }
@@ -47,6 +49,7 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
         step: vec![Vec::new(); n],
         barriers: vec![0; n],
         d: 0,
+        dev: 0,
         loops: Vec::new(),
         k: halo_width(ranges) as i64,
     };
@@ -65,10 +68,12 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
     };
     for d in 0..n {
         inst.d = d;
+        inst.dev = d;
         let mut ops = Vec::new();
         inst.run(&src.step, &mut ops)?;
         inst.step[d] = ops;
     }
+    inst.by_device()?;
     if let Some(d) = (1..n).find(|&d| inst.barriers[d] != inst.barriers[0]) {
         return Err(InstanceError {
             span: src.step_span.clone(),
@@ -98,9 +103,10 @@ impl Instance<'_> {
     }
 
     fn var(&self, name: &str) -> Option<i64> {
-        let r = &self.ranges[self.d];
+        let r = &self.ranges[self.dev];
         match name {
             "d" => Some(self.d as i64),
+            "dev" => Some(self.dev as i64),
             "n" => Some(self.ranges.len() as i64),
             "lo" => Some(r.start as i64),
             "hi" => Some(r.end as i64),
@@ -148,7 +154,7 @@ impl Instance<'_> {
     fn stream(&self, name: &str) -> StreamId {
         let index = self.src.streams.iter().position(|(s, _)| s == name).unwrap_or(0);
         StreamId {
-            device: self.d,
+            device: self.dev,
             index,
         }
     }
@@ -177,6 +183,7 @@ impl Instance<'_> {
             .iter()
             .find(|x| x.name == e.name)
             .expect("the parser checked the name");
+        let manual = self.src.manual.contains(&e.name);
         let on = match &decl.on {
             None => i,
             Some(on) => {
@@ -200,10 +207,13 @@ impl Instance<'_> {
             name: full.clone(),
             device: on as usize,
         });
-        self.setup[on as usize].push(Op::EventCreate {
-            event: id,
-            device: on as usize,
-        });
+        // A family the step creates itself is not created at setup.
+        if !manual {
+            self.setup[on as usize].push(Op::EventCreate {
+                event: id,
+                device: on as usize,
+            });
+        }
         self.by_name.insert(full, id);
         Ok(id)
     }
@@ -237,10 +247,11 @@ impl Instance<'_> {
     }
 
     fn run(&mut self, body: &[Stmt], ops: &mut Vec<Op>) -> Result<(), InstanceError> {
-        for s in body {
-            self.one(s, ops)?;
-        }
-        Ok(())
+        // Names an `int` declares live to the end of their block.
+        let scope = self.loops.len();
+        let r = body.iter().try_for_each(|s| self.one(s, ops));
+        self.loops.truncate(scope);
+        r
     }
 
     fn one(&mut self, s: &Stmt, ops: &mut Vec<Op>) -> Result<(), InstanceError> {
@@ -270,32 +281,7 @@ impl Instance<'_> {
                     stream: self.stream(stream),
                 });
             }
-            StmtKind::Launch { kernel, stream, args } => {
-                let vals = args
-                    .iter()
-                    .map(|a| self.eval(a, span))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let cells = self.held(self.d as i64, vals[0], vals[1], span, kernel)?;
-                let third = vals.get(2).copied().unwrap_or(0);
-                if third < 0 || third > HALO as i64 {
-                    return self.fail(
-                        span,
-                        format!("{kernel}: its third argument is 0 to {HALO}, not {third}"),
-                    );
-                }
-                let (kernel, substep) = match kernel.as_str() {
-                    "update_h" => (Kernel::UpdateH, third as u32),
-                    "update_e" => (Kernel::UpdateE, third as u32),
-                    "sources_boundaries" => (Kernel::SourcesBoundaries, third as u32),
-                    _ => (Kernel::Fused { steps: third as u32 }, 0),
-                };
-                ops.push(Op::Launch {
-                    kernel,
-                    cells,
-                    stream: self.stream(stream),
-                    substep,
-                });
-            }
+            StmtKind::Launch { kernel, stream, args } => ops.push(self.launch(kernel, stream, args, span)?),
             StmtKind::Record { event, stream } => {
                 let event = self.event(event)?;
                 ops.push(Op::Record {
@@ -321,12 +307,114 @@ impl Instance<'_> {
             StmtKind::StreamSync(stream) => ops.push(Op::StreamSync {
                 stream: self.stream(stream),
             }),
-            StmtKind::DeviceSync => ops.push(Op::DeviceSync { device: self.d }),
+            StmtKind::DeviceSync => ops.push(Op::DeviceSync { device: self.dev }),
+            StmtKind::Let(name, e) => {
+                let v = self.eval(e, span)?;
+                self.loops.push((name.clone(), v));
+            }
+            StmtKind::SetDevice(e) => {
+                let dev = self.eval(e, span)?;
+                let n = self.ranges.len() as i64;
+                if !(0..n).contains(&dev) {
+                    return self.fail(
+                        span,
+                        format!("cudaSetDevice({dev}): there are devices 0 to {}", n - 1),
+                    );
+                }
+                self.dev = dev as usize;
+            }
+            StmtKind::Create(e) => {
+                let event = self.event(e)?;
+                // Created here, on the current device: that is where it may be recorded.
+                self.events[event.0].device = self.dev;
+                ops.push(Op::EventCreate {
+                    event,
+                    device: self.dev,
+                });
+            }
+            StmtKind::Destroy(e) => {
+                let event = self.event(e)?;
+                ops.push(Op::EventDestroy { event });
+            }
             StmtKind::Barrier => {
                 self.barriers[self.d] += 1;
                 ops.push(Op::HostBarrier);
             }
         }
+        Ok(())
+    }
+
+    /// `kernel<<<stream>>>(from, to[, third])` on the current device.
+    fn launch(
+        &self,
+        kernel: &str,
+        stream: &str,
+        args: &[Expr],
+        span: &Range<usize>,
+    ) -> Result<Op, InstanceError> {
+        let vals = args
+            .iter()
+            .map(|a| self.eval(a, span))
+            .collect::<Result<Vec<_>, _>>()?;
+        let cells = self.held(self.dev as i64, vals[0], vals[1], span, kernel)?;
+        let third = vals.get(2).copied().unwrap_or(0);
+        if third < 0 || third > HALO as i64 {
+            return self.fail(
+                span,
+                format!("{kernel}: its third argument is 0 to {HALO}, not {third}"),
+            );
+        }
+        let (kernel, substep) = match kernel {
+            "update_h" => (Kernel::UpdateH, third as u32),
+            "update_e" => (Kernel::UpdateE, third as u32),
+            "sources_boundaries" => (Kernel::SourcesBoundaries, third as u32),
+            _ => (Kernel::Fused { steps: third as u32 }, 0),
+        };
+        Ok(Op::Launch {
+            kernel,
+            cells,
+            stream: self.stream(stream),
+            substep,
+        })
+    }
+
+    /// Each host thread's calls under the device whose streams it drives (a `gpuMapping`
+    /// that is not the identity): the runtimes run device `g`'s streams from thread `g`.
+    fn by_device(&mut self) -> Result<(), InstanceError> {
+        let n = self.ranges.len();
+        let mut home = Vec::with_capacity(n);
+        for (t, ops) in self.step.iter().enumerate() {
+            let mut devices: Vec<usize> = ops.iter().filter_map(|o| o.stream().map(|s| s.device)).collect();
+            devices.sort_unstable();
+            devices.dedup();
+            match devices.as_slice() {
+                [] => home.push(t),
+                [g] => home.push(*g),
+                [a, b, ..] => {
+                    return Err(InstanceError {
+                        span: self.src.step_span.clone(),
+                        reason: format!(
+                            "host thread {t} issues on streams of dev{a} and dev{b}: each host thread \
+                             drives the streams of one device (cudaSetDevice back before the next call)"
+                        ),
+                    });
+                }
+            }
+        }
+        for g in 0..n {
+            let threads: Vec<usize> = (0..n).filter(|&t| home[t] == g).collect();
+            if threads.len() > 1 {
+                return Err(InstanceError {
+                    span: self.src.step_span.clone(),
+                    reason: format!("host threads {} and {} both drive dev{g}", threads[0], threads[1]),
+                });
+            }
+        }
+        let mut by = vec![Vec::new(); n];
+        for (t, ops) in std::mem::take(&mut self.step).into_iter().enumerate() {
+            by[home[t]] = ops;
+        }
+        self.step = by;
         Ok(())
     }
 

@@ -145,6 +145,15 @@ pub enum StmtKind {
     },
     StreamSync(String),
     DeviceSync,
+    /// `cudaSetDevice(dev)`: the calls after it go to device `dev`.
+    SetDevice(Expr),
+    /// `int name = value;`: a name for a number, to the end of its block.
+    Let(String, Expr),
+    /// `cudaEventCreate(&e[i])` (or `…WithFlags(&e[i], cudaEventDisableTiming)`) on the
+    /// current device, in the step.
+    Create(EventRef),
+    /// `cudaEventDestroy(e[i])`.
+    Destroy(EventRef),
     Barrier,
     If(Expr, Vec<Stmt>, Vec<Stmt>),
     /// `for (var = from; var < to; var++) { … }`
@@ -177,11 +186,13 @@ pub struct Source {
     pub round: Option<(Expr, Range<usize>)>,
     pub step: Vec<Stmt>,
     pub step_span: Range<usize>,
+    /// Event families the step creates itself (`cudaEventCreate`): not created at setup.
+    pub manual: Vec<String>,
 }
 
 pub const KERNELS: [&str; 4] = ["update_h", "update_e", "sources_boundaries", "fused_steps"];
 pub const FIELDS: [&str; 2] = ["ex", "hy"];
-pub const VARS: [&str; 5] = ["d", "n", "lo", "hi", "k"];
+pub const VARS: [&str; 6] = ["d", "n", "lo", "hi", "k", "dev"];
 
 struct Parser {
     toks: Vec<(Tok, Range<usize>)>,
@@ -274,6 +285,7 @@ impl Parser {
             round: None,
             step: Vec::new(),
             step_span: 0..0,
+            manual: Vec::new(),
         };
         while self.peek().is_some() {
             let (word, span) = self.ident("`program`, `cudaStream_t`, `cudaEvent_t`, `round` or `step`")?;
@@ -317,6 +329,7 @@ impl Parser {
                     }
                     src.step = self.block()?;
                     src.step_span = span.start..self.prev_end();
+                    created(&src.step, &mut src.manual);
                 }
                 other => {
                     return err(
@@ -378,13 +391,20 @@ impl Parser {
 
     fn block(&mut self) -> Result<Vec<Stmt>, SyntaxError> {
         self.expect("{", "to open a block")?;
+        // Names an `int` declares live to the end of their block.
+        let scope = self.loops.len();
         let mut out = Vec::new();
         while !self.eat_sym("}") {
             if self.peek().is_none() {
                 return err(self.span(), "a block that never ends (no `}`)");
             }
-            out.push(self.stmt()?);
+            let s = self.stmt();
+            if s.is_err() {
+                self.loops.truncate(scope);
+            }
+            out.push(s?);
         }
+        self.loops.truncate(scope);
         Ok(out)
     }
 
@@ -487,13 +507,31 @@ impl Parser {
                 self.expect(")", "cudaDeviceSynchronize takes no arguments")?;
                 StmtKind::DeviceSync
             }
+            "int" => {
+                let (name, nsp) = self.ident("a name")?;
+                if VARS.contains(&name.as_str()) || self.loops.contains(&name) {
+                    return err(nsp, format!("`{name}` is taken: choose another name"));
+                }
+                self.expect("=", "after the name: `int name = value;`")?;
+                let e = self.expr()?;
+                self.loops.push(name.clone());
+                StmtKind::Let(name, e)
+            }
+            "cudaSetDevice" => {
+                self.expect("(", "after cudaSetDevice")?;
+                let e = self.expr()?;
+                self.expect(")", "after the device")?;
+                StmtKind::SetDevice(e)
+            }
+            "cudaEventCreate" | "cudaEventCreateWithFlags" | "cudaEventDestroy" => self.event_life(&word)?,
             other => {
                 return err(
                     sp,
                     format!(
                         "unknown call `{other}` (kernels: {}; cudaEventRecord, cudaStreamWaitEvent, \
                          cudaMemcpyPeerAsync, cudaStreamSynchronize, cudaDeviceSynchronize, \
-                         cudaGraphLaunch, #pragma omp barrier, if, for)",
+                         cudaSetDevice, cudaEventCreate, cudaEventDestroy, cudaGraphLaunch, \
+                         #pragma omp barrier, if, for)",
                         KERNELS.join(", ")
                     ),
                 );
@@ -629,6 +667,31 @@ impl Parser {
         })
     }
 
+    /// `cudaEventCreate(&e[i])`, `cudaEventCreateWithFlags(&e[i], cudaEventDisableTiming)`
+    /// or `cudaEventDestroy(e[i])`, after the call's name `word`.
+    fn event_life(&mut self, word: &str) -> Result<StmtKind, SyntaxError> {
+        self.expect("(", "after the call's name")?;
+        if word == "cudaEventDestroy" {
+            let event = self.event()?;
+            self.expect(")", "after the event")?;
+            return Ok(StmtKind::Destroy(event));
+        }
+        self.expect("&", "before the event: cudaEventCreate(&e[i])")?;
+        let event = self.event()?;
+        if word == "cudaEventCreateWithFlags" {
+            self.expect(",", "after the event")?;
+            let (flag, fsp) = self.ident("cudaEventDisableTiming")?;
+            if flag != "cudaEventDisableTiming" {
+                return err(
+                    fsp,
+                    "the flags: cudaEventDisableTiming (ordering events measure nothing)",
+                );
+            }
+        }
+        self.expect(")", "after the event")?;
+        Ok(StmtKind::Create(event))
+    }
+
     fn expr(&mut self) -> Result<Expr, SyntaxError> {
         self.binary(0)
     }
@@ -694,7 +757,8 @@ impl Parser {
                     return err(
                         span,
                         format!(
-                            "unknown name `{x}` (in numbers: d, n, lo, hi, k{})",
+                            "unknown name `{x}` (in numbers: {}{})",
+                            VARS.join(", "),
                             self.loops.iter().map(|l| format!(", {l}")).collect::<String>()
                         ),
                     );
@@ -706,6 +770,21 @@ impl Parser {
                 self.span(),
                 format!("expected a number, found {}", self.describe()),
             ),
+        }
+    }
+}
+
+/// The event families `body` creates.
+fn created(body: &[Stmt], out: &mut Vec<String>) {
+    for s in body {
+        match &s.kind {
+            StmtKind::Create(e) if !out.contains(&e.name) => out.push(e.name.clone()),
+            StmtKind::If(_, a, b) => {
+                created(a, out);
+                created(b, out);
+            }
+            StmtKind::For(_, _, _, b) | StmtKind::Graph(_, b) => created(b, out),
+            _ => {}
         }
     }
 }

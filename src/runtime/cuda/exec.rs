@@ -38,6 +38,45 @@ impl Dev {
         self.timed.push(copy);
         Ok(self.timers[k])
     }
+    /// `cudaEventCreate` of event `event` on `device` (after a `cudaSetDevice`: another
+    /// GPU's context, where the driver will then say it may be recorded).
+    fn create_event(&mut self, event: usize, device: usize) -> Result<(), DriverError> {
+        // On another GPU's context when the program created it there (after
+        // cudaSetDevice): where it may be recorded is then the driver's to say.
+        let other = *self.shared.contexts[device]
+            .get()
+            .expect("published before the first step");
+        let own = self.ctx.get();
+        let switch = other != own;
+        if switch {
+            sys::set_current(other)?;
+        }
+        let made = self.events.create(false);
+        if switch {
+            sys::set_current(own)?;
+        }
+        let e = made?;
+        self.own_events.push(e);
+        self.shared.events.write().unwrap_or_else(|p| p.into_inner())[event] = Some(e);
+        Ok(())
+    }
+
+    /// A record or wait on an event the program destroyed: the driver's answer to a
+    /// handle that is gone.
+    fn destroyed(&self, op: &Op, step: u64, pc: usize, event: usize) -> Exec {
+        Exec::Failure(Failure::Op(OpError {
+            step: Some(step),
+            thread: self.t,
+            op_index: pc,
+            call: self.program.render(op),
+            error: "invalid resource handle".into(),
+            why: format!(
+                "{} was destroyed (cudaEventDestroy) and not created again: its handle is invalid",
+                self.program.events[event].name
+            ),
+        }))
+    }
+
     pub(super) fn op_error(&self, op: &Op, step: Option<u64>, i: usize, e: DriverError) -> Failure {
         Failure::Op(OpError {
             step,
@@ -90,11 +129,7 @@ impl Dev {
                 }
                 self.graphs[&pc].launch(stream(s))?;
             }
-            Op::EventCreate { event, .. } => {
-                let e = self.events.create(false)?;
-                self.own_events.push(e);
-                self.shared.events.write().unwrap_or_else(|p| p.into_inner())[event.0] = Some(e);
-            }
+            Op::EventCreate { event, device } => self.create_event(event.0, *device)?,
             Op::EventDestroy { event } => {
                 let e = self.shared.events.write().unwrap_or_else(|p| p.into_inner())[event.0].take();
                 if let Some(e) = e {
@@ -111,13 +146,13 @@ impl Dev {
             Op::Record { event, stream: s } => {
                 let e = self
                     .event(event.0)
-                    .ok_or_else(|| Exec::Failure(Failure::Other("event not created".into())))?;
+                    .ok_or_else(|| self.destroyed(op, step, pc, event.0))?;
                 sys::record(e, stream(s))?;
             }
             Op::Wait { stream: s, event } => {
                 let e = self
                     .event(event.0)
-                    .ok_or_else(|| Exec::Failure(Failure::Other("event not created".into())))?;
+                    .ok_or_else(|| self.destroyed(op, step, pc, event.0))?;
                 sys::stream_wait_event(stream(s), e)?;
             }
             Op::PeerCopy {

@@ -90,7 +90,10 @@ impl Scheduler {
     fn effects_of(&mut self, c: &Call, op: &Op, rec: &mut TraceRecord) -> Result<(), OpError> {
         let after_call = c.after_call;
         match op {
-            Op::EventCreate { .. } | Op::EventDestroy { .. } => {}
+            Op::EventCreate { event, .. } | Op::EventDestroy { event } => self.event_life(op, event.0),
+            Op::Record { event, .. } | Op::Wait { event, .. } if self.destroyed.contains(&event.0) => {
+                return Err(self.destroyed_error(c, op, event.0));
+            }
             Op::Launch {
                 kernel,
                 cells,
@@ -248,6 +251,27 @@ impl Scheduler {
             error: error.into(),
             why,
         }
+    }
+
+    /// A created event has never been recorded; a destroyed one is no event at all.
+    fn event_life(&mut self, op: &Op, event: usize) {
+        if matches!(op, Op::EventDestroy { .. }) {
+            self.destroyed.insert(event);
+            return;
+        }
+        if let Some(e) = self.events.get_mut(event) {
+            *e = None;
+        }
+        self.destroyed.remove(&event);
+    }
+
+    /// A record or wait on an event destroyed and not created again.
+    fn destroyed_error(&self, c: &Call, op: &Op, event: usize) -> OpError {
+        let why = format!(
+            "{} was destroyed (cudaEventDestroy) and not created again: a destroyed event's handle is invalid",
+            self.program.events[event].name
+        );
+        self.op_error(c, op, "invalid resource handle", why)
     }
 
     pub(super) fn set_event(&mut self, e: usize, r: Recorded) {

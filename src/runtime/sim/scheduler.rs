@@ -122,6 +122,8 @@ pub struct Scheduler {
     pub(super) stream_free: HashMap<StreamId, f64>,
     pub(super) queues: HashMap<StreamId, StreamQueue>,
     pub(super) events: Vec<Option<Recorded>>,
+    /// Events destroyed (`cudaEventDestroy`) and not created again since.
+    pub(super) destroyed: std::collections::HashSet<usize>,
     pub(super) next_seq: u64,
     pub(super) pending: BinaryHeap<Pending>,
     /// Per call step: effects not yet released and the latest instant among them.
@@ -209,6 +211,7 @@ impl Scheduler {
             stream_free: HashMap::new(),
             queues: HashMap::new(),
             events: Vec::new(),
+            destroyed: Default::default(),
             next_seq: 0,
             pending: BinaryHeap::new(),
             pending_at: BTreeMap::new(),
