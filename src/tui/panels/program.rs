@@ -185,10 +185,12 @@ fn bindings(frame: &Frame, device: Option<usize>) -> Vec<Line<'static>> {
         let (text, color) = match bindings.of(w) {
             Bound::Nothing => ("no record: it orders nothing".to_string(), Color::Red),
             Bound::OwnStep => (format!("the record of step {last}"), Color::Green),
-            Bound::Older(Some(s)) | Bound::Newer(s) => {
-                (format!("the record of step {s}: an older one"), Color::Yellow)
-            }
-            Bound::Older(None) | Bound::Unknown => ("a record of an earlier step".to_string(), Color::Yellow),
+            Bound::Older(Some(s)) => (format!("the record of step {s}: an older one"), Color::Yellow),
+            // Another thread ran ahead and recorded a later step's event first.
+            Bound::Newer(s) => (format!("the record of step {s}: a later one"), Color::Yellow),
+            Bound::Older(None) => ("a record of an earlier step".to_string(), Color::Yellow),
+            // On GPUs, a record that was not timed: its step is not known.
+            Bound::Unknown => ("a record whose step is not shown".to_string(), Color::Yellow),
         };
         lines.push(Line::from(vec![
             Span::raw(format!("t{} call {} {}: ", w.thread, w.op_index, w.label)),
@@ -221,5 +223,44 @@ mod tests {
         assert_eq!(super::summary(&ops), "900 queued: op0 → op1 → … → op899");
         assert_eq!(super::summary(&ops[..2]), "op0 → op1");
         assert_eq!(super::summary(&[]), "idle");
+    }
+
+    use crate::program::Mode;
+    use crate::tui::fixture::fixture;
+
+    #[test]
+    fn a_wait_is_said_to_bind_to_a_later_step_or_an_unplaced_record_as_it_did() {
+        let mut f = fixture(Mode::WaitBeforeRecord, 2);
+        let last = f
+            .timeline
+            .iter()
+            .filter(|r| r.label.starts_with("wait"))
+            .filter_map(|r| r.step)
+            .max()
+            .unwrap();
+        let later = f
+            .timeline
+            .iter()
+            .find(|r| r.label.starts_with("record"))
+            .unwrap()
+            .id;
+        let waits: Vec<usize> = (0..f.timeline.len())
+            .filter(|&i| f.timeline[i].label.starts_with("wait") && f.timeline[i].step == Some(last))
+            .collect();
+        // One wait bound to a record of a later step (another thread ran ahead), one to a
+        // record the GPU did not time.
+        for r in f.timeline.iter_mut().filter(|r| r.id == later) {
+            r.step = Some(last + 1);
+        }
+        f.timeline[waits[0]].released_by = Some(later);
+        f.timeline[waits[1]].released_by = Some(u64::MAX);
+        let text: Vec<String> = super::bindings(&f, None).iter().map(|l| l.to_string()).collect();
+        let all = text.join("\n");
+        assert!(
+            all.contains(&format!("the record of step {}: a later one", last + 1)),
+            "{all}"
+        );
+        assert!(all.contains("a record whose step is not shown"), "{all}");
+        assert!(!all.contains("an older one"), "{all}");
     }
 }
