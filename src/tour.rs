@@ -101,14 +101,7 @@ pub fn load(spec: Option<&str>) -> Result<Tour, ScenarioError> {
 /// Parses and checks a tour; scenario paths are relative to `dir` (the tour file's).
 pub fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Tour, ScenarioError> {
     let at = |span: Option<Range<usize>>, field: String, reason: String| {
-        let location = span.map(|s| {
-            let before = &text[..s.start.min(text.len())];
-            let line = before.matches('\n').count() + 1;
-            (
-                line,
-                before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1,
-            )
-        });
+        let location = span.map(|s| scenario::line_col(text, s.start));
         ScenarioError {
             origin: origin.to_string(),
             location,

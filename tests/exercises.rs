@@ -1,22 +1,14 @@
 //! Exercises: each shipped broken program is judged unsolved, and a solution kept here
 //! (tests/exercises/NAME.halo) is judged solved — by the checker and by the bits both.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 
 use haloscope::exercise;
 
 fn haloscope(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run haloscope");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::haloscope_in(Some(dir), args)
 }
 
 #[test]

@@ -2,21 +2,10 @@
 //! same program, the same bits), and each kind of mistake in a file is refused in one line
 //! naming the file, line and column.
 
-use std::process::Command;
+mod common;
+use common::haloscope;
 
 use haloscope::program::{Mode, ProgramFile};
-
-fn haloscope(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
-        .args(args)
-        .output()
-        .expect("run haloscope");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn every_mode_exported_runs_as_a_file_with_the_same_program_and_the_same_bits() {

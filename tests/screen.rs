@@ -1,18 +1,8 @@
 //! `--screen KEYS`: the UI off-screen, driven by key names, printed as text.
 
+mod common;
+use common::haloscope;
 use std::process::Command;
-
-fn haloscope(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
-        .args(args)
-        .output()
-        .expect("run haloscope");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn keys_step_the_run_and_the_screen_shows_it() {

@@ -1,25 +1,15 @@
 //! The guided tour: every stop of every built-in tour is held to its claim on the sim, the
 //! goals stop where they say, and `haloscope tour` plays, lists and refuses as it should.
 
-use std::process::Command;
+mod common;
+use common::haloscope;
+
 use std::time::{Duration, Instant};
 
 use haloscope::engine::{Control, Engine, EngineConfig, Frame, Goal, GoalState, REACHED};
 use haloscope::runtime::RuntimeChoice;
 use haloscope::scenario::Scenario;
 use haloscope::tour::{self, Expect};
-
-fn haloscope(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
-        .args(args)
-        .output()
-        .expect("run haloscope");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// Runs `scenario` in `mode` to `goal` on the sim; the frame where it stopped (inspecting
 /// `inspect`, if given).

@@ -40,20 +40,10 @@ impl PartialEq for ProgramFile {
     }
 }
 
-/// 1-based line and column of byte `at` in `text`.
-fn line_col(text: &str, at: usize) -> (usize, usize) {
-    let before = &text[..at.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    (
-        line,
-        before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1,
-    )
-}
-
 fn error(origin: &str, text: &str, span: &Range<usize>, reason: String) -> ScenarioError {
     ScenarioError {
         origin: origin.to_string(),
-        location: Some(line_col(text, span.start)),
+        location: Some(crate::scenario::line_col(text, span.start)),
         field: None,
         reason,
     }

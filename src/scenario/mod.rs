@@ -5,4 +5,4 @@ mod model;
 mod parse;
 
 pub use model::{Boundary, Injection, Material, Scenario, ScenarioError, Source, SourceKind, even_split};
-pub use parse::{BUILTIN, MAX_AMPLITUDE, load, load_file, parse};
+pub use parse::{BUILTIN, MAX_AMPLITUDE, line_col, load, load_file, parse};

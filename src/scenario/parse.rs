@@ -112,10 +112,7 @@ pub(super) struct Ctx<'a> {
 
 impl Ctx<'_> {
     pub(super) fn line_col(&self, offset: usize) -> (usize, usize) {
-        let before = &self.text[..offset.min(self.text.len())];
-        let line = before.matches('\n').count() + 1;
-        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        (line, col)
+        line_col(self.text, offset)
     }
 
     pub(super) fn err(
@@ -135,6 +132,15 @@ impl Ctx<'_> {
     pub(super) fn at<T>(&self, v: &Spanned<T>, field: &str, reason: impl Into<String>) -> ScenarioError {
         self.err(Some(v.span()), field, reason)
     }
+}
+
+/// 1-based line and column (in characters) of byte `offset` of `text`: where every input
+/// file's errors point (scenarios, keymaps, tours, programs).
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
 }
 
 /// Resolves `--scenario`: a built-in name (`pulse`, `fresnel`, …) or a path to a TOML file.

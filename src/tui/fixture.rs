@@ -101,3 +101,13 @@ pub fn cuda_fixture(devices: usize) -> Frame {
         .collect();
     f
 }
+
+/// A paused frame's micro-step state: thread 1 about to issue call 3, one queue, one event.
+pub fn micro_view() -> MicroView {
+    MicroView {
+        next: Some((1, 3)),
+        queued: vec![("compute@dev1".into(), vec!["update_h 500..1000".into()])],
+        events: vec![("h_ready[0]".into(), "pending (completes at 12.0 µs)".into())],
+        now_us: 9.5,
+    }
+}

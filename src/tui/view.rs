@@ -78,7 +78,6 @@ pub mod tests {
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
     use crate::program::Mode;
-    use crate::runtime::MicroView;
 
     use crate::tui::keymap::KeyMap;
     use ratatui::{Terminal, backend::TestBackend};
@@ -185,12 +184,7 @@ pub mod tests {
     fn micro_step_view_highlights_the_next_call_and_shows_queues_and_events() {
         let mut f = fixture_frame();
         f.running = false;
-        f.micro = MicroView {
-            next: Some((1, 3)),
-            queued: vec![("compute@dev1".into(), vec!["update_h 500..1000".into()])],
-            events: vec![("h_ready[0]".into(), "pending (completes at 12.0 µs)".into())],
-            now_us: 9.5,
-        };
+        f.micro = crate::tui::fixture::micro_view();
         let mut a = app_with(f);
         a.set_focus(Panel::Program);
         a.zoom = true;
@@ -532,12 +526,7 @@ pub mod tests {
             out.push((format!("whole_{devices}dev"), whole));
             let mut f = fixture(Mode::Events, devices);
             f.running = false;
-            f.micro = MicroView {
-                next: Some((1, 3)),
-                queued: vec![("compute@dev1".into(), vec!["update_h 500..1000".into()])],
-                events: vec![("h_ready[0]".into(), "pending (completes at 12.0 µs)".into())],
-                now_us: 9.5,
-            };
+            f.micro = crate::tui::fixture::micro_view();
             let mut micro = app_with(f);
             micro.set_focus(Panel::Program);
             out.push((format!("micro_{devices}dev"), micro));
