@@ -366,12 +366,13 @@ fn every_performance_claim_of_a_lesson_holds_in_the_model_on_its_scenario() {
     // (4 bytes at the peer bandwidth add 0.00001 µs.)
     assert!((copy_us(&small, Mode::Push) - 4.98).abs() < 1e-3);
     assert!((copy_us(&small, Mode::Events) - 8.96).abs() < 1e-3);
-    // fused: "fastest" (README), on the small grid and the big one.
+    // fused-push: "fastest" (README), then fused, on the small grid and the big one.
     for s in [&small, &big] {
-        let f = t(s, Mode::Fused);
+        let (p, f) = (t(s, Mode::FusedPush), t(s, Mode::Fused));
+        assert!(p < f, "{} cells: fused-push {p}, fused {f}", s.cells);
         for m in Mode::ALL
             .into_iter()
-            .filter(|m| m.is_correct() && *m != Mode::Fused)
+            .filter(|m| m.is_correct() && !matches!(m, Mode::Fused | Mode::FusedPush))
         {
             assert!(
                 f < t(s, m),
