@@ -56,6 +56,15 @@ impl Scheduler {
                 .saturating_add(self.base_step)
                 .saturating_add(1)
         };
+        // A barrier's record is final only once it is released: a thread still waiting at
+        // one holds back the step of that call (a round's last call may be a barrier).
+        let waiting = self
+            .threads
+            .iter()
+            .filter_map(|th| th.barrier_record)
+            .filter_map(|id| trace_pos(&self.trace, id).map(|i| Self::key(&self.trace[i])))
+            .min();
+        let done = waiting.map_or(done, |k| done.min(k));
         let Some((sink, below)) = self.sink.as_mut() else {
             return;
         };
