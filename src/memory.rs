@@ -40,6 +40,33 @@ pub fn available() -> Option<(u64, &'static str)> {
     }
 }
 
+/// Address space a thread the runtimes start takes: its stack (2 MiB, Rust's default) and
+/// its signal stack, with their guard pages — an estimate on the safe side.
+pub const THREAD_ADDRESS_SPACE: u64 = (2 << 20) + (128 << 10);
+
+/// Address space this process may still map under its `ulimit -v` (the soft limit of
+/// /proc/self/limits less VmSize of /proc/self/status); `None` when unlimited or unknown.
+pub fn address_space_left() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let soft = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max address space"))?
+        .split_whitespace()
+        .next()?
+        .parse::<u64>()
+        .ok()?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let used_kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(soft.saturating_sub(used_kb * 1024))
+}
+
 /// Bytes a run of `cells` cells needs, with or without the reference; `None` past 2^64.
 pub fn need(cells: usize, reference: bool) -> Option<u64> {
     let per = RUN_BYTES_PER_CELL + if reference { REFERENCE_BYTES_PER_CELL } else { 0 };

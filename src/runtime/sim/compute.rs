@@ -49,6 +49,22 @@ pub(super) struct Executor {
 impl Executor {
     pub(super) fn from_states(states: Vec<DeviceState>) -> anyhow::Result<Self> {
         let n = states.len();
+        // Under a `ulimit -v` the threads' stacks must fit before any starts: a thread that
+        // starts but cannot map its signal stack aborts the process (Rust's runtime), which
+        // no error path can catch.
+        let need = n as u64 * crate::memory::THREAD_ADDRESS_SPACE;
+        if let Some(left) = crate::memory::address_space_left()
+            && need > left
+        {
+            return Err(crate::error::UsageError(format!(
+                "cannot start {n} device threads: they need about {} of address space and this \
+                 process may map {} more (ulimit -v); this machine cannot serve that many devices; \
+                 use fewer",
+                crate::memory::bytes(need),
+                crate::memory::bytes(left)
+            ))
+            .into());
+        }
         let (done_tx, done) = unbounded();
         let inboxes: Vec<(Sender<Parcel>, Receiver<Parcel>)> = (0..n).map(|_| unbounded()).collect();
         // Everything that grows with `n` is allocated before the first thread starts, and
