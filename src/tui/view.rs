@@ -454,6 +454,22 @@ pub mod tests {
     }
 
     #[test]
+    fn the_next_call_stays_in_view_however_far_down_the_program_it_is() {
+        for (w, h) in [(80u16, 24u16), (120, 34), (120, 40)] {
+            for call in 0..11 {
+                let mut f = fixture(Mode::Events, 4);
+                f.running = false;
+                f.micro = crate::tui::fixture::micro_view();
+                f.micro.next = Some((1, call));
+                let mut a = app_with(f);
+                a.set_focus(Panel::Program);
+                let s = text(&render(&a, w, h));
+                assert!(s.contains(&format!("▶ {call:>2} ")), "{w}x{h}, call {call}:\n{s}");
+            }
+        }
+    }
+
+    #[test]
     fn lesson_shows_the_modes_text() {
         let mut a = app_with(fixture(Mode::WaitBeforeRecord, 2));
         a.overlay = Overlay::Lesson;
