@@ -107,24 +107,28 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
     } else if let Some(f) = &frame.failure {
         lines.push(Line::styled(format!("✗ {f}"), Style::new().fg(Color::Red).bold()));
     }
-    // The call to look at (the next one, or the failing one) stays in view: rows scroll
-    // by whole lines until it is in the panel's upper half.
+    let scroll = scroll_to_focus(&lines, code_area);
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .scroll((scroll, 0))
+        .render(code_area, buf);
+    if state_area.width > 0 {
+        render_micro_state(frame, device, state_area, buf);
+    }
+}
+
+/// Rows to scroll so that the call to look at (the next one, or the failing one) is in
+/// the upper half of `area`.
+fn scroll_to_focus(lines: &[Line], area: Rect) -> u16 {
     let focus = lines.iter().position(|l| {
         l.spans
             .first()
             .is_some_and(|s| s.content == "▶ " || s.content == "✗ ")
     });
-    let width = usize::from(code_area.width).max(1);
-    let height = usize::from(code_area.height);
-    let row_of = |i: usize| -> usize { lines[..i].iter().map(|l| rows(&l.to_string(), width)).sum() };
-    let scroll = focus.map_or(0, |i| row_of(i).saturating_sub(height / 2));
-    Paragraph::new(lines)
-        .wrap(Wrap { trim: false })
-        .scroll((scroll.min(usize::from(u16::MAX)) as u16, 0))
-        .render(code_area, buf);
-    if state_area.width > 0 {
-        render_micro_state(frame, device, state_area, buf);
-    }
+    let width = usize::from(area.width).max(1);
+    let above = |i: usize| -> usize { lines[..i].iter().map(|l| rows(&l.to_string(), width)).sum() };
+    let scroll = focus.map_or(0, |i| above(i).saturating_sub(usize::from(area.height) / 2));
+    scroll.min(usize::from(u16::MAX)) as u16
 }
 
 /// What `thread` does once, before its first step (creating its events).
