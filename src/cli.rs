@@ -74,6 +74,10 @@ Examples:
   haloscope --list                            list built-in scenarios and modes
   haloscope check --mode no-wait              the program's races, whatever the timing, with fixes
   haloscope tour                              a guided tour through the seven rules (t: next stop)
+  haloscope program export events -o mine.halo
+                                              a mode as a program file to edit; run it with
+  haloscope --program mine.halo               --program (e in the UI opens it in $EDITOR)
+  haloscope exercise 7                        fix a broken program; judged at every save
   haloscope bench --runtime sim               throughput table, sim runtime vs a plain loop
   haloscope bench --tui                       what the UI costs, and one frame's render time
   haloscope --runtime cuda --gpus 0,1         the UI on two real GPUs
