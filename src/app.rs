@@ -22,13 +22,7 @@ pub fn main(cli: Cli) -> Result<()> {
     }
     let plan = Plan::resolve(&args)?;
     let h = match &plan.watch {
-        Watch::Ui(ui) => {
-            if let Some((keys, size)) = &ui.screen {
-                print!("{}", crate::tui::screen(&plan, ui, keys, size, None)?);
-                return Ok(());
-            }
-            return crate::tui::run(&plan, ui, None);
-        }
+        Watch::Ui(ui) => return watch(&plan, ui, None),
         Watch::Headless(h) => h,
     };
     let summary = headless::run(&plan, h)?;
@@ -202,12 +196,17 @@ fn tour(t: &crate::cli::TourArgs) -> Result<()> {
     let Watch::Ui(ui) = &plan.watch else {
         unreachable!("a plan without --headless is watched in the UI")
     };
+    watch(&plan, ui, Some(tour))
+}
+
+/// The UI, on the terminal or off-screen (`--screen`), playing `tour` if there is one.
+fn watch(plan: &Plan, ui: &crate::plan::UiPlan, tour: Option<crate::tour::Tour>) -> Result<()> {
     match &ui.screen {
         Some((keys, size)) => {
-            print!("{}", crate::tui::screen(&plan, ui, keys, size, Some(tour))?);
+            print!("{}", crate::tui::screen(plan, ui, keys, size, tour)?);
             Ok(())
         }
-        None => crate::tui::run(&plan, ui, Some(tour)),
+        None => crate::tui::run(plan, ui, tour),
     }
 }
 

@@ -178,14 +178,16 @@ impl Engine {
     /// error in the first frame. Use [`Engine::start_with`] to report it before the UI.
     /// Fails only when the reference's memory cannot be allocated.
     pub fn start(cfg: EngineConfig) -> Result<Engine, OutOfMemory> {
-        let built = crate::program::build(cfg.mode, cfg.file.as_deref(), &cfg.scenario.ranges());
-        let program = Arc::new(match &built {
-            Ok(p) => p.clone(),
-            Err(_) => cfg.mode.program(&cfg.scenario.ranges()),
-        });
-        let started = built
-            .map_err(anyhow::Error::from)
-            .and_then(|_| start(&cfg.runtime, &cfg.scenario, program.clone(), true));
+        // A file that does not fit is said in the first frame, over the mode's program.
+        let (program, started) =
+            match crate::program::build(cfg.mode, cfg.file.as_deref(), &cfg.scenario.ranges()) {
+                Ok(p) => {
+                    let p = Arc::new(p);
+                    let started = start(&cfg.runtime, &cfg.scenario, p.clone(), true);
+                    (p, started)
+                }
+                Err(e) => (Arc::new(cfg.mode.program(&cfg.scenario.ranges())), Err(e.into())),
+            };
         match started {
             Ok(b) => Engine::start_with(cfg, program, b),
             Err(e) => {

@@ -76,12 +76,6 @@ impl ProgramFile {
         })
     }
 
-    /// A built-in mode's file, as `program export` writes it.
-    pub fn builtin(mode: Mode) -> ProgramFile {
-        let path = PathBuf::from(format!("{}.halo", mode.name()));
-        ProgramFile::parse(&path, mode.source().to_string()).expect("the built-in files parse (tested)")
-    }
-
     /// The program on devices owning `ranges`; what a GPU would not forgive is refused.
     pub fn instantiate(&self, ranges: &[Range<usize>]) -> Result<Program, ScenarioError> {
         lang::instantiate(&self.source, &self.name, ranges).map_err(|e| {

@@ -119,12 +119,11 @@ impl App {
             .find(|p| Some(p.title().to_lowercase().as_str()) == stop.show)
             .unwrap_or(Panel::Fields);
         self.set_focus(panel);
-        self.speed = SPEEDS.iter().position(|s| *s == stop.speed).unwrap_or_else(|| {
-            SPEEDS
-                .iter()
-                .position(|s| s.is_some_and(|v| Some(v) >= stop.speed))
-                .unwrap_or(SPEEDS.len() - 1)
-        });
+        // The stop's speed, or the next one up of the speed keys' (as fast as possible last).
+        self.speed = stop
+            .speed
+            .and_then(|sp| SPEEDS.iter().position(|s| s.is_some_and(|v| v >= sp)))
+            .unwrap_or(SPEEDS.len() - 1);
         let cfg = EngineConfig {
             file: None,
             scenario: stop.scenario.clone(),

@@ -66,9 +66,10 @@ mod tests {
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "// mine\n");
         // A running file is edited where it is.
-        f.file = Some(std::sync::Arc::new(crate::program::ProgramFile::builtin(
-            crate::program::Mode::Events,
-        )));
+        let events = crate::program::Mode::Events.source().to_string();
+        f.file = Some(std::sync::Arc::new(
+            crate::program::ProgramFile::parse(std::path::Path::new("events.halo"), events).unwrap(),
+        ));
         assert_eq!(
             file_to_edit(&f, dir.path()).unwrap(),
             PathBuf::from("events.halo")

@@ -338,10 +338,15 @@ fn save_screen(app: &App, screen: Rect, format: export::Format, dir: &Path) -> S
 /// run, if it no longer parses).
 fn reload_changed(watch: Option<&mut crate::program::Watch>, engine: &Engine) {
     if let Some(changed) = watch.and_then(|w| w.changed(Duration::from_millis(300))) {
-        engine.send(match changed {
-            Ok(f) => Control::SetFile(Arc::new(f)),
-            Err(e) => Control::FileError(e),
-        });
+        engine.send(file_control(changed));
+    }
+}
+
+/// A program file read (or why not, in one line) as what the engine is to do with it.
+fn file_control(read: Result<crate::program::ProgramFile, String>) -> Control {
+    match read {
+        Ok(f) => Control::SetFile(Arc::new(f)),
+        Err(e) => Control::FileError(e),
     }
 }
 
@@ -356,10 +361,9 @@ fn open_for_edit(app: &mut App, engine: &Engine) -> Option<std::path::PathBuf> {
             return None;
         }
     };
-    engine.send(match crate::program::ProgramFile::load(&path) {
-        Ok(f) => Control::SetFile(Arc::new(f)),
-        Err(e) => Control::FileError(e.to_string()),
-    });
+    engine.send(file_control(
+        crate::program::ProgramFile::load(&path).map_err(|e| e.to_string()),
+    ));
     app.notice = Some(format!("editing {}: saving reloads it", path.display()));
     Some(path)
 }

@@ -237,8 +237,11 @@ impl Parser {
         matches!(self.peek(), Some(Tok::Sym(x)) if *x == s)
     }
 
-    fn is_ident(&self, s: &str) -> bool {
-        matches!(self.peek(), Some(Tok::Ident(x)) if x == s)
+    /// Takes the word `s` if it comes next.
+    fn eat_ident(&mut self, s: &str) -> bool {
+        let yes = matches!(self.peek(), Some(Tok::Ident(x)) if x == s);
+        self.at += usize::from(yes);
+        yes
     }
 
     fn eat_sym(&mut self, s: &str) -> bool {
@@ -366,8 +369,7 @@ impl Parser {
                 return err(csp, "an event family has one event per device: write `[n]`");
             }
             self.expect("]", "after `[n`")?;
-            let on = if self.is_ident("on") {
-                self.at += 1;
+            let on = if self.eat_ident("on") {
                 self.loops.push("i".into());
                 let e = self.expr()?;
                 self.loops.pop();
@@ -550,8 +552,7 @@ impl Parser {
         let c = self.expr()?;
         self.expect(")", "after the condition")?;
         let then = self.body()?;
-        let otherwise = if self.is_ident("else") {
-            self.at += 1;
+        let otherwise = if self.eat_ident("else") {
             self.body()?
         } else {
             Vec::new()
@@ -565,10 +566,7 @@ impl Parser {
     /// `for (t = a; t < b; t++) …`, after `for`.
     fn for_stmt(&mut self, start: usize) -> Result<Stmt, SyntaxError> {
         self.expect("(", "after `for`")?;
-        let _ = self.is_ident("int") && {
-            self.at += 1;
-            true
-        };
+        self.eat_ident("int");
         let (v, vsp) = self.ident("the loop's variable")?;
         if VARS.contains(&v.as_str()) || self.loops.contains(&v) {
             return err(vsp, format!("`{v}` is taken: name the loop's variable otherwise"));

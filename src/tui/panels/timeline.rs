@@ -85,7 +85,8 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
         }
         let x_of = |t: f64| clock.x(lane.1, t, width);
         // Where each step after the first starts on this lane's device: under the calls.
-        for &(_, _, t) in starts.iter().filter(|s| s.0 == lane.1) {
+        let first = starts.first().map(|s| s.1);
+        for &(_, _, t) in starts.iter().filter(|s| s.0 == lane.1 && Some(s.1) != first) {
             let x = x_of(t);
             if x > 0 {
                 buf[(area.x + label_w + x, y)]
@@ -105,7 +106,7 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
     // The steps' numbers where they start, on a row of their own when one is free.
     let free = area.height.saturating_sub(2) as usize > lanes.len();
     if free && area.height >= 4 {
-        draw_steps(&records, &clock, (area.x, area.bottom() - 2, label_w, width), buf);
+        draw_steps(&starts, &clock, (area.x, area.bottom() - 2, label_w, width), buf);
     }
     draw_axis(frame, &clock, (area.x, area.bottom() - 1, label_w, width), buf);
 }
@@ -113,7 +114,7 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
 /// Each shown step's number where it starts (on the device that starts it first, each
 /// device from its left edge), whole numbers only, on row `y`.
 fn draw_steps(
-    records: &[&TraceRecord],
+    starts: &[(usize, u64, f64)],
     clock: &Clock,
     (x, y, label_w, width): (u16, u16, u16, u16),
     buf: &mut Buffer,
@@ -121,9 +122,8 @@ fn draw_steps(
     let dim = Style::new().fg(Color::DarkGray);
     buf.set_stringn(x, y, "step", label_w as usize, dim);
     let mut first: std::collections::BTreeMap<u64, u16> = Default::default();
-    for r in records.iter().filter(|r| r.stream.is_some()) {
-        let Some(s) = r.step else { continue };
-        let col = clock.x(device_of(r), r.start_us, width);
+    for &(d, s, t) in starts {
+        let col = clock.x(d, t, width);
         let c = first.entry(s).or_insert(col);
         *c = (*c).min(col);
     }
@@ -217,21 +217,16 @@ fn device_of(r: &TraceRecord) -> usize {
     r.stream.map_or(r.thread, |s| s.device)
 }
 
-/// `(device, step, time)`: where each shown step after the first starts on each device
-/// (its first call's start on a stream).
+/// `(device, step, time)`: where each shown step starts on each device (its first call's
+/// start on a stream), steps in order.
 fn step_starts(records: &[&TraceRecord]) -> Vec<(usize, u64, f64)> {
-    let mut starts: std::collections::BTreeMap<(usize, u64), f64> = Default::default();
+    let mut starts: std::collections::BTreeMap<(u64, usize), f64> = Default::default();
     for r in records.iter().filter(|r| r.stream.is_some()) {
         let Some(s) = r.step else { continue };
-        let t = starts.entry((device_of(r), s)).or_insert(f64::INFINITY);
+        let t = starts.entry((s, device_of(r))).or_insert(f64::INFINITY);
         *t = t.min(r.start_us);
     }
-    let first = starts.keys().map(|k| k.1).min();
-    starts
-        .into_iter()
-        .filter(|((_, s), _)| Some(*s) != first)
-        .map(|((d, s), t)| (d, s, t))
-        .collect()
+    starts.into_iter().map(|((s, d), t)| (d, s, t)).collect()
 }
 
 /// Ticks 1, 2 or 5 × 10^k µs apart, at least `min_gap` columns apart.
