@@ -16,7 +16,8 @@ use crate::fused::{self, Held};
 
 use crate::memory::{OutOfMemory, filled, reserve};
 use crate::physics::{self, Coefficients, EndCondition, PlacedSource};
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, Sides};
+use crate::tmz::{self, Slab};
 
 /// Halo cells on each side of every device's arrays: the most steps a wide-halo mode may
 /// run between exchanges.
@@ -129,6 +130,8 @@ pub struct DeviceState {
     prev_right: f32,
     /// This device as the fused kernel sees it, built at its first pass.
     held: OnceLock<Held>,
+    /// A 2D grid: rows of cells (`ex` is then `Ez`, `hy` the `H` rows: `Hx` then `Hy`).
+    slab: Option<Box<Slab>>,
 }
 
 /// The scenario's sources on the owned cells `cells` and `halo` cells each side, with
@@ -141,6 +144,7 @@ pub fn place_sources(s: &Scenario, cells: Range<usize>, halo: usize) -> Vec<(usi
         .map(|src| {
             let placed = PlacedSource {
                 position: src.position,
+                columns: src.columns.clone(),
                 kind: src.kind,
                 injection: src.injection,
                 amplitude: src.amplitude,
@@ -172,14 +176,17 @@ impl DeviceState {
             }
         }
         let sources = place_sources(s, lo..hi, HALO);
+        let slab = s.two_d().then(|| slab(s, c, lo, hi)).transpose()?;
+        let nx = s.nx;
+        let h_width = if slab.is_some() { 2 * nx } else { 1 };
         Ok(DeviceState {
             index,
             lo,
             hi,
             n,
-            ex: filled(len, 0.0, "a device's fields")?,
-            hy: filled(len, 0.0, "a device's fields")?,
-            coef_runs,
+            ex: filled(len * nx, 0.0, "a device's fields")?,
+            hy: filled(len * h_width, 0.0, "a device's fields")?,
+            coef_runs: if slab.is_some() { Vec::new() } else { coef_runs },
             ch: c.ch,
             sources,
             left_end: (lo == 0).then(|| EndCondition::new(s.left, c.mur_left)),
@@ -187,6 +194,7 @@ impl DeviceState {
             prev_left: 0.0,
             prev_right: 0.0,
             held: OnceLock::new(),
+            slab,
         })
     }
 
@@ -209,6 +217,7 @@ impl DeviceState {
             prev_left: 0.0,
             prev_right: 0.0,
             held: OnceLock::new(),
+            slab: None,
         }
     }
 
@@ -239,7 +248,22 @@ impl DeviceState {
             prev_left: self.prev_left,
             prev_right: self.prev_right,
             held: OnceLock::new(),
+            slab: self.slab.clone(),
         }
+    }
+
+    /// Floats per cell (1D) or row (2D) of a field: `Ez` has `nx` per row, `H` `2·nx`.
+    pub fn width(&self, f: Field) -> usize {
+        match (&self.slab, f) {
+            (None, _) => 1,
+            (Some(s), Field::Ex) => s.nx,
+            (Some(s), Field::Hy) => 2 * s.nx,
+        }
+    }
+
+    /// Cells per row: 1 in 1D.
+    pub fn nx(&self) -> usize {
+        self.slab.as_ref().map_or(1, |s| s.nx)
     }
 
     /// Number of owned cells.
@@ -402,7 +426,9 @@ impl DeviceState {
     /// `update_h` over the held part of the global range `cells`.
     pub fn update_h(&mut self, cells: &Range<usize>) {
         let r = self.kernel_range(Kernel::UpdateH, cells);
-        if !r.is_empty() {
+        if let Some(s) = &self.slab {
+            tmz::update_h(&self.ex, &mut self.hy, s.nx, r, self.ch, s.periodic);
+        } else if !r.is_empty() {
             physics::update_h(&mut self.hy[r.clone()], &self.ex[r.start..r.end + 1], self.ch);
         }
     }
@@ -410,7 +436,9 @@ impl DeviceState {
     /// `update_e` over the held part of the global range `cells`.
     pub fn update_e(&mut self, cells: &Range<usize>) {
         let r = self.kernel_range(Kernel::UpdateE, cells);
-        if !r.is_empty() {
+        if let Some(s) = &self.slab {
+            tmz::update_e(&mut self.ex, &self.hy, s, r);
+        } else if !r.is_empty() {
             for &(s, e, ca, cb) in &self.coef_runs {
                 let (a, b) = (s.max(r.start), e.min(r.end));
                 if a < b {
@@ -425,6 +453,9 @@ impl DeviceState {
         let r = self.clamp(cells, 0..self.n);
         if r.is_empty() {
             return;
+        }
+        if self.slab.is_some() {
+            return self.sources_boundaries_2d(r, step);
         }
         for (i, src) in &self.sources {
             if r.contains(i) {
@@ -493,6 +524,16 @@ impl DeviceState {
         if span.is_empty() {
             return;
         }
+        if self.slab.is_some() {
+            // No tiled pass in 2D: the same steps one after another over the span give the
+            // same bits on the cells the round keeps.
+            for k in 0..steps as u64 {
+                self.update_h(cells);
+                self.update_e(cells);
+                self.sources_boundaries(cells, step + k);
+            }
+            return;
+        }
         let mut f = fused::Fields {
             ex: std::mem::take(&mut self.ex),
             hy: std::mem::take(&mut self.hy),
@@ -518,26 +559,82 @@ impl DeviceState {
 
     /// Values of `f` at global cells `cells` (owned or halo).
     pub fn read(&self, f: Field, cells: &Range<usize>) -> &[f32] {
-        &self.field(f)[self.local(cells.start)..self.local(cells.end)]
+        let w = self.width(f);
+        &self.field(f)[self.local(cells.start) * w..self.local(cells.end) * w]
     }
 
     /// Writes `values` into `f` at global cells starting at `start` (owned or halo).
     pub fn write(&mut self, f: Field, start: usize, values: &[f32]) {
-        let i = self.local(start);
+        let i = self.local(start) * self.width(f);
         self.field_mut(f)[i..i + values.len()].copy_from_slice(values);
     }
 
     /// The owned part of a field.
     pub fn owned(&self, f: Field) -> &[f32] {
-        &self.field(f)[self.owned_local()]
+        let (o, w) = (self.owned_local(), self.width(f));
+        &self.field(f)[o.start * w..o.end * w]
     }
 
     /// Sets the owned part of both fields (tests, initial conditions).
     pub fn set_owned(&mut self, ex: &[f32], hy: &[f32]) {
         let o = self.owned_local();
-        self.ex[o.clone()].copy_from_slice(&ex[self.lo..self.hi]);
-        self.hy[o].copy_from_slice(&hy[self.lo..self.hi]);
+        let (we, wh) = (self.width(Field::Ex), self.width(Field::Hy));
+        self.ex[o.start * we..o.end * we].copy_from_slice(&ex[self.lo * we..self.hi * we]);
+        self.hy[o.start * wh..o.end * wh].copy_from_slice(&hy[self.lo * wh..self.hi * wh]);
     }
+
+    /// Sources, the end rows and the sides of a 2D slab over the local rows `r`.
+    fn sources_boundaries_2d(&mut self, r: Range<usize>, step: u64) {
+        let Some(s) = self.slab.as_mut() else {
+            return;
+        };
+        let nx = s.nx;
+        for (row, src) in &self.sources {
+            if r.contains(row) {
+                for col in src.columns.clone() {
+                    src.apply(&mut self.ex[row * nx + col], step);
+                }
+            }
+        }
+        let (l, e) = (HALO, HALO + self.hi - self.lo - 1);
+        if let Some(cond) = self.left_end.filter(|_| r.contains(&l)) {
+            let mur =
+                matches!(cond, EndCondition::Mur(_)).then_some((&s.mur_bottom[..], &mut s.prev_bottom[..]));
+            tmz::apply_end_row(&mut self.ex, nx, l, l + 1, mur);
+        }
+        if let Some(cond) = self.right_end.filter(|_| r.contains(&e)) {
+            let mur = matches!(cond, EndCondition::Mur(_)).then_some((&s.mur_top[..], &mut s.prev_top[..]));
+            tmz::apply_end_row(&mut self.ex, nx, e, e - 1, mur);
+        }
+        if !s.periodic {
+            tmz::pec_sides(&mut self.ex, nx, r);
+        }
+    }
+}
+
+/// A 2D device's slab: coefficients of its held rows (halos included), Mur rows.
+fn slab(s: &Scenario, c: &Coefficients, lo: usize, hi: usize) -> Result<Box<Slab>, OutOfMemory> {
+    let nx = s.nx;
+    let rows = hi - lo + 2 * HALO;
+    let (mut ca, mut cb) = (
+        filled(rows * nx, 0.0f32, "a device's coefficients")?,
+        filled(rows * nx, 0.0f32, "a device's coefficients")?,
+    );
+    let first = lo.saturating_sub(HALO);
+    let last = (hi + HALO).min(s.cells);
+    let at = (first + HALO - lo) * nx;
+    ca[at..at + (last - first) * nx].copy_from_slice(&c.ca[first * nx..last * nx]);
+    cb[at..at + (last - first) * nx].copy_from_slice(&c.cb[first * nx..last * nx]);
+    Ok(Box::new(Slab {
+        nx,
+        periodic: s.sides == Sides::Periodic,
+        ca,
+        cb,
+        prev_bottom: vec![0.0; if lo == 0 { nx } else { 0 }],
+        prev_top: vec![0.0; if hi == s.cells { nx } else { 0 }],
+        mur_bottom: c.mur_rows.0.clone(),
+        mur_top: c.mur_rows.1.clone(),
+    }))
 }
 
 /// Where each halo comes from: for the boundary between device `d` and `d + 1`,
@@ -596,11 +693,11 @@ impl Domain {
             .collect()
     }
 
-    /// Copies one halo value as the runtimes do, immediately.
+    /// Copies one halo cell (a row in 2D) as the runtimes do, immediately.
     pub fn copy_halo(&mut self, i: Interface, f: Field) {
         let (src, k_src, dst, k_dst) = i.copy(f);
-        let v = self.devices[src].read(f, &(k_src..k_src + 1))[0];
-        self.devices[dst].write(f, k_dst, &[v]);
+        let v = self.devices[src].read(f, &(k_src..k_src + 1)).to_vec();
+        self.devices[dst].write(f, k_dst, &v);
     }
 
     /// One step with the plainest correct exchange: every kernel of a phase on every
@@ -663,13 +760,21 @@ pub fn first_non_finite(v: &[f32]) -> Option<usize> {
 }
 
 /// The one line a blown-up run ends with.
-pub fn not_finite(step: u64, field: Field, cell: usize, v: f32) -> String {
-    let name = match field {
-        Field::Ex => "Ex",
-        Field::Hy => "Hy",
+/// `cell` indexes the gathered field: in 2D (`nx > 1`) row-major, `nx` floats per row of
+/// `Ez` and `2·nx` (`Hx` then `Hy`) per row of `H`.
+pub fn not_finite(step: u64, field: Field, cell: usize, v: f32, nx: usize) -> String {
+    let at = match (field, nx) {
+        (Field::Ex, 1) => format!("Ex at cell {cell}"),
+        (Field::Hy, 1) => format!("Hy at cell {cell}"),
+        (Field::Ex, _) => format!("Ez at (x {}, y {})", cell % nx, cell / nx),
+        (Field::Hy, _) => {
+            let (row, k) = (cell / (2 * nx), cell % (2 * nx));
+            let name = if k < nx { "Hx" } else { "Hy" };
+            format!("{name} at (x {}, y {row})", k % nx)
+        }
     };
     format!(
-        "the fields are not finite by step {step}: {name} at cell {cell} is {v} (the scheme blew up: \
+        "the fields are not finite by step {step}: {at} is {v} (the scheme blew up: \
          a resonant or unbounded source, or an unstable material)"
     )
 }

@@ -164,9 +164,9 @@ fn run_to(rt: &mut dyn Runtime, n: u64) -> Result<()> {
 
 /// The fields after `steps` steps, checked for NaN and ∞ (the cuda runtime's only check;
 /// on the sim a second look at what its observation saw).
-fn fields(rt: &mut dyn Runtime, steps: u64) -> Result<Gathered> {
+fn fields(rt: &mut dyn Runtime, steps: u64, nx: usize) -> Result<Gathered> {
     let (ex, hy) = rt.fields()?;
-    blown_up(&ex, &hy, steps)?;
+    blown_up(&ex, &hy, steps, nx)?;
     Ok((ex, hy))
 }
 
@@ -213,7 +213,7 @@ fn run_loop(
             && let Some(r) = reference.as_mut()
         {
             let tc = Instant::now();
-            if r.compare(n, &fields(rt, n)?, false)?.1.is_some() {
+            if r.compare(n, &fields(rt, n, s.nx)?, false)?.1.is_some() {
                 ran.first_divergence_step = Some(n);
             }
             compare_time += tc.elapsed();
@@ -271,7 +271,7 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
     close_trace(rt.as_mut(), ran.result.is_ok())?;
     ran.result
         .with_context(|| format!("mode {} stopped", plan.program_name()))?;
-    let gathered = fields(rt.as_mut(), s.steps)?;
+    let gathered = fields(rt.as_mut(), s.steps, s.nx)?;
     let (mut max_diff, mut first, mut first_divergence_step) = (None, None, ran.first_divergence_step);
     if let Some(r) = reference.as_mut() {
         let (d, f) = r.compare(s.steps, &gathered, true)?;
@@ -315,11 +315,11 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
 }
 
 /// A run whose fields hold NaN or ±∞ stops here (exit 1): it is never "bit-identical".
-fn blown_up(ex: &[f32], hy: &[f32], step: u64) -> Result<()> {
+fn blown_up(ex: &[f32], hy: &[f32], step: u64, nx: usize) -> Result<()> {
     use crate::decomp::first_non_finite;
     for (field, f) in [(Field::Ex, ex), (Field::Hy, hy)] {
         if let Some(k) = first_non_finite(f) {
-            anyhow::bail!(not_finite(step, field, k, f[k]));
+            anyhow::bail!(not_finite(step, field, k, f[k], nx));
         }
     }
     Ok(())
@@ -405,10 +405,10 @@ impl Summary {
 mod tests {
     #[test]
     fn a_blown_up_field_stops_the_run_naming_the_step_and_cell() {
-        let e = super::blown_up(&[0.0, 1.0], &[0.5, f32::NAN], 120)
+        let e = super::blown_up(&[0.0, 1.0], &[0.5, f32::NAN], 120, 1)
             .unwrap_err()
             .to_string();
         assert!(e.contains("by step 120: Hy at cell 1 is NaN"), "{e}");
-        assert!(super::blown_up(&[0.0], &[0.0], 1).is_ok());
+        assert!(super::blown_up(&[0.0], &[0.0], 1, 1).is_ok());
     }
 }

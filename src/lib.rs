@@ -24,6 +24,7 @@ pub mod runtime;
 pub mod scenario;
 pub mod snapshot;
 pub mod stats;
+pub mod tmz;
 pub mod tour;
 pub mod trace;
 pub mod tui;

@@ -38,19 +38,26 @@ pub struct Coefficients {
     pub mur_left: f32,
     /// Mur coefficient at the right end.
     pub mur_right: f32,
+    /// 2D: the Mur coefficients of the first and last rows, per column (in 1D, the
+    /// ends' as one-element rows). `ca` and `cb` are then row-major, `nx` per row.
+    pub mur_rows: (Vec<f32>, Vec<f32>),
 }
 
 impl Coefficients {
     pub fn new(s: &Scenario) -> Result<Self, crate::memory::OutOfMemory> {
         use crate::memory::filled;
-        let n = s.cells;
+        let (n, nx) = (s.total_cells(), s.nx);
         let mut eps = filled(n, 1.0f64, "the permittivity of every cell")?;
         let mut sigma = filled(n, 0.0f64, "the conductivity of every cell")?;
         // Later regions win where they overlap.
         for m in &s.materials {
-            for k in m.start..m.end {
-                eps[k] = m.eps_r;
-                sigma[k] = m.sigma;
+            for row in m.start..m.end {
+                for col in 0..nx {
+                    if m.contains(col, row) {
+                        eps[row * nx + col] = m.eps_r;
+                        sigma[row * nx + col] = m.sigma;
+                    }
+                }
             }
         }
         let dt = s.courant * s.dx / C0;
@@ -65,12 +72,17 @@ impl Coefficients {
             let c = s.courant / e.sqrt();
             ((c - 1.0) / (c + 1.0)) as f32
         };
+        let mur_rows = (
+            eps[..nx].iter().map(|&e| mur(e)).collect(),
+            eps[n - nx..].iter().map(|&e| mur(e)).collect(),
+        );
         Ok(Coefficients {
             ca,
             cb,
             ch: s.courant as f32,
             mur_left: mur(eps[0]),
             mur_right: mur(eps[n - 1]),
+            mur_rows,
         })
     }
 }
@@ -115,6 +127,8 @@ pub fn update_e(ex: &mut [f32], hy: &[f32], ca: f32, cb: f32) {
 #[derive(Debug, Clone)]
 pub struct PlacedSource {
     pub position: usize,
+    /// The columns of its row it drives (`0..1` in 1D).
+    pub columns: std::ops::Range<usize>,
     pub kind: SourceKind,
     pub injection: Injection,
     pub amplitude: f64,

@@ -52,6 +52,90 @@ pub fn column_edges(cells: usize, columns: usize) -> Vec<usize> {
     (0..=columns).map(|c| c * cells / columns).collect()
 }
 
+/// Characters left of a heat map for the devices' names and slab marks.
+pub const HEAT_GUTTER: usize = 5;
+
+/// Where screen cells fall on the grid: columns over the cells of a 1D grid, or a 2D
+/// grid's rows in bands (`rows`, bottom first) and each row's cells in buckets (`cols`);
+/// screen cell `(band, bucket)` is entry `band · buckets + bucket` of a snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Edges {
+    Line(Vec<usize>),
+    Plane { rows: Vec<usize>, cols: Vec<usize> },
+}
+
+impl Edges {
+    /// Entries of a snapshot with these edges.
+    pub fn len(&self) -> usize {
+        match self {
+            Edges::Line(e) => e.len() - 1,
+            Edges::Plane { rows, cols } => (rows.len() - 1) * (cols.len() - 1),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Reduces the owned rows `rows` (global) of a 2D device: `ez` holds `nx` floats per row,
+/// `h` `2·nx` (`Hx` then `Hy`); `reference` the whole grid's. A screen cell keeps the
+/// extremes of `Ez` (`ex`) and of both `H` components (`hy`), and the largest difference
+/// at any of its cells; `first_diff` is the first differing `Ez` cell, row-major.
+pub fn reduce_plane(
+    rows: Range<usize>,
+    nx: usize,
+    (ez, h): (&[f32], &[f32]),
+    reference: Option<(&[f32], &[f32])>,
+    (row_edges, col_edges): (&[usize], &[usize]),
+) -> Partial {
+    let mut out = Partial::default();
+    let buckets = col_edges.len() - 1;
+    for (band, span) in column_spans(&rows, row_edges) {
+        let mut cols = vec![Column::EMPTY; buckets];
+        for j in span {
+            let (e_row, h_row) = (
+                &ez[(j - rows.start) * nx..][..nx],
+                &h[(j - rows.start) * 2 * nx..][..2 * nx],
+            );
+            for (b, col) in cols.iter_mut().enumerate() {
+                for i in col_edges[b]..col_edges[b + 1] {
+                    let (e, hx, hy) = (e_row[i], h_row[i], h_row[nx + i]);
+                    col.ex = (col.ex.0.min(e), col.ex.1.max(e));
+                    col.hy = (col.hy.0.min(hx).min(hy), col.hy.1.max(hx).max(hy));
+                    let Some((re, rh)) = reference else { continue };
+                    let (k, kh) = (j * nx + i, j * 2 * nx + i);
+                    let d = [
+                        difference(e, hx, re[k], rh[kh]),
+                        difference(e, hy, re[k], rh[kh + nx]),
+                    ];
+                    if let Some(d) = d.into_iter().flatten().reduce(f32::max) {
+                        col.diff = col.diff.max(d);
+                        out.first_diff = Some(out.first_diff.map_or(k, |f| f.min(k)));
+                    }
+                }
+            }
+        }
+        for (b, col) in cols.into_iter().enumerate() {
+            out.max_diff = out.max_diff.max(col.diff);
+            out.columns.push((band * buckets + b, col));
+        }
+    }
+    out
+}
+
+/// A heat map's `(buckets, bands)` for a grid of `nx` × `ny` in a plot of `width`
+/// characters and `rows` text rows, less one for the colour bar: half-block cells (two
+/// bands a row) keep the grid's aspect, never more than a cell each.
+pub fn heat_size(nx: usize, ny: usize, width: usize, rows: usize) -> (usize, usize) {
+    let (w, h) = (width.max(1) as f64, (2 * rows.saturating_sub(1)).max(2) as f64);
+    let (gx, gy) = (nx as f64, ny as f64);
+    let fit = (w / gx).min(h / gy);
+    let buckets = ((gx * fit).floor() as usize).clamp(1, nx.min(width.max(1)));
+    let bands = ((gy * fit).floor() as usize).clamp(1, ny);
+    (buckets, bands)
+}
+
 /// The part of a snapshot one device contributes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Partial {

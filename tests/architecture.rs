@@ -20,6 +20,7 @@ const LAYERS: &[&str] = &[
     "cost",
     "scenario",
     "physics",
+    "tmz",
     "fused",
     "decomp",
     "program",

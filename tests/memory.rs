@@ -86,6 +86,7 @@ fn memory_does_not_grow_with_the_number_of_steps() {
         running: true,
         speed: None,
         columns: 120,
+        rows: 12,
         inject_panic: None,
     })
     .unwrap();

@@ -57,6 +57,7 @@ fn program(events: &[(&str, usize)], step: Vec<Vec<Op>>) -> Program {
         setup,
         step,
         steps_per_round: 1,
+        row: 1,
     }
 }
 

@@ -27,6 +27,7 @@ fn run_to(
         running: false,
         speed: None,
         columns: 200,
+        rows: 12,
         inject_panic: None,
     })
     .unwrap();

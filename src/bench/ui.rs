@@ -96,6 +96,7 @@ pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
             running: true,
             speed: None,
             columns: app.plot_columns(screen),
+            rows: app.plot_size(screen).1,
             inject_panic: None,
         })?;
         let mut term = Terminal::new(TestBackend::new(w, h))?;

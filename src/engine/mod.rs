@@ -15,10 +15,11 @@ use crate::physics::Coefficients;
 use crate::program::{Mode, Program, ProgramFile};
 use crate::runtime::{MicroView, OpError, Runtime, RuntimeChoice, start};
 use crate::scenario::Scenario;
-use crate::snapshot::{self, Column, Partial};
+use crate::snapshot::{Column, Partial};
 use crate::trace::TraceRecord;
 
 mod goal;
+mod plot;
 mod to_goal;
 pub use goal::{Goal, GoalState, REACHED};
 
@@ -38,6 +39,8 @@ pub enum Control {
     SetSpeed(Option<f64>),
     /// Number of screen columns the field plot has.
     Columns(usize),
+    /// Text rows the field plot has (a 2D grid's heat map fits them).
+    Rows(usize),
     /// Inspect this global cell in every frame (`None`: stop).
     Inspect(Option<usize>),
     /// Run (at the current speed) until the goal is met or missed, then pause.
@@ -87,6 +90,13 @@ pub struct Frame {
     /// Steps per second asked for (`None`: as fast as possible).
     pub speed: Option<f64>,
     pub columns: Vec<Column>,
+    /// A 2D grid: `columns` is a heat map of `(buckets, bands)` — `bands` rows of screen
+    /// cells from the grid's bottom row up, `buckets` each ([`crate::snapshot::Edges`]).
+    pub heat: Option<(usize, usize)>,
+    /// The plot size this frame was made for: `(columns, rows)` as last sent.
+    pub plot: (usize, usize),
+    /// Cells per row (1 in 1D).
+    pub nx: usize,
     /// Largest |value| seen so far, for a steady vertical scale.
     pub scale: f32,
     /// `None` while a step is half issued (micro-stepping): no fair comparison then.
@@ -160,6 +170,8 @@ pub struct EngineConfig {
     pub running: bool,
     pub speed: Option<f64>,
     pub columns: usize,
+    /// Text rows of the field plot (a 2D heat map fits them).
+    pub rows: usize,
     /// Test-only: make a device thread panic at this step.
     pub inject_panic: Option<u64>,
 }
@@ -179,15 +191,18 @@ impl Engine {
     /// Fails only when the reference's memory cannot be allocated.
     pub fn start(cfg: EngineConfig) -> Result<Engine, OutOfMemory> {
         // A file that does not fit is said in the first frame, over the mode's program.
-        let (program, started) =
-            match crate::program::build(cfg.mode, cfg.file.as_deref(), &cfg.scenario.ranges()) {
-                Ok(p) => {
-                    let p = Arc::new(p);
-                    let started = start(&cfg.runtime, &cfg.scenario, p.clone(), true);
-                    (p, started)
-                }
-                Err(e) => (Arc::new(cfg.mode.program(&cfg.scenario.ranges())), Err(e.into())),
-            };
+        let (program, started) = match crate::program::build_for(cfg.mode, cfg.file.as_deref(), &cfg.scenario)
+        {
+            Ok(p) => {
+                let p = Arc::new(p);
+                let started = start(&cfg.runtime, &cfg.scenario, p.clone(), true);
+                (p, started)
+            }
+            Err(e) => {
+                let p = cfg.mode.program(&cfg.scenario.ranges()).in_rows(cfg.scenario.nx);
+                (Arc::new(p), Err(e.into()))
+            }
+        };
         match started {
             Ok(b) => Engine::start_with(cfg, program, b),
             Err(e) => {
@@ -267,6 +282,7 @@ struct Core {
     running: bool,
     speed: Option<f64>,
     columns: usize,
+    rows: usize,
     error: Option<OpError>,
     failure: Option<String>,
     copies: Vec<[CopyHistory; 2]>,
@@ -303,6 +319,7 @@ impl Core {
             running: cfg.running,
             speed: cfg.speed,
             columns: cfg.columns.max(1),
+            rows: cfg.rows.max(1),
             error: None,
             failure: None,
             copies: vec![Default::default(); s.split.len()],
@@ -400,6 +417,7 @@ impl Core {
             Control::Reset => self.reset(self.mode, self.file.clone()),
             Control::SetSpeed(s) => self.speed = s,
             Control::Columns(c) => self.columns = c.max(1),
+            Control::Rows(r) => self.rows = r.max(1),
             Control::Inspect(c) => self.inspect = c.filter(|&k| k < self.cfg.scenario.cells),
             Control::RunUntil(g) => {
                 self.goal = Some(GoalState::Running(g));
@@ -414,13 +432,13 @@ impl Core {
 
     /// Back to step 0 running `mode`, or `file` when there is one.
     fn reset(&mut self, mode: Mode, file: Option<Arc<ProgramFile>>) {
-        let keep = (self.running, self.speed, self.columns, self.inspect);
+        let keep = (self.running, self.speed, self.columns, self.rows, self.inspect);
         let mut cfg = self.cfg.clone();
         cfg.mode = mode;
         cfg.file = file;
         // The old runtime goes first: a GPU's memory is not held twice.
         self.backend = Box::new(Placeholder);
-        let made = crate::program::build(mode, cfg.file.as_deref(), &cfg.scenario.ranges())
+        let made = crate::program::build_for(mode, cfg.file.as_deref(), &cfg.scenario)
             .map_err(anyhow::Error::from)
             .and_then(|p| {
                 let program = Arc::new(p);
@@ -430,7 +448,7 @@ impl Core {
         match made {
             Ok(core) => {
                 *self = core;
-                (self.running, self.speed, self.columns, self.inspect) = keep;
+                (self.running, self.speed, self.columns, self.rows, self.inspect) = keep;
                 self.advance_to(0);
             }
             Err(e) => {
@@ -444,7 +462,9 @@ impl Core {
 
     /// Continues from the current fields under another mode (from step 0 after a failure).
     fn switch_mode(&mut self, mode: Mode) {
-        let program = mode.program(&self.cfg.scenario.ranges());
+        let program = mode
+            .program(&self.cfg.scenario.ranges())
+            .in_rows(self.cfg.scenario.nx);
         self.switch_program(mode, None, program);
     }
 
@@ -454,6 +474,7 @@ impl Core {
         match file.instantiate(&self.cfg.scenario.ranges()) {
             Ok(program) => {
                 self.file_error = None;
+                let program = program.in_rows(self.cfg.scenario.nx);
                 self.switch_program(self.mode, Some(file), program);
             }
             Err(e) => self.file_error = Some(e.to_string()),
@@ -587,16 +608,7 @@ impl Core {
         let cells = self.cfg.scenario.cells;
         let compare = self.backend.compare_up_to().is_none_or(|n| cells <= n);
         let reference = self.reference_now(compare);
-        let s = &self.cfg.scenario;
-        let edges = Arc::new(snapshot::column_edges(s.cells, self.columns));
-        let ncols = edges.len() - 1;
-        let (columns, max_diff, first_diff) = match self.backend.reduce(&edges, reference.as_ref()) {
-            Ok(parts) => snapshot::merge(&parts, ncols),
-            Err(e) => {
-                self.failure.get_or_insert(format!("{e:#}"));
-                (Vec::new(), 0.0, None)
-            }
-        };
+        let (edges, heat, (columns, max_diff, first_diff)) = self.reduce_fields(reference.as_ref());
         if reference.is_some() {
             self.last_max_diff = Some(max_diff);
             self.last_first_diff = first_diff;
@@ -654,6 +666,9 @@ impl Core {
             running: self.running,
             speed: self.speed,
             columns,
+            heat,
+            plot: (self.columns, self.rows),
+            nx: s.nx,
             scale: self.scale,
             max_diff: if boundary { self.last_max_diff } else { None },
             first_diff: self.last_first_diff,
@@ -786,6 +801,7 @@ mod tests {
             running: false,
             speed: None,
             columns: 80,
+            rows: 12,
             inject_panic: None,
         })
         .unwrap()
@@ -969,6 +985,7 @@ mod tests {
             running: false,
             speed: None,
             columns: 97,
+            rows: 12,
             inject_panic: None,
         };
         let program = Arc::new(mode.program(&cfg.scenario.ranges()));
@@ -1106,6 +1123,7 @@ mod tests {
             running: false,
             speed: None,
             columns: 40,
+            rows: 12,
             inject_panic: None,
         };
         let program = Arc::new(cfg.mode.program(&cfg.scenario.ranges()));

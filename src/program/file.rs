@@ -23,6 +23,15 @@ pub fn build(
     }
 }
 
+/// [`build`] for the devices of `s`, written for its grid (rows in 2D).
+pub fn build_for(
+    mode: Mode,
+    file: Option<&ProgramFile>,
+    s: &crate::scenario::Scenario,
+) -> Result<Program, ScenarioError> {
+    build(mode, file, &s.ranges()).map(|p| p.in_rows(s.nx))
+}
+
 /// A parsed program file.
 #[derive(Debug, Clone)]
 pub struct ProgramFile {

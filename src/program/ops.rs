@@ -139,9 +139,43 @@ pub struct Program {
     /// Steps one round of `step` advances (1, except for modes that exchange halos once
     /// every few steps).
     pub steps_per_round: u64,
+    /// Cells per row of the grid it runs on: 1 in 1D; in 2D its "cells" are rows of this
+    /// many cells, and the calls are written so ([`Program::in_rows`]).
+    pub row: usize,
 }
 
 impl Program {
+    /// The program on a 2D grid of rows of `nx` cells (1: a 1D grid).
+    pub fn in_rows(mut self, nx: usize) -> Program {
+        self.row = nx.max(1);
+        self
+    }
+
+    /// A field's name as the calls write it: in 2D the exchanged `E` field is `Ez` and a
+    /// row of `H` holds `Hx` and `Hy`.
+    pub fn field_name(&self, f: crate::decomp::Field) -> &'static str {
+        match (self.row, f) {
+            (1, f) => f.name(),
+            (_, crate::decomp::Field::Ex) => "ez",
+            (_, crate::decomp::Field::Hy) => "h",
+        }
+    }
+
+    /// What the launch ranges count: cells (1D) or rows (2D).
+    fn unit(&self) -> &'static str {
+        if self.row > 1 { "rows" } else { "cells" }
+    }
+
+    /// Bytes a copy of `count` cells (rows) of `f` moves.
+    pub fn copy_bytes(&self, f: crate::decomp::Field, count: usize) -> usize {
+        let per = match (self.row, f) {
+            (1, _) => 1,
+            (nx, crate::decomp::Field::Ex) => nx,
+            (nx, crate::decomp::Field::Hy) => 2 * nx,
+        };
+        4 * count * per
+    }
+
     pub fn devices(&self) -> usize {
         self.step.len()
     }
@@ -171,7 +205,9 @@ impl Program {
             }
             Op::Record { event, .. } => format!("record {}", ev(event)),
             Op::Wait { event, .. } => format!("wait {}", ev(event)),
-            Op::PeerCopy { field, src, dst, .. } => format!("copy {} dev{src}→dev{dst}", field.name()),
+            Op::PeerCopy { field, src, dst, .. } => {
+                format!("copy {} dev{src}→dev{dst}", self.field_name(*field))
+            }
             Op::StreamSync { .. } => "stream sync".into(),
             Op::DeviceSync { .. } => "device sync".into(),
             Op::HostBarrier => "barrier".into(),
@@ -201,9 +237,10 @@ impl Program {
                     _ => String::new(),
                 };
                 format!(
-                    "{}<<<…, {}>>>(cells {}..{}{what})",
+                    "{}<<<…, {}>>>({} {}..{}{what})",
                     kernel.name(),
                     st(stream),
+                    self.unit(),
                     cells.start,
                     cells.end
                 )
@@ -217,12 +254,17 @@ impl Program {
                 cells,
                 stream,
             } => {
-                let f = field.name();
+                let f = self.field_name(*field);
+                // In 2D an index is a row's first cell.
+                let at = cells.start
+                    * if self.row > 1 {
+                        self.copy_bytes(*field, 1) / 4
+                    } else {
+                        1
+                    };
                 format!(
-                    "cudaMemcpyPeerAsync({f}@dev{dst}[{}], {dst}, {f}@dev{src}[{}], {src}, {}, {})",
-                    cells.start,
-                    cells.start,
-                    4 * cells.len(),
+                    "cudaMemcpyPeerAsync({f}@dev{dst}[{at}], {dst}, {f}@dev{src}[{at}], {src}, {}, {})",
+                    self.copy_bytes(*field, cells.len()),
                     st(stream)
                 )
             }
@@ -243,7 +285,7 @@ impl Program {
                     kernels.iter().map(|k| k.0).collect::<Vec<_>>().join(" → ")
                 };
                 let cells = match nodes.first().and_then(Op::as_launch) {
-                    Some((_, cells, _)) => format!(" over cells {}..{}", cells.start, cells.end),
+                    Some((_, cells, _)) => format!(" over {} {}..{}", self.unit(), cells.start, cells.end),
                     None => String::new(),
                 };
                 format!(

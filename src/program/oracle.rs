@@ -82,6 +82,7 @@ impl<'a> Builder<'a> {
             setup: self.setup,
             step: self.step,
             steps_per_round: self.steps_per_round,
+            row: 1,
         }
     }
 

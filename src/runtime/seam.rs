@@ -102,6 +102,14 @@ pub trait Runtime: Send {
     }
     /// The owned cells reduced to screen columns, compared with `reference`.
     fn reduce(&mut self, edges: &Arc<Vec<usize>>, reference: Option<&Reference>) -> Result<Vec<Partial>>;
+    /// A 2D grid reduced to the screen cells of `edges` ([`crate::snapshot::Edges::Plane`]).
+    fn reduce_plane(
+        &mut self,
+        _edges: &Arc<crate::snapshot::Edges>,
+        _reference: Option<&Reference>,
+    ) -> Result<Vec<Partial>> {
+        anyhow::bail!("{} runs 1D grids only: 2D grids run on the sim", self.name())
+    }
     /// Calls `each(source, destination, bytes, µs)` for every peer copy completed since
     /// the last call.
     fn drain_copies(&mut self, each: &mut dyn FnMut(usize, usize, usize, f64));

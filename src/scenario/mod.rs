@@ -3,6 +3,11 @@
 
 mod model;
 mod parse;
+mod plane;
+mod raw;
 
-pub use model::{Boundary, Injection, Material, Scenario, ScenarioError, Source, SourceKind, even_split};
-pub use parse::{BUILTIN, MAX_AMPLITUDE, line_col, load, load_file, parse};
+pub use model::{
+    Boundary, Injection, Material, Scenario, ScenarioError, Shape, Sides, Source, SourceKind, even_split,
+};
+pub use parse::{BUILTIN, MAX_AMPLITUDE, load, load_file, parse};
+pub use raw::line_col;

@@ -64,19 +64,62 @@ pub enum SourceKind {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Source {
     pub kind: SourceKind,
+    /// The cell (1D) or row (2D) it drives.
     pub position: usize,
+    /// The columns of that row it drives: `0..1` in 1D; one column for a point source in
+    /// 2D, several for a line source along the row.
+    pub columns: Range<usize>,
     pub injection: Injection,
     pub amplitude: f64,
 }
 
-/// A region `[start, end)` of cells with its material.
+/// Where a material lies across a row (2D); a 1D material spans its cells.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shape {
+    /// Every column of its rows (1D: the cells themselves).
+    Span,
+    /// The columns `x` of its rows.
+    Rectangle { x: Range<usize> },
+    /// Cells whose centre lies within `radius` of `center` (column, row).
+    Disc { center: (f64, f64), radius: f64 },
+}
+
+/// A region of the grid with its material: cells `[start, end)` in 1D, the rows
+/// `[start, end)` and its shape's columns in 2D.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Material {
     pub start: usize,
     pub end: usize,
+    pub shape: Shape,
     pub eps_r: f64,
     /// Conductivity in S/m.
     pub sigma: f64,
+}
+
+impl Material {
+    /// Whether cell (`column`, `row`) lies in it (in 1D, `column` is 0).
+    pub fn contains(&self, column: usize, row: usize) -> bool {
+        if !(self.start..self.end).contains(&row) {
+            return false;
+        }
+        match &self.shape {
+            Shape::Span => true,
+            Shape::Rectangle { x } => x.contains(&column),
+            Shape::Disc { center, radius } => {
+                let (dx, dy) = (column as f64 - center.0, row as f64 - center.1);
+                dx * dx + dy * dy <= radius * radius
+            }
+        }
+    }
+}
+
+/// The two sides of a 2D grid that the slab cuts run into (columns 0 and `nx − 1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sides {
+    /// `Ez = 0` on both side columns.
+    Pec,
+    /// Column `nx − 1` is the left neighbour of column 0: local to every device.
+    Periodic,
 }
 
 /// A validated scenario: every field is in range and consistent with the others.
@@ -88,7 +131,12 @@ pub struct Scenario {
     pub cells_location: Option<(usize, usize)>,
     pub name: String,
     pub description: String,
+    /// Cells (1D), or rows (2D): the axis the devices split.
     pub cells: usize,
+    /// Cells per row: 1 for a 1D grid.
+    pub nx: usize,
+    /// What the side columns of a 2D grid do (unused in 1D).
+    pub sides: Sides,
     pub courant: f64,
     /// Steps of a headless run.
     pub steps: u64,
@@ -98,6 +146,7 @@ pub struct Scenario {
     pub split: Vec<usize>,
     pub sources: Vec<Source>,
     pub materials: Vec<Material>,
+    /// The end at cell (row) 0 and the one at the last: in 2D, the bottom and top rows.
     pub left: Boundary,
     pub right: Boundary,
     pub cost: CostModel,
@@ -116,29 +165,35 @@ pub fn even_split(cells: usize, devices: usize) -> Vec<usize> {
 /// Checks a split against the grid and the boundaries (also after `--devices`).
 pub(super) fn check_split(s: &Scenario) -> Result<(), String> {
     let n = s.split.len();
+    let (unit, count, one) = s.units();
     if n > s.cells {
         return Err(format!(
-            "{n} devices but only {} cells: more devices than cells",
+            "{n} devices but only {} {unit}: more devices than {unit}",
             s.cells
         ));
     }
     if s.split.iter().sum::<usize>() != s.cells {
         return Err(format!(
-            "the split sums to {} cells but grid.cells = {}",
+            "the split sums to {} {unit} but {count} = {}",
             s.split.iter().sum::<usize>(),
             s.cells
         ));
     }
+    let (left, right) = if s.two_d() {
+        ("bottom", "top")
+    } else {
+        ("left", "right")
+    };
     if n > 1 {
         // A Mur end reads the node next to it; keep both on one device.
         if s.left == Boundary::Mur && s.split[0] < 2 {
-            return Err(
-                "device 0 holds 1 cell, but the Mur boundary at the left end needs 2 on one device".into(),
-            );
+            return Err(format!(
+                "device 0 holds 1 {one}, but the Mur boundary at the {left} end needs 2 on one device"
+            ));
         }
         if s.right == Boundary::Mur && s.split[n - 1] < 2 {
             return Err(format!(
-                "device {} holds 1 cell, but the Mur boundary at the right end needs 2 on one device",
+                "device {} holds 1 {one}, but the Mur boundary at the {right} end needs 2 on one device",
                 n - 1
             ));
         }
@@ -147,6 +202,25 @@ pub(super) fn check_split(s: &Scenario) -> Result<(), String> {
 }
 
 impl Scenario {
+    /// A 2D (TMz) grid: rows of `nx` cells, split by rows.
+    pub fn two_d(&self) -> bool {
+        self.nx > 1
+    }
+
+    /// What the split axis counts, as messages say it: `(plural, the TOML key, singular)`.
+    pub fn units(&self) -> (&'static str, &'static str, &'static str) {
+        if self.two_d() {
+            ("rows", "grid.ny", "row")
+        } else {
+            ("cells", "grid.cells", "cell")
+        }
+    }
+
+    /// Cells of the whole grid (rows × `nx` in 2D).
+    pub fn total_cells(&self) -> usize {
+        self.cells.saturating_mul(self.nx)
+    }
+
     /// Overrides the device count (`--devices N`, an even split) and re-checks the split.
     pub fn with_devices(mut self, devices: usize) -> Result<Self, ScenarioError> {
         let err = |reason: String| ScenarioError {
@@ -159,8 +233,9 @@ impl Scenario {
             return Err(err("0 devices: at least one is needed".into()));
         }
         if devices > self.cells {
+            let unit = self.units().0;
             return Err(err(format!(
-                "{devices} devices but only {} cells: more devices than cells",
+                "{devices} devices but only {} {unit}: more devices than {unit}",
                 self.cells
             )));
         }
@@ -176,7 +251,7 @@ impl Scenario {
         let err = |reason: String| ScenarioError {
             origin: self.origin.clone(),
             location: self.cells_location,
-            field: Some("grid.cells".into()),
+            field: Some(self.units().1.into()),
             reason,
         };
         let what = if reference {
@@ -187,11 +262,9 @@ impl Scenario {
         } else {
             format!("{} B per cell for the run", memory::RUN_BYTES_PER_CELL)
         };
-        let Some(need) = memory::need(self.cells, reference) else {
-            return Err(err(format!(
-                "{} cells need more than 2^64 bytes ({what})",
-                self.cells
-            )));
+        let cells = self.total_cells();
+        let Some(need) = memory::need(cells, reference) else {
+            return Err(err(format!("{cells} cells need more than 2^64 bytes ({what})")));
         };
         if let Some((limit, from)) = memory::available()
             && need > limit
@@ -202,8 +275,7 @@ impl Scenario {
                 "; fewer cells"
             };
             return Err(err(format!(
-                "{} cells need about {} ({what}) but this process may use {} ({from}){hint}",
-                self.cells,
+                "{cells} cells need about {} ({what}) but this process may use {} ({from}){hint}",
                 memory::bytes(need),
                 memory::bytes(limit)
             )));

@@ -1,11 +1,11 @@
 //! TOML in, a validated scenario out: every field checked, every error located.
 
-use serde::Deserialize;
 use std::ops::Range;
 use std::path::Path;
 use toml::Spanned;
 
 use super::model::*;
+use super::raw::*;
 use crate::cost::CostModel;
 
 /// The scenarios shipped with haloscope, `(name, TOML text)`; the first is the default.
@@ -15,133 +15,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("cavity", include_str!("../../assets/scenarios/cavity.toml")),
     ("uneven", include_str!("../../assets/scenarios/uneven.toml")),
     ("race", include_str!("../../assets/scenarios/race.toml")),
+    ("radiate", include_str!("../../assets/scenarios/radiate.toml")),
 ];
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawScenario {
-    pub(super) name: Option<String>,
-    pub(super) description: Option<String>,
-    pub(super) grid: RawGrid,
-    pub(super) devices: Option<RawDevices>,
-    #[serde(default)]
-    pub(super) sources: Vec<Spanned<RawSource>>,
-    #[serde(default)]
-    pub(super) materials: Vec<Spanned<RawMaterial>>,
-    pub(super) boundaries: Option<RawBoundaries>,
-    pub(super) cost: Option<Spanned<CostModel>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawGrid {
-    pub(super) cells: Spanned<i64>,
-    pub(super) courant: Spanned<f64>,
-    pub(super) steps: Option<Spanned<i64>>,
-    pub(super) dx: Option<Spanned<f64>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawDevices {
-    pub(super) count: Option<Spanned<i64>>,
-    pub(super) split: Option<Spanned<RawSplit>>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-pub(super) enum RawSplit {
-    Named(String),
-    Cells(Vec<i64>),
-}
-
-// Internally tagged: serde buffers the table, so fields cannot carry spans; errors point
-// at the `[[sources]]` table and name the key.
-#[derive(Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub(super) enum RawSource {
-    Gaussian {
-        position: i64,
-        #[serde(default)]
-        injection: Injection,
-        amplitude: Option<f64>,
-        delay: f64,
-        width: f64,
-    },
-    Ricker {
-        position: i64,
-        #[serde(default)]
-        injection: Injection,
-        amplitude: Option<f64>,
-        delay: f64,
-        period: f64,
-    },
-    Sinusoid {
-        position: i64,
-        #[serde(default)]
-        injection: Injection,
-        amplitude: Option<f64>,
-        period: f64,
-    },
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawMaterial {
-    pub(super) start: Spanned<i64>,
-    pub(super) end: Spanned<i64>,
-    pub(super) eps_r: Spanned<f64>,
-    #[serde(default)]
-    pub(super) sigma: Option<Spanned<f64>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawBoundaries {
-    pub(super) left: Option<Boundary>,
-    pub(super) right: Option<Boundary>,
-}
-
 // ---- loading ---------------------------------------------------------------------------
-
-/// Where a scenario's text came from, for error messages.
-pub(super) struct Ctx<'a> {
-    pub(super) origin: String,
-    pub(super) text: &'a str,
-}
-
-impl Ctx<'_> {
-    pub(super) fn line_col(&self, offset: usize) -> (usize, usize) {
-        line_col(self.text, offset)
-    }
-
-    pub(super) fn err(
-        &self,
-        span: Option<Range<usize>>,
-        field: &str,
-        reason: impl Into<String>,
-    ) -> ScenarioError {
-        ScenarioError {
-            origin: self.origin.clone(),
-            location: span.map(|s| self.line_col(s.start)),
-            field: (!field.is_empty()).then(|| field.to_string()),
-            reason: reason.into(),
-        }
-    }
-
-    pub(super) fn at<T>(&self, v: &Spanned<T>, field: &str, reason: impl Into<String>) -> ScenarioError {
-        self.err(Some(v.span()), field, reason)
-    }
-}
-
-/// 1-based line and column (in characters) of byte `offset` of `text`: where every input
-/// file's errors point (scenarios, keymaps, tours, programs).
-pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
-}
 
 /// Resolves `--scenario`: a built-in name (`pulse`, `fresnel`, …) or a path to a TOML file.
 pub fn load(spec: Option<&str>) -> Result<Scenario, ScenarioError> {
@@ -283,30 +160,32 @@ pub(super) fn field_at(text: &str, span: Option<Range<usize>>) -> String {
     }
 }
 
-/// `[grid]`: cells, Courant number, steps, cell size.
-fn grid(cx: &Ctx, g: &RawGrid) -> Result<(usize, f64, u64, f64), ScenarioError> {
-    let cells = *g.cells.get_ref();
-    if cells < 3 {
-        return Err(cx.at(
-            &g.cells,
-            "grid.cells",
-            format!("{cells} cells: a grid needs at least 3"),
-        ));
-    }
-    let cells = cells as usize;
+/// `[grid]`: cells (or nx and ny), Courant number, steps, cell size.
+fn grid(cx: &Ctx, g: &RawGrid) -> Result<Grid, ScenarioError> {
+    let (cells, nx, at) = super::plane::extent(cx, g)?;
+    let two_d = nx > 1;
+    // Stable while S ≤ 1/√(dimensions) (dx = dy in 2D).
+    let limit = if two_d {
+        std::f64::consts::FRAC_1_SQRT_2
+    } else {
+        1.0
+    };
     let courant = *g.courant.get_ref();
-    if !(courant > 0.0 && courant <= 1.0) {
-        let why = if courant > 1.0 {
+    if !(courant > 0.0 && courant <= limit) {
+        let why = if courant > limit && two_d {
+            "the 2D Yee scheme is unstable above 1/√2 ≈ 0.7071"
+        } else if courant > limit {
             "the 1D Yee scheme is unstable above 1"
         } else if courant.is_nan() {
             "it must be a number"
         } else {
             "it must be positive (a time step forward)"
         };
+        let range = if two_d { "(0, 0.7071]" } else { "(0, 1]" };
         return Err(cx.at(
             &g.courant,
             "grid.courant",
-            format!("Courant number {courant} is outside (0, 1]: {why}"),
+            format!("Courant number {courant} is outside {range}: {why}"),
         ));
     }
     let steps = match &g.steps {
@@ -323,7 +202,14 @@ fn grid(cx: &Ctx, g: &RawGrid) -> Result<(usize, f64, u64, f64), ScenarioError> 
         Some(d) => *d.get_ref(),
         None => 1e-3,
     };
-    Ok((cells, courant, steps, dx))
+    Ok(Grid {
+        cells,
+        nx,
+        courant,
+        steps,
+        dx,
+        at,
+    })
 }
 
 /// `[[materials]]` entry `i`, stable (local Courant number at most 1) and with a finite
@@ -332,22 +218,32 @@ fn stable_material(
     cx: &Ctx,
     i: usize,
     m: &Spanned<RawMaterial>,
-    (cells, courant, dx): (usize, f64, f64),
+    g: &Grid,
 ) -> Result<Material, ScenarioError> {
-    let mat = material(cx, i, m, cells)?;
+    let (courant, dx) = (g.courant, g.dx);
+    let mat = if g.nx > 1 {
+        super::plane::material(cx, i, m, g)?
+    } else {
+        material(cx, i, m, g.cells)?
+    };
     let m = m.get_ref();
     // Stability where the wave is slowest... and fastest: the local Courant number is
-    // courant / sqrt(eps_r), and the scheme blows up above 1.
+    // courant / sqrt(eps_r), and the scheme blows up above 1 (1/√2 in 2D).
     let local = courant / mat.eps_r.sqrt();
-    if local > 1.0 {
+    let (limit, text) = if g.nx > 1 {
+        (std::f64::consts::FRAC_1_SQRT_2, "1/√2")
+    } else {
+        (1.0, "1")
+    };
+    if local > limit {
         return Err(cx.at(
             &m.eps_r,
             &format!("materials[{i}].eps_r"),
             format!(
                 "eps_r = {} makes the local Courant number {local} (courant / sqrt(eps_r)): the \
-                 scheme is unstable above 1; use eps_r >= {} or a smaller grid.courant",
+                 scheme is unstable above {text}; use eps_r >= {} or a smaller grid.courant",
                 mat.eps_r,
-                courant * courant
+                crate::error::num(courant * courant / (limit * limit))
             ),
         ));
     }
@@ -369,24 +265,23 @@ fn stable_material(
 }
 
 pub(super) fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioError> {
-    let g = &raw.grid;
-    let (cells, courant, steps, dx) = grid(cx, g)?;
+    let g = grid(cx, &raw.grid)?;
+    let cells = g.cells;
+    let unit = if g.nx > 1 { "rows" } else { "cells" };
     let split = match &raw.devices {
         None => vec![cells],
-        Some(d) => device_split(cx, d, cells)?,
+        Some(d) => device_split(cx, d, cells, unit)?,
     };
 
     let mut sources = Vec::new();
     for (i, s) in raw.sources.iter().enumerate() {
-        sources.push(source(cx, i, s, cells)?);
+        sources.push(source(cx, i, s, &g)?);
     }
     let mut materials = Vec::new();
     for (i, m) in raw.materials.iter().enumerate() {
-        materials.push(stable_material(cx, i, m, (cells, courant, dx))?);
+        materials.push(stable_material(cx, i, m, &g)?);
     }
-    let b = raw.boundaries.as_ref();
-    let left = b.and_then(|b| b.left).unwrap_or(Boundary::Mur);
-    let right = b.and_then(|b| b.right).unwrap_or(Boundary::Mur);
+    let (left, right, sides) = super::plane::boundaries(cx, raw.boundaries.as_ref(), g.nx > 1)?;
     let cost = match raw.cost {
         Some(c) => {
             c.get_ref()
@@ -398,13 +293,15 @@ pub(super) fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioE
     };
     let s = Scenario {
         origin: cx.origin.clone(),
-        cells_location: Some(cx.line_col(g.cells.span().start)),
+        cells_location: Some(cx.line_col(g.at.start)),
         name: raw.name.unwrap_or_else(|| "unnamed".into()),
         description: raw.description.unwrap_or_default(),
         cells,
-        courant,
-        steps,
-        dx,
+        nx: g.nx,
+        sides,
+        courant: g.courant,
+        steps: g.steps,
+        dx: g.dx,
         split,
         sources,
         materials,
@@ -427,7 +324,13 @@ pub(super) fn validate(cx: &Ctx, raw: RawScenario) -> Result<Scenario, ScenarioE
     Ok(s)
 }
 
-pub(super) fn device_split(cx: &Ctx, d: &RawDevices, cells: usize) -> Result<Vec<usize>, ScenarioError> {
+pub(super) fn device_split(
+    cx: &Ctx,
+    d: &RawDevices,
+    cells: usize,
+    unit: &str,
+) -> Result<Vec<usize>, ScenarioError> {
+    let key = if unit == "rows" { "grid.ny" } else { "grid.cells" };
     let count = match &d.count {
         Some(c) if *c.get_ref() < 1 => {
             return Err(cx.at(
@@ -441,7 +344,7 @@ pub(super) fn device_split(cx: &Ctx, d: &RawDevices, cells: usize) -> Result<Vec
                 c,
                 "devices.count",
                 format!(
-                    "{} devices but only {cells} cells: more devices than cells",
+                    "{} devices but only {cells} {unit}: more devices than {unit}",
                     c.get_ref()
                 ),
             ));
@@ -456,7 +359,7 @@ pub(super) fn device_split(cx: &Ctx, d: &RawDevices, cells: usize) -> Result<Vec
             RawSplit::Named(n) => Err(cx.at(
                 sp,
                 "devices.split",
-                format!("unknown split \"{n}\": use \"even\" or a list of cell counts, one per device"),
+                format!("unknown split \"{n}\": use \"even\" or a list of {unit} counts, one per device"),
             )),
             RawSplit::Cells(v) => {
                 if v.is_empty() {
@@ -470,7 +373,7 @@ pub(super) fn device_split(cx: &Ctx, d: &RawDevices, cells: usize) -> Result<Vec
                     return Err(cx.at(
                         sp,
                         "devices.split",
-                        format!("device {i} gets {c} cells: every device needs at least one"),
+                        format!("device {i} gets {c} {unit}: every device needs at least one"),
                     ));
                 }
                 if let Some(n) = count
@@ -480,7 +383,7 @@ pub(super) fn device_split(cx: &Ctx, d: &RawDevices, cells: usize) -> Result<Vec
                         sp,
                         "devices.split",
                         format!(
-                            "{} entries but devices.count = {n}: give one cell count per device",
+                            "{} entries but devices.count = {n}: give one count of {unit} per device",
                             v.len()
                         ),
                     ));
@@ -489,7 +392,7 @@ pub(super) fn device_split(cx: &Ctx, d: &RawDevices, cells: usize) -> Result<Vec
                     return Err(cx.at(
                         sp,
                         "devices.split",
-                        format!("device {i} gets {c} cells but the grid has {cells}"),
+                        format!("device {i} gets {c} {unit} but the grid has {cells}"),
                     ));
                 }
                 // Each entry is at most `cells`: the sum cannot overflow, but check anyway.
@@ -499,7 +402,7 @@ pub(super) fn device_split(cx: &Ctx, d: &RawDevices, cells: usize) -> Result<Vec
                     return Err(cx.at(
                         sp,
                         "devices.split",
-                        format!("the split sums to {sum} cells but grid.cells = {cells}"),
+                        format!("the split sums to {sum} {unit} but {key} = {cells}"),
                     ));
                 }
                 Ok(v.iter().map(|&c| c as usize).collect())
@@ -544,12 +447,7 @@ fn check_waveform(
     Ok(())
 }
 
-pub(super) fn source(
-    cx: &Ctx,
-    i: usize,
-    s: &Spanned<RawSource>,
-    cells: usize,
-) -> Result<Source, ScenarioError> {
+pub(super) fn source(cx: &Ctx, i: usize, s: &Spanned<RawSource>, g: &Grid) -> Result<Source, ScenarioError> {
     let f = |name: &str| format!("sources[{i}].{name}");
     let positive = |x: f64, name: &str, what: &str| {
         if x > 0.0 && x.is_finite() {
@@ -561,6 +459,8 @@ pub(super) fn source(
     let (kind, position, injection, amplitude) = match *s.get_ref() {
         RawSource::Gaussian {
             position,
+            x,
+            y,
             injection,
             amplitude,
             delay,
@@ -570,12 +470,14 @@ pub(super) fn source(
                 delay,
                 width: positive(width, "width", "the pulse width (steps)")?,
             },
-            position,
+            (position, x, y),
             injection,
             amplitude,
         ),
         RawSource::Ricker {
             position,
+            x,
+            y,
             injection,
             amplitude,
             delay,
@@ -585,12 +487,14 @@ pub(super) fn source(
                 delay,
                 period: positive(period, "period", "the period (steps)")?,
             },
-            position,
+            (position, x, y),
             injection,
             amplitude,
         ),
         RawSource::Sinusoid {
             position,
+            x,
+            y,
             injection,
             amplitude,
             period,
@@ -598,7 +502,7 @@ pub(super) fn source(
             SourceKind::Sinusoid {
                 period: positive(period, "period", "the period (steps)")?,
             },
-            position,
+            (position, x, y),
             injection,
             amplitude,
         ),
@@ -613,16 +517,11 @@ pub(super) fn source(
             format!("amplitude {a} is not a number within ±{MAX_AMPLITUDE:e}: float32 fields overflow"),
         ));
     }
-    if position < 0 || position as u64 >= cells as u64 {
-        return Err(cx.at(
-            s,
-            &f("position"),
-            format!("cell {position} is outside the grid (cells 0..{})", cells - 1),
-        ));
-    }
+    let (position, columns) = super::plane::place(cx, s, &f, g, position)?;
     Ok(Source {
         kind,
-        position: position as usize,
+        position,
+        columns,
         injection,
         amplitude: amplitude.unwrap_or(1.0),
     })
@@ -631,51 +530,56 @@ pub(super) fn source(
 pub(super) fn material(
     cx: &Ctx,
     i: usize,
-    m: &Spanned<RawMaterial>,
+    raw: &Spanned<RawMaterial>,
     cells: usize,
 ) -> Result<Material, ScenarioError> {
-    let m = m.get_ref();
+    let m = raw.get_ref();
     let f = |name: &str| format!("materials[{i}].{name}");
-    let (start, end) = (*m.start.get_ref(), *m.end.get_ref());
+    if let Some(key) = [
+        ("x", m.x.is_some()),
+        ("y", m.y.is_some()),
+        ("center", m.center.is_some()),
+        ("radius", m.radius.is_some()),
+    ]
+    .iter()
+    .find_map(|(k, here)| here.then_some(k))
+    {
+        return Err(cx.at(
+            raw,
+            &f(key),
+            format!(
+                "`{key}` places a material on a 2D grid; this grid is 1D ([grid] cells): use start and end"
+            ),
+        ));
+    }
+    let (Some(start_at), Some(end_at)) = (&m.start, &m.end) else {
+        let key = if m.start.is_none() { "start" } else { "end" };
+        return Err(cx.at(
+            raw,
+            &f(key),
+            format!("`{key}` is missing: a 1D material is the cells [start, end)"),
+        ));
+    };
+    let (start, end) = (*start_at.get_ref(), *end_at.get_ref());
     if start < 0 || start as u64 >= cells as u64 {
         return Err(cx.at(
-            &m.start,
+            start_at,
             &f("start"),
             format!("cell {start} is outside the grid (cells 0..{})", cells - 1),
         ));
     }
     if end <= start || end as u64 > cells as u64 {
         return Err(cx.at(
-            &m.end,
+            end_at,
             &f("end"),
             format!("the region [{start}, {end}) must end after it starts and at most at {cells}"),
         ));
     }
-    let eps_r = *m.eps_r.get_ref();
-    if !(eps_r > 0.0 && eps_r.is_finite()) {
-        return Err(cx.at(
-            &m.eps_r,
-            &f("eps_r"),
-            format!("relative permittivity must be positive, got {eps_r}"),
-        ));
-    }
-    let sigma = match &m.sigma {
-        Some(s) if !(*s.get_ref() >= 0.0 && s.get_ref().is_finite()) => {
-            return Err(cx.at(
-                s,
-                &f("sigma"),
-                format!(
-                    "conductivity must be a finite number, zero or positive, got {}",
-                    s.get_ref()
-                ),
-            ));
-        }
-        Some(s) => *s.get_ref(),
-        None => 0.0,
-    };
+    let (eps_r, sigma) = material_props(cx, i, m)?;
     Ok(Material {
         start: start as usize,
         end: end as usize,
+        shape: Shape::Span,
         eps_r,
         sigma,
     })

@@ -132,6 +132,7 @@ impl App {
             running: false,
             speed: SPEEDS[self.speed],
             columns: self.plot_columns(screen),
+            rows: self.plot_size(screen).1,
             inject_panic: None,
         };
         Some((cfg, stop.goal))
@@ -356,6 +357,12 @@ impl App {
     /// Columns the field plot has on a screen of this size.
     pub fn plot_columns(&self, screen: Rect) -> usize {
         layout::plot_columns(screen, self.zoom, self.focus, self.secondary)
+    }
+
+    /// The field plot's size on a screen of this size: `(columns, text rows)`.
+    pub fn plot_size(&self, screen: Rect) -> (usize, usize) {
+        let rows = layout::plot_rows(screen, self.zoom, self.focus, self.secondary);
+        (self.plot_columns(screen), rows)
     }
 
     /// A left click focuses the panel under it.

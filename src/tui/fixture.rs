@@ -68,6 +68,9 @@ pub fn fixture(mode: Mode, devices: usize) -> Frame {
         running: true,
         speed: Some(100.0),
         columns,
+        heat: None,
+        plot: (160, 12),
+        nx: 1,
         scale: 1.0,
         max_diff: Some(1e-3),
         first_diff: Some(1240),
@@ -86,6 +89,52 @@ pub fn fixture(mode: Mode, devices: usize) -> Frame {
         file: None,
         file_error: None,
     }
+}
+
+/// A frame of a 2D grid (96 × 64 cells) on `devices` slabs, its heat map fitted to a
+/// field plot of `(columns, rows)`: a ring of `Ez` around the middle, positive outside and
+/// negative inside, and a patch that differs from the reference.
+pub fn heat_fixture(devices: usize, (columns, rows): (usize, usize)) -> Frame {
+    let (nx, ny) = (96, 64);
+    let mut f = fixture(Mode::Events, devices);
+    f.cells = ny;
+    f.nx = nx;
+    f.split = crate::scenario::even_split(ny, devices);
+    f.scenario = "radiate".into();
+    let ranges: Vec<_> = f
+        .split
+        .iter()
+        .scan(0, |lo, &c| {
+            *lo += c;
+            Some(*lo - c..*lo)
+        })
+        .collect();
+    f.program = Arc::new(Mode::Events.program(&ranges).in_rows(nx));
+    let width = (columns / 2).saturating_sub(crate::snapshot::HEAT_GUTTER + 1);
+    let (buckets, bands) = crate::snapshot::heat_size(nx, ny, width, rows);
+    f.heat = Some((buckets, bands));
+    f.plot = (columns, rows);
+    f.columns = (0..bands * buckets)
+        .map(|k| {
+            let (x, y) = (
+                (k % buckets) as f32 / buckets as f32,
+                (k / buckets) as f32 / bands as f32,
+            );
+            let r = ((x - 0.5).powi(2) + (y - 0.5).powi(2)).sqrt();
+            let v = (-((r - 0.3) / 0.05).powi(2)).exp() - 0.5 * (-((r - 0.22) / 0.04).powi(2)).exp();
+            Column {
+                ex: (v, v),
+                hy: (-v * 0.5, v * 0.5),
+                diff: if (0.7..0.8).contains(&x) && (0.1..0.2).contains(&y) {
+                    1e-3
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect();
+    f.first_diff = Some(70 + 7 * nx);
+    f
 }
 
 /// A frame as the cuda runtime sends it: the GPU clock, and the machine's notes.

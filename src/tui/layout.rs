@@ -64,3 +64,11 @@ pub fn plot_columns(screen: Rect, zoom: bool, focus: Panel, secondary: Panel) ->
         .find(|(p, _)| *p == Panel::Fields)
         .map_or(80, |(_, r)| 2 * r.width.saturating_sub(2).max(1) as usize)
 }
+
+/// Text rows the field plot has at this screen size (below the panel's legend line).
+pub fn plot_rows(screen: Rect, zoom: bool, focus: Panel, secondary: Panel) -> usize {
+    panel_areas(screen, zoom, focus, secondary)
+        .iter()
+        .find(|(p, _)| *p == Panel::Fields)
+        .map_or(12, |(_, r)| r.height.saturating_sub(3).max(1) as usize)
+}

@@ -109,7 +109,7 @@ fn signals() -> Result<Receiver<i32>> {
 }
 
 /// What the engine starts with, from the plan and the UI's state.
-fn engine_config(plan: &Plan, ui: &UiPlan, app: &App, columns: usize) -> EngineConfig {
+fn engine_config(plan: &Plan, ui: &UiPlan, app: &App, (columns, rows): (usize, usize)) -> EngineConfig {
     EngineConfig {
         scenario: plan.scenario.clone(),
         mode: plan.mode,
@@ -118,6 +118,7 @@ fn engine_config(plan: &Plan, ui: &UiPlan, app: &App, columns: usize) -> EngineC
         running: !ui.paused,
         speed: SPEEDS[app.speed],
         columns,
+        rows,
         inject_panic: ui.inject_panic,
     }
 }
@@ -129,10 +130,10 @@ fn start_runtime(
     std::sync::Arc<crate::program::Program>,
     Box<dyn crate::runtime::Runtime>,
 )> {
-    let program = std::sync::Arc::new(crate::program::build(
+    let program = std::sync::Arc::new(crate::program::build_for(
         cfg.mode,
         cfg.file.as_deref(),
-        &cfg.scenario.ranges(),
+        &cfg.scenario,
     )?);
     let runtime = crate::runtime::start(&cfg.runtime, &cfg.scenario, program.clone(), true)?;
     Ok((program, runtime))
@@ -262,7 +263,7 @@ pub fn screen(
             tour_engine(&mut app, plan, area)?.expect("a tour's first stop")
         }
         None => {
-            let cfg = engine_config(plan, ui, &app, app.plot_columns(area));
+            let cfg = engine_config(plan, ui, &app, app.plot_size(area));
             let (program, runtime) = start_runtime(&cfg)?;
             Engine::start_with(cfg, program, runtime)?
         }
@@ -286,9 +287,10 @@ pub fn screen(
                     settle(&mut app, &engine, true);
                     continue;
                 }
-                let columns = app.plot_columns(area);
-                if app.frame.as_ref().is_some_and(|f| f.columns.len() != columns) {
+                let (columns, rows) = app.plot_size(area);
+                if app.frame.as_ref().is_some_and(|f| f.plot != (columns, rows)) {
                     engine.send(Control::Columns(columns));
+                    engine.send(Control::Rows(rows));
                 }
                 settle(&mut app, &engine, expect);
             }
@@ -413,7 +415,7 @@ fn first_config(
     tour: Option<crate::tour::Tour>,
 ) -> (EngineConfig, Option<crate::engine::Goal>) {
     let Some(t) = tour else {
-        return (engine_config(plan, ui, app, 1), None);
+        return (engine_config(plan, ui, app, (1, 12)), None);
     };
     app.start_tour(t);
     app.restart = false;
@@ -450,7 +452,7 @@ pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<
         execute!(std::io::stdout(), EnableMouseCapture).context("enabling the mouse")?;
         let size = terminal.size().context("reading the terminal size")?;
         let mut screen = Rect::new(0, 0, size.width, size.height);
-        cfg.columns = app.plot_columns(screen);
+        (cfg.columns, cfg.rows) = app.plot_size(screen);
         let mut engine = Engine::start_with(cfg, program, backend)?;
         if let Some(g) = goal {
             engine.send(Control::RunUntil(g));
@@ -463,7 +465,7 @@ pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<
             .map(|f| crate::program::Watch::new(f.path.clone()));
         let ticks = tick(Duration::from_millis(33));
         let mut dirty = true;
-        let mut columns = app.plot_columns(screen);
+        let mut plot = app.plot_size(screen);
         while !app.quit {
             select! {
                 recv(input) -> ev => {
@@ -476,7 +478,7 @@ pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<
                                 // The old engine first: a GPU's memory is not held twice.
                                 drop(engine);
                                 engine = tour_engine(&mut app, plan, screen)?.expect("a tour's stop");
-                                columns = app.plot_columns(screen);
+                                plot = app.plot_size(screen);
                             }
                             if std::mem::take(&mut app.save) {
                                 app.notice = Some(save_screen(&app, screen, ui.format, Path::new(".")));
@@ -511,9 +513,10 @@ pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<
                     reload_changed(watch.as_mut(), &engine);
                     if std::mem::take(&mut dirty) {
                         // Layout may change the plot width (resize, zoom, focus).
-                        let c = app.plot_columns(screen);
-                        if std::mem::replace(&mut columns, c) != c {
-                            engine.send(Control::Columns(c));
+                        let p = app.plot_size(screen);
+                        if std::mem::replace(&mut plot, p) != p {
+                            engine.send(Control::Columns(p.0));
+                            engine.send(Control::Rows(p.1));
                         }
                         terminal.draw(|f| f.render_widget(&app, f.area())).context("drawing")?;
                     }

@@ -99,6 +99,47 @@ pub mod tests {
     }
 
     #[test]
+    fn a_2d_grid_is_a_heat_map_with_its_slabs_marked_a_colour_bar_and_its_devices_named() {
+        use crate::tui::fixture::heat_fixture;
+        for (w, h) in [(60u16, 16u16), (80, 24), (120, 34), (160, 48), (200, 60)] {
+            for devices in [2, 4, 7] {
+                let probe = App::new(crate::program::Mode::Events, KeyMap::default(), None);
+                let size = probe.plot_size(Rect::new(0, 0, w, h));
+                let app = app_with(heat_fixture(devices, size));
+                let t = render(&app, w, h);
+                let screen = text(&t);
+                let at = format!("{devices} devices at {w}x{h}");
+                assert!(screen.contains("Ez 96×64"), "{at}: legend\n{screen}");
+                assert!(screen.contains("√ scale") || w < 80, "{at}: colour bar\n{screen}");
+                assert!(screen.contains("▀"), "{at}: no heat map\n{screen}");
+                // A mark per slab boundary where the map has a row for each (two bands a
+                // row: slabs of fewer than two rows a band may share one).
+                let (_, bands) = app.frame.as_ref().unwrap().heat.unwrap();
+                let marks = screen
+                    .lines()
+                    .filter(|l| l.contains("━━━━ ▀") || l.contains("━━━━▀"))
+                    .count();
+                if bands / devices >= 4 {
+                    assert_eq!(marks, devices - 1, "{at}: slab marks\n{screen}");
+                }
+                let status = screen.lines().last().unwrap();
+                assert!(status.contains("max |Δ|"), "{at}: {status}");
+                if bands / devices >= 4 {
+                    for d in 0..devices {
+                        assert!(
+                            screen.contains(&format!("dev{d}")),
+                            "{at}: dev{d} missing\n{screen}"
+                        );
+                    }
+                }
+                if devices == 4 && [(80, 24), (120, 34)].contains(&(w, h)) {
+                    insta::assert_snapshot!(format!("heat_map_{w}x{h}"), t.backend());
+                }
+            }
+        }
+    }
+
+    #[test]
     fn whole_screen_160x48() {
         insta::assert_snapshot!(render(&app_with(fixture_frame()), 160, 48).backend());
     }

@@ -91,6 +91,7 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
         setup: inst.setup,
         step: inst.step,
         steps_per_round,
+        row: 1,
     })
 }
 

@@ -169,7 +169,7 @@ impl Runtime for CudaBackend {
             .into_iter()
             .find_map(|(f, v)| {
                 let k = crate::decomp::first_non_finite(v)?;
-                Some(crate::decomp::not_finite(step, f, k, v[k]))
+                Some(crate::decomp::not_finite(step, f, k, v[k], 1))
             })
     }
 

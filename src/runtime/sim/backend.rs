@@ -168,6 +168,15 @@ impl Runtime for SimBackend {
     }
 
     fn reduce(&mut self, edges: &Arc<Vec<usize>>, reference: Option<&Reference>) -> Result<Vec<Partial>> {
+        let edges = Arc::new(crate::snapshot::Edges::Line(edges.to_vec()));
+        self.rt.reduce(&edges, reference)
+    }
+
+    fn reduce_plane(
+        &mut self,
+        edges: &Arc<crate::snapshot::Edges>,
+        reference: Option<&Reference>,
+    ) -> Result<Vec<Partial>> {
         self.rt.reduce(edges, reference)
     }
 
@@ -266,7 +275,7 @@ impl Runtime for SimBackend {
 
     fn non_finite(&mut self) -> Option<String> {
         let (step, f, k, v) = self.rt.non_finite().ok()??;
-        Some(crate::decomp::not_finite(step, f, k, v))
+        Some(crate::decomp::not_finite(step, f, k, v, self.scenario.nx))
     }
 
     fn inject_panic(&self, d: usize) {

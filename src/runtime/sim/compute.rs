@@ -24,7 +24,7 @@ pub(super) enum Command {
     /// Reduce the owned cells to screen columns against the reference.
     Reduce(
         View,
-        Arc<Vec<usize>>,
+        Arc<snapshot::Edges>,
         Option<crate::decomp::Reference>,
         Sender<Partial>,
     ),
@@ -182,15 +182,15 @@ impl Drop for Executor {
 pub(super) fn reduce_state(
     st: &DeviceState,
     reference: Option<(&[f32], &[f32])>,
-    edges: &[usize],
+    edges: &snapshot::Edges,
 ) -> Partial {
-    snapshot::reduce(
-        st.lo..st.hi,
-        st.owned(Field::Ex),
-        st.owned(Field::Hy),
-        reference,
-        edges,
-    )
+    let fields = (st.owned(Field::Ex), st.owned(Field::Hy));
+    match edges {
+        snapshot::Edges::Line(e) => snapshot::reduce(st.lo..st.hi, fields.0, fields.1, reference, e),
+        snapshot::Edges::Plane { rows, cols } => {
+            snapshot::reduce_plane(st.lo..st.hi, st.nx(), fields, reference, (rows, cols))
+        }
+    }
 }
 
 /// Where copied values go and come from, for one device thread.
@@ -276,7 +276,7 @@ pub(super) fn apply_one(slot: &mut Slot, at: u64, e: &Effect, io: &mut Io) -> Re
 /// the sources over every owned cell, all of one step.
 pub(super) fn fusable(state: &DeviceState, items: &[Item]) -> Option<usize> {
     let (lo, hi) = (state.lo, state.hi);
-    if hi - lo < 2 * TILE {
+    if hi - lo < 2 * TILE || state.nx() > 1 {
         return None;
     }
     let effect = |k: usize| match items.get(k)? {

@@ -4,7 +4,7 @@ use std::ops::Range;
 
 use super::scheduler::*;
 use crate::cost::PULL_QUEUE_SLOTS;
-use crate::decomp::Field;
+use crate::decomp::{Field, Kernel};
 use crate::program::{Op, StreamId};
 use crate::runtime::OpError;
 use crate::trace::TraceRecord;
@@ -79,7 +79,13 @@ impl Scheduler {
             released_by: None,
             released_from: None,
             peer: match op {
-                Op::PeerCopy { src, dst, cells, .. } => Some((*src, *dst, 4 * cells.len())),
+                Op::PeerCopy {
+                    src,
+                    dst,
+                    cells,
+                    field,
+                    ..
+                } => Some((*src, *dst, self.copy_bytes(*field, cells))),
                 _ => None,
             },
         }
@@ -102,7 +108,7 @@ impl Scheduler {
             } => {
                 let owned = self.owned_in(stream.device, cells);
                 let j = self.jitter(c.t, c.step, c.pc, 2);
-                let dur = self.cost.kernel_us(owned as f64 * kernel.bytes_per_cell()) * j;
+                let dur = self.cost.kernel_us(owned as f64 * self.bytes_per_cell(*kernel)) * j;
                 let (start, end) = self.enqueue(*stream, after_call, dur);
                 (rec.start_us, rec.end_us) = (start, end);
                 let effect = Effect::Kernel {
@@ -188,7 +194,7 @@ impl Scheduler {
     ) {
         let pull = stream.device != src;
         let j = self.jitter(c.t, c.step, c.pc, 2);
-        let dur = self.cost.peer_copy_us(4.0 * cells.len() as f64, pull) * j;
+        let dur = self.cost.peer_copy_us(self.copy_bytes(field, cells) as f64, pull) * j;
         let (start, end) = self.enqueue(stream, c.after_call, dur);
         (rec.start_us, rec.end_us) = (start, end);
         let tag = c.seq;
@@ -223,7 +229,10 @@ impl Scheduler {
         for (i, (kernel, cells, substep)) in nodes.iter().filter_map(Op::as_launch).enumerate() {
             let owned = self.owned_in(stream.device, cells);
             let jn = self.jitter(c.t, c.step, c.pc, 16 + i as u64);
-            let dur = self.cost.graph_node_us(owned as f64 * kernel.bytes_per_cell()) * jn;
+            let dur = self
+                .cost
+                .graph_node_us(owned as f64 * self.bytes_per_cell(kernel))
+                * jn;
             let (start, end) = self.enqueue(stream, when, dur);
             when = end;
             rec.start_us = rec.start_us.min(start);
@@ -288,6 +297,30 @@ impl Scheduler {
         let end = start + dur;
         *free = end;
         (start, end)
+    }
+
+    /// Bytes a copy of `cells` (rows in 2D) of `field` moves: `H` rows carry `Hx` and `Hy`.
+    pub(super) fn copy_bytes(&self, field: Field, cells: &Range<usize>) -> usize {
+        let per = match (self.nx, field) {
+            (1, _) => 1,
+            (nx, Field::Ex) => nx,
+            (nx, Field::Hy) => 2 * nx,
+        };
+        4 * cells.len() * per
+    }
+
+    /// Bytes a kernel moves per owned cell (1D) or row (2D): in 2D `update_h` reads `Ez`
+    /// and updates `Hx` and `Hy` (20 B a cell), `update_e` reads both and `ca`, `cb` and
+    /// updates `Ez` (24 B).
+    pub(super) fn bytes_per_cell(&self, kernel: Kernel) -> f64 {
+        let per = match (self.nx, kernel) {
+            (1, k) => return k.bytes_per_cell(),
+            (_, Kernel::UpdateH) => 20.0,
+            (_, Kernel::UpdateE) => 24.0,
+            (_, Kernel::SourcesBoundaries) => 0.0,
+            (_, Kernel::Fused { steps }) => 44.0 * f64::from(steps),
+        };
+        per * self.nx as f64
     }
 
     pub(super) fn owned_in(&self, device: usize, cells: &Range<usize>) -> usize {

@@ -31,13 +31,16 @@ pub struct SimRuntime {
     pub(super) floor: u64,
     /// What queries read.
     pub(super) view: View,
+    /// Owned cells (1D) or rows (2D) of each device, and cells per row.
+    split: Vec<usize>,
+    nx: usize,
 }
 
 impl SimRuntime {
     /// Grids below [`INLINE_BELOW_CELLS`] are computed on the calling thread, larger ones
     /// by one thread per device.
     pub fn new(s: &Scenario, program: Program, jitter_seed: Option<u64>) -> anyhow::Result<Self> {
-        Self::with_threads(s, program, jitter_seed, s.cells >= INLINE_BELOW_CELLS)
+        Self::with_threads(s, program, jitter_seed, s.total_cells() >= INLINE_BELOW_CELLS)
     }
 
     /// As [`SimRuntime::new`], choosing device threads (`true`) or the calling thread.
@@ -65,7 +68,7 @@ impl SimRuntime {
             program,
             jitter_seed,
             base,
-            s.cells >= INLINE_BELOW_CELLS,
+            s.total_cells() >= INLINE_BELOW_CELLS,
         )
     }
 
@@ -77,7 +80,8 @@ impl SimRuntime {
         base: u64,
         threads: bool,
     ) -> anyhow::Result<Self> {
-        let mut scheduler = Scheduler::new(program, s.cost.clone(), s.split.clone(), jitter_seed);
+        let mut scheduler =
+            Scheduler::new(program, s.cost.clone(), s.split.clone(), jitter_seed).with_rows_of(s.nx);
         scheduler.set_base_step(base);
         let n = states.len();
         let compute = if threads {
@@ -94,6 +98,8 @@ impl SimRuntime {
             frontier: vec![None; n],
             floor: 0,
             view: View::At(0),
+            split: s.split.clone(),
+            nx: s.nx,
         })
     }
 
@@ -244,10 +250,10 @@ impl SimRuntime {
         }
     }
 
-    /// The fields reduced to `edges.len() − 1` screen columns, compared with `reference`.
+    /// The fields reduced to the screen cells of `edges`, compared with `reference`.
     pub fn reduce(
         &self,
-        edges: &Arc<Vec<usize>>,
+        edges: &Arc<crate::snapshot::Edges>,
         reference: Option<&crate::decomp::Reference>,
     ) -> anyhow::Result<Vec<Partial>> {
         let v = self.view;
@@ -331,7 +337,14 @@ impl SimRuntime {
         for d in 0..self.devices() {
             for (f, out) in [(Field::Ex, &mut ex), (Field::Hy, &mut hy)] {
                 let v = self.device_local(d, f)?;
-                let owned = &v[HALO..v.len() - HALO];
+                // Floats per cell (1D) or row (2D) of this field.
+                let w = match (self.nx, f) {
+                    (1, _) => 1,
+                    (nx, Field::Ex) => nx,
+                    (nx, Field::Hy) => 2 * nx,
+                };
+                debug_assert_eq!(v.len(), (self.split[d] + 2 * HALO) * w);
+                let owned = &v[HALO * w..v.len() - HALO * w];
                 crate::memory::grow(out, owned.len(), "the gathered fields")?;
                 out.extend_from_slice(owned);
             }

@@ -116,6 +116,8 @@ pub struct Scheduler {
     /// First owned cell and owned cells per device, for kernel costs.
     pub(super) starts: Vec<usize>,
     pub(super) cells: Vec<usize>,
+    /// Cells per row: 1 in 1D; a 2D grid's kernels and copies move whole rows.
+    pub(super) nx: usize,
     pub(super) threads: Vec<HostThread>,
     /// Step number of this scheduler's step 0 (a run continued under another mode).
     pub(super) base_step: u64,
@@ -181,6 +183,12 @@ pub(super) fn take_one(m: &mut BTreeMap<u64, usize>, k: u64) {
 pub const TIMELINE_KEEP: u64 = 8;
 
 impl Scheduler {
+    /// A 2D grid's rows of `nx` cells: kernels and copies cost what whole rows move.
+    pub fn with_rows_of(mut self, nx: usize) -> Self {
+        self.nx = nx.max(1);
+        self
+    }
+
     pub fn new(program: Program, cost: CostModel, cells: Vec<usize>, jitter_seed: Option<u64>) -> Self {
         let n = program.devices();
         let starts = cells
@@ -197,6 +205,7 @@ impl Scheduler {
             jitter_seed,
             starts,
             cells,
+            nx: 1,
             threads: vec![
                 HostThread {
                     step: None,

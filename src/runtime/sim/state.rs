@@ -164,10 +164,10 @@ impl Slot {
             let (m, from) = (self.forks[i].m, self.forks[i].from);
             let skip = (from.max(self.journal_base) - self.journal_base) as usize;
             let overlaps = || {
-                self.journal
-                    .iter()
-                    .skip(skip)
-                    .any(|w| w.at >= m && w.start < cells.end && cells.start < w.start + w.after.len())
+                self.journal.iter().skip(skip).any(|w| {
+                    let rows = w.after.len() / self.real.width(w.field);
+                    w.at >= m && w.start < cells.end && cells.start < w.start + rows
+                })
             };
             if m <= at || overlaps() {
                 self.materialize(i);
@@ -194,7 +194,8 @@ impl Slot {
             }
         }
         if self.forks.iter().any(|f| f.state.is_none()) {
-            let before = self.real.read(field, &(start..start + v.len())).to_vec();
+            let rows = v.len() / self.real.width(field);
+            let before = self.real.read(field, &(start..start + rows)).to_vec();
             self.journal.push_back(Write {
                 at,
                 field,
@@ -222,13 +223,15 @@ pub(super) fn first_bad(st: &DeviceState, step: u64, cells: &Range<usize>) -> Op
         return None;
     }
     let v = st.read(Field::Ex, &r);
-    crate::decomp::first_non_finite(v).map(|k| (step, Field::Ex, r.start + k, v[k]))
+    let at = r.start * st.width(Field::Ex);
+    crate::decomp::first_non_finite(v).map(|k| (step, Field::Ex, at + k, v[k]))
 }
 
 /// The first owned cell of `st` (global index) holding NaN or ±∞, and its field.
 pub(super) fn non_finite(st: &DeviceState) -> Option<(Field, usize, f32)> {
     [Field::Ex, Field::Hy].into_iter().find_map(|f| {
         let v = st.owned(f);
-        crate::decomp::first_non_finite(v).map(|k| (f, st.lo + k, v[k]))
+        let at = st.lo * st.width(f);
+        crate::decomp::first_non_finite(v).map(|k| (f, at + k, v[k]))
     })
 }

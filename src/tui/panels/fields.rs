@@ -15,6 +15,14 @@ use crate::engine::Frame;
 pub fn title(frame: &Frame, look: &Look) -> String {
     let device = look.device;
     let dev = device.map_or(String::new(), |d| format!(" · dev{d} focused"));
+    if frame.heat.is_some() {
+        return format!(
+            " Fields: Ez on {}×{} cells, {} slabs of rows{dev} ",
+            frame.nx,
+            frame.cells,
+            frame.split.len()
+        );
+    }
     format!(
         " Fields: {} cells over {} devices{dev} ",
         frame.cells,
@@ -27,6 +35,9 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
 
     if area.height < 4 || area.width < 10 {
         return;
+    }
+    if let Some(heat) = frame.heat {
+        return super::heat::render(frame, look, area, buf, heat);
     }
     let [legend, plots] = Layout::vertical([Constraint::Length(1), Constraint::Min(2)]).areas(area);
     let diff = match frame.max_diff {

@@ -3,6 +3,7 @@
 mod common;
 pub mod fields;
 pub mod hazards;
+pub mod heat;
 pub mod help;
 pub mod lesson;
 pub mod program;

@@ -1,0 +1,46 @@
+//! The fields reduced to what the plot shows: screen columns of a 1D grid, a heat map's
+//! cells of a 2D one.
+
+use std::sync::Arc;
+
+use super::Core;
+use crate::decomp::Reference;
+use crate::snapshot::{self, Column};
+
+/// What a frame's fields are: the 1D columns' edges, a heat map's `(buckets, bands)`
+/// in 2D, and the merged screen cells with the largest and first difference.
+type Reduced = (
+    Arc<Vec<usize>>,
+    Option<(usize, usize)>,
+    (Vec<Column>, f32, Option<usize>),
+);
+
+impl Core {
+    /// The run's fields reduced on its devices for a plot of `self.columns` × `self.rows`;
+    /// a runtime that cannot is the run's failure (empty columns).
+    pub(super) fn reduce_fields(&mut self, reference: Option<&Reference>) -> Reduced {
+        let s = &self.cfg.scenario;
+        let edges = Arc::new(snapshot::column_edges(s.cells, self.columns));
+        let (heat, reduced) = if s.two_d() {
+            let width = (self.columns / 2).saturating_sub(snapshot::HEAT_GUTTER + 1);
+            let (buckets, bands) = snapshot::heat_size(s.nx, s.cells, width, self.rows);
+            let plane = Arc::new(snapshot::Edges::Plane {
+                rows: snapshot::column_edges(s.cells, bands),
+                cols: snapshot::column_edges(s.nx, buckets),
+            });
+            let parts = self.backend.reduce_plane(&plane, reference);
+            (Some((buckets, bands)), parts.map(|p| (p, plane.len())))
+        } else {
+            let parts = self.backend.reduce(&edges, reference);
+            (None, parts.map(|p| (p, edges.len() - 1)))
+        };
+        let merged = match reduced {
+            Ok((parts, n)) => snapshot::merge(&parts, n),
+            Err(e) => {
+                self.failure.get_or_insert(format!("{e:#}"));
+                (Vec::new(), 0.0, None)
+            }
+        };
+        (edges, heat, merged)
+    }
+}

@@ -1,0 +1,186 @@
+//! 2D TMz Yee (FDTD) physics in float32: the kernels on a slab of rows.
+//!
+//! Fields are normalised as in 1D (`H` carries `η0·H`), so every curl coefficient in
+//! vacuum is the Courant number `S = c·dt/dx` (`dx = dy`; stable for `S ≤ 1/√2`). Cell
+//! `(i, j)` — column `i`, row `j` — holds `Ez` at `(i, j)·dx`, `Hx` at `(i, j + ½)·dx`
+//! and `Hy` at `(i + ½, j)·dx`. A slab's arrays are row-major: `Ez` has `nx` floats per
+//! row; the `H` array has `2·nx` per row, `Hx` of the row then its `Hy`, so that one row
+//! of `H` is one contiguous halo (devices split the grid by rows).
+//!
+//! # Order of operations in one step (the only place it is written down)
+//!
+//! 1. `update_h` for every row `j` in `0..ny-1` and column `i`:
+//!    `Hx[j][i] = Hx[j][i] + S·(Ez[j][i] − Ez[j+1][i])`, and
+//!    `Hy[j][i] = Hy[j][i] + S·(Ez[j][i+1] − Ez[j][i])` for `i` in `0..nx-1` — with
+//!    periodic sides also `i = nx−1`, whose right neighbour is column 0. (Row `ny−1`'s `H`
+//!    lies beyond the last `Ez` row and stays 0.)
+//! 2. `update_e` for every row `j` in `1..ny-1` and column `i` in `1..nx-1` (periodic
+//!    sides: every column, column −1 being `nx−1`):
+//!    `Ez[j][i] = ca·Ez[j][i] + cb·((Hy[j][i] − Hy[j][i−1]) − (Hx[j][i] − Hx[j−1][i]))`.
+//! 3. `sources`, in scenario order, on each of their columns: soft `Ez += f(t)`, hard
+//!    `Ez = f(t)`, `t = step + 1`, `f` in f64 rounded once to f32 (as in 1D).
+//! 4. `boundaries`: the first and last rows as the 1D ends, column by column — PEC sets
+//!    the row to 0; first-order Mur sets `Ez[0][i] = prev[i] + m[i]·(Ez[1][i] − Ez[0][i])`,
+//!    `prev[i]` being `Ez[1][i]` after the previous step (mirrored at the top); then PEC
+//!    sides set columns 0 and `nx−1` to 0 (periodic sides do nothing).
+//!
+//! As in 1D, every expression is plain `+`, `−`, `·` on f32, never contracted into fused
+//! multiply-adds, so every implementation of these steps agrees bit for bit.
+
+use std::ops::Range;
+
+/// One device's slab as the kernels see it: row width, side condition and coefficients
+/// of every held row (halo rows included; zero outside the grid).
+#[derive(Debug, Clone)]
+pub struct Slab {
+    pub nx: usize,
+    pub periodic: bool,
+    /// `ca`, `cb` per `Ez` cell, row-major over the held rows.
+    pub ca: Vec<f32>,
+    pub cb: Vec<f32>,
+    /// The Mur state of the bottom and top rows (one per column), where this device
+    /// holds them.
+    pub prev_bottom: Vec<f32>,
+    pub prev_top: Vec<f32>,
+    /// The Mur coefficients of those rows, per column.
+    pub mur_bottom: Vec<f32>,
+    pub mur_top: Vec<f32>,
+}
+
+/// `update_h` over the local rows `rows` (row `rows.end` of `ez` must exist).
+pub fn update_h(ez: &[f32], h: &mut [f32], nx: usize, rows: Range<usize>, ch: f32, periodic: bool) {
+    for j in rows {
+        let e = &ez[j * nx..(j + 1) * nx];
+        let up = &ez[(j + 1) * nx..(j + 2) * nx];
+        let (hx, hy) = h[2 * j * nx..2 * (j + 1) * nx].split_at_mut(nx);
+        for i in 0..nx {
+            hx[i] += ch * (e[i] - up[i]);
+        }
+        for i in 0..nx - 1 {
+            hy[i] += ch * (e[i + 1] - e[i]);
+        }
+        if periodic {
+            hy[nx - 1] += ch * (e[0] - e[nx - 1]);
+        }
+    }
+}
+
+/// `update_e` over the local rows `rows` (row `rows.start − 1` of `h` must exist).
+pub fn update_e(ez: &mut [f32], h: &[f32], s: &Slab, rows: Range<usize>) {
+    let nx = s.nx;
+    for j in rows {
+        let (below, row) = (&h[2 * (j - 1) * nx..2 * j * nx], &h[2 * j * nx..2 * (j + 1) * nx]);
+        let (hx_below, (hx, hy)) = (&below[..nx], row.split_at(nx));
+        let base = j * nx;
+        let cell = |i: usize, left: usize, ez: &mut [f32]| {
+            let k = base + i;
+            ez[k] = s.ca[k] * ez[k] + s.cb[k] * ((hy[i] - hy[left]) - (hx[i] - hx_below[i]));
+        };
+        if s.periodic {
+            cell(0, nx - 1, ez);
+        }
+        for i in 1..nx - 1 {
+            cell(i, i - 1, ez);
+        }
+        if s.periodic {
+            cell(nx - 1, nx - 2, ez);
+        }
+    }
+}
+
+/// First-order Mur (or PEC) on the end row `end` whose inner neighbour is `inner`.
+pub fn apply_end_row(ez: &mut [f32], nx: usize, end: usize, inner: usize, mur: Option<(&[f32], &mut [f32])>) {
+    match mur {
+        None => ez[end * nx..(end + 1) * nx].fill(0.0),
+        Some((m, prev)) => {
+            for i in 0..nx {
+                let v = ez[inner * nx + i];
+                let e = &mut ez[end * nx + i];
+                *e = prev[i] + m[i] * (v - *e);
+                prev[i] = v;
+            }
+        }
+    }
+}
+
+/// PEC sides: columns 0 and `nx − 1` of the local rows `rows` set to 0.
+pub fn pec_sides(ez: &mut [f32], nx: usize, rows: Range<usize>) {
+    for j in rows {
+        ez[j * nx] = 0.0;
+        ez[j * nx + nx - 1] = 0.0;
+    }
+}
+
+/// Discrete electromagnetic energy of a lossless 2D grid, conserved by the Yee scheme:
+/// `Σ eps_r·Ez^n² + Σ H^(n−½)·H^(n+½)` over both `H` components (up to `dx²·eps0/2`).
+/// `ez` is `ny` rows of `nx`, `h_*` `ny` rows of `2·nx`.
+pub fn staggered_energy(ez: &[f32], h_before: &[f32], h_after: &[f32], eps_r: &[f64]) -> f64 {
+    let e: f64 = ez
+        .iter()
+        .zip(eps_r)
+        .map(|(&e, &r)| r * f64::from(e) * f64::from(e))
+        .sum();
+    let h: f64 = h_before
+        .iter()
+        .zip(h_after)
+        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+        .sum();
+    e + h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slab(nx: usize, rows: usize, periodic: bool) -> Slab {
+        Slab {
+            nx,
+            periodic,
+            ca: vec![1.0; nx * rows],
+            cb: vec![0.5; nx * rows],
+            prev_bottom: vec![0.0; nx],
+            prev_top: vec![0.0; nx],
+            mur_bottom: vec![0.0; nx],
+            mur_top: vec![0.0; nx],
+        }
+    }
+
+    #[test]
+    fn a_periodic_row_is_the_same_wherever_it_is_cut() {
+        // A field that depends only on the column, shifted by one column, updates to the
+        // shifted result: no column is special when the sides are periodic.
+        let (nx, rows) = (7, 4);
+        let s = slab(nx, rows, true);
+        let make = |shift: usize| {
+            let ez: Vec<f32> = (0..nx * rows)
+                .map(|k| (((k % nx) + shift) % nx) as f32 * 0.25)
+                .collect();
+            let mut h = vec![0.0; 2 * nx * rows];
+            update_h(&ez, &mut h, nx, 0..rows - 1, 0.5, true);
+            let mut ez = ez;
+            update_e(&mut ez, &h, &s, 1..rows - 1);
+            ez
+        };
+        let (a, b) = (make(0), make(1));
+        for j in 1..rows - 1 {
+            for i in 0..nx {
+                assert_eq!(
+                    b[j * nx + i].to_bits(),
+                    a[j * nx + (i + 1) % nx].to_bits(),
+                    "row {j} col {i}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn pec_sides_and_rows_hold_zero() {
+        let (nx, rows) = (5, 4);
+        let mut ez = vec![1.0; nx * rows];
+        pec_sides(&mut ez, nx, 0..rows);
+        apply_end_row(&mut ez, nx, 0, 1, None);
+        assert!(ez[..nx].iter().all(|&v| v == 0.0));
+        assert!((0..rows).all(|j| ez[j * nx] == 0.0 && ez[j * nx + nx - 1] == 0.0));
+        assert_eq!(ez[nx + 1], 1.0);
+    }
+}
