@@ -72,6 +72,12 @@ fn entry(key: &'static str, plausible: Vec<&'static str>, chaos: u32) -> BoxedSt
     .boxed()
 }
 
+/// As [`entry`], but absent half the time: the keys of the other dimension (a 1D grid
+/// refuses `x`, a 2D one `position`).
+fn sometimes(key: &'static str, plausible: Vec<&'static str>, chaos: u32) -> BoxedStrategy<Option<String>> {
+    prop_oneof![1 => Just(None), 1 => entry(key, plausible, chaos)].boxed()
+}
+
 fn table(header: &'static str, entries: Vec<BoxedStrategy<Option<String>>>) -> BoxedStrategy<String> {
     entries
         .prop_map(move |lines| {
@@ -82,16 +88,43 @@ fn table(header: &'static str, entries: Vec<BoxedStrategy<Option<String>>>) -> B
 }
 
 fn scenario() -> impl Strategy<Value = String> {
-    // Half the cases mutate one value in a few dozen, half mutate many.
-    prop_oneof![scenario_with(1), scenario_with(12)]
+    // Half the cases mutate one value in a few dozen, half mutate many; half are 1D and
+    // half 2D (whose keys the other dimension refuses, now and then, with `sometimes`).
+    prop_oneof![
+        scenario_with(1, false),
+        scenario_with(12, false),
+        scenario_with(1, true),
+        scenario_with(12, true)
+    ]
 }
 
-fn scenario_with(chaos: u32) -> impl Strategy<Value = String> {
+/// `key`'s entry where it belongs to the dimension, else one that is rarely there.
+fn keyed(
+    here: bool,
+    key: &'static str,
+    plausible: Vec<&'static str>,
+    chaos: u32,
+) -> BoxedStrategy<Option<String>> {
+    if here {
+        entry(key, plausible, chaos)
+    } else {
+        prop_oneof![12 => Just(None), 1 => entry(key, plausible, chaos)].boxed()
+    }
+}
+
+fn scenario_with(chaos: u32, two_d: bool) -> impl Strategy<Value = String> {
+    let (one, two) = (!two_d, two_d);
     let grid = table(
         "[grid]",
         vec![
-            entry("cells", vec!["2000", "100", "3", "4096", "17"], chaos),
-            entry("courant", vec!["1.0", "0.5", "0.99"], chaos),
+            keyed(one, "cells", vec!["2000", "100", "3", "4096", "17"], chaos),
+            keyed(two, "nx", vec!["40", "3", "100"], chaos),
+            keyed(two, "ny", vec!["60", "3", "100"], chaos),
+            if two_d {
+                entry("courant", vec!["0.7", "0.5", "0.71"], chaos)
+            } else {
+                entry("courant", vec!["1.0", "0.5", "0.99"], chaos)
+            },
             entry("steps", vec!["10", "1000"], chaos),
             entry("dx", vec!["1e-3", "0.01"], chaos),
         ],
@@ -110,7 +143,13 @@ fn scenario_with(chaos: u32) -> impl Strategy<Value = String> {
     let common = |kind: &'static str| {
         vec![
             entry("kind", vec![kind], chaos),
-            entry("position", vec!["10", "50", "0", "99"], chaos),
+            keyed(one, "position", vec!["10", "50", "0", "99"], chaos),
+            sometimes(
+                "x",
+                vec!["5", "[0, 40]", "[3, 2]", "39"],
+                if two_d { chaos } else { 0 },
+            ),
+            keyed(two, "y", vec!["10", "0", "59"], chaos),
             entry("injection", vec!["\"soft\"", "\"hard\""], chaos),
             entry("amplitude", vec!["1.0", "-2.0"], chaos),
         ]
@@ -152,8 +191,12 @@ fn scenario_with(chaos: u32) -> impl Strategy<Value = String> {
     let material = table(
         "[[materials]]",
         vec![
-            entry("start", vec!["10", "20"], chaos),
-            entry("end", vec!["30", "90"], chaos),
+            keyed(one, "start", vec!["10", "20"], chaos),
+            keyed(one, "end", vec!["30", "90"], chaos),
+            keyed(two, "x", vec!["[0, 20]", "[5, 6]"], chaos),
+            keyed(two, "y", vec!["[10, 30]", "[0, 60]"], chaos),
+            keyed(false, "center", vec!["[20.0, 30.0]", "[-5.0, 1.0]"], chaos),
+            keyed(false, "radius", vec!["8.0", "0.5"], chaos),
             entry("eps_r", vec!["4.0", "1.0", "2.5"], chaos),
             entry("sigma", vec!["0.0", "0.5"], chaos),
         ],
@@ -161,8 +204,18 @@ fn scenario_with(chaos: u32) -> impl Strategy<Value = String> {
     let boundaries = table(
         "[boundaries]",
         vec![
-            entry("left", vec!["\"mur\"", "\"pec\""], chaos),
-            entry("right", vec!["\"mur\"", "\"pec\""], chaos),
+            if two_d {
+                entry("left", vec!["\"periodic\"", "\"pec\""], chaos)
+            } else {
+                entry("left", vec!["\"mur\"", "\"pec\""], chaos)
+            },
+            if two_d {
+                entry("right", vec!["\"periodic\"", "\"pec\""], chaos)
+            } else {
+                entry("right", vec!["\"mur\"", "\"pec\""], chaos)
+            },
+            keyed(two, "bottom", vec!["\"mur\"", "\"pec\""], chaos),
+            keyed(two, "top", vec!["\"mur\"", "\"pec\""], chaos),
         ],
     );
     let cost = table(

@@ -16,6 +16,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("uneven", include_str!("../../assets/scenarios/uneven.toml")),
     ("race", include_str!("../../assets/scenarios/race.toml")),
     ("radiate", include_str!("../../assets/scenarios/radiate.toml")),
+    ("lens", include_str!("../../assets/scenarios/lens.toml")),
+    ("box", include_str!("../../assets/scenarios/box.toml")),
 ];
 
 // ---- loading ---------------------------------------------------------------------------
