@@ -9,7 +9,7 @@ use std::process::Command;
 #[path = "src/kernels.rs"]
 mod kernels;
 
-const KERNELS: [&str; 3] = ["fdtd1d", "reduce", "fused"];
+const KERNELS: [&str; 4] = ["fdtd1d", "fdtd2d", "reduce", "fused"];
 
 fn nvcc() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("NVCC") {

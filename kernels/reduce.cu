@@ -53,3 +53,52 @@ extern "C" __global__ void reduce_columns(const float *ex, const float *hy, cons
         }
     }
 }
+
+// A 2D device's owned rows reduced to a heat map's cells: block b covers local rows
+// edges[b / buckets]..edges[b / buckets + 1] and columns cols[b % buckets]..cols[… + 1]
+// (`edges` holds the bands' rows then, from edges[bands + 1], the buckets' columns);
+// out[4b..][0..4] = min Ez, max Ez, min H, max H over Hx and Hy of those cells.
+extern "C" __global__ void reduce_plane(const float *ez, const float *h, unsigned int nx,
+                                        const unsigned int *edges, unsigned int bands,
+                                        unsigned int buckets, float *out) {
+    __shared__ float s[4][BLOCK];
+    unsigned int b = blockIdx.x;
+    if (b >= bands * buckets) {
+        return;
+    }
+    const unsigned int *cols = edges + bands + 1;
+    unsigned int band = b / buckets, q = b % buckets;
+    unsigned int r0 = edges[band], c0 = cols[q];
+    unsigned int width = cols[q + 1] - c0;
+    unsigned long long n = (unsigned long long)(edges[band + 1] - r0) * width;
+    float e_lo = __int_as_float(0x7f800000), e_hi = -__int_as_float(0x7f800000);
+    float h_lo = e_lo, h_hi = e_hi;
+    for (unsigned long long k = threadIdx.x; k < n; k += blockDim.x) {
+        unsigned long long j = r0 + k / width;
+        unsigned int i = c0 + (unsigned int)(k % width);
+        float e = ez[j * nx + i], hx = h[2 * j * nx + i], hy = h[2 * j * nx + nx + i];
+        e_lo = nan_min(e_lo, e);
+        e_hi = nan_max(e_hi, e);
+        h_lo = nan_min(nan_min(h_lo, hx), hy);
+        h_hi = nan_max(nan_max(h_hi, hx), hy);
+    }
+    s[0][threadIdx.x] = e_lo;
+    s[1][threadIdx.x] = e_hi;
+    s[2][threadIdx.x] = h_lo;
+    s[3][threadIdx.x] = h_hi;
+    __syncthreads();
+    for (unsigned int w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) {
+            s[0][threadIdx.x] = nan_min(s[0][threadIdx.x], s[0][threadIdx.x + w]);
+            s[1][threadIdx.x] = nan_max(s[1][threadIdx.x], s[1][threadIdx.x + w]);
+            s[2][threadIdx.x] = nan_min(s[2][threadIdx.x], s[2][threadIdx.x + w]);
+            s[3][threadIdx.x] = nan_max(s[3][threadIdx.x], s[3][threadIdx.x + w]);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        for (int k = 0; k < 4; k++) {
+            out[4 * b + k] = s[k][0];
+        }
+    }
+}

@@ -268,6 +268,13 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_name = "MODES", value_parser = mode_parser())]
     pub modes: Option<Vec<Mode>>,
 
+    /// With `--runtime cuda`, instead: 2D grids of N × N cells (comma-separated sizes) —
+    /// every correct mode's time per step on one GPU and on all of `--gpus` (strong
+    /// scaling), the interior update's bandwidth against the copy bandwidth, and the heat
+    /// map's reduction on the GPU against the CPU's.
+    #[arg(long, value_delimiter = ',', value_name = "N")]
+    pub plane: Option<Vec<usize>>,
+
     /// Instead: the UI's cost. Sim throughput on the default scenario headless vs with the
     /// UI drawing to an off-screen 200×60 terminal, and the time to render one frame.
     #[arg(long)]

@@ -261,6 +261,11 @@ impl DeviceState {
         }
     }
 
+    /// A 2D device's slab (its coefficients, sides and Mur rows); `None` in 1D.
+    pub fn slab(&self) -> Option<&Slab> {
+        self.slab.as_deref()
+    }
+
     /// Cells per row: 1 in 1D.
     pub fn nx(&self) -> usize {
         self.slab.as_ref().map_or(1, |s| s.nx)

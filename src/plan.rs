@@ -97,14 +97,6 @@ impl Plan {
         let mut scenario = scenario_from(args)?;
         let runtime = match args.runtime {
             RuntimeKind::Sim => RuntimeChoice::Sim { jitter: args.jitter },
-            RuntimeKind::Cuda if scenario.two_d() => {
-                return Err(UsageError(format!(
-                    "--runtime cuda: `{}` is a 2D grid ({}×{} cells), and the cuda runtime's kernels \
-                     are 1D in this version; run 2D grids on the sim (leave out --runtime)",
-                    scenario.name, scenario.nx, scenario.cells
-                ))
-                .into());
-            }
             RuntimeKind::Cuda => {
                 // `--gpus LIST` and no `--devices`: one logical device per listed GPU.
                 let listed = args.gpus.as_deref().map(parse_gpus).transpose()?;

@@ -3,6 +3,7 @@
 
 mod cuda;
 mod hazard;
+mod plane;
 mod scenario;
 mod sim;
 mod ui;
@@ -44,11 +45,22 @@ pub fn main(b: &BenchArgs) -> Result<()> {
                 .take(2)
                 .collect(),
         };
+        if let Some(sizes) = &b.plane {
+            if let Some(&n) = sizes.iter().find(|&&n| !(3..=65_535).contains(&n)) {
+                return Err(UsageError(format!("bench --plane {n}: a side of 3 to 65535 cells")).into());
+            }
+            print!("{}", plane::run(&gpus, sizes, b.seconds.min(0.5))?);
+            return Ok(());
+        }
         let r = cuda::run(&gpus, b.seconds.min(0.5), b.modes.as_deref())?;
         print(serde_json::to_string_pretty(&r)?, r.table());
         return Ok(());
     }
-    for (set, what) in [(b.gpus.is_some(), "--gpus"), (b.modes.is_some(), "--modes")] {
+    for (set, what) in [
+        (b.gpus.is_some(), "--gpus"),
+        (b.modes.is_some(), "--modes"),
+        (b.plane.is_some(), "--plane"),
+    ] {
         if set {
             return Err(UsageError(format!(
                 "bench {what}: applies to `bench --runtime cuda` only; the sim bench measures the events mode"

@@ -605,7 +605,7 @@ impl Core {
         // The reference follows the run to every step boundary. It runs on the CPU: beside
         // GPUs, past a few million cells it would set the pace (headless --check-every
         // compares any size).
-        let cells = self.cfg.scenario.cells;
+        let cells = self.cfg.scenario.total_cells();
         let compare = self.backend.compare_up_to().is_none_or(|n| cells <= n);
         let reference = self.reference_now(compare);
         let (edges, heat, (columns, max_diff, first_diff)) = self.reduce_fields(reference.as_ref());

@@ -59,10 +59,6 @@ pub fn start(
 ) -> Result<Box<dyn Runtime>> {
     Ok(match choice {
         RuntimeChoice::Sim { jitter } => Box::new(super::sim::SimBackend::new(s, program, *jitter)?),
-        RuntimeChoice::Cuda { .. } if s.two_d() => anyhow::bail!(
-            "`{}` is a 2D grid, and the cuda runtime's kernels are 1D in this version: 2D grids run on the sim",
-            s.name
-        ),
         RuntimeChoice::Cuda { gpus } => Box::new(super::cuda::CudaBackend::new(s, program, gpus, watched)?),
     })
 }

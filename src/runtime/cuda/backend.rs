@@ -35,6 +35,8 @@ pub struct CudaBackend {
     /// The latest snapshot showed a value that is not a number: the fields are read back
     /// to find where.
     suspect: bool,
+    /// Cells per row (1 in 1D), to say where a value is not a number.
+    nx: usize,
 }
 
 impl CudaBackend {
@@ -48,6 +50,7 @@ impl CudaBackend {
             last_capture: None,
             epoch: Instant::now(),
             suspect: false,
+            nx: s.nx,
         })
     }
 
@@ -152,6 +155,16 @@ impl Runtime for CudaBackend {
     }
 
     fn reduce(&mut self, edges: &Arc<Vec<usize>>, reference: Option<&Reference>) -> Result<Vec<Partial>> {
+        let edges = Arc::new(crate::snapshot::Edges::Line(edges.to_vec()));
+        self.reduce_plane(&edges, reference)
+    }
+
+    /// Either shape of snapshot (the name says what the engine asks for in 2D).
+    fn reduce_plane(
+        &mut self,
+        edges: &Arc<crate::snapshot::Edges>,
+        reference: Option<&Reference>,
+    ) -> Result<Vec<Partial>> {
         let parts = self.rt.reduce(edges, reference)?;
         self.suspect = parts.iter().flat_map(|p| &p.columns).any(|(_, c)| c.not_finite());
         Ok(parts)
@@ -169,7 +182,7 @@ impl Runtime for CudaBackend {
             .into_iter()
             .find_map(|(f, v)| {
                 let k = crate::decomp::first_non_finite(v)?;
-                Some(crate::decomp::not_finite(step, f, k, v[k], 1))
+                Some(crate::decomp::not_finite(step, f, k, v[k], self.nx))
             })
     }
 

@@ -13,7 +13,7 @@ use super::owned::{DeviceBuffer, EventArena, LoadedModule, OwnedStream, Pinned, 
 use super::shared::*;
 use super::sys::{self, DriverError};
 use super::wide;
-use crate::decomp::{DeviceState, HALO};
+use crate::decomp::DeviceState;
 use crate::program::{Op, OpKind, Program};
 use crate::trace::TraceRecord;
 
@@ -81,6 +81,13 @@ pub(super) struct Kernels {
     pub(super) reduce_columns: sys::Function,
     pub(super) fused_edges: sys::Function,
     pub(super) fused_steps: sys::Function,
+    /// 2D (kernels/fdtd2d.cu, and the heat map's reduction).
+    pub(super) update_h_2d: sys::Function,
+    pub(super) update_e_2d: sys::Function,
+    pub(super) apply_source_2d: sys::Function,
+    pub(super) end_rows_2d: sys::Function,
+    pub(super) pec_sides_2d: sys::Function,
+    pub(super) reduce_plane: sys::Function,
 }
 
 /// A timed call waiting for its GPU events.
@@ -139,7 +146,8 @@ pub(super) struct Dev {
     pub(super) snap_stream: OwnedStream,
     pub(super) clock_stream: OwnedStream,
     pub(super) snap: Option<Snap>,
-    /// `ex, hy, ca, cb, prev`, and for the fused kernel `prev_in, strip_ex, strip_hy`.
+    /// `ex, hy, ca, cb, prev`, and for the fused kernel `prev_in, strip_ex, strip_hy`; in
+    /// 2D `ez, h, ca, cb`, the Mur rows' `prev` and coefficients, two unused.
     pub(super) buffers: Vec<DeviceBuffer>,
     /// The kernels' modules: loaded while `k`'s functions may run.
     pub(super) _modules: Vec<LoadedModule>,
@@ -153,7 +161,13 @@ impl Dev {
         let ctx = context.get();
         let len = meta.ex.len();
         let mut modules = Vec::new();
-        for (file, ptx) in [("fdtd1d", FDTD_PTX), ("reduce", REDUCE_PTX), ("fused", FUSED_PTX)] {
+        let kernels = [
+            ("fdtd1d", FDTD_PTX),
+            ("reduce", REDUCE_PTX),
+            ("fused", FUSED_PTX),
+            ("fdtd2d", FDTD2D_PTX),
+        ];
+        for (file, ptx) in kernels {
             let m = LoadedModule::load(ptx, ctx).map_err(|e| {
                 Failure::Usage(format!(
                     "dev{t} (GPU {gpu}): loading kernels/{file}.cu's PTX: {e} (the driver may be \
@@ -171,22 +185,47 @@ impl Dev {
             reduce_columns: f(1, "reduce_columns")?,
             fused_edges: f(2, "fused_edges")?,
             fused_steps: f(2, "fused_steps")?,
+            update_h_2d: f(3, "update_h_2d")?,
+            update_e_2d: f(3, "update_e_2d")?,
+            apply_source_2d: f(3, "apply_source_2d")?,
+            end_rows_2d: f(3, "end_rows_2d")?,
+            pec_sides_2d: f(3, "pec_sides_2d")?,
+            reduce_plane: f(1, "reduce_plane")?,
         };
-        let (ca, cb) = meta.coefficient_arrays();
-        let strip = wide::strip_floats(len);
+        // 2D: `ez` and `h` (two floats a cell), `ca`, `cb`, then the Mur rows' state and
+        // coefficients (bottom then top) where 1D has its two ends' state and the fused
+        // kernel's; no strips (the fused pass is 1D).
+        let (ca, cb, floats, mur) = match meta.slab() {
+            Some(s) => {
+                let mur = [s.mur_bottom.clone(), s.mur_top.clone()].concat();
+                let n = 2 * s.nx;
+                (
+                    s.ca.clone(),
+                    s.cb.clone(),
+                    [len, 2 * len, len, len, n, n, 1, 1],
+                    mur,
+                )
+            }
+            None => {
+                let (ca, cb) = meta.coefficient_arrays();
+                let strip = wide::strip_floats(len);
+                (ca, cb, [len, len, len, len, 2, 2, strip, strip], Vec::new())
+            }
+        };
         let mut buffers = Vec::new();
-        for (i, floats) in [len, len, len, len, 2, 2, strip, strip].into_iter().enumerate() {
+        for (i, floats) in floats.into_iter().enumerate() {
             let b = DeviceBuffer::zeroed(floats, ctx).map_err(|e| {
                 Failure::Usage(format!(
                     "dev{t} (GPU {gpu}): {e}: out of device memory for {} cells ({} MiB per field, \
                      4 fields); use fewer cells per device or more devices",
-                    len - 2 * HALO,
+                    meta.cells() * meta.nx(),
                     (4 * len) >> 20
                 ))
             })?;
             match i {
                 2 => b.upload(&ca)?,
                 3 => b.upload(&cb)?,
+                5 if !mur.is_empty() => b.upload(&mur)?,
                 _ => {}
             }
             buffers.push(b);
@@ -272,7 +311,12 @@ impl Dev {
                 self.set_program(p)?;
                 Reply::Done
             }
-            Cmd::Reduce(edges, reference) => Reply::Reduced(self.reduce(&edges, reference.as_deref())?),
+            Cmd::Reduce(edges, reference) => Reply::Reduced(match &*edges {
+                crate::snapshot::Edges::Line(e) => self.reduce(e, reference.as_deref())?,
+                crate::snapshot::Edges::Plane { rows, cols } => {
+                    self.reduce_plane((rows, cols), reference.as_deref())?
+                }
+            }),
             Cmd::Micro => Reply::Micro(self.micro()?),
             Cmd::Fields => {
                 let (e, h) = self.fields()?;

@@ -164,11 +164,13 @@ impl Dev {
             } => {
                 let sh = &self.shared;
                 // The cells, in device `d`'s local array.
+                // Floats a cell (1D) or row (2D) of the field holds.
+                let w = self.meta.width(*field);
                 let part = |d: usize| {
                     let (ex, hy) = *sh.fields[d].get().expect("published before the first step");
                     let base = if *field == Field::Ex { ex } else { hy };
-                    let at = cells.start + HALO - sh.ranges[d].start;
-                    base.slice(at..at + cells.len())
+                    let at = (cells.start + HALO - sh.ranges[d].start) * w;
+                    base.slice(at..at + cells.len() * w)
                 };
                 let ctx = |d: usize| *sh.contexts[d].get().expect("published before the first step");
                 let (from, to, src_ctx, dst_ctx) = (part(*src), part(*dst), ctx(*src), ctx(*dst));
@@ -177,7 +179,7 @@ impl Dev {
                 if self.capturing {
                     copy_peer(to, dst_ctx, from, src_ctx, st)?;
                 } else {
-                    let (a, b) = self.timer((*src, *dst, 4 * cells.len()))?;
+                    let (a, b) = self.timer((*src, *dst, 4 * cells.len() * w))?;
                     sys::record(a, st)?;
                     copy_peer(to, dst_ctx, from, src_ctx, st)?;
                     sys::record(b, st)?;
@@ -197,6 +199,18 @@ impl Dev {
         st: sys::Stream,
         step: u64,
     ) -> Result<(), DriverError> {
+        if let (Kernel::Fused { steps }, Some(_)) = (kernel, self.meta.slab()) {
+            // No fused pass in 2D: the round's steps one launch after another, which keeps
+            // the bits of the cells the round keeps.
+            for k in 0..u64::from(steps) {
+                for part in [Kernel::UpdateH, Kernel::UpdateE, Kernel::SourcesBoundaries] {
+                    for l in self.launches(part, cells, step + k).unwrap_or_default() {
+                        l.run(st)?;
+                    }
+                }
+            }
+            return Ok(());
+        }
         if let Kernel::Fused { steps } = kernel {
             let r = self.meta.kernel_range(kernel, cells);
             if r.is_empty() {
@@ -232,6 +246,9 @@ impl Dev {
         let r = self.meta.kernel_range(kernel, cells);
         if r.is_empty() {
             return Some(Vec::new());
+        }
+        if self.meta.slab().is_some() {
+            return self.launches_2d(kernel, r, step);
         }
         let views = self.views();
         let [ex, hy, ca, cb, prev, ..] = views[..] else {

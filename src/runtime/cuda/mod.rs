@@ -15,6 +15,7 @@ mod exec;
 mod launch;
 #[allow(unsafe_code)]
 mod owned;
+mod plane;
 pub mod probe;
 mod runtime;
 mod shared;

@@ -92,10 +92,11 @@ impl CudaRuntime {
         });
         let program = Arc::new(program);
         let coefficients = Coefficients::new(s)?;
+        // In 2D the fused mode runs its steps as launches (no kernel argument to fill).
         let held_sources: Vec<usize> = s
             .ranges()
             .into_iter()
-            .map(|r| crate::decomp::place_sources(s, r, HALO).len())
+            .map(|r| crate::decomp::place_sources(s, r, HALO).len() * usize::from(!s.two_d()))
             .collect();
         check_fused(&program, &held_sources)?;
         let (reply_tx, replies) = unbounded();
@@ -300,11 +301,11 @@ impl CudaRuntime {
         Ok(())
     }
 
-    /// Every device's owned cells reduced to the columns `edges` (global cells), on the
-    /// GPU, compared with `reference` (whole fields) when given.
+    /// Every device's owned cells reduced to the screen cells of `edges` (global cells or
+    /// rows), on the GPU, compared with `reference` (whole fields) when given.
     pub fn reduce(
         &mut self,
-        edges: &Arc<Vec<usize>>,
+        edges: &Arc<crate::snapshot::Edges>,
         reference: Option<&crate::decomp::Reference>,
     ) -> Result<Vec<Partial>> {
         self.send_all(|| Cmd::Reduce(edges.clone(), reference.cloned()))?;

@@ -16,6 +16,7 @@ use crate::snapshot::Partial;
 use crate::trace::TraceRecord;
 
 pub(super) const FDTD_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fdtd1d.ptx"));
+pub(super) const FDTD2D_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fdtd2d.ptx"));
 pub(super) const REDUCE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/reduce.ptx"));
 pub(super) const FUSED_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused.ptx"));
 pub(super) use crate::kernels::BLOCK;
@@ -178,8 +179,9 @@ pub(super) enum Cmd {
     PassBarrier,
     /// Another program, from the current step boundary, on the same fields.
     SetProgram(Arc<Program>),
-    /// Reduce to screen columns (global `edges`), compare with the reference if given.
-    Reduce(Arc<Vec<usize>>, Option<crate::decomp::Reference>),
+    /// Reduce to screen columns or a heat map's cells (global `edges`), compare with the
+    /// reference if given.
+    Reduce(Arc<crate::snapshot::Edges>, Option<crate::decomp::Reference>),
     Micro,
     Fields,
 }

@@ -8,14 +8,20 @@ use super::launch::{Arg, launch_2d};
 use super::owned::{DeviceBuffer, Pinned, Xfer};
 use super::shared::*;
 use super::sys;
-use crate::decomp::HALO;
+use crate::decomp::{Field, HALO};
 use crate::program::StreamId;
 use crate::snapshot::{self, Column, Partial, nan_max, nan_min};
 
 impl Dev {
-    /// The snapshot's buffers for columns at `local` edges in `chunks` chunks, and `floats`
-    /// of pinned memory; the edges uploaded. The previous ones are freed.
-    fn snap_buffers(&mut self, local: Vec<usize>, chunks: usize, floats: usize) -> Result<Snap, Failure> {
+    /// The snapshot's buffers for columns at `local` edges in `chunks` chunks (`outputs`
+    /// results of four floats), and `floats` of pinned memory; the edges uploaded. The
+    /// previous ones are freed.
+    fn snap_buffers(
+        &mut self,
+        local: Vec<usize>,
+        (chunks, outputs): (usize, usize),
+        floats: usize,
+    ) -> Result<Snap, Failure> {
         // The previous buffers go first (a device's memory is not held twice).
         self.snap = None;
         let ctx = self.ctx.get();
@@ -26,7 +32,7 @@ impl Dev {
         }
         let mut snap = Snap {
             edges: DeviceBuffer::zeroed(ncols + 1, ctx)?,
-            out: DeviceBuffer::zeroed(4 * ncols * chunks, ctx)?,
+            out: DeviceBuffer::zeroed(4 * outputs, ctx)?,
             edges_key: local,
             columns: ncols,
             chunks,
@@ -70,7 +76,7 @@ impl Dev {
             .as_ref()
             .is_none_or(|s| s.edges_key != local || s.chunks != chunks)
         {
-            self.snap = Some(self.snap_buffers(local, chunks, floats)?);
+            self.snap = Some(self.snap_buffers(local, (chunks, ncols * chunks), floats)?);
         }
         // The snapshot stream waits for everything issued so far, on every stream.
         let snap_stream = self.snap_stream.get();
@@ -172,11 +178,106 @@ impl Dev {
     pub(super) fn fields(&mut self) -> Result<(Vec<f32>, Vec<f32>), Failure> {
         sys::synchronize_context()?;
         let o = self.meta.owned_local();
+        let (we, wh) = (self.meta.width(Field::Ex), self.meta.width(Field::Hy));
         let mut ex = vec![0.0; self.meta.ex.len()];
-        let mut hy = vec![0.0; self.meta.ex.len()];
+        let mut hy = vec![0.0; self.meta.hy.len()];
         self.buffers[0].download(&mut ex)?;
         self.buffers[1].download(&mut hy)?;
-        Ok((ex[o.clone()].to_vec(), hy[o].to_vec()))
+        Ok((
+            ex[o.start * we..o.end * we].to_vec(),
+            hy[o.start * wh..o.end * wh].to_vec(),
+        ))
+    }
+
+    /// A 2D device's owned rows reduced on the GPU to the heat map's cells of `rows` (global
+    /// rows, bands) × `cols` (a row's cells, buckets); with a reference, the owned rows are
+    /// read back and compared on the host as in 1D.
+    pub(super) fn reduce_plane(
+        &mut self,
+        (rows, cols): (&[usize], &[usize]),
+        reference: Option<&(Vec<f32>, Vec<f32>)>,
+    ) -> Result<Vec<Partial>, Failure> {
+        let owned = self.meta.lo..self.meta.hi;
+        let (m, nx) = (owned.len(), self.meta.nx());
+        if m == 0 {
+            return Ok(Vec::new());
+        }
+        let b0 = rows.partition_point(|&e| e <= owned.start).saturating_sub(1);
+        let b1 = rows.partition_point(|&e| e < owned.end).min(rows.len() - 1);
+        let (bands, buckets) = (b1 - b0, cols.len() - 1);
+        // Local rows of the bands this device has, then the buckets' columns: one upload.
+        let mut key: Vec<usize> = rows[b0..=b1]
+            .iter()
+            .map(|&e| e.clamp(owned.start, owned.end) - owned.start + HALO)
+            .collect();
+        key.extend_from_slice(cols);
+        let cells = bands * buckets;
+        let floats = key.len() + 4 * cells + 3 * m * nx;
+        if self
+            .snap
+            .as_ref()
+            .is_none_or(|s| s.edges_key != key || s.chunks != 1)
+        {
+            self.snap = Some(self.snap_buffers(key, (1, cells), floats)?);
+        }
+        let snap_stream = self.snap_stream.get();
+        for i in 0..self.streams.len() {
+            let e = self.timing_event()?;
+            sys::record(e, self.streams[i].get())?;
+            sys::stream_wait_event(snap_stream, e)?;
+            self.pool.push(e);
+        }
+        let (ez, h) = (self.buffers[0].view(), self.buffers[1].view());
+        let snap = self.snap.as_mut().expect("set above");
+        let args = [
+            Arg::Ptr(ez.ptr()),
+            Arg::Ptr(h.ptr()),
+            Arg::U32(nx as u32),
+            Arg::Ptr(snap.edges.view().ptr()),
+            Arg::U32(bands as u32),
+            Arg::U32(buckets as u32),
+            Arg::Ptr(snap.out.view().ptr()),
+        ];
+        launch_2d(self.k.reduce_plane, (cells as u32, 1), BLOCK, snap_stream, &args)?;
+        let out_at = snap.edges_key.len();
+        let ez_at = out_at + 4 * cells;
+        let mut copies = vec![Xfer::ToHost {
+            src: snap.out.view().slice(0..4 * cells),
+            host: out_at..ez_at,
+        }];
+        if reference.is_some() {
+            copies.push(Xfer::ToHost {
+                src: ez.slice(HALO * nx..(HALO + m) * nx),
+                host: ez_at..ez_at + m * nx,
+            });
+            copies.push(Xfer::ToHost {
+                src: h.slice(2 * HALO * nx..2 * (HALO + m) * nx),
+                host: ez_at + m * nx..ez_at + 3 * m * nx,
+            });
+        }
+        snap.pinned.transfer(snap_stream, &copies)?;
+        let host = snap.pinned.as_mut_slice();
+        let columns = merge_chunks(&host[out_at..ez_at], cells, 1)
+            .into_iter()
+            .enumerate()
+            .map(|(k, col)| ((b0 + k / buckets) * buckets + k % buckets, col))
+            .collect();
+        let mut parts = vec![Partial {
+            columns,
+            max_diff: 0.0,
+            first_diff: None,
+        }];
+        if let Some((re, rh)) = reference {
+            let (e, hh) = host[ez_at..ez_at + 3 * m * nx].split_at(m * nx);
+            parts.push(snapshot::reduce_plane(
+                owned,
+                nx,
+                (e, hh),
+                Some((re, rh)),
+                (rows, cols),
+            ));
+        }
+        Ok(parts)
     }
 }
 

@@ -1,0 +1,165 @@
+//! `haloscope bench --runtime cuda --plane N,…`: 2D grids of N × N cells on the GPUs —
+//! every correct mode's time per step on one GPU and on all listed ones (strong scaling),
+//! the interior update's bandwidth against the GPU's copy bandwidth, and the heat map's
+//! reduction on the GPU against the CPU's, cell for cell. Ratios come from one run.
+
+use anyhow::{Result, anyhow};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::program::{Mode, Op, Program};
+use crate::runtime::cuda::probe;
+use crate::runtime::{Runtime, RuntimeChoice};
+use crate::scenario::{self, Scenario};
+use crate::snapshot::{self, Edges};
+use crate::stats::median;
+
+/// Bytes a 2D step moves per cell: update_h reads Ez and updates Hx and Hy (20), update_e
+/// reads Hx, Hy, ca, cb and updates Ez (24); neighbouring rows come from cache.
+pub const BYTES_PER_CELL_2D: f64 = 44.0;
+
+/// A square vacuum grid of `n` × `n` cells over `devices` slabs, a source in the middle.
+pub fn plane_scenario(n: usize, devices: usize) -> Result<Scenario> {
+    let text = format!(
+        "name = \"bench-2d\"\n[grid]\nnx = {n}\nny = {n}\ncourant = 0.7\n[devices]\ncount = {devices}\n\
+         [[sources]]\nkind = \"ricker\"\nx = {h}\ny = {h}\ndelay = 30.0\nperiod = 20.0\n",
+        h = n / 2
+    );
+    Ok(scenario::parse(&text, "bench scenario")?)
+}
+
+/// Median µs per step of `program` on `s` over `gpus` (one device each), for `seconds`.
+fn step_us(s: &Scenario, program: Program, gpus: &[i32], seconds: f64) -> Result<f64> {
+    let cuda = RuntimeChoice::Cuda { gpus: gpus.to_vec() };
+    let mut rt = crate::runtime::start(&cuda, s, Arc::new(program.in_rows(s.nx)), false)?;
+    let run = |rt: &mut dyn Runtime, steps: u64| -> Result<f64> {
+        let (from, t0) = (rt.step(), Instant::now());
+        rt.run_to(from + steps)?;
+        Ok(t0.elapsed().as_secs_f64() / (rt.step() - from).max(1) as f64)
+    };
+    run(rt.as_mut(), 16)?;
+    let per = run(rt.as_mut(), 16)?;
+    let steps = ((seconds / per) as u64).clamp(16, 20_000);
+    let samples: Vec<f64> = (0..3)
+        .map(|_| run(rt.as_mut(), steps).map(|t| t * 1e6))
+        .collect::<Result<_>>()?;
+    Ok(median(&samples).expect("samples"))
+}
+
+/// The step without its exchange: kernels (and graphs) only, on one device.
+fn no_exchange(p: Program) -> Program {
+    let mut q = p;
+    for ops in &mut q.step {
+        ops.retain(|op| matches!(op, Op::Launch { .. } | Op::Graph { .. } | Op::HostBarrier));
+    }
+    q
+}
+
+/// The heat map of a 2D run reduced on the GPUs (no reference: the GPU's reduction alone)
+/// and on the CPU from the fields read back: `(cells equal, cells)`.
+fn reduction_agrees(gpu: i32) -> Result<(usize, usize)> {
+    let s = plane_scenario(700, 3)?;
+    let cuda = RuntimeChoice::Cuda { gpus: vec![gpu; 3] };
+    let program = Mode::Events.program(&s.ranges()).in_rows(s.nx);
+    let mut rt = crate::runtime::start(&cuda, &s, Arc::new(program), false)?;
+    rt.run_to(300)?;
+    let edges = Arc::new(Edges::Plane {
+        rows: snapshot::column_edges(s.cells, 61),
+        cols: snapshot::column_edges(s.nx, 97),
+    });
+    let (gpu_cols, ..) = snapshot::merge(&rt.reduce_plane(&edges, None)?, edges.len());
+    let (ez, h) = rt.fields()?;
+    let Edges::Plane { rows, cols } = &*edges else {
+        unreachable!("a plane")
+    };
+    let cpu = snapshot::reduce_plane(0..s.cells, s.nx, (&ez, &h), None, (rows, cols));
+    let (cpu_cols, ..) = snapshot::merge(&[cpu], edges.len());
+    let bits = |c: &snapshot::Column| [c.ex.0, c.ex.1, c.hy.0, c.hy.1].map(f32::to_bits);
+    let equal = gpu_cols
+        .iter()
+        .zip(&cpu_cols)
+        .filter(|(a, b)| bits(a) == bits(b))
+        .count();
+    let moved = cpu_cols.iter().filter(|c| c.ex.1 > 0.0).count();
+    if moved < cpu_cols.len() / 4 {
+        return Err(anyhow!(
+            "the reduction check's wave covers only {moved} cells: nothing to compare"
+        ));
+    }
+    Ok((equal, cpu_cols.len()))
+}
+
+/// The table.
+pub fn run(gpus: &[i32], sizes: &[usize], seconds: f64) -> Result<String> {
+    let first = *gpus.first().ok_or_else(|| anyhow!("no GPU to measure"))?;
+    let names = probe::gpu_names()?;
+    let copy = probe::copy_bandwidth(first)?;
+    let list = gpus.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(",");
+    let name = names.get(first as usize).cloned().unwrap_or_default();
+    let mut out =
+        format!("2D (TMz) on GPU {list} ({name}): device-to-device copy {copy:.0} GB/s (read + write)\n\n");
+    let counts: Vec<usize> = if gpus.len() > 1 {
+        vec![1, gpus.len()]
+    } else {
+        vec![1]
+    };
+    out += &format!(
+        "{:>7} {:<12} {:>12} {:>12} {:>11}\n",
+        "cells",
+        "mode",
+        "1 GPU µs",
+        if gpus.len() > 1 {
+            format!("{} GPUs µs", gpus.len())
+        } else {
+            "more GPUs".into()
+        },
+        "efficiency"
+    );
+    for &n in sizes {
+        let one = plane_scenario(n, 1)?;
+        let interior = step_us(
+            &one,
+            no_exchange(Mode::Events.program(&one.ranges())),
+            &gpus[..1],
+            seconds,
+        )?;
+        let gbs = (n * n) as f64 * BYTES_PER_CELL_2D / interior / 1e3;
+        for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
+            let mut t = Vec::new();
+            for &k in &counts {
+                let s = plane_scenario(n, k)?;
+                t.push(step_us(&s, mode.program(&s.ranges()), &gpus[..k], seconds)?);
+            }
+            let (t1, tk) = (t[0], t[t.len() - 1]);
+            let k = counts[counts.len() - 1] as f64;
+            let eff = if counts.len() > 1 {
+                format!("{:.1} %", 100.0 * t1 / (k * tk))
+            } else {
+                "one GPU".into()
+            };
+            let multi = if counts.len() > 1 {
+                format!("{tk:.1}")
+            } else {
+                "-".into()
+            };
+            out += &format!(
+                "{:>7} {:<12} {t1:>12.1} {multi:>12} {eff:>11}\n",
+                format!("{n}²"),
+                mode.name()
+            );
+        }
+        out += &format!(
+            "{:>7} {:<12} {interior:>12.1} {:>12} {:>11}   {gbs:.0} GB/s at {BYTES_PER_CELL_2D} B/cell = {:.1} % of the copy\n",
+            format!("{n}²"),
+            "interior",
+            "-",
+            "-",
+            100.0 * gbs / copy
+        );
+    }
+    let (equal, cells) = reduction_agrees(first)?;
+    out += &format!(
+        "\nheat map (61 × 97 cells of a 700² grid on 3 devices, step 300): GPU reduction = CPU's on {equal} of {cells} cells\n"
+    );
+    Ok(out)
+}
