@@ -275,6 +275,11 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_name = "N")]
     pub plane: Option<Vec<usize>>,
 
+    /// With `--tui`: the scenario to measure (a built-in name or a file; default: the
+    /// default scenario).
+    #[arg(long, value_name = "NAME|FILE")]
+    pub scenario: Option<String>,
+
     /// Instead: the UI's cost. Sim throughput on the default scenario headless vs with the
     /// UI drawing to an off-screen 200×60 terminal, and the time to render one frame.
     #[arg(long)]

@@ -16,7 +16,7 @@ use crate::fused::{self, Held};
 
 use crate::memory::{OutOfMemory, filled, reserve};
 use crate::physics::{self, Coefficients, EndCondition, PlacedSource};
-use crate::scenario::{Scenario, Sides};
+use crate::scenario::Scenario;
 use crate::tmz::{self, Slab};
 
 /// Halo cells on each side of every device's arrays: the most steps a wide-halo mode may
@@ -176,7 +176,10 @@ impl DeviceState {
             }
         }
         let sources = place_sources(s, lo..hi, HALO);
-        let slab = s.two_d().then(|| slab(s, c, lo, hi)).transpose()?;
+        let slab = s
+            .two_d()
+            .then(|| Slab::new(s, c, lo..hi, HALO).map(Box::new))
+            .transpose()?;
         let nx = s.nx;
         let h_width = if slab.is_some() { 2 * nx } else { 1 };
         Ok(DeviceState {
@@ -615,31 +618,6 @@ impl DeviceState {
             tmz::pec_sides(&mut self.ex, nx, r);
         }
     }
-}
-
-/// A 2D device's slab: coefficients of its held rows (halos included), Mur rows.
-fn slab(s: &Scenario, c: &Coefficients, lo: usize, hi: usize) -> Result<Box<Slab>, OutOfMemory> {
-    let nx = s.nx;
-    let rows = hi - lo + 2 * HALO;
-    let (mut ca, mut cb) = (
-        filled(rows * nx, 0.0f32, "a device's coefficients")?,
-        filled(rows * nx, 0.0f32, "a device's coefficients")?,
-    );
-    let first = lo.saturating_sub(HALO);
-    let last = (hi + HALO).min(s.cells);
-    let at = (first + HALO - lo) * nx;
-    ca[at..at + (last - first) * nx].copy_from_slice(&c.ca[first * nx..last * nx]);
-    cb[at..at + (last - first) * nx].copy_from_slice(&c.cb[first * nx..last * nx]);
-    Ok(Box::new(Slab {
-        nx,
-        periodic: s.sides == Sides::Periodic,
-        ca,
-        cb,
-        prev_bottom: vec![0.0; if lo == 0 { nx } else { 0 }],
-        prev_top: vec![0.0; if hi == s.cells { nx } else { 0 }],
-        mur_bottom: c.mur_rows.0.clone(),
-        mur_top: c.mur_rows.1.clone(),
-    }))
 }
 
 /// Where each halo comes from: for the boundary between device `d` and `d + 1`,

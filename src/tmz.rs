@@ -47,6 +47,37 @@ pub struct Slab {
     pub mur_top: Vec<f32>,
 }
 
+impl Slab {
+    /// The slab of a device owning the rows `rows` with `halo` halo rows a side:
+    /// coefficients of its held rows (zero outside the grid), its Mur rows.
+    pub fn new(
+        s: &crate::scenario::Scenario,
+        c: &crate::physics::Coefficients,
+        rows: Range<usize>,
+        halo: usize,
+    ) -> Result<Slab, crate::memory::OutOfMemory> {
+        use crate::memory::filled;
+        let (nx, lo, hi) = (s.nx, rows.start, rows.end);
+        let len = (hi - lo + 2 * halo) * nx;
+        let mut ca = filled(len, 0.0f32, "a device's coefficients")?;
+        let mut cb = filled(len, 0.0f32, "a device's coefficients")?;
+        let (first, last) = (lo.saturating_sub(halo), (hi + halo).min(s.cells));
+        let at = (first + halo - lo) * nx;
+        ca[at..at + (last - first) * nx].copy_from_slice(&c.ca[first * nx..last * nx]);
+        cb[at..at + (last - first) * nx].copy_from_slice(&c.cb[first * nx..last * nx]);
+        Ok(Slab {
+            nx,
+            periodic: s.sides == crate::scenario::Sides::Periodic,
+            ca,
+            cb,
+            prev_bottom: vec![0.0; if lo == 0 { nx } else { 0 }],
+            prev_top: vec![0.0; if hi == s.cells { nx } else { 0 }],
+            mur_bottom: c.mur_rows.0.clone(),
+            mur_top: c.mur_rows.1.clone(),
+        })
+    }
+}
+
 /// `update_h` over the local rows `rows` (row `rows.end` of `ez` must exist).
 pub fn update_h(ez: &[f32], h: &mut [f32], nx: usize, rows: Range<usize>, ch: f32, periodic: bool) {
     for j in rows {

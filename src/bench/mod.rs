@@ -27,6 +27,9 @@ pub fn main(b: &BenchArgs) -> Result<()> {
             print!("{table}");
         }
     };
+    if b.scenario.is_some() && !b.tui {
+        return Err(UsageError("bench --scenario: applies to `bench --tui` only".into()).into());
+    }
     if b.check {
         let rows = hazard::run(20)?;
         print(serde_json::to_string_pretty(&rows)?, hazard::table(&rows));

@@ -19,6 +19,7 @@ use crate::snapshot::{Column, Partial};
 use crate::trace::TraceRecord;
 
 mod goal;
+mod pace;
 mod plot;
 mod to_goal;
 pub use goal::{Goal, GoalState, REACHED};
@@ -348,6 +349,11 @@ impl Core {
     fn run(&mut self, control: Receiver<Control>, mut publish: impl FnMut(Frame)) {
         publish(self.frame());
         let mut last_publish = Instant::now();
+        // What building the last frame took (the reference catching up, the reduction):
+        // the runtime's slice shrinks by it; and on a grid whose frames take longer than a
+        // frame's time, fewer steps a frame, so that frames keep coming about 30 a second.
+        let mut frame_cost = Duration::ZERO;
+        let (mut per_frame, mut published_at) = (u64::MAX, 0u64);
         let mut pace = (Instant::now(), self.step());
         loop {
             // Wait for a control message: briefly while running, for ever while paused.
@@ -357,7 +363,7 @@ impl Core {
             } else {
                 Duration::from_secs(3600)
             };
-            let mut changed = false;
+            let (mut changed, mut capped) = (false, false);
             let first = match control.recv_timeout(timeout) {
                 Ok(c) => Some(c),
                 Err(RecvTimeoutError::Timeout) => None,
@@ -377,18 +383,30 @@ impl Core {
                 let due = match self.speed {
                     Some(sp) => (pace.1 + (pace.0.elapsed().as_secs_f64() * sp) as u64).saturating_sub(now),
                     None => u64::MAX,
-                };
+                }
+                .min(per_frame.saturating_sub(now.saturating_sub(published_at)));
+                // Capped: the frame is due now.
+                capped = self.speed.is_none() && due == 0;
+                changed |= capped;
                 if due > 0 {
+                    // Up to the next frame's time, less what building it will take.
+                    let slice = Duration::from_millis(33)
+                        .saturating_sub(last_publish.elapsed() + frame_cost)
+                        .clamp(Duration::from_millis(2), Duration::from_millis(20));
                     match self.goal {
-                        Some(GoalState::Running(g)) => self.advance_goal(g, due, Duration::from_millis(20)),
-                        _ => self.advance_timed(due, Duration::from_millis(20)),
+                        Some(GoalState::Running(g)) => self.advance_goal(g, due, slice),
+                        _ => self.advance_timed(due, slice),
                     }
                     changed = true;
                 }
             }
-            if changed && (last_publish.elapsed() >= Duration::from_millis(33) || !self.running) {
+            if changed && (last_publish.elapsed() >= Duration::from_millis(33) || !self.running || capped) {
+                let t = Instant::now();
                 publish(self.frame());
-                last_publish = Instant::now();
+                frame_cost = t.elapsed();
+                let steps = self.step().saturating_sub(published_at);
+                per_frame = pace::steps_per_frame(per_frame, steps, frame_cost, self.running);
+                (last_publish, published_at) = (Instant::now(), self.step());
             }
         }
     }
@@ -571,34 +589,6 @@ impl Core {
         });
     }
 
-    /// The reference's fields at the current step, when the frame is compared with it:
-    /// at a step boundary, on a grid the runtime lets the UI compare at every frame.
-    fn reference_now(&mut self, compare: bool) -> Option<crate::decomp::Reference> {
-        let step = self.step();
-        if !(compare && self.backend.at_boundary()) {
-            return None;
-        }
-        while self.reference_step < step {
-            self.reference.step(self.reference_step);
-            self.reference_step += 1;
-        }
-        let gathered = (self.reference_step == step)
-            .then(|| {
-                Ok::<_, OutOfMemory>((
-                    self.reference.gather(Field::Ex)?,
-                    self.reference.gather(Field::Hy)?,
-                ))
-            })
-            .transpose();
-        match gathered {
-            Ok(r) => r.map(Arc::new),
-            Err(e) => {
-                self.failure.get_or_insert(e.to_string());
-                None
-            }
-        }
-    }
-
     fn frame(&mut self) -> Frame {
         let step = self.step();
         let boundary = self.backend.at_boundary();
@@ -609,6 +599,7 @@ impl Core {
         let compare = self.backend.compare_up_to().is_none_or(|n| cells <= n);
         let reference = self.reference_now(compare);
         let (edges, heat, (columns, max_diff, first_diff)) = self.reduce_fields(reference.as_ref());
+
         if reference.is_some() {
             self.last_max_diff = Some(max_diff);
             self.last_first_diff = first_diff;

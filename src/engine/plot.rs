@@ -1,10 +1,11 @@
 //! The fields reduced to what the plot shows: screen columns of a 1D grid, a heat map's
-//! cells of a 2D one.
+//! cells of a 2D one; and the reference brought to the frame's step.
 
 use std::sync::Arc;
 
 use super::Core;
-use crate::decomp::Reference;
+use crate::decomp::{Field, Reference};
+use crate::memory::OutOfMemory;
 use crate::snapshot::{self, Column};
 
 /// What a frame's fields are: the 1D columns' edges, a heat map's `(buckets, bands)`
@@ -16,6 +17,34 @@ type Reduced = (
 );
 
 impl Core {
+    /// The reference's fields at the current step, when the frame is compared with it:
+    /// at a step boundary, on a grid the runtime lets the UI compare at every frame.
+    pub(super) fn reference_now(&mut self, compare: bool) -> Option<crate::decomp::Reference> {
+        let step = self.step();
+        if !(compare && self.backend.at_boundary()) {
+            return None;
+        }
+        while self.reference_step < step {
+            self.reference.step(self.reference_step);
+            self.reference_step += 1;
+        }
+        let gathered = (self.reference_step == step)
+            .then(|| {
+                Ok::<_, OutOfMemory>((
+                    self.reference.gather(Field::Ex)?,
+                    self.reference.gather(Field::Hy)?,
+                ))
+            })
+            .transpose();
+        match gathered {
+            Ok(r) => r.map(Arc::new),
+            Err(e) => {
+                self.failure.get_or_insert(e.to_string());
+                None
+            }
+        }
+    }
+
     /// The run's fields reduced on its devices for a plot of `self.columns` × `self.rows`;
     /// a runtime that cannot is the run's failure (empty columns).
     pub(super) fn reduce_fields(&mut self, reference: Option<&Reference>) -> Reduced {

@@ -159,7 +159,6 @@ impl Dev {
         let Spec { t, gpu, meta, ch } = spec;
         let context = PrimaryContext::retain(gpu)?;
         let ctx = context.get();
-        let len = meta.ex.len();
         let mut modules = Vec::new();
         let kernels = [
             ("fdtd1d", FDTD_PTX),
@@ -192,44 +191,7 @@ impl Dev {
             pec_sides_2d: f(3, "pec_sides_2d")?,
             reduce_plane: f(1, "reduce_plane")?,
         };
-        // 2D: `ez` and `h` (two floats a cell), `ca`, `cb`, then the Mur rows' state and
-        // coefficients (bottom then top) where 1D has its two ends' state and the fused
-        // kernel's; no strips (the fused pass is 1D).
-        let (ca, cb, floats, mur) = match meta.slab() {
-            Some(s) => {
-                let mur = [s.mur_bottom.clone(), s.mur_top.clone()].concat();
-                let n = 2 * s.nx;
-                (
-                    s.ca.clone(),
-                    s.cb.clone(),
-                    [len, 2 * len, len, len, n, n, 1, 1],
-                    mur,
-                )
-            }
-            None => {
-                let (ca, cb) = meta.coefficient_arrays();
-                let strip = wide::strip_floats(len);
-                (ca, cb, [len, len, len, len, 2, 2, strip, strip], Vec::new())
-            }
-        };
-        let mut buffers = Vec::new();
-        for (i, floats) in floats.into_iter().enumerate() {
-            let b = DeviceBuffer::zeroed(floats, ctx).map_err(|e| {
-                Failure::Usage(format!(
-                    "dev{t} (GPU {gpu}): {e}: out of device memory for {} cells ({} MiB per field, \
-                     4 fields); use fewer cells per device or more devices",
-                    meta.cells() * meta.nx(),
-                    (4 * len) >> 20
-                ))
-            })?;
-            match i {
-                2 => b.upload(&ca)?,
-                3 => b.upload(&cb)?,
-                5 if !mur.is_empty() => b.upload(&mur)?,
-                _ => {}
-            }
-            buffers.push(b);
-        }
+        let buffers = buffers(&meta, ctx, (t, gpu))?;
         let dev = Dev {
             t,
             ch,
@@ -535,4 +497,52 @@ impl Dev {
         self.pc = 0;
         self.start_program()
     }
+}
+
+/// A device's buffers, their coefficients uploaded: `ex, hy, ca, cb, prev`, and for the
+/// fused kernel `prev_in, strip_ex, strip_hy`. 2D: `ez` and `h` (two floats a cell),
+/// `ca`, `cb`, then the Mur rows' state and coefficients (bottom then top), no strips
+/// (the fused pass is 1D).
+fn buffers(
+    meta: &DeviceState,
+    ctx: sys::Context,
+    (t, gpu): (usize, i32),
+) -> Result<Vec<DeviceBuffer>, Failure> {
+    let len = meta.ex.len();
+    let (ca, cb, floats, mur) = match meta.slab() {
+        Some(s) => {
+            let mur = [s.mur_bottom.clone(), s.mur_top.clone()].concat();
+            let n = 2 * s.nx;
+            (
+                s.ca.clone(),
+                s.cb.clone(),
+                [len, 2 * len, len, len, n, n, 1, 1],
+                mur,
+            )
+        }
+        None => {
+            let (ca, cb) = meta.coefficient_arrays();
+            let strip = wide::strip_floats(len);
+            (ca, cb, [len, len, len, len, 2, 2, strip, strip], Vec::new())
+        }
+    };
+    let mut buffers = Vec::new();
+    for (i, floats) in floats.into_iter().enumerate() {
+        let b = DeviceBuffer::zeroed(floats, ctx).map_err(|e| {
+            Failure::Usage(format!(
+                "dev{t} (GPU {gpu}): {e}: out of device memory for {} cells ({} MiB per field, \
+                 4 fields); use fewer cells per device or more devices",
+                meta.cells() * meta.nx(),
+                (4 * len) >> 20
+            ))
+        })?;
+        match i {
+            2 => b.upload(&ca)?,
+            3 => b.upload(&cb)?,
+            5 if !mur.is_empty() => b.upload(&mur)?,
+            _ => {}
+        }
+        buffers.push(b);
+    }
+    Ok(buffers)
 }
