@@ -113,3 +113,34 @@ fn screens_for_slides_keep_their_colours_as_html_svg_and_ansi() {
     let text = run("text");
     assert!(!text.contains('\x1b') && text.contains("no-wait"));
 }
+
+#[test]
+fn a_2d_scenario_is_a_heat_map_whose_cells_the_inspector_walks() {
+    // Paused at step 40: the middle cell, then one heat-map cell right and one up.
+    let keys = "n n n n n n n n n n n n n n n n n n n n n n n n n n n n n n n n n n n n n n n n i right up";
+    let (code, screen, err) = haloscope(&["-s", "radiate", "--paused", "--screen", keys, "--size", "120x30"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        screen.contains("Fields: Ez on 320×240 cells, 4 slabs of rows"),
+        "{screen}"
+    );
+    assert!(screen.contains("√ scale"), "the colour bar:\n{screen}");
+    assert_eq!(
+        screen.matches("━━━━ ▀").count(),
+        3,
+        "three slab boundaries:\n{screen}"
+    );
+    // The map is 24 bands of 10 rows by 29 buckets of 11 columns: (160, 120) → (171, 130).
+    let legend = screen.lines().nth(1).unwrap_or_default();
+    assert!(legend.contains("▼ (x 171, y 130) (dev2)"), "{legend}");
+    assert!(
+        legend.contains("Ez ") && legend.contains("Hx ") && legend.contains("|Δ| 0"),
+        "{legend}"
+    );
+    assert!(screen.contains('┼'), "the cursor on the map:\n{screen}");
+    let status = screen.lines().last().unwrap_or_default();
+    assert!(
+        status.contains("step 40") && status.contains("max |Δ| 0"),
+        "{status}"
+    );
+}

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::decomp::{Domain, Field};
+use crate::decomp::Domain;
 use crate::memory::OutOfMemory;
 use crate::physics::Coefficients;
 use crate::program::{Mode, Program, ProgramFile};
@@ -19,6 +19,7 @@ use crate::snapshot::{Column, Partial};
 use crate::trace::TraceRecord;
 
 mod goal;
+mod inspect;
 mod pace;
 mod plot;
 mod to_goal;
@@ -148,9 +149,11 @@ impl Frame {
 /// One cell as the inspector shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CellInfo {
+    /// The cell: its index in 1D; in 2D `row · nx + column`.
     pub cell: usize,
     pub device: usize,
-    /// `(Ex, Hy)` of the run, and of the reference when it is at the same step.
+    /// `(Ex, Hy)` of the run (2D: `(Ez, Hx)`), and of the reference when it is at the
+    /// same step.
     pub fields: (f32, f32),
     pub reference: Option<(f32, f32)>,
     /// The first step at which the cell's screen column was seen to differ from the
@@ -436,7 +439,7 @@ impl Core {
             Control::SetSpeed(s) => self.speed = s,
             Control::Columns(c) => self.columns = c.max(1),
             Control::Rows(r) => self.rows = r.max(1),
-            Control::Inspect(c) => self.inspect = c.filter(|&k| k < self.cfg.scenario.cells),
+            Control::Inspect(c) => self.inspect = c.filter(|&k| k < self.cfg.scenario.total_cells()),
             Control::RunUntil(g) => {
                 self.goal = Some(GoalState::Running(g));
                 self.running = !self.stopped();
@@ -644,7 +647,7 @@ impl Core {
         if boundary {
             micro.next = None;
         }
-        let inspected = self.inspected(step, &edges, &timeline);
+        let inspected = self.inspected(step, (&edges, heat), &timeline);
         let s = &self.cfg.scenario;
         Frame {
             scenario: s.name.clone(),
@@ -678,49 +681,6 @@ impl Core {
             file: self.file.clone(),
             file_error: self.file_error.clone(),
         }
-    }
-
-    /// What the inspector shows of its cell, if one is inspected.
-    fn inspected(&mut self, step: u64, edges: &[usize], timeline: &[TraceRecord]) -> Option<CellInfo> {
-        let k = self.inspect?;
-        let s = &self.cfg.scenario;
-        let ranges = s.ranges();
-        let device = ranges.iter().position(|r| r.contains(&k))?;
-        let fields = self.backend.cell(k).ok()?;
-        let reference = (self.reference_step == step).then(|| {
-            let d = &self.reference.devices[0];
-            (
-                d.read(Field::Ex, &(k..k + 1))[0],
-                d.read(Field::Hy, &(k..k + 1))[0],
-            )
-        });
-        let column = edges.partition_point(|&e| e <= k).saturating_sub(1);
-        let states = crate::decomp::DeviceState::shapes(s);
-        let writes = |op: &crate::program::Op| {
-            crate::hazard::op_accesses(op, &states).iter().any(|(d, a)| {
-                *d == device && a.write && a.buffer != crate::decomp::Buffer::Ends && a.cells.contains(&k)
-            })
-        };
-        let written_by = timeline
-            .iter()
-            .filter(|r| r.step.is_some() && r.stream.is_some())
-            .filter(|r| writes(&self.program.step[r.thread][r.op_index]))
-            .max_by(|a, b| a.end_us.total_cmp(&b.end_us))
-            .map(|r| {
-                let step = r.step.unwrap_or(0);
-                format!(
-                    "{} (thread {}, call {}, step {step})",
-                    r.label, r.thread, r.op_index
-                )
-            });
-        Some(CellInfo {
-            cell: k,
-            device,
-            fields,
-            reference,
-            first_seen_diff: self.first_diff_seen.get(column).copied().flatten(),
-            written_by,
-        })
     }
 
     /// The checker's findings for the current program (checked again after a switch).

@@ -58,7 +58,7 @@ impl Core {
                     }
                 }
             }
-            Goal::Reaches { cell, .. } => match self.backend.cell(cell) {
+            Goal::Reaches { cell, .. } => match self.backend.cell(cell, self.cfg.scenario.nx) {
                 Ok((ex, _)) => ex.abs() >= REACHED,
                 Err(e) => {
                     self.fail(e);

@@ -95,10 +95,13 @@ pub trait Runtime: Send {
     fn set_program(&mut self, program: Arc<Program>) -> Result<()>;
     /// The owned cells of every device, in order, at the latest step run to.
     fn fields(&mut self) -> Result<Gathered>;
-    /// `(Ex, Hy)` of global cell `k` (for the inspector).
-    fn cell(&mut self, k: usize) -> Result<(f32, f32)> {
+    /// `(Ex, Hy)` of global cell `k` (for the inspector); on a 2D grid of rows of `nx`,
+    /// `(Ez, Hx)` of cell `row · nx + column`.
+    fn cell(&mut self, k: usize, nx: usize) -> Result<(f32, f32)> {
         let (ex, hy) = self.fields()?;
-        Ok((ex[k], hy[k]))
+        let (row, col) = (k / nx, k % nx);
+        let h = if nx > 1 { row * 2 * nx + col } else { k };
+        Ok((ex[k], hy[h]))
     }
     /// The owned cells reduced to screen columns, compared with `reference`.
     fn reduce(&mut self, edges: &Arc<Vec<usize>>, reference: Option<&Reference>) -> Result<Vec<Partial>>;

@@ -192,7 +192,23 @@ impl App {
     /// A key while inspecting: the arrows move the cursor (a screen column, or a cell).
     fn cursor_key(&mut self, e: KeyEvent) -> Option<Vec<Control>> {
         let k = self.cursor?;
-
+        if let Some(f) = self.frame.as_ref()
+            && let Some((buckets, bands)) = f.heat
+        {
+            // 2D: the arrows move a heat map's cell (a bucket of columns, a band of rows).
+            let (nx, ny) = (f.nx, f.cells);
+            let (row, col) = (k / nx, k % nx);
+            let (dx, dy) = ((nx / buckets).max(1), (ny / bands).max(1));
+            let (row, col) = match e.code {
+                KeyCode::Left => (row, col.saturating_sub(dx)),
+                KeyCode::Right => (row, (col + dx).min(nx - 1)),
+                KeyCode::Down => (row.saturating_sub(dy), col),
+                KeyCode::Up => ((row + dy).min(ny - 1), col),
+                _ => return None,
+            };
+            self.cursor = Some(row * nx + col);
+            return Some(vec![Control::Inspect(self.cursor)]);
+        }
         let cells = self.frame.as_ref().map_or(1, |f| f.cells);
         let column = self
             .frame
@@ -294,7 +310,11 @@ impl App {
                 // On: the first differing cell, else the middle of the grid.
                 self.cursor = match self.cursor {
                     Some(_) => None,
-                    None => self.frame.as_ref().map(|f| f.first_diff.unwrap_or(f.cells / 2)),
+                    // (2D: the middle cell of the middle row.)
+                    None => self
+                        .frame
+                        .as_ref()
+                        .map(|f| f.first_diff.unwrap_or(f.cells / 2 * f.nx + f.nx / 2)),
                 };
                 vec![Control::Inspect(self.cursor)]
             }
@@ -381,7 +401,7 @@ impl App {
         };
         self.set_focus(p);
         match (p, self.frame.as_ref()) {
-            (Panel::Fields, Some(f)) if !f.columns.is_empty() && at.x > r.x => {
+            (Panel::Fields, Some(f)) if !f.columns.is_empty() && at.x > r.x && f.heat.is_none() => {
                 // Braille: two plot columns a character.
                 let ncols = f.columns.len();
                 let col = (2 * usize::from(at.x - r.x - 1)).min(ncols - 1);

@@ -155,15 +155,18 @@ impl Runtime for SimBackend {
     }
 
     /// Reads only the cell's device (the default gathers the whole grid).
-    fn cell(&mut self, k: usize) -> Result<(f32, f32)> {
+    fn cell(&mut self, k: usize, nx: usize) -> Result<(f32, f32)> {
+        let (row, col) = (k / nx, k % nx);
         let ranges = self.scenario.ranges();
         let d = ranges
             .iter()
-            .position(|r| r.contains(&k))
+            .position(|r| r.contains(&row))
             .ok_or_else(|| anyhow::anyhow!("cell {k} is outside the grid"))?;
-        let local = k - ranges[d].start + crate::decomp::HALO;
-        let ex = self.rt.device_local(d, crate::decomp::Field::Ex)?[local];
-        let hy = self.rt.device_local(d, crate::decomp::Field::Hy)?[local];
+        let local = row - ranges[d].start + crate::decomp::HALO;
+        // Floats a row of `H` holds: `Hx` then `Hy` in 2D.
+        let wh = if nx > 1 { 2 * nx } else { 1 };
+        let ex = self.rt.device_local(d, crate::decomp::Field::Ex)?[local * nx + col];
+        let hy = self.rt.device_local(d, crate::decomp::Field::Hy)?[local * wh + col];
         Ok((ex, hy))
     }
 

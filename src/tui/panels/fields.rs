@@ -75,7 +75,7 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
         ));
     }
     match &frame.inspected {
-        Some(info) => inspector_line(info, legend, buf),
+        Some(info) => inspector_line(info, 1, legend, buf),
         None => Line::from(spans).render(legend, buf),
     }
     let [ex_area, hy_area] =
@@ -237,8 +237,9 @@ fn paint_device_names(
     }
 }
 
-/// The inspected cell in one line: whole items, as many as fit.
-fn inspector_line(info: &crate::engine::CellInfo, area: Rect, buf: &mut Buffer) {
+/// The inspected cell in one line: whole items, as many as fit. `nx`: cells per row
+/// (2D: the cell is `(x, y)`, its fields `Ez` and `Hx`).
+pub(crate) fn inspector_line(info: &crate::engine::CellInfo, nx: usize, area: Rect, buf: &mut Buffer) {
     let (ex, hy) = info.fields;
     let gray = Style::new().fg(Color::Gray);
     let value = |v: f32, r: Option<f32>| match r {
@@ -259,17 +260,37 @@ fn inspector_line(info: &crate::engine::CellInfo, area: Rect, buf: &mut Buffer) 
     };
     let mut items = vec![
         Span::styled(
-            format!("▼ cell {} (dev{})", info.cell, info.device),
+            if nx > 1 {
+                format!(
+                    "▼ (x {}, y {}) (dev{})",
+                    info.cell % nx,
+                    info.cell / nx,
+                    info.device
+                )
+            } else {
+                format!("▼ cell {} (dev{})", info.cell, info.device)
+            },
             Style::new().bold(),
         ),
-        Span::raw(format!("  Ex {}", value(ex, info.reference.map(|r| r.0)))),
-        Span::raw(format!("  Hy {}", value(hy, info.reference.map(|r| r.1)))),
+        Span::raw(format!(
+            "  {} {}",
+            if nx > 1 { "Ez" } else { "Ex" },
+            value(ex, info.reference.map(|r| r.0))
+        )),
+        Span::raw(format!(
+            "  {} {}",
+            if nx > 1 { "Hx" } else { "Hy" },
+            value(hy, info.reference.map(|r| r.1))
+        )),
         Span::raw("  "),
         delta,
     ];
     if let Some(s) = info.first_seen_diff {
         items.push(Span::styled(
-            format!("  its column first differed at step {s}"),
+            format!(
+                "  its {} first differed at step {s}",
+                if nx > 1 { "screen cell" } else { "column" }
+            ),
             Style::new().fg(DIFF_COLOR),
         ));
     }

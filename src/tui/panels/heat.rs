@@ -41,7 +41,12 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer, (buckets
         (buckets as u16).min(area.width - HEAT_GUTTER as u16),
         (bands.div_ceil(2) as u16).min(area.height - 2),
     );
-    legend(frame, Rect::new(area.x, area.y, area.width, 1), buf);
+    match &frame.inspected {
+        Some(info) => {
+            super::fields::inspector_line(info, frame.nx, Rect::new(area.x, area.y, area.width, 1), buf)
+        }
+        None => legend(frame, Rect::new(area.x, area.y, area.width, 1), buf),
+    }
     // This frame's largest |Ez|: a wave that spreads keeps its contrast as it weakens.
     let scale = frame
         .columns
@@ -73,6 +78,9 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer, (buckets
         }
     }
     slabs(frame, look, map, area, buf, bands);
+    if let Some(info) = &frame.inspected {
+        cursor(frame, info.cell, map, (buckets, bands), buf);
+    }
     colour_bar(scale, Rect::new(area.x, map.bottom(), area.width, 1), buf);
 }
 
@@ -139,6 +147,20 @@ fn slabs(frame: &Frame, look: &Look, map: Rect, area: Rect, buf: &mut Buffer, ba
             buf.set_string(area.x, mid, name, style);
         }
         start += rows;
+    }
+}
+
+/// The inspected cell marked `┼` on the map (white on the cell's colour).
+fn cursor(frame: &Frame, cell: usize, map: Rect, (buckets, bands): (usize, usize), buf: &mut Buffer) {
+    let nx = frame.nx.max(1);
+    let at = |edges: &[usize], v: usize| edges.partition_point(|&e| e <= v).saturating_sub(1);
+    let band = at(&column_edges(frame.cells, bands), cell / nx) as i64;
+    let bucket = at(&column_edges(nx, buckets), cell % nx) as u16;
+    let r = ((bands as i64 - 1 - band) / 2) as u16;
+    if bucket < map.width && r < map.height {
+        buf[(map.x + bucket, map.y + r)]
+            .set_symbol("┼")
+            .set_style(Style::new().fg(Color::White).bold());
     }
 }
 
