@@ -313,7 +313,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Write the final fields to DIR/ex.npy and DIR/hy.npy (float32, for numpy.load).
+    /// Write the final fields to DIR/ex.npy and DIR/hy.npy (float32, for numpy.load); a
+    /// 2D grid's to DIR/ez.npy, DIR/hx.npy and DIR/hy.npy, each of shape (ny, nx).
     #[arg(long, value_name = "DIR")]
     pub dump_fields: Option<PathBuf>,
 

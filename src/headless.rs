@@ -18,7 +18,10 @@ use crate::trace;
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub scenario: String,
+    /// Cells of the whole grid (2D: rows × `nx`).
     pub cells: usize,
+    /// Cells per row: 1 for a 1D grid.
+    pub nx: usize,
     pub devices: usize,
     pub split: Vec<usize>,
     pub steps: u64,
@@ -149,6 +152,9 @@ impl Reference {
         }
         let (de, fe) = max_abs_diff(&fields.0, &self.domain.gather(Field::Ex)?);
         let (dh, fh) = max_abs_diff(&fields.1, &self.domain.gather(Field::Hy)?);
+        // In 2D a row of H holds Hx then Hy: its index as the cell's (row · nx + column).
+        let nx = self.domain.devices[0].nx();
+        let fh = fh.map(|k| if nx > 1 { k / (2 * nx) * nx + k % nx } else { k });
         Ok((de.max(dh), [fe, fh].into_iter().flatten().min()))
     }
 }
@@ -281,15 +287,13 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
         }
     }
     if let Some(dir) = &h.dump_fields {
-        for (name, data) in [("ex.npy", &gathered.0), ("hy.npy", &gathered.1)] {
-            let path = dir.join(name);
-            crate::npy::write_f32(&path, data).with_context(|| format!("writing {}", path.display()))?;
-        }
+        dump(dir, &s, &gathered)?;
     }
     let wall_s = ran.wall_s;
     Ok(Summary {
         scenario: s.name.clone(),
-        cells: s.cells,
+        cells: s.total_cells(),
+        nx: s.nx,
         devices: s.split.len(),
         split: s.split.clone(),
         steps: s.steps,
@@ -300,7 +304,7 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
         },
         runtime: plan.runtime.name().into(),
         wall_s,
-        mcells_per_s: s.cells as f64 * s.steps as f64 / wall_s.max(1e-12) / 1e6,
+        mcells_per_s: s.total_cells() as f64 * s.steps as f64 / wall_s.max(1e-12) / 1e6,
         max_abs_diff: max_diff,
         first_diff_cell: first,
         first_divergence_step,
@@ -312,6 +316,28 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
         hazards,
         topology: rt.topology(),
     })
+}
+
+/// `--dump-fields DIR`: `ex.npy` and `hy.npy` (1D), or `ez.npy`, `hx.npy` and `hy.npy` of
+/// shape `(ny, nx)` (2D).
+fn dump(dir: &std::path::Path, s: &Scenario, (e, h): &Gathered) -> Result<()> {
+    let write = |name: &str, data: &[f32], shape: &[usize]| {
+        let path = dir.join(name);
+        crate::npy::write_f32_shaped(&path, data, shape)
+            .with_context(|| format!("writing {}", path.display()))
+    };
+    if !s.two_d() {
+        write("ex.npy", e, &[e.len()])?;
+        return write("hy.npy", h, &[h.len()]);
+    }
+    let (nx, ny) = (s.nx, s.cells);
+    let (hx, hy): (Vec<f32>, Vec<f32>) = (
+        h.chunks(2 * nx).flat_map(|r| r[..nx].to_vec()).collect(),
+        h.chunks(2 * nx).flat_map(|r| r[nx..].to_vec()).collect(),
+    );
+    write("ez.npy", e, &[ny, nx])?;
+    write("hx.npy", &hx, &[ny, nx])?;
+    write("hy.npy", &hy, &[ny, nx])
 }
 
 /// A run whose fields hold NaN or ±∞ stops here (exit 1): it is never "bit-identical".
@@ -336,6 +362,13 @@ impl Summary {
         let diff = match (self.max_abs_diff, self.first_diff_cell) {
             (None, _) => "not computed (--no-reference)".to_string(),
             (Some(_), None) => "0 (bit-identical to the single-domain reference)".to_string(),
+            (Some(d), Some(k)) if self.nx > 1 => {
+                format!(
+                    "{d:e} (first differing cell: x {}, y {})",
+                    k % self.nx,
+                    k / self.nx
+                )
+            }
             (Some(d), Some(k)) => format!("{d:e} (first differing cell: {k})"),
         };
         let copies = self
@@ -359,8 +392,22 @@ impl Summary {
         );
         let rows = [
             ("scenario", self.scenario.clone()),
-            ("cells", self.cells.to_string()),
-            ("devices", format!("{} ({split} cells)", self.devices)),
+            (
+                "cells",
+                if self.nx > 1 {
+                    format!("{} ({} rows of {})", self.cells, self.cells / self.nx, self.nx)
+                } else {
+                    self.cells.to_string()
+                },
+            ),
+            (
+                "devices",
+                format!(
+                    "{} ({split} {})",
+                    self.devices,
+                    if self.nx > 1 { "rows" } else { "cells" }
+                ),
+            ),
             ("steps", self.steps.to_string()),
             ("mode", self.mode.clone()),
             ("runtime", self.runtime.clone()),

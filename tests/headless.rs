@@ -100,6 +100,48 @@ fn dump_fields_writes_float32_npy_files_of_the_whole_grid() {
     assert!((740..780).contains(&peak), "pulse peak at {peak}");
 }
 
+#[test]
+fn a_2d_run_says_rows_dumps_ny_by_nx_arrays_and_places_a_difference_at_x_y() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = haloscope(&[
+        "--headless",
+        "-s",
+        "radiate",
+        "--steps",
+        "200",
+        "--dump-fields",
+        dir.path().to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("76800 (240 rows of 320)"), "{text}");
+    assert!(text.contains("4 (60, 60, 60, 60 rows)"), "{text}");
+    assert!(text.contains("max |Δ|     0 (bit-identical"), "{text}");
+    for name in ["ez.npy", "hx.npy", "hy.npy"] {
+        let bytes = std::fs::read(dir.path().join(name)).unwrap();
+        let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+        let header = std::str::from_utf8(&bytes[10..10 + hlen]).unwrap();
+        assert!(header.contains("'shape': (240, 320)"), "{name}: {header}");
+        assert_eq!(read_npy(&dir.path().join(name)).len(), 240 * 320);
+    }
+    // The source rings at (160, 100): |Ez| peaks on a ring around it, symmetric in x.
+    let ez = read_npy(&dir.path().join("ez.npy"));
+    let at = |x: usize, y: usize| ez[y * 320 + x];
+    assert_eq!(at(160 - 37, 100).to_bits(), at(160 + 37, 100).to_bits());
+    // A broken mode: the first differing cell as a column and a row.
+    let out = haloscope(&[
+        "--headless",
+        "-s",
+        "radiate",
+        "--mode",
+        "no-wait",
+        "--steps",
+        "300",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("(first differing cell: x "), "{text}");
+}
+
 #[cfg(not(feature = "cuda"))]
 #[test]
 fn cuda_runtime_without_the_feature_explains_how_to_build_it() {

@@ -226,6 +226,19 @@ impl App {
         Some(vec![Control::Inspect(Some(k))])
     }
 
+    /// `i`: the inspector on — at the first differing cell, else the middle of the grid
+    /// (2D: the middle cell of the middle row) — or off.
+    fn toggle_inspect(&mut self) -> Vec<Control> {
+        self.cursor = match self.cursor {
+            Some(_) => None,
+            None => self
+                .frame
+                .as_ref()
+                .map(|f| f.first_diff.unwrap_or(f.cells / 2 * f.nx + f.nx / 2)),
+        };
+        vec![Control::Inspect(self.cursor)]
+    }
+
     /// Applies a key; returns what the engine must do.
     pub fn on_key(&mut self, e: KeyEvent) -> Vec<Control> {
         if e.kind != KeyEventKind::Press {
@@ -306,18 +319,7 @@ impl App {
                 self.edit = true;
                 Vec::new()
             }
-            Action::Inspect => {
-                // On: the first differing cell, else the middle of the grid.
-                self.cursor = match self.cursor {
-                    Some(_) => None,
-                    // (2D: the middle cell of the middle row.)
-                    None => self
-                        .frame
-                        .as_ref()
-                        .map(|f| f.first_diff.unwrap_or(f.cells / 2 * f.nx + f.nx / 2)),
-                };
-                vec![Control::Inspect(self.cursor)]
-            }
+            Action::Inspect => self.toggle_inspect(),
             Action::Tour | Action::TourBack => {
                 self.tour_key(action);
                 Vec::new()

@@ -42,9 +42,7 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer, (buckets
         (bands.div_ceil(2) as u16).min(area.height - 2),
     );
     match &frame.inspected {
-        Some(info) => {
-            super::fields::inspector_line(info, frame.nx, Rect::new(area.x, area.y, area.width, 1), buf)
-        }
+        Some(info) => super::inspector::line(info, frame.nx, Rect::new(area.x, area.y, area.width, 1), buf),
         None => legend(frame, Rect::new(area.x, area.y, area.width, 1), buf),
     }
     // This frame's largest |Ez|: a wave that spreads keeps its contrast as it weakens.

@@ -5,6 +5,7 @@ pub mod fields;
 pub mod hazards;
 pub mod heat;
 pub mod help;
+pub mod inspector;
 pub mod lesson;
 pub mod program;
 pub mod status;
