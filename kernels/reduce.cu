@@ -15,6 +15,31 @@
 static __device__ float nan_min(float a, float b) { return (a != a || a < b) ? a : b; }
 static __device__ float nan_max(float a, float b) { return (a != a || a > b) ? a : b; }
 
+// The block's extremes of its threads' four partial results (min, max of E; min, max of
+// H) into out[0..4]; every thread of the block calls it.
+static __device__ void block_extremes(float (*s)[BLOCK], float e_lo, float e_hi, float h_lo,
+                                      float h_hi, float *out) {
+    s[0][threadIdx.x] = e_lo;
+    s[1][threadIdx.x] = e_hi;
+    s[2][threadIdx.x] = h_lo;
+    s[3][threadIdx.x] = h_hi;
+    __syncthreads();
+    for (unsigned int w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) {
+            s[0][threadIdx.x] = nan_min(s[0][threadIdx.x], s[0][threadIdx.x + w]);
+            s[1][threadIdx.x] = nan_max(s[1][threadIdx.x], s[1][threadIdx.x + w]);
+            s[2][threadIdx.x] = nan_min(s[2][threadIdx.x], s[2][threadIdx.x + w]);
+            s[3][threadIdx.x] = nan_max(s[3][threadIdx.x], s[3][threadIdx.x + w]);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        for (int k = 0; k < 4; k++) {
+            out[k] = s[k][0];
+        }
+    }
+}
+
 extern "C" __global__ void reduce_columns(const float *ex, const float *hy, const unsigned int *edges,
                                           unsigned int columns, float *out) {
     __shared__ float s[4][BLOCK];
@@ -33,25 +58,7 @@ extern "C" __global__ void reduce_columns(const float *ex, const float *hy, cons
         hy_lo = nan_min(hy_lo, hy[i]);
         hy_hi = nan_max(hy_hi, hy[i]);
     }
-    s[0][threadIdx.x] = ex_lo;
-    s[1][threadIdx.x] = ex_hi;
-    s[2][threadIdx.x] = hy_lo;
-    s[3][threadIdx.x] = hy_hi;
-    __syncthreads();
-    for (unsigned int w = blockDim.x / 2; w > 0; w /= 2) {
-        if (threadIdx.x < w) {
-            s[0][threadIdx.x] = nan_min(s[0][threadIdx.x], s[0][threadIdx.x + w]);
-            s[1][threadIdx.x] = nan_max(s[1][threadIdx.x], s[1][threadIdx.x + w]);
-            s[2][threadIdx.x] = nan_min(s[2][threadIdx.x], s[2][threadIdx.x + w]);
-            s[3][threadIdx.x] = nan_max(s[3][threadIdx.x], s[3][threadIdx.x + w]);
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        for (int k = 0; k < 4; k++) {
-            out[4 * (c * gridDim.y + blockIdx.y) + k] = s[k][0];
-        }
-    }
+    block_extremes(s, ex_lo, ex_hi, hy_lo, hy_hi, out + 4 * (c * gridDim.y + blockIdx.y));
 }
 
 // A 2D device's owned rows reduced to a heat map's cells: block b covers local rows
@@ -82,23 +89,5 @@ extern "C" __global__ void reduce_plane(const float *ez, const float *h, unsigne
         h_lo = nan_min(nan_min(h_lo, hx), hy);
         h_hi = nan_max(nan_max(h_hi, hx), hy);
     }
-    s[0][threadIdx.x] = e_lo;
-    s[1][threadIdx.x] = e_hi;
-    s[2][threadIdx.x] = h_lo;
-    s[3][threadIdx.x] = h_hi;
-    __syncthreads();
-    for (unsigned int w = blockDim.x / 2; w > 0; w /= 2) {
-        if (threadIdx.x < w) {
-            s[0][threadIdx.x] = nan_min(s[0][threadIdx.x], s[0][threadIdx.x + w]);
-            s[1][threadIdx.x] = nan_max(s[1][threadIdx.x], s[1][threadIdx.x + w]);
-            s[2][threadIdx.x] = nan_min(s[2][threadIdx.x], s[2][threadIdx.x + w]);
-            s[3][threadIdx.x] = nan_max(s[3][threadIdx.x], s[3][threadIdx.x + w]);
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        for (int k = 0; k < 4; k++) {
-            out[4 * b + k] = s[k][0];
-        }
-    }
+    block_extremes(s, e_lo, e_hi, h_lo, h_hi, out + 4 * b);
 }

@@ -143,21 +143,9 @@ pub fn pec_sides(ez: &mut [f32], nx: usize, rows: Range<usize>) {
 }
 
 /// Discrete electromagnetic energy of a lossless 2D grid, conserved by the Yee scheme:
-/// `Σ eps_r·Ez^n² + Σ H^(n−½)·H^(n+½)` over both `H` components (up to `dx²·eps0/2`).
-/// `ez` is `ny` rows of `nx`, `h_*` `ny` rows of `2·nx`.
-pub fn staggered_energy(ez: &[f32], h_before: &[f32], h_after: &[f32], eps_r: &[f64]) -> f64 {
-    let e: f64 = ez
-        .iter()
-        .zip(eps_r)
-        .map(|(&e, &r)| r * f64::from(e) * f64::from(e))
-        .sum();
-    let h: f64 = h_before
-        .iter()
-        .zip(h_after)
-        .map(|(&a, &b)| f64::from(a) * f64::from(b))
-        .sum();
-    e + h
-}
+/// `Σ eps_r·Ez^n² + Σ H^(n−½)·H^(n+½)` over both `H` components (up to `dx²·eps0/2`) —
+/// the 1D sum, over `ny` rows of `nx` cells of `Ez` and `2·nx` of `H`.
+pub use crate::physics::staggered_energy;
 
 #[cfg(test)]
 mod tests {

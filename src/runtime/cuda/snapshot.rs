@@ -48,6 +48,18 @@ impl Dev {
         Ok(snap)
     }
 
+    /// The snapshot stream, made to wait for everything issued so far, on every stream.
+    fn snap_after_all(&mut self) -> Result<sys::Stream, Failure> {
+        let snap_stream = self.snap_stream.get();
+        for i in 0..self.streams.len() {
+            let e = self.timing_event()?;
+            sys::record(e, self.streams[i].get())?;
+            sys::stream_wait_event(snap_stream, e)?;
+            self.pool.push(e);
+        }
+        Ok(snap_stream)
+    }
+
     /// Columns on the GPU (the reduction kernel, then an async copy of its output on the
     /// snapshot stream into pinned memory); with a reference, the owned cells follow the
     /// same way and are compared on the host.
@@ -78,14 +90,7 @@ impl Dev {
         {
             self.snap = Some(self.snap_buffers(local, (chunks, ncols * chunks), floats)?);
         }
-        // The snapshot stream waits for everything issued so far, on every stream.
-        let snap_stream = self.snap_stream.get();
-        for i in 0..self.streams.len() {
-            let e = self.timing_event()?;
-            sys::record(e, self.streams[i].get())?;
-            sys::stream_wait_event(snap_stream, e)?;
-            self.pool.push(e);
-        }
+        let snap_stream = self.snap_after_all()?;
         let (ex, hy) = (self.buffers[0].view(), self.buffers[1].view());
         let snap = self.snap.as_mut().expect("set above");
         let args = [
@@ -220,13 +225,7 @@ impl Dev {
         {
             self.snap = Some(self.snap_buffers(key, (1, cells), floats)?);
         }
-        let snap_stream = self.snap_stream.get();
-        for i in 0..self.streams.len() {
-            let e = self.timing_event()?;
-            sys::record(e, self.streams[i].get())?;
-            sys::stream_wait_event(snap_stream, e)?;
-            self.pool.push(e);
-        }
+        let snap_stream = self.snap_after_all()?;
         let (ez, h) = (self.buffers[0].view(), self.buffers[1].view());
         let snap = self.snap.as_mut().expect("set above");
         let args = [
