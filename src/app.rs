@@ -222,7 +222,7 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
         .as_deref()
         .map(crate::program::ProgramFile::load)
         .transpose()?;
-    let program = crate::program::build(c.mode, file.as_ref(), &s.ranges())?;
+    let program = crate::program::build_for(c.mode, file.as_ref(), &s)?;
     let name = file
         .as_ref()
         .map_or(c.mode.name().to_string(), |f| f.name.clone());
@@ -302,9 +302,13 @@ fn list(json: bool) -> Result<()> {
     }
     for (name, s) in &scenarios {
         println!(
-            "{name:<10}{} ({} cells, {} devices)",
+            "{name:<10}{} ({}, {} devices)",
             s.description,
-            s.cells,
+            if s.two_d() {
+                format!("{}×{} cells", s.nx, s.cells)
+            } else {
+                format!("{} cells", s.cells)
+            },
             s.split.len()
         );
     }

@@ -1,5 +1,7 @@
 //! 2D (TMz): decomposed runs in every correct mode are bit-identical to one domain.
 
+mod common;
+
 use haloscope::decomp::{Domain, Field};
 use haloscope::physics::Coefficients;
 use haloscope::program::Mode;
@@ -125,4 +127,21 @@ fn broken_modes_diverge_in_2d() {
         let got = run(&s, mode, 400);
         assert!(got.0 != want.0, "{} stayed identical", mode.name());
     }
+}
+
+#[test]
+fn the_checker_judges_2d_programs_in_rows_of_ez_and_h() {
+    let (code, out, err) = common::haloscope(&["check", "-s", "radiate", "--mode", "events"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, _) = common::haloscope(&["check", "-s", "radiate", "--mode", "no-wait"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("RAW h@dev0 row 59: copy h dev0→dev1 may read before update_h 0..60"),
+        "{out}"
+    );
+    // A row of H is Hx then Hy: 2 × 320 floats, at row 59's first float.
+    assert!(
+        out.contains("cudaMemcpyPeerAsync(h@dev1[37760], 1, h@dev0[37760], 0, 2560, copy@dev1)"),
+        "{out}"
+    );
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use super::graph::{Call, Graph, ROUNDS};
-use crate::decomp::{Access, Buffer, DeviceState, Field};
+use crate::decomp::{Access, Buffer, DeviceState};
 use crate::program::{Op, Program};
 
 /// What a finding is about.
@@ -57,8 +57,10 @@ pub struct Finding {
     pub kind: Kind,
     /// `ex@dev1` (conflicts only).
     pub buffer: Option<String>,
-    /// Global cells `[first, last]` both calls touch (conflicts only).
+    /// Global cells `[first, last]` both calls touch (conflicts only): rows in 2D.
     pub cells: Option<[usize; 2]>,
+    /// What `cells` counts: `cell` (1D) or `row` (2D).
+    pub unit: &'static str,
     pub first: CallRef,
     pub second: Option<CallRef>,
     /// What is wrong, in one sentence.
@@ -71,8 +73,8 @@ impl Finding {
     /// ` ex@dev1 cell 500` or ` ex@dev1 cells 484..=499`; empty for findings about a call.
     pub fn place(&self) -> String {
         match (&self.buffer, self.cells) {
-            (Some(b), Some([a, z])) if a == z => format!(" {b} cell {a}"),
-            (Some(b), Some([a, z])) => format!(" {b} cells {a}..={z}"),
+            (Some(b), Some([a, z])) if a == z => format!(" {b} {} {a}", self.unit),
+            (Some(b), Some([a, z])) => format!(" {b} {}s {a}..={z}", self.unit),
             _ => String::new(),
         }
     }
@@ -93,6 +95,7 @@ pub(super) fn analyse(program: &Program, states: &[DeviceState]) -> (Graph, Vec<
             kind: Kind::Invalid,
             buffer: None,
             cells: None,
+            unit: program.cell_word(),
             first: call_ref(program, &g.calls[0]),
             second: None,
             why: "the calls wait on each other in a circle: the program deadlocks".into(),
@@ -132,6 +135,7 @@ fn invalid_calls(program: &Program, g: &Graph) -> Vec<Finding> {
         kind: Kind::Invalid,
         buffer: None,
         cells: None,
+        unit: program.cell_word(),
         first: call_ref(program, c),
         second: None,
         why,
@@ -262,6 +266,7 @@ fn binding_finding(
         kind: Kind::Binding,
         buffer: None,
         cells: None,
+        unit: program.cell_word(),
         first: call_ref(program, rc),
         second: Some(call_ref(program, wc)),
         why: format!(
@@ -424,7 +429,7 @@ fn conflict_finding(
         _ => "may write in either order with",
     };
     let buffer_name = match buffer {
-        Buffer::Field(Field::Ex) | Buffer::Field(Field::Hy) => format!("{}@dev{device}", buffer.name()),
+        Buffer::Field(f) => format!("{}@dev{device}", program.field_name(f)),
         Buffer::Ends => format!("mur_state@dev{device}"),
     };
     let name = |c: &Call| program.label(&c.op);
@@ -455,6 +460,7 @@ fn conflict_finding(
         kind,
         buffer: Some(buffer_name),
         cells: Some([cells.start, cells.end - 1]),
+        unit: program.cell_word(),
         first: call_ref(program, fc),
         second: Some(call_ref(program, sc)),
         why,

@@ -166,6 +166,11 @@ impl Program {
         if self.row > 1 { "rows" } else { "cells" }
     }
 
+    /// One of what the ranges count: `cell` (1D) or `row` (2D).
+    pub fn cell_word(&self) -> &'static str {
+        if self.row > 1 { "row" } else { "cell" }
+    }
+
     /// Bytes a copy of `count` cells (rows) of `f` moves.
     pub fn copy_bytes(&self, f: crate::decomp::Field, count: usize) -> usize {
         let per = match (self.row, f) {
