@@ -64,6 +64,8 @@ Examples:
   haloscope                                   the UI on the default scenario (pulse, 4 devices)
   haloscope --mode no-wait --paused           start paused in a broken mode; n steps, . micro-steps
   haloscope --headless --scenario fresnel     a built-in scenario, no UI, print a summary
+  haloscope --scenario radiate                a 2D grid (TMz) in slabs of rows, as a heat map
+                                              (also lens, box; [grid] nx, ny in your own)
   haloscope --headless --scenario my.toml --devices 8 --steps 5000 --json
   haloscope --headless --dump-fields out/     also write out/ex.npy and out/hy.npy
   haloscope --headless --mode no-wait --trace t.json
@@ -92,7 +94,7 @@ tab/z focus/zoom a panel, 1-9 focus a device, l lesson, h hazards, t tour, ? hel
 Built-in scenarios: pulse (default), fresnel, cavity, uneven, race. A scenario file is TOML;
 see the README for every field. Keys can be rebound in ~/.config/haloscope/keymap.toml.";
 
-/// Watch a 1D FDTD simulation split across devices, and learn how the halo exchange
+/// Watch a 1D or 2D FDTD simulation split across devices, and learn how the halo exchange
 /// between them must be ordered.
 #[derive(Debug, Parser)]
 #[command(name = "haloscope", version, after_help = EXAMPLES)]
