@@ -12,6 +12,23 @@ pub const RUN_BYTES_PER_CELL: u64 = 48;
 /// What the single-domain reference adds: its fields (8) and the fields it gathers (8).
 pub const REFERENCE_BYTES_PER_CELL: u64 = 16;
 
+/// A 2D (TMz) cell holds three fields, and every device its own `ca`, `cb`: the devices'
+/// fields (12) and coefficients (8), the grid's coefficients (8, built from 16 B of f64),
+/// the fields gathered (12) and a fork (12).
+pub const RUN_BYTES_PER_CELL_2D: u64 = 68;
+/// What the 2D reference adds: its fields and coefficients (20), the grid's coefficients
+/// it builds (8, from 16 of f64) and the fields it gathers (12).
+pub const REFERENCE_BYTES_PER_CELL_2D: u64 = 56;
+
+/// Bytes a cell costs: `(run, reference)` of a 1D or a 2D grid.
+pub fn per_cell(two_d: bool) -> (u64, u64) {
+    if two_d {
+        (RUN_BYTES_PER_CELL_2D, REFERENCE_BYTES_PER_CELL_2D)
+    } else {
+        (RUN_BYTES_PER_CELL, REFERENCE_BYTES_PER_CELL)
+    }
+}
+
 /// The limit and where it comes from.
 pub fn available() -> Option<(u64, &'static str)> {
     if let Some(v) = std::env::var(OVERRIDE).ok().and_then(|v| v.trim().parse().ok()) {
@@ -68,8 +85,9 @@ pub fn address_space_left() -> Option<u64> {
 }
 
 /// Bytes a run of `cells` cells needs, with or without the reference; `None` past 2^64.
-pub fn need(cells: usize, reference: bool) -> Option<u64> {
-    let per = RUN_BYTES_PER_CELL + if reference { REFERENCE_BYTES_PER_CELL } else { 0 };
+pub fn need(cells: usize, reference: bool, two_d: bool) -> Option<u64> {
+    let (run, with) = per_cell(two_d);
+    let per = run + if reference { with } else { 0 };
     (cells as u64).checked_mul(per)
 }
 
@@ -151,9 +169,10 @@ mod tests {
 
     #[test]
     fn the_need_grows_with_cells_and_the_reference_and_never_overflows() {
-        assert_eq!(need(1000, false), Some(48_000));
-        assert_eq!(need(1000, true), Some(64_000));
-        assert_eq!(need(usize::MAX, true), None);
+        assert_eq!(need(1000, false, false), Some(48_000));
+        assert_eq!(need(1000, true, false), Some(64_000));
+        assert_eq!(need(1000, true, true), Some(124_000));
+        assert_eq!(need(usize::MAX, true, false), None);
         assert_eq!(bytes(3 << 30), "3.0 GiB");
         assert_eq!(bytes(1), "1 B");
         assert_eq!(bytes(5 << 20), "5 MiB");

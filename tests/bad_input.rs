@@ -198,6 +198,19 @@ fn a_grid_larger_than_the_memory_this_process_may_use_is_refused_with_the_estima
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A 2D grid costs more a cell (three fields, coefficients on every device).
+    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+        .args(["--headless", "--steps", "1", "-s", "radiate"])
+        .env("HALOSCOPE_MEMORY_BYTES", "5000000")
+        .output()
+        .unwrap();
+    assert_bad_input(
+        &out,
+        &[
+            "`grid.ny`: 76800 cells need about",
+            "(124 B per cell for the run and the reference)",
+        ],
+    );
     // Past 2^64 bytes: refused, not a capacity-overflow panic.
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("huge.toml");

@@ -254,16 +254,14 @@ impl Scenario {
             field: Some(self.units().1.into()),
             reason,
         };
+        let (run, with) = memory::per_cell(self.two_d());
         let what = if reference {
-            format!(
-                "{} B per cell for the run and the reference",
-                memory::RUN_BYTES_PER_CELL + memory::REFERENCE_BYTES_PER_CELL
-            )
+            format!("{} B per cell for the run and the reference", run + with)
         } else {
-            format!("{} B per cell for the run", memory::RUN_BYTES_PER_CELL)
+            format!("{run} B per cell for the run")
         };
         let cells = self.total_cells();
-        let Some(need) = memory::need(cells, reference) else {
+        let Some(need) = memory::need(cells, reference, self.two_d()) else {
             return Err(err(format!("{cells} cells need more than 2^64 bytes ({what})")));
         };
         if let Some((limit, from)) = memory::available()
