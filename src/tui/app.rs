@@ -403,7 +403,14 @@ impl App {
         };
         self.set_focus(p);
         match (p, self.frame.as_ref()) {
-            (Panel::Fields, Some(f)) if !f.columns.is_empty() && at.x > r.x && f.heat.is_none() => {
+            (Panel::Fields, Some(f)) if f.heat.is_some() => {
+                let Some(cell) = heat_cell(f, r, at) else {
+                    return Vec::new();
+                };
+                self.cursor = Some(cell);
+                vec![Control::Inspect(Some(cell))]
+            }
+            (Panel::Fields, Some(f)) if !f.columns.is_empty() && at.x > r.x => {
                 // Braille: two plot columns a character.
                 let ncols = f.columns.len();
                 let col = (2 * usize::from(at.x - r.x - 1)).min(ncols - 1);
@@ -414,6 +421,24 @@ impl App {
             _ => Vec::new(),
         }
     }
+}
+
+/// The cell (`row · nx + column`) under a click at `at` on a heat map drawn in the Fields
+/// panel `panel` (inside its frame: the legend row, then the map right of the gutter, two
+/// bands a row, the top band first); `None` off the map.
+fn heat_cell(f: &crate::engine::Frame, panel: Rect, at: Position) -> Option<usize> {
+    use crate::snapshot::{HEAT_GUTTER, column_edges};
+    let (buckets, bands) = f.heat?;
+    let (x0, y0) = (panel.x + 1 + HEAT_GUTTER as u16, panel.y + 2);
+    let (x, r) = (
+        usize::from(at.x.checked_sub(x0)?),
+        usize::from(at.y.checked_sub(y0)?),
+    );
+    let band = bands.checked_sub(1 + 2 * r)?;
+    if x >= buckets {
+        return None;
+    }
+    Some(column_edges(f.cells, bands)[band] * f.nx + column_edges(f.nx, buckets)[x])
 }
 
 #[cfg(test)]
@@ -608,5 +633,37 @@ mod tests {
         };
         a.on_mouse(m, screen);
         assert_eq!(a.focus, Panel::Timeline);
+    }
+
+    #[test]
+    fn a_click_on_a_heat_map_inspects_the_cell_under_it() {
+        let screen = Rect::new(0, 0, 120, 34);
+        let mut a = app();
+        let size = a.plot_size(screen);
+        a.set_frame(Box::new(crate::tui::fixture::heat_fixture(4, size)));
+        let areas = layout::panel_areas(screen, a.zoom, a.focus, a.secondary);
+        let (_, fields) = *areas.iter().find(|(p, _)| *p == Panel::Fields).unwrap();
+        let (buckets, bands) = a.frame.as_ref().unwrap().heat.unwrap();
+        let click = |a: &mut App, column: u16, row: u16| {
+            let m = MouseEvent {
+                kind: MouseEventKind::Down(MouseButton::Left),
+                column,
+                row,
+                modifiers: KeyModifiers::NONE,
+            };
+            a.on_mouse(m, screen)
+        };
+        // The map's top-left character: the top band (the grid's last rows), column 0.
+        let x0 = fields.x + 1 + crate::snapshot::HEAT_GUTTER as u16;
+        let c = click(&mut a, x0, fields.y + 2);
+        let top = crate::snapshot::column_edges(64, bands)[bands - 1];
+        assert_eq!(c, vec![Control::Inspect(Some(top * 96))]);
+        // One character right and one row down: the next bucket, two bands lower.
+        let c = click(&mut a, x0 + 1, fields.y + 3);
+        let row = crate::snapshot::column_edges(64, bands)[bands - 3];
+        let col = crate::snapshot::column_edges(96, buckets)[1];
+        assert_eq!(c, vec![Control::Inspect(Some(row * 96 + col))]);
+        // The gutter is not the map.
+        assert!(click(&mut a, fields.x + 2, fields.y + 3).is_empty());
     }
 }
