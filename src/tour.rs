@@ -174,7 +174,7 @@ fn parse_stop(s: StopFile, i: usize, at: &At, dir: Option<&Path>) -> Result<Stop
             )
         })
     })?;
-    let goal = parse_goal(s.run_to.get_ref(), limit, sc.cells)
+    let goal = parse_goal(s.run_to.get_ref(), limit, (sc.total_cells(), sc.nx))
         .map_err(|reason| at(Some(s.run_to.span()), field("run_to"), reason))?;
     let speed = match &s.speed {
         Some(v) if !(v.get_ref().is_finite() && (1.0..=1e6).contains(v.get_ref())) => {
@@ -223,8 +223,9 @@ fn parse_stop(s: StopFile, i: usize, at: &At, dir: Option<&Path>) -> Result<Stop
     })
 }
 
-/// `step N`, `diverged` or `cell K` (the wave reaches cell K).
-fn parse_goal(text: &str, limit: u64, cells: usize) -> Result<Goal, String> {
+/// `step N`, `diverged` or `cell K` (the wave reaches cell K; on a 2D grid of rows of
+/// `nx`, K is `row · nx + column`).
+fn parse_goal(text: &str, limit: u64, (cells, nx): (usize, usize)) -> Result<Goal, String> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let number = |w: &str| {
         w.parse::<u64>()
@@ -238,6 +239,10 @@ fn parse_goal(text: &str, limit: u64, cells: usize) -> Result<Goal, String> {
         ["diverged"] => Ok(Goal::Diverged { limit }),
         ["cell", k] => match number(k)? as usize {
             k if k < cells => Ok(Goal::Reaches { cell: k, limit }),
+            k if nx > 1 => Err(format!(
+                "cell {k}: the scenario has cells 0 to {} (on its 2D grid, row · {nx} + column)",
+                cells - 1
+            )),
             k => Err(format!("cell {k}: the scenario has cells 0 to {}", cells - 1)),
         },
         _ => Err(format!(
@@ -249,6 +254,22 @@ fn parse_goal(text: &str, limit: u64, cells: usize) -> Result<Goal, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cell_goal_on_a_2d_grid_counts_every_cell_row_by_row() {
+        assert_eq!(
+            parse_goal("cell 3000", 100, (76_800, 320)),
+            Ok(Goal::Reaches {
+                cell: 3000,
+                limit: 100
+            })
+        );
+        let e = parse_goal("cell 80000", 100, (76_800, 320)).unwrap_err();
+        assert!(
+            e.contains("cells 0 to 76799 (on its 2D grid, row · 320 + column)"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn every_built_in_tour_loads_and_the_rules_tour_cites_all_seven_rules() {
