@@ -41,6 +41,16 @@ pub enum Field {
 }
 
 impl Field {
+    /// Floats a cell (1D, `nx` = 1) or a row of `nx` cells (2D) of the field holds: a row
+    /// of `Ez` is `nx`, a row of `H` `2·nx` (`Hx` then `Hy`).
+    pub fn floats_per_row(self, nx: usize) -> usize {
+        match (self, nx) {
+            (_, 1) => 1,
+            (Field::Ex, nx) => nx,
+            (Field::Hy, nx) => 2 * nx,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Field::Ex => "ex",
@@ -257,11 +267,7 @@ impl DeviceState {
 
     /// Floats per cell (1D) or row (2D) of a field: `Ez` has `nx` per row, `H` `2·nx`.
     pub fn width(&self, f: Field) -> usize {
-        match (&self.slab, f) {
-            (None, _) => 1,
-            (Some(s), Field::Ex) => s.nx,
-            (Some(s), Field::Hy) => 2 * s.nx,
-        }
+        f.floats_per_row(self.nx())
     }
 
     /// A 2D device's slab (its coefficients, sides and Mur rows); `None` in 1D.

@@ -154,7 +154,7 @@ impl Reference {
         let (dh, fh) = max_abs_diff(&fields.1, &self.domain.gather(Field::Hy)?);
         // In 2D a row of H holds Hx then Hy: its index as the cell's (row · nx + column).
         let nx = self.domain.devices[0].nx();
-        let fh = fh.map(|k| if nx > 1 { k / (2 * nx) * nx + k % nx } else { k });
+        let fh = fh.map(|k| k / Field::Hy.floats_per_row(nx) * nx + k % nx);
         Ok((de.max(dh), [fe, fh].into_iter().flatten().min()))
     }
 }

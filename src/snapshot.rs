@@ -46,6 +46,11 @@ pub fn nan_max(a: f32, b: f32) -> f32 {
     if a.is_nan() || a > b { a } else { b }
 }
 
+/// The bucket of `edges` (`edges[c]..edges[c+1]`) holding `x`; the first for `x` before it.
+pub fn edge_index(edges: &[usize], x: usize) -> usize {
+    edges.partition_point(|&e| e <= x).saturating_sub(1)
+}
+
 /// Column `c` covers global cells `edges[c]..edges[c+1]`; `edges` has `columns + 1` entries.
 pub fn column_edges(cells: usize, columns: usize) -> Vec<usize> {
     let columns = columns.clamp(1, cells.max(1));
@@ -65,6 +70,24 @@ pub enum Edges {
 }
 
 impl Edges {
+    /// A heat map's `(buckets, bands)`; `None` for a 1D plot.
+    pub fn heat(&self) -> Option<(usize, usize)> {
+        match self {
+            Edges::Line(_) => None,
+            Edges::Plane { rows, cols } => Some((cols.len() - 1, rows.len() - 1)),
+        }
+    }
+
+    /// The screen cell holding cell `k` (`row · nx + column` in 2D).
+    pub fn index_of(&self, k: usize, nx: usize) -> usize {
+        match self {
+            Edges::Line(e) => edge_index(e, k),
+            Edges::Plane { rows, cols } => {
+                edge_index(rows, k / nx) * (cols.len() - 1) + edge_index(cols, k % nx)
+            }
+        }
+    }
+
     /// Entries of a snapshot with these edges.
     pub fn len(&self) -> usize {
         match self {
@@ -153,7 +176,7 @@ fn column_spans<'a>(
 ) -> impl Iterator<Item = (usize, Range<usize>)> + 'a {
     let cells = cells.clone();
     // First column whose range reaches into `cells`.
-    let first = edges.partition_point(|&e| e <= cells.start).saturating_sub(1);
+    let first = edge_index(edges, cells.start);
     (first..edges.len().saturating_sub(1))
         .take_while(move |&c| edges[c] < cells.end)
         .map(move |c| (c, edges[c].max(cells.start)..edges[c + 1].min(cells.end)))

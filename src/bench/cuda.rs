@@ -140,7 +140,7 @@ pub struct GpuBench {
 
 /// The step of `p` with no exchange: its kernels (launched or as graphs) and barriers
 /// only (not a correct program: a yardstick for the exchange's cost).
-fn no_exchange(p: &Program) -> Program {
+pub(super) fn no_exchange(p: &Program) -> Program {
     let mut q = p.clone();
     q.name = "no exchange".into();
     for ops in &mut q.step {
@@ -369,7 +369,7 @@ fn snapshot_cost(gpus: &[i32], only: Option<&[Mode]>) -> Result<Vec<SnapshotCost
         let mut rt = crate::runtime::start(&one, &s, Arc::new(Mode::Events.program(&s.ranges())), false)?;
         rt.run_to(2)?;
         let columns = 200;
-        let edges = Arc::new(snapshot::column_edges(cells, columns));
+        let edges = Arc::new(snapshot::Edges::Line(snapshot::column_edges(cells, columns)));
         rt.reduce(&edges, None)?;
         let mut samples = Vec::new();
         for _ in 0..20 {

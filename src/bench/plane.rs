@@ -7,7 +7,7 @@ use anyhow::{Result, anyhow};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::program::{Mode, Op, Program};
+use crate::program::{Mode, Program};
 use crate::runtime::cuda::probe;
 use crate::runtime::{Runtime, RuntimeChoice};
 use crate::scenario::{self, Scenario};
@@ -46,15 +46,6 @@ fn step_us(s: &Scenario, program: Program, gpus: &[i32], seconds: f64) -> Result
     Ok(median(&samples).expect("samples"))
 }
 
-/// The step without its exchange: kernels (and graphs) only, on one device.
-fn no_exchange(p: Program) -> Program {
-    let mut q = p;
-    for ops in &mut q.step {
-        ops.retain(|op| matches!(op, Op::Launch { .. } | Op::Graph { .. } | Op::HostBarrier));
-    }
-    q
-}
-
 /// The heat map of a 2D run reduced on the GPUs (no reference: the GPU's reduction alone)
 /// and on the CPU from the fields read back: `(cells equal, cells)`.
 fn reduction_agrees(gpu: i32) -> Result<(usize, usize)> {
@@ -67,7 +58,7 @@ fn reduction_agrees(gpu: i32) -> Result<(usize, usize)> {
         rows: snapshot::column_edges(s.cells, 61),
         cols: snapshot::column_edges(s.nx, 97),
     });
-    let (gpu_cols, ..) = snapshot::merge(&rt.reduce_plane(&edges, None)?, edges.len());
+    let (gpu_cols, ..) = snapshot::merge(&rt.reduce(&edges, None)?, edges.len());
     let (ez, h) = rt.fields()?;
     let Edges::Plane { rows, cols } = &*edges else {
         unreachable!("a plane")
@@ -119,7 +110,7 @@ pub fn run(gpus: &[i32], sizes: &[usize], seconds: f64) -> Result<String> {
         let one = plane_scenario(n, 1)?;
         let interior = step_us(
             &one,
-            no_exchange(Mode::Events.program(&one.ranges())),
+            super::cuda::no_exchange(&Mode::Events.program(&one.ranges())),
             &gpus[..1],
             seconds,
         )?;

@@ -3,16 +3,16 @@
 
 use super::{CellInfo, Core};
 use crate::decomp::Field;
-use crate::snapshot::column_edges;
+use crate::snapshot::Edges;
 use crate::trace::TraceRecord;
 
 impl Core {
-    /// The inspected cell (`row · nx + column` in 2D), if one is; `edges` are the 1D
-    /// plot's columns, `heat` a 2D heat map's `(buckets, bands)`.
+    /// The inspected cell (`row · nx + column` in 2D), if one is; `edges`: where the
+    /// frame's screen cells lie.
     pub(super) fn inspected(
         &mut self,
         step: u64,
-        (edges, heat): (&[usize], Option<(usize, usize)>),
+        edges: &Edges,
         timeline: &[TraceRecord],
     ) -> Option<CellInfo> {
         let k = self.inspect?;
@@ -26,14 +26,7 @@ impl Core {
             let rows = row..row + 1;
             (d.read(Field::Ex, &rows)[col], d.read(Field::Hy, &rows)[col])
         });
-        let at = |edges: &[usize], x: usize| edges.partition_point(|&e| e <= x).saturating_sub(1);
-        let column = match heat {
-            None => at(edges, k),
-            Some((buckets, bands)) => {
-                let band = at(&column_edges(s.cells, bands), row);
-                band * buckets + at(&column_edges(s.nx, buckets), col)
-            }
-        };
+        let column = edges.index_of(k, s.nx);
         let states = crate::decomp::DeviceState::shapes(s);
         let writes = |op: &crate::program::Op| {
             crate::hazard::op_accesses(op, &states).iter().any(|(d, a)| {

@@ -601,7 +601,7 @@ impl Core {
         let cells = self.cfg.scenario.total_cells();
         let compare = self.backend.compare_up_to().is_none_or(|n| cells <= n);
         let reference = self.reference_now(compare);
-        let (edges, heat, (columns, max_diff, first_diff)) = self.reduce_fields(reference.as_ref());
+        let (edges, (columns, max_diff, first_diff)) = self.reduce_fields(reference.as_ref());
 
         if reference.is_some() {
             self.last_max_diff = Some(max_diff);
@@ -647,7 +647,7 @@ impl Core {
         if boundary {
             micro.next = None;
         }
-        let inspected = self.inspected(step, (&edges, heat), &timeline);
+        let inspected = self.inspected(step, &edges, &timeline);
         let s = &self.cfg.scenario;
         Frame {
             scenario: s.name.clone(),
@@ -660,7 +660,7 @@ impl Core {
             running: self.running,
             speed: self.speed,
             columns,
-            heat,
+            heat: edges.heat(),
             plot: (self.columns, self.rows),
             nx: s.nx,
             scale: self.scale,
@@ -724,7 +724,11 @@ impl Runtime for Placeholder {
     fn fields(&mut self) -> Result<crate::decomp::Gathered> {
         Err(anyhow::anyhow!("no runtime"))
     }
-    fn reduce(&mut self, _: &Arc<Vec<usize>>, _: Option<&crate::decomp::Reference>) -> Result<Vec<Partial>> {
+    fn reduce(
+        &mut self,
+        _: &Arc<crate::snapshot::Edges>,
+        _: Option<&crate::decomp::Reference>,
+    ) -> Result<Vec<Partial>> {
         Ok(Vec::new())
     }
     fn drain_copies(&mut self, _: &mut dyn FnMut(usize, usize, usize, f64)) {}
@@ -1039,7 +1043,7 @@ mod tests {
         }
         fn reduce(
             &mut self,
-            _: &Arc<Vec<usize>>,
+            _: &Arc<crate::snapshot::Edges>,
             _: Option<&crate::decomp::Reference>,
         ) -> Result<Vec<Partial>> {
             Ok(Vec::new())

@@ -6,15 +6,11 @@ use std::sync::Arc;
 use super::Core;
 use crate::decomp::{Field, Reference};
 use crate::memory::OutOfMemory;
-use crate::snapshot::{self, Column};
+use crate::snapshot::{self, Column, Edges};
 
-/// What a frame's fields are: the 1D columns' edges, a heat map's `(buckets, bands)`
-/// in 2D, and the merged screen cells with the largest and first difference.
-type Reduced = (
-    Arc<Vec<usize>>,
-    Option<(usize, usize)>,
-    (Vec<Column>, f32, Option<usize>),
-);
+/// What a frame's fields are: where its screen cells lie (a 1D plot's columns or a 2D
+/// heat map's cells), and the merged screen cells with the largest and first difference.
+type Reduced = (Arc<Edges>, (Vec<Column>, f32, Option<usize>));
 
 impl Core {
     /// The reference's fields at the current step, when the frame is compared with it:
@@ -49,27 +45,23 @@ impl Core {
     /// a runtime that cannot is the run's failure (empty columns).
     pub(super) fn reduce_fields(&mut self, reference: Option<&Reference>) -> Reduced {
         let s = &self.cfg.scenario;
-        let edges = Arc::new(snapshot::column_edges(s.cells, self.columns));
-        let (heat, reduced) = if s.two_d() {
+        let edges = Arc::new(if s.two_d() {
             let width = (self.columns / 2).saturating_sub(snapshot::HEAT_GUTTER + 1);
             let (buckets, bands) = snapshot::heat_size(s.nx, s.cells, width, self.rows);
-            let plane = Arc::new(snapshot::Edges::Plane {
+            Edges::Plane {
                 rows: snapshot::column_edges(s.cells, bands),
                 cols: snapshot::column_edges(s.nx, buckets),
-            });
-            let parts = self.backend.reduce_plane(&plane, reference);
-            (Some((buckets, bands)), parts.map(|p| (p, plane.len())))
+            }
         } else {
-            let parts = self.backend.reduce(&edges, reference);
-            (None, parts.map(|p| (p, edges.len() - 1)))
-        };
-        let merged = match reduced {
-            Ok((parts, n)) => snapshot::merge(&parts, n),
+            Edges::Line(snapshot::column_edges(s.cells, self.columns))
+        });
+        let merged = match self.backend.reduce(&edges, reference) {
+            Ok(parts) => snapshot::merge(&parts, edges.len()),
             Err(e) => {
                 self.failure.get_or_insert(format!("{e:#}"));
                 (Vec::new(), 0.0, None)
             }
         };
-        (edges, heat, merged)
+        (edges, merged)
     }
 }

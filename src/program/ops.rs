@@ -173,12 +173,7 @@ impl Program {
 
     /// Bytes a copy of `count` cells (rows) of `f` moves.
     pub fn copy_bytes(&self, f: crate::decomp::Field, count: usize) -> usize {
-        let per = match (self.row, f) {
-            (1, _) => 1,
-            (nx, crate::decomp::Field::Ex) => nx,
-            (nx, crate::decomp::Field::Hy) => 2 * nx,
-        };
-        4 * count * per
+        4 * count * f.floats_per_row(self.row)
     }
 
     pub fn devices(&self) -> usize {

@@ -92,7 +92,7 @@ impl Runtime for CudaBackend {
     fn fields(&mut self) -> Result<Gathered> {
         match *self {}
     }
-    fn reduce(&mut self, _: &Arc<Vec<usize>>, _: Option<&Reference>) -> Result<Vec<Partial>> {
+    fn reduce(&mut self, _: &Arc<crate::snapshot::Edges>, _: Option<&Reference>) -> Result<Vec<Partial>> {
         match *self {}
     }
     fn drain_copies(&mut self, _: &mut dyn FnMut(usize, usize, usize, f64)) {

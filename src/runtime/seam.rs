@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::decomp::{Gathered, Reference};
 use crate::program::Program;
-use crate::snapshot::Partial;
+use crate::snapshot::{Edges, Partial};
 use crate::trace::{TraceRecord, TraceWriter};
 
 /// What `--runtime cuda` says in a binary built without the `cuda` feature.
@@ -99,20 +99,12 @@ pub trait Runtime: Send {
     /// `(Ez, Hx)` of cell `row · nx + column`.
     fn cell(&mut self, k: usize, nx: usize) -> Result<(f32, f32)> {
         let (ex, hy) = self.fields()?;
-        let (row, col) = (k / nx, k % nx);
-        let h = if nx > 1 { row * 2 * nx + col } else { k };
+        let h = k / nx * crate::decomp::Field::Hy.floats_per_row(nx) + k % nx;
         Ok((ex[k], hy[h]))
     }
-    /// The owned cells reduced to screen columns, compared with `reference`.
-    fn reduce(&mut self, edges: &Arc<Vec<usize>>, reference: Option<&Reference>) -> Result<Vec<Partial>>;
-    /// A 2D grid reduced to the screen cells of `edges` ([`crate::snapshot::Edges::Plane`]).
-    fn reduce_plane(
-        &mut self,
-        _edges: &Arc<crate::snapshot::Edges>,
-        _reference: Option<&Reference>,
-    ) -> Result<Vec<Partial>> {
-        anyhow::bail!("{} runs 1D grids only: 2D grids run on the sim", self.name())
-    }
+    /// The owned cells reduced to the screen cells of `edges` (a 1D plot's columns or a
+    /// 2D heat map's cells), compared with `reference`.
+    fn reduce(&mut self, edges: &Arc<Edges>, reference: Option<&Reference>) -> Result<Vec<Partial>>;
     /// Calls `each(source, destination, bytes, µs)` for every peer copy completed since
     /// the last call.
     fn drain_copies(&mut self, each: &mut dyn FnMut(usize, usize, usize, f64));

@@ -154,13 +154,7 @@ impl Runtime for CudaBackend {
         self.rt.topology.clone()
     }
 
-    fn reduce(&mut self, edges: &Arc<Vec<usize>>, reference: Option<&Reference>) -> Result<Vec<Partial>> {
-        let edges = Arc::new(crate::snapshot::Edges::Line(edges.to_vec()));
-        self.reduce_plane(&edges, reference)
-    }
-
-    /// Either shape of snapshot (the name says what the engine asks for in 2D).
-    fn reduce_plane(
+    fn reduce(
         &mut self,
         edges: &Arc<crate::snapshot::Edges>,
         reference: Option<&Reference>,

@@ -73,7 +73,7 @@ impl Dev {
         if m == 0 {
             return Ok(Vec::new());
         }
-        let c0 = edges.partition_point(|&e| e <= cells.start).saturating_sub(1);
+        let c0 = snapshot::edge_index(edges, cells.start);
         let c1 = edges.partition_point(|&e| e < cells.end).min(edges.len() - 1);
         let ncols = c1 - c0;
         let local: Vec<usize> = edges[c0..=c1]
@@ -207,7 +207,7 @@ impl Dev {
         if m == 0 {
             return Ok(Vec::new());
         }
-        let b0 = rows.partition_point(|&e| e <= owned.start).saturating_sub(1);
+        let b0 = snapshot::edge_index(rows, owned.start);
         let b1 = rows.partition_point(|&e| e < owned.end).min(rows.len() - 1);
         let (bands, buckets) = (b1 - b0, cols.len() - 1);
         // Local rows of the bands this device has, then the buckets' columns: one upload.

@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex};
 
 use super::runtime::SimRuntime;
 use super::scheduler::EventState;
-use crate::decomp::{Gathered, Reference};
+use crate::decomp::{Field, Gathered, Reference};
 use crate::program::{OpKind, Program, StreamId};
 use crate::runtime::seam::{MicroView, Runtime, TIMELINE_STEPS};
 use crate::scenario::Scenario;
-use crate::snapshot::Partial;
+use crate::snapshot::{Edges, Partial};
 use crate::trace::{TraceRecord, TraceWriter};
 
 pub struct SimBackend {
@@ -163,23 +163,13 @@ impl Runtime for SimBackend {
             .position(|r| r.contains(&row))
             .ok_or_else(|| anyhow::anyhow!("cell {k} is outside the grid"))?;
         let local = row - ranges[d].start + crate::decomp::HALO;
-        // Floats a row of `H` holds: `Hx` then `Hy` in 2D.
-        let wh = if nx > 1 { 2 * nx } else { 1 };
-        let ex = self.rt.device_local(d, crate::decomp::Field::Ex)?[local * nx + col];
-        let hy = self.rt.device_local(d, crate::decomp::Field::Hy)?[local * wh + col];
+        let at = |f: Field| local * f.floats_per_row(nx) + col;
+        let ex = self.rt.device_local(d, Field::Ex)?[at(Field::Ex)];
+        let hy = self.rt.device_local(d, Field::Hy)?[at(Field::Hy)];
         Ok((ex, hy))
     }
 
-    fn reduce(&mut self, edges: &Arc<Vec<usize>>, reference: Option<&Reference>) -> Result<Vec<Partial>> {
-        let edges = Arc::new(crate::snapshot::Edges::Line(edges.to_vec()));
-        self.rt.reduce(&edges, reference)
-    }
-
-    fn reduce_plane(
-        &mut self,
-        edges: &Arc<crate::snapshot::Edges>,
-        reference: Option<&Reference>,
-    ) -> Result<Vec<Partial>> {
+    fn reduce(&mut self, edges: &Arc<Edges>, reference: Option<&Reference>) -> Result<Vec<Partial>> {
         self.rt.reduce(edges, reference)
     }
 

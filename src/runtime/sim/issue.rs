@@ -301,12 +301,7 @@ impl Scheduler {
 
     /// Bytes a copy of `cells` (rows in 2D) of `field` moves: `H` rows carry `Hx` and `Hy`.
     pub(super) fn copy_bytes(&self, field: Field, cells: &Range<usize>) -> usize {
-        let per = match (self.nx, field) {
-            (1, _) => 1,
-            (nx, Field::Ex) => nx,
-            (nx, Field::Hy) => 2 * nx,
-        };
-        4 * cells.len() * per
+        4 * cells.len() * field.floats_per_row(self.nx)
     }
 
     /// Bytes a kernel moves per owned cell (1D) or row (2D): in 2D `update_h` reads `Ez`

@@ -338,11 +338,7 @@ impl SimRuntime {
             for (f, out) in [(Field::Ex, &mut ex), (Field::Hy, &mut hy)] {
                 let v = self.device_local(d, f)?;
                 // Floats per cell (1D) or row (2D) of this field.
-                let w = match (self.nx, f) {
-                    (1, _) => 1,
-                    (nx, Field::Ex) => nx,
-                    (nx, Field::Hy) => 2 * nx,
-                };
+                let w = f.floats_per_row(self.nx);
                 debug_assert_eq!(v.len(), (self.split[d] + 2 * HALO) * w);
                 let owned = &v[HALO * w..v.len() - HALO * w];
                 crate::memory::grow(out, owned.len(), "the gathered fields")?;

@@ -15,6 +15,29 @@ pub(crate) const COPY_COLOR: Color = Color::Green;
 pub(crate) const EVENT_COLOR: Color = Color::Magenta;
 pub(crate) const SYNC_COLOR: Color = Color::Yellow;
 
+/// The Fields panel's word on |Δ|: 0 everywhere, the largest and where it first is
+/// (a cell in 1D, `(x, y)` in 2D), or n/a mid-step.
+pub(crate) fn diff_span(frame: &Frame) -> Span<'static> {
+    match frame.max_diff {
+        Some(0.0) => Span::styled("|Δ| = 0 everywhere", Style::new().fg(Color::Green)),
+        Some(d) => {
+            let nx = frame.nx.max(1);
+            let at = frame.first_diff.map_or("?".into(), |k| {
+                if nx > 1 {
+                    format!("(x {}, y {})", k % nx, k / nx)
+                } else {
+                    format!("cell {k}")
+                }
+            });
+            Span::styled(
+                format!("|Δ| ≤ {d:.2e}, first at {at}"),
+                Style::new().fg(DIFF_COLOR).bold(),
+            )
+        }
+        None => Span::styled("|Δ| n/a mid-step", Style::new().fg(Color::DarkGray)),
+    }
+}
+
 /// A panel's frame: thick and bright when focused.
 pub(crate) fn block<'a>(title: String, focused: bool) -> Block<'a> {
     let style = if focused {

@@ -40,17 +40,7 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
         return super::heat::render(frame, look, area, buf, heat);
     }
     let [legend, plots] = Layout::vertical([Constraint::Length(1), Constraint::Min(2)]).areas(area);
-    let diff = match frame.max_diff {
-        Some(0.0) => Span::styled("|Δ| = 0 everywhere", Style::new().fg(Color::Green)),
-        Some(d) => Span::styled(
-            format!(
-                "|Δ| ≤ {d:.2e}, first at cell {}",
-                frame.first_diff.map_or("?".into(), |c| c.to_string())
-            ),
-            Style::new().fg(DIFF_COLOR).bold(),
-        ),
-        None => Span::styled("|Δ| n/a mid-step", Style::new().fg(Color::DarkGray)),
-    };
+    let diff = diff_span(frame);
     let wide = area.width >= 110;
     let mut spans = vec![
         Span::styled("━ Ex", Style::new().fg(EX_COLOR)),

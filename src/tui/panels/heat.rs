@@ -11,7 +11,7 @@ use ratatui::widgets::Widget;
 
 use super::common::*;
 use crate::engine::Frame;
-use crate::snapshot::{Column, HEAT_GUTTER, column_edges};
+use crate::snapshot::{Column, HEAT_GUTTER, column_edges, edge_index};
 
 /// The colour map: diverging, purple below zero, green above (red stays free for |Δ|).
 const MAP: colorous::Gradient = colorous::PURPLE_GREEN;
@@ -83,20 +83,7 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer, (buckets
 }
 
 fn legend(frame: &Frame, area: Rect, buf: &mut Buffer) {
-    let diff = match frame.max_diff {
-        Some(0.0) => Span::styled("|Δ| = 0 everywhere", Style::new().fg(Color::Green)),
-        Some(d) => {
-            let at = frame.first_diff.map_or("?".into(), |k| {
-                let nx = frame.nx.max(1);
-                format!("(x {}, y {})", k % nx, k / nx)
-            });
-            Span::styled(
-                format!("|Δ| ≤ {d:.2e}, first at {at}"),
-                Style::new().fg(DIFF_COLOR).bold(),
-            )
-        }
-        None => Span::styled("|Δ| n/a mid-step", Style::new().fg(Color::DarkGray)),
-    };
+    let diff = diff_span(frame);
     let spans = [
         Span::styled("Ez", Style::new().fg(EX_COLOR).bold()),
         Span::raw(format!(" {}×{}  ", frame.nx, frame.cells)),
@@ -112,7 +99,7 @@ fn slabs(frame: &Frame, look: &Look, map: Rect, area: Rect, buf: &mut Buffer, ba
     let edges = column_edges(frame.cells, bands);
     // The screen row showing grid row `k`.
     let row_of = |k: usize| {
-        let band = edges.partition_point(|&e| e <= k).saturating_sub(1) as i64;
+        let band = edge_index(&edges, k) as i64;
         let r = (bands as i64 - 1 - band) / 2;
         map.y + (r.max(0) as u16).min(map.height.saturating_sub(1))
     };
@@ -151,9 +138,8 @@ fn slabs(frame: &Frame, look: &Look, map: Rect, area: Rect, buf: &mut Buffer, ba
 /// The inspected cell marked `┼` on the map (white on the cell's colour).
 fn cursor(frame: &Frame, cell: usize, map: Rect, (buckets, bands): (usize, usize), buf: &mut Buffer) {
     let nx = frame.nx.max(1);
-    let at = |edges: &[usize], v: usize| edges.partition_point(|&e| e <= v).saturating_sub(1);
-    let band = at(&column_edges(frame.cells, bands), cell / nx) as i64;
-    let bucket = at(&column_edges(nx, buckets), cell % nx) as u16;
+    let band = edge_index(&column_edges(frame.cells, bands), cell / nx) as i64;
+    let bucket = edge_index(&column_edges(nx, buckets), cell % nx) as u16;
     let r = ((bands as i64 - 1 - band) / 2) as u16;
     if bucket < map.width && r < map.height {
         buf[(map.x + bucket, map.y + r)]
