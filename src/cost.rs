@@ -40,6 +40,15 @@ pub struct CostModel {
     /// record or a wait takes one, a pull three; past that the issuing call blocks until
     /// the oldest work completes (1022 on an H200, scripts/queue-depth.cu).
     pub queue_depth: u32,
+    /// Latency of an NCCL send/receive pair between two GPUs of one host (NVLink):
+    /// assumed, not measured here (DESIGN.md, "NCCL in the model").
+    pub nccl_latency_us: f64,
+    /// Bandwidth of a large NCCL send/receive pair (assumed, as above).
+    pub nccl_bandwidth_gbs: f64,
+    /// Largest send NCCL buffers on the receiver's side, so that it completes before its
+    /// receive runs; a larger one waits for its receive (assumed: 4 MiB, NCCL_BUFFSIZE's
+    /// default).
+    pub nccl_eager_bytes: u64,
     /// Relative spread of `--jitter`: each duration is scaled by a factor in
     /// `[1 - jitter, 1 + jitter]`.
     pub jitter: f64,
@@ -59,6 +68,9 @@ impl Default for CostModel {
             sync_wake_us: 3.4,
             barrier_us: 1.0,
             queue_depth: 1022,
+            nccl_latency_us: 10.0,
+            nccl_bandwidth_gbs: 370.0,
+            nccl_eager_bytes: 4 << 20,
             jitter: 0.5,
         }
     }
@@ -85,6 +97,7 @@ impl CostModel {
             ("peer_pull_latency_us", self.peer_pull_latency_us),
             ("sync_wake_us", self.sync_wake_us),
             ("barrier_us", self.barrier_us),
+            ("nccl_latency_us", self.nccl_latency_us),
         ];
         for (name, v) in fields {
             if !(0.0..=MAX_DURATION_US).contains(&v) {
@@ -101,6 +114,7 @@ impl CostModel {
         for (name, v) in [
             ("kernel_bandwidth_gbs", self.kernel_bandwidth_gbs),
             ("peer_bandwidth_gbs", self.peer_bandwidth_gbs),
+            ("nccl_bandwidth_gbs", self.nccl_bandwidth_gbs),
         ] {
             if !((MIN_BANDWIDTH_GBS..=MAX_BANDWIDTH_GBS).contains(&v)) {
                 return Err((
@@ -144,6 +158,11 @@ impl CostModel {
     /// Modelled duration of a graph's kernel node moving `bytes`.
     pub fn graph_node_us(&self, bytes: f64) -> f64 {
         self.graph_node_us + bytes / (self.kernel_bandwidth_gbs * 1e3)
+    }
+
+    /// Modelled duration of an NCCL send/receive pair moving `bytes`.
+    pub fn nccl_us(&self, bytes: f64) -> f64 {
+        self.nccl_latency_us + bytes / (self.nccl_bandwidth_gbs * 1e3)
     }
 
     /// Modelled duration of a peer copy of `bytes`, pulled or pushed.

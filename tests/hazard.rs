@@ -210,7 +210,7 @@ fn each_broken_mode_has_exactly_the_findings_its_lesson_describes() {
     // One finding per kind, buffer and pair of calls (`kind thread:call>thread:call`), on 3
     // devices; follow-on conflicts of a wrong call are listed, not folded into it.
     let s = builtin("pulse").with_devices(3).unwrap();
-    let expect: [(Mode, &[&str]); 4] = [
+    let expect: [(Mode, &[&str]); 5] = [
         // The copies wait for nothing: each reads its source before the producer's kernel
         // may have written it (RAW), and may write a halo the consumer still reads (WAR) or
         // read a source the producer's next kernel overwrites (WAR).
@@ -273,6 +273,9 @@ fn each_broken_mode_has_exactly_the_findings_its_lesson_describes() {
                 "WAR 2:3>1:0 hy@dev1",
             ],
         ),
+        // Receives posted before the sends they wait for, outside groups: a circle of
+        // waits, named at an NCCL call of each of two threads on it; nothing else.
+        (Mode::NcclMismatch, &["INVALID 0:0>1:0 "]),
         // The pushes follow their producers but precede nothing on the consumer: its
         // kernel may read the halo before the push lands (RAW), and the next push may
         // overwrite it while it still reads it (WAR).

@@ -90,21 +90,74 @@ pub(super) fn analyse(program: &Program, states: &[DeviceState]) -> (Graph, Vec<
     let mut g = Graph::unroll(program);
     let mut findings = invalid_calls(program, &g);
     findings.extend(bind_waits(program, &mut g));
+    g.nccl_edges(false);
     if !g.close() {
-        findings.push(Finding {
-            kind: Kind::Invalid,
-            buffer: None,
-            cells: None,
-            unit: program.cell_word(),
-            first: call_ref(program, &g.calls[0]),
-            second: None,
-            why: "the calls wait on each other in a circle: the program deadlocks".into(),
-            fix: "no wait may depend on work issued after it".into(),
-        });
+        findings.push(deadlock(program, &g, false));
         return (g, findings);
+    }
+    // NCCL may make any send wait for its receive (it buffers only small ones): a program
+    // must not deadlock then either.
+    if g.calls.iter().any(|c| matches!(c.op, Op::Nccl { .. })) {
+        let mut strict = Graph::unroll(program);
+        bind_waits(program, &mut strict);
+        strict.nccl_edges(true);
+        if !strict.close() {
+            findings.push(deadlock(program, &strict, true));
+        }
     }
     findings.extend(conflicts(program, &g, states));
     (g, findings)
+}
+
+/// A circle of waits: named at two of its calls (NCCL calls first, the middle round's
+/// first), on two threads where it spans two.
+fn deadlock(program: &Program, g: &Graph, only_unbuffered: bool) -> Finding {
+    let on_circle = |c: &&Call| g.work(c).is_some_and(|(a, _)| g.cyclic[a]) && c.op.stream().is_some();
+    let mut stuck: Vec<&Call> = g.calls.iter().filter(on_circle).collect();
+    stuck.sort_by_key(|c| {
+        (
+            !matches!(c.op, Op::Nccl { .. }),
+            !middle(c),
+            c.round,
+            c.thread,
+            c.index,
+        )
+    });
+    let first = stuck.first().copied().unwrap_or(&g.calls[0]);
+    let second = stuck
+        .iter()
+        .find(|c| c.thread != first.thread)
+        .map(|c| call_ref(program, c));
+    let (why, fix) = if only_unbuffered {
+        (
+            "the calls wait on each other in a circle once a send waits for its receive, as NCCL \
+             may make any send do (it buffers small ones): the program may deadlock",
+            "pair each send with its receive in one ncclGroupStart/ncclGroupEnd, or order the calls \
+             so that no receive waits behind a send",
+        )
+    } else if stuck.iter().any(|c| matches!(c.op, Op::Nccl { .. })) {
+        (
+            "the calls wait on each other in a circle: each receive waits for a send queued behind \
+             another receive (no buffering helps): the program deadlocks",
+            "post no receive before the sends it depends on: receive where the data is produced (as \
+             the nccl mode does), or group the calls",
+        )
+    } else {
+        (
+            "the calls wait on each other in a circle: the program deadlocks",
+            "no wait may depend on work issued after it",
+        )
+    };
+    Finding {
+        kind: Kind::Invalid,
+        buffer: None,
+        cells: None,
+        unit: program.cell_word(),
+        first: call_ref(program, first),
+        second,
+        why: why.into(),
+        fix: fix.into(),
+    }
 }
 
 fn call_ref(program: &Program, c: &Call) -> CallRef {
@@ -322,6 +375,20 @@ pub fn op_accesses(op: &Op, states: &[DeviceState]) -> Vec<(usize, Access)> {
                 let d = stream.device;
                 out.extend(states[d].accesses(*kernel, cells).into_iter().map(|a| (d, a)));
             }
+            Op::Nccl {
+                dir,
+                field,
+                cells,
+                stream,
+                ..
+            } => out.push((
+                stream.device,
+                Access {
+                    buffer: Buffer::Field(*field),
+                    cells: cells.clone(),
+                    write: *dir == crate::program::P2p::Recv,
+                },
+            )),
             Op::PeerCopy {
                 field,
                 src,
@@ -372,8 +439,7 @@ fn conflicts(program: &Program, g: &Graph, states: &[DeviceState]) -> Vec<Findin
                 if lo >= hi || !(middle(ca) || middle(cb)) {
                     continue;
                 }
-                let (ga, gb) = (ca.gpu.expect("stream work"), cb.gpu.expect("stream work"));
-                if g.ordered(ga, gb) || g.ordered(gb, ga) {
+                if g.work_before(ca, cb) || g.work_before(cb, ca) {
                     continue;
                 }
                 // The intended order: the order of issue where the host fixes it; else the

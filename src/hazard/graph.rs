@@ -22,6 +22,9 @@ pub struct Call {
     /// Its host node and, for work on a stream, the node of that work on the GPU.
     pub host: usize,
     pub gpu: Option<usize>,
+    /// For NCCL work, which runs from its group's start to its end: the end node (`gpu`
+    /// is the start); `ncclGroupEnd` names its group's two nodes too.
+    pub gpu_end: Option<usize>,
     /// The call fails (a record on a stream of another device): it enqueues nothing.
     pub invalid: bool,
 }
@@ -32,6 +35,8 @@ pub struct Graph {
     succ: Vec<Vec<usize>>,
     /// `reach[n]`: the nodes that happen before node `n`, `n` included (a bitset).
     reach: Vec<Vec<u64>>,
+    /// After a [`Graph::close`] that found a circle: the nodes on or after one.
+    pub cyclic: Vec<bool>,
 }
 
 impl Graph {
@@ -43,16 +48,36 @@ impl Graph {
             let lists = std::iter::once((None, &program.setup[t]))
                 .chain((0..ROUNDS).map(|r| (Some(r), &program.step[t])));
             let mut barriers = 0;
+            // The open NCCL group's start and end nodes.
+            let mut group: Option<(usize, usize)> = None;
             for (round, ops) in lists {
                 for (index, op) in ops.iter().enumerate() {
                     let invalid = matches!(op, Op::Record { event, stream }
                         if program.events[event.0].device != stream.device);
                     let host = nodes;
                     nodes += 1;
-                    let gpu = (op.stream().is_some() && !invalid).then(|| {
-                        nodes += 1;
-                        nodes - 1
-                    });
+                    let (gpu, gpu_end) = match op {
+                        Op::NcclGroupStart => {
+                            group = Some((nodes, nodes + 1));
+                            nodes += 2;
+                            (None, None)
+                        }
+                        Op::NcclGroupEnd => group.take().map_or((None, None), |(a, b)| (Some(a), Some(b))),
+                        Op::Nccl { .. } => {
+                            let (a, b) = group.unwrap_or_else(|| {
+                                nodes += 2;
+                                (nodes - 2, nodes - 1)
+                            });
+                            (Some(a), Some(b))
+                        }
+                        _ => (
+                            (op.stream().is_some() && !invalid).then(|| {
+                                nodes += 1;
+                                nodes - 1
+                            }),
+                            None,
+                        ),
+                    };
                     calls.push(Call {
                         thread: t,
                         index,
@@ -61,6 +86,7 @@ impl Graph {
                         barriers_before: barriers,
                         host,
                         gpu,
+                        gpu_end,
                         invalid,
                     });
                     barriers += usize::from(matches!(op, Op::HostBarrier));
@@ -72,10 +98,62 @@ impl Graph {
             calls,
             succ: vec![Vec::new(); nodes + generations],
             reach: Vec::new(),
+            cyclic: Vec::new(),
         };
         g.host_edges(nodes);
         g.stream_edges();
         g
+    }
+
+    /// The node where call `c`'s work starts and the one where it ends.
+    pub fn work(&self, c: &Call) -> Option<(usize, usize)> {
+        c.gpu.map(|a| (a, c.gpu_end.unwrap_or(a)))
+    }
+
+    /// Whether call `a`'s work certainly ends before call `b`'s starts.
+    pub fn work_before(&self, a: &Call, b: &Call) -> bool {
+        match (self.work(a), self.work(b)) {
+            (Some((_, end)), Some((start, _))) => self.ordered(end, start),
+            _ => false,
+        }
+    }
+
+    /// NCCL's pairing, in order, of the k-th send from rank a to rank b with the k-th
+    /// receive of rank b from rank a: the receive ends after its send starts; with
+    /// `rendezvous`, the send also ends only after its receive starts (as NCCL may do for
+    /// any send; it buffers small ones).
+    pub fn nccl_edges(&mut self, rendezvous: bool) {
+        use crate::program::P2p;
+        use std::collections::BTreeMap;
+        let mut sides: BTreeMap<(usize, usize, bool), Vec<usize>> = BTreeMap::new();
+        for (i, c) in self.calls.iter().enumerate() {
+            if let Op::Nccl {
+                dir, peer, stream, ..
+            } = &c.op
+            {
+                let key = match dir {
+                    P2p::Send => (stream.device, *peer, true),
+                    P2p::Recv => (*peer, stream.device, false),
+                };
+                sides.entry(key).or_default().push(i);
+            }
+        }
+        let pairs: Vec<(usize, usize)> = sides
+            .iter()
+            .filter(|((_, _, send), _)| *send)
+            .flat_map(|(&(a, b, _), sends)| {
+                let recvs = sides.get(&(a, b, false)).cloned().unwrap_or_default();
+                sends.clone().into_iter().zip(recvs)
+            })
+            .collect();
+        for (x, y) in pairs {
+            let (sx, ex) = self.work(&self.calls[x]).expect("NCCL work");
+            let (sy, ey) = self.work(&self.calls[y]).expect("NCCL work");
+            self.edge(sx, ey);
+            if rendezvous {
+                self.edge(sy, ex);
+            }
+        }
     }
 
     fn edge(&mut self, a: usize, b: usize) {
@@ -89,9 +167,13 @@ impl Graph {
             let (a, next) = (&self.calls[i], self.calls.get(i + 1));
             let same_thread = next.filter(|n| n.thread == a.thread).map(|n| n.host);
             let (host, gpu, barrier) = (a.host, a.gpu, matches!(a.op, Op::HostBarrier));
+            let nccl_end = a.gpu_end;
             let generation = a.barriers_before;
             if let Some(g) = gpu {
                 self.edge(host, g);
+            }
+            if let (Some(g), Some(e)) = (gpu, nccl_end) {
+                self.edge(g, e);
             }
             if let Some(n) = same_thread {
                 self.edge(host, n);
@@ -115,10 +197,12 @@ impl Graph {
         for i in 0..self.calls.len() {
             let c = self.calls[i].clone();
             if let (Some(s), Some(g)) = (c.op.stream(), c.gpu) {
-                if let Some(&p) = last.get(&s) {
+                let end = c.gpu_end.unwrap_or(g);
+                // The calls of one group share its nodes: the stream orders the group once.
+                if let Some(&p) = last.get(&s).filter(|&&p| p != end) {
                     self.edge(p, g);
                 }
-                last.insert(s, g);
+                last.insert(s, end);
             }
             let waited: Vec<usize> = match c.op {
                 Op::StreamSync { stream } => last.get(&stream).copied().into_iter().collect(),
@@ -173,6 +257,10 @@ impl Graph {
             }
         }
         if order.len() < n {
+            self.cyclic = vec![true; n];
+            for &v in &order {
+                self.cyclic[v] = false;
+            }
             return false;
         }
         let words = n.div_ceil(64);

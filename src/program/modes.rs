@@ -30,10 +30,13 @@ pub enum Mode {
     Fused,
     FusedPush,
     Graph,
+    Nccl,
+    NcclOverlap,
+    NcclMismatch,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 13] = [
+    pub const ALL: [Mode; 16] = [
         Mode::Events,
         Mode::HostSync,
         Mode::Overlap,
@@ -42,11 +45,14 @@ impl Mode {
         Mode::Graph,
         Mode::Fused,
         Mode::FusedPush,
+        Mode::Nccl,
+        Mode::NcclOverlap,
         Mode::NoWait,
         Mode::WaitBeforeRecord,
         Mode::CrossDeviceRecord,
         Mode::HaloOverwrite,
         Mode::WriteAfterRead,
+        Mode::NcclMismatch,
     ];
 
     pub fn name(self) -> &'static str {
@@ -64,6 +70,9 @@ impl Mode {
             Mode::Fused => "fused",
             Mode::FusedPush => "fused-push",
             Mode::Graph => "graph",
+            Mode::Nccl => "nccl",
+            Mode::NcclOverlap => "nccl-overlap",
+            Mode::NcclMismatch => "nccl-mismatch",
         }
     }
 
@@ -98,6 +107,13 @@ impl Mode {
             Mode::FusedPush => {
                 "Correct: as fused, the exchange pushed from two copy streams, both directions at once"
             }
+            Mode::Nccl => "Correct: the halos as NCCL messages, one group per field on the compute stream",
+            Mode::NcclOverlap => {
+                "Correct and overlapped: boundary first, the NCCL group on a copy stream, joined by events"
+            }
+            Mode::NcclMismatch => {
+                "Broken: NCCL receives posted before the sends they wait for, outside groups (deadlocks)"
+            }
         }
     }
 
@@ -113,13 +129,21 @@ impl Mode {
                 | Mode::Graph
                 | Mode::Fused
                 | Mode::FusedPush
+                | Mode::Nccl
+                | Mode::NcclOverlap
         )
     }
 
     /// Whether the mode's program fails with a driver error (it never computes a wrong
     /// value: it stops).
     pub fn fails(self) -> bool {
-        matches!(self, Mode::CrossDeviceRecord)
+        matches!(self, Mode::CrossDeviceRecord | Mode::NcclMismatch)
+    }
+
+    /// Whether the mode's exchange is NCCL messages (`ncclSend` / `ncclRecv`), not peer
+    /// copies.
+    pub fn uses_nccl(self) -> bool {
+        matches!(self, Mode::Nccl | Mode::NcclOverlap | Mode::NcclMismatch)
     }
 
     /// What the mode shows, which rule, what to look at (at most 6 lines).
@@ -209,6 +233,7 @@ impl Mode {
                  is timing: one H200 with four devices on it ended `race` (480 steps) wrong in 10 of 10\n\
                  runs and `pulse` in 1 of 10; with two devices 0 of 20; compared every round, never."
             }
+            Mode::Nccl | Mode::NcclOverlap | Mode::NcclMismatch => self.nccl_lesson(),
             Mode::HaloOverwrite => {
                 "Broken. The producer pushes its boundary cell on its own stream, right behind the kernel\n\
                  that wrote it: that orders the copy after its producer (rule 1), but nothing orders it\n\
@@ -216,6 +241,37 @@ impl Mode {
                  lands (read after write), or while the next push overwrites it (write after read, rule 5).\n\
                  Press h: the checker names both. Look at where |Δ| starts: at the halo cells."
             }
+        }
+    }
+
+    /// The NCCL modes' lessons.
+    fn nccl_lesson(self) -> &'static str {
+        match self {
+            Mode::Nccl => {
+                "Correct, and no events at all. After update_h each rank sends its last Hy cell to the\n\
+                 right and receives its halo from the left, as one NCCL group on the compute stream;\n\
+                 after update_e the same for Ex, leftwards. The calls return to the host at once: it is\n\
+                 the stream that waits until the message has moved (rule 8). So the\n\
+                 kernels behind the group see the halo, in stream order. The group lets a rank's send\n\
+                 and receive progress together: no order of the two can deadlock. max |Δ| 0."
+            }
+            Mode::NcclOverlap => {
+                "Correct and overlapped. As overlap, with NCCL messages for copies: the boundary cell\n\
+                 first and an event, then the group on the copy stream (it waits for that event) while\n\
+                 the interior runs; the compute stream waits for the group's event before it reads the\n\
+                 halo. A message orders its send before its receive across ranks (rule 8); events the\n\
+                 two streams of one rank. The next step's boundary waits for the last group too, so no\n\
+                 send reads a cell being rewritten (write after read). max |Δ| stays 0."
+            }
+            Mode::NcclMismatch => {
+                "Broken: it deadlocks. Each rank receives its Ex halo at the top of the step and sends\n\
+                 Ex at the end, outside groups. A receive blocks its stream until its send has run (rule 8);\n\
+                 rank 0's waits for rank 1's send, queued behind rank 1's receive of Hy, which waits\n\
+                 for rank 0's send, queued behind rank 0's first receive: a circle. Buffering lets a\n\
+                 small send finish without its receive, never a receive without its send. The sim\n\
+                 names the circle; on GPUs a watchdog would. Fix: receive Ex at the end (as nccl)."
+            }
+            _ => "",
         }
     }
 
@@ -235,6 +291,9 @@ impl Mode {
             Mode::Fused => include_str!("../../assets/programs/fused.halo"),
             Mode::FusedPush => include_str!("../../assets/programs/fused-push.halo"),
             Mode::Graph => include_str!("../../assets/programs/graph.halo"),
+            Mode::Nccl => include_str!("../../assets/programs/nccl.halo"),
+            Mode::NcclOverlap => include_str!("../../assets/programs/nccl-overlap.halo"),
+            Mode::NcclMismatch => include_str!("../../assets/programs/nccl-mismatch.halo"),
         }
     }
 

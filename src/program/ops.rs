@@ -75,6 +75,37 @@ pub enum Op {
         nodes: Vec<Op>,
         stream: StreamId,
     },
+    /// `ncclGroupStart()`: the NCCL calls of this thread up to `ncclGroupEnd` are one
+    /// operation on their stream; their sends and receives progress together.
+    NcclGroupStart,
+    /// `ncclGroupEnd()`: enqueues the group's operation.
+    NcclGroupEnd,
+    /// `ncclSend` / `ncclRecv` of `cells` of `field` (the same global cells on both ranks)
+    /// to or from rank `peer`, on `stream` (its device is the rank). Matched in order: the
+    /// k-th send from rank a to rank b with the k-th receive of rank b from rank a.
+    Nccl {
+        dir: P2p,
+        field: Field,
+        cells: Range<usize>,
+        peer: usize,
+        stream: StreamId,
+    },
+}
+
+/// The direction of an NCCL point-to-point call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum P2p {
+    Send,
+    Recv,
+}
+
+impl P2p {
+    pub fn call(self) -> &'static str {
+        match self {
+            P2p::Send => "ncclSend",
+            P2p::Recv => "ncclRecv",
+        }
+    }
 }
 
 /// Broad kinds, for colours and the trace.
@@ -90,7 +121,8 @@ impl Op {
     pub fn kind(&self) -> OpKind {
         match self {
             Op::Launch { .. } | Op::Graph { .. } => OpKind::Kernel,
-            Op::PeerCopy { .. } => OpKind::Copy,
+            Op::PeerCopy { .. } | Op::Nccl { .. } => OpKind::Copy,
+            Op::NcclGroupStart | Op::NcclGroupEnd => OpKind::Sync,
             Op::EventCreate { .. } | Op::EventDestroy { .. } | Op::Record { .. } | Op::Wait { .. } => {
                 OpKind::Event
             }
@@ -118,7 +150,8 @@ impl Op {
             | Op::Graph { stream, .. }
             | Op::Record { stream, .. }
             | Op::Wait { stream, .. }
-            | Op::PeerCopy { stream, .. } => Some(*stream),
+            | Op::PeerCopy { stream, .. }
+            | Op::Nccl { stream, .. } => Some(*stream),
             _ => None,
         }
     }
@@ -176,6 +209,11 @@ impl Program {
         4 * count * f.floats_per_row(self.row)
     }
 
+    /// The index of cell (1D) or row (2D) `at`'s first float in `f`'s buffer.
+    fn first_float(&self, f: crate::decomp::Field, at: usize) -> usize {
+        at * self.copy_bytes(f, 1) / 4
+    }
+
     pub fn devices(&self) -> usize {
         self.step.len()
     }
@@ -212,6 +250,18 @@ impl Program {
             Op::DeviceSync { .. } => "device sync".into(),
             Op::HostBarrier => "barrier".into(),
             Op::Graph { nodes, .. } => format!("graph of {} kernels", nodes.len()),
+            Op::NcclGroupStart => "group start".into(),
+            Op::NcclGroupEnd => "group end".into(),
+            Op::Nccl {
+                dir,
+                field,
+                peer,
+                stream,
+                ..
+            } => match dir {
+                P2p::Send => format!("send {} dev{}→dev{peer}", self.field_name(*field), stream.device),
+                P2p::Recv => format!("recv {} dev{peer}→dev{}", self.field_name(*field), stream.device),
+            },
         }
     }
 
@@ -255,13 +305,7 @@ impl Program {
                 stream,
             } => {
                 let f = self.field_name(*field);
-                // In 2D an index is a row's first cell.
-                let at = cells.start
-                    * if self.row > 1 {
-                        self.copy_bytes(*field, 1) / 4
-                    } else {
-                        1
-                    };
+                let at = self.first_float(*field, cells.start);
                 format!(
                     "cudaMemcpyPeerAsync({f}@dev{dst}[{at}], {dst}, {f}@dev{src}[{at}], {src}, {}, {})",
                     self.copy_bytes(*field, cells.len()),
@@ -271,6 +315,23 @@ impl Program {
             Op::StreamSync { stream } => format!("cudaStreamSynchronize({})", st(stream)),
             Op::DeviceSync { device } => format!("cudaSetDevice({device}); cudaDeviceSynchronize()"),
             Op::HostBarrier => "barrier.wait()  // every host thread".to_string(),
+            Op::NcclGroupStart => "ncclGroupStart()".into(),
+            Op::NcclGroupEnd => "ncclGroupEnd()".into(),
+            Op::Nccl {
+                dir,
+                field,
+                cells,
+                peer,
+                stream,
+            } => format!(
+                "{}({}@dev{}[{}], {}, ncclFloat, {peer}, comm, {})",
+                dir.call(),
+                self.field_name(*field),
+                stream.device,
+                self.first_float(*field, cells.start),
+                self.copy_bytes(*field, cells.len()) / 4,
+                st(stream)
+            ),
             Op::Graph { nodes, stream } => {
                 // The nodes of one step, and how many steps: "16 steps × (update_h → …)".
                 let kernels: Vec<(&str, u32)> = nodes

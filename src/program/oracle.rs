@@ -25,7 +25,9 @@ pub fn program(mode: Mode, ranges: &[Range<usize>]) -> Program {
             Mode::Graph => b.wide(d, Rounds::Graph, true),
             Mode::Fused => b.wide(d, Rounds::Fused, true),
             // Written as a file only: no builder to compare it with.
-            Mode::FusedPush => unreachable!("fused-push has no Rust builder"),
+            Mode::FusedPush | Mode::Nccl | Mode::NcclOverlap | Mode::NcclMismatch => {
+                unreachable!("{} has no Rust builder", mode.name())
+            }
         }
     }
     b.finish()
@@ -534,7 +536,10 @@ mod tests {
             vec![1, 1, 1, 1],
             vec![2, 30],
         ];
-        for mode in Mode::ALL.into_iter().filter(|m| *m != Mode::FusedPush) {
+        for mode in Mode::ALL
+            .into_iter()
+            .filter(|m| *m != Mode::FusedPush && !m.uses_nccl())
+        {
             for split in &splits {
                 let r = ranges(split);
                 let file = mode.program(&r);

@@ -1,8 +1,8 @@
-//! CUDA's seven rules of stream and event ordering, as both runtimes honour them; lessons
-//! and messages cite them by number ("rule 3").
+//! The eight rules of stream and event ordering (seven of CUDA's, one of NCCL's), as the
+//! runtimes honour them; lessons and messages cite them by number ("rule 3").
 
 /// Rule `n` is `RULES[n - 1]`.
-pub const RULES: [&str; 7] = [
+pub const RULES: [&str; 8] = [
     "Operations in one stream run in issue order.",
     "Operations in different streams are unordered unless joined by an event wait.",
     "A wait applies to the most recent record of the event at the time the wait is issued; \
@@ -15,6 +15,9 @@ pub const RULES: [&str; 7] = [
     "Host synchronisation (stream or device synchronise, host barrier) is always correct and \
      always serialises: it shows as gaps in the timeline.",
     "Events carry timing only where a duration is measured; ordering-only events do not.",
+    "An NCCL send or receive returns to the host at once and blocks its stream: a receive \
+     ends only after its send has run, and a send may wait for its receive (NCCL buffers only \
+     small ones); the calls between ncclGroupStart and ncclGroupEnd progress together.",
 ];
 
 /// The rules `text` cites ("rule 3", "rules 1 and 5" count as 3, 1, 5), in order, once each.

@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
+mod nccl;
+
 use super::syntax::{CellPtr, EventRef, Expr, Source, Stmt, StmtKind};
 use crate::decomp::{Field, HALO, Kernel};
 use crate::program::{EventId, EventInfo, Op, Program, StreamId};
@@ -35,6 +37,9 @@ struct Instance<'a> {
     dev: usize,
     loops: Vec<(String, i64)>,
     k: i64,
+    /// The open NCCL group: where `ncclGroupStart` was written, and the stream of its
+    /// first call.
+    group: Option<(Range<usize>, Option<StreamId>)>,
 }
 
 /// The program `src` on devices owning `ranges`, named `name`.
@@ -52,6 +57,7 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
         dev: 0,
         loops: Vec::new(),
         k: halo_width(ranges) as i64,
+        group: None,
     };
     let steps_per_round = match &src.round {
         None => 1,
@@ -71,9 +77,11 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
         inst.dev = d;
         let mut ops = Vec::new();
         inst.run(&src.step, &mut ops)?;
+        inst.group_closed()?;
         inst.step[d] = ops;
     }
     inst.by_device()?;
+    inst.matched()?;
     if let Some(d) = (1..n).find(|&d| inst.barriers[d] != inst.barriers[0]) {
         return Err(InstanceError {
             span: src.step_span.clone(),
@@ -341,6 +349,15 @@ impl Instance<'_> {
                 self.barriers[self.d] += 1;
                 ops.push(Op::HostBarrier);
             }
+            StmtKind::GroupStart => ops.push(self.group_start(span)?),
+            StmtKind::GroupEnd => ops.push(self.group_end(span)?),
+            StmtKind::P2p {
+                send,
+                buf,
+                count,
+                peer,
+                stream,
+            } => ops.push(self.p2p(*send, buf, (count, peer), stream, span)?),
         }
         Ok(())
     }

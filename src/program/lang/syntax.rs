@@ -8,87 +8,11 @@
 
 use std::ops::Range;
 
-/// A syntax error: where (byte offsets) and why.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SyntaxError {
-    pub span: Range<usize>,
-    pub reason: String,
-}
+mod lex;
+mod nccl;
 
-fn err<T>(span: Range<usize>, reason: impl Into<String>) -> Result<T, SyntaxError> {
-    Err(SyntaxError {
-        span,
-        reason: reason.into(),
-    })
-}
-
-#[derive(Debug, Clone, PartialEq)]
-enum Tok {
-    Ident(String),
-    Num(i64),
-    /// Punctuation and operators: `(`, `<<<`, `&&`, `++`, …
-    Sym(&'static str),
-    /// `#pragma omp barrier`
-    Barrier,
-}
-
-const SYMS: [&str; 27] = [
-    "<<<", ">>>", "&&", "||", "==", "!=", "<=", ">=", "++", "(", ")", "{", "}", "[", "]", ";", ",", "+", "-",
-    "*", "/", "%", "<", ">", "=", "!", "&",
-];
-
-fn lex(text: &str) -> Result<Vec<(Tok, Range<usize>)>, SyntaxError> {
-    let b = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if c.is_ascii_whitespace() {
-            i += 1;
-        } else if text[i..].starts_with("//") {
-            i = text[i..].find('\n').map_or(b.len(), |j| i + j);
-        } else if text[i..].starts_with("/*") {
-            let end = text[i + 2..].find("*/").ok_or(SyntaxError {
-                span: i..i + 2,
-                reason: "a comment that never ends (no */)".into(),
-            })?;
-            i += end + 4;
-        } else if c == b'#' {
-            let line_end = text[i..].find('\n').map_or(b.len(), |j| i + j);
-            let line = &text[i + 1..line_end];
-            let line = line.find("//").map_or(line, |c| &line[..c]);
-            let words: Vec<&str> = line.split_whitespace().collect();
-            if words != ["pragma", "omp", "barrier"] {
-                return err(i..line_end, "the only directive is `#pragma omp barrier`");
-            }
-            out.push((Tok::Barrier, i..line_end));
-            i = line_end;
-        } else if c.is_ascii_digit() {
-            let start = i;
-            while i < b.len() && b[i].is_ascii_digit() {
-                i += 1;
-            }
-            let n = text[start..i].parse().map_err(|_| SyntaxError {
-                span: start..i,
-                reason: "a number too large".into(),
-            })?;
-            out.push((Tok::Num(n), start..i));
-        } else if c.is_ascii_alphabetic() || c == b'_' {
-            let start = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                i += 1;
-            }
-            out.push((Tok::Ident(text[start..i].to_string()), start..i));
-        } else if let Some(s) = SYMS.iter().find(|s| text[i..].starts_with(**s)) {
-            out.push((Tok::Sym(s), i..i + s.len()));
-            i += s.len();
-        } else {
-            let ch = text[i..].chars().next().unwrap_or('?');
-            return err(i..i + ch.len_utf8(), format!("`{ch}` has no meaning here"));
-        }
-    }
-    Ok(out)
-}
+pub use lex::SyntaxError;
+use lex::{Tok, err, lex};
 
 /// An integer or truth expression over `d`, `n`, `lo`, `hi`, `k` and loop variables.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,6 +84,16 @@ pub enum StmtKind {
     For(String, Expr, Expr, Vec<Stmt>),
     /// `cudaGraphLaunch(stream) { launches }`: the launches, built once as a graph.
     Graph(String, Vec<Stmt>),
+    GroupStart,
+    GroupEnd,
+    /// `ncclSend(buf, count, ncclFloat, peer, comm, stream)` or `ncclRecv(…)`.
+    P2p {
+        send: bool,
+        buf: CellPtr,
+        count: Expr,
+        peer: Expr,
+        stream: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -526,6 +460,7 @@ impl Parser {
                 StmtKind::SetDevice(e)
             }
             "cudaEventCreate" | "cudaEventCreateWithFlags" | "cudaEventDestroy" => self.event_life(&word)?,
+            "ncclGroupStart" | "ncclGroupEnd" | "ncclSend" | "ncclRecv" => self.nccl_call(&word)?,
             other => {
                 return err(
                     sp,
@@ -533,7 +468,7 @@ impl Parser {
                         "unknown call `{other}` (kernels: {}; cudaEventRecord, cudaStreamWaitEvent, \
                          cudaMemcpyPeerAsync, cudaStreamSynchronize, cudaDeviceSynchronize, \
                          cudaSetDevice, cudaEventCreate, cudaEventDestroy, cudaGraphLaunch, \
-                         #pragma omp barrier, if, for)",
+                         ncclGroupStart, ncclGroupEnd, ncclSend, ncclRecv, #pragma omp barrier, if, for)",
                         KERNELS.join(", ")
                     ),
                 );

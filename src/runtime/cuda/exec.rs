@@ -188,6 +188,7 @@ impl Dev {
             Op::StreamSync { stream: s } => sys::stream_synchronize(stream(s))?,
             Op::DeviceSync { .. } => sys::synchronize_context()?,
             Op::HostBarrier => self.shared.barrier.wait().map_err(Exec::Failure)?,
+            Op::NcclGroupStart | Op::NcclGroupEnd | Op::Nccl { .. } => return Err(nccl_refused()),
         }
         Ok(())
     }
@@ -342,4 +343,9 @@ impl Drop for Dev {
             let _ = sys::synchronize_context();
         }
     }
+}
+
+/// NCCL calls are refused when the program is set (`no_nccl`): none reaches a device.
+fn nccl_refused() -> Exec {
+    Exec::Failure(Failure::Other("NCCL calls run on the sim only".into()))
 }

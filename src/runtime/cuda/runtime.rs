@@ -99,6 +99,7 @@ impl CudaRuntime {
             .map(|r| crate::decomp::place_sources(s, r, HALO).len() * usize::from(!s.two_d()))
             .collect();
         check_fused(&program, &held_sources)?;
+        no_nccl(&program)?;
         let (reply_tx, replies) = unbounded();
         let mut commands = Vec::new();
         let mut handles = Vec::new();
@@ -293,6 +294,7 @@ impl CudaRuntime {
     /// Continues from the current step boundary (reach it first) with `program`.
     pub fn set_program(&mut self, program: Arc<Program>) -> Result<()> {
         check_fused(&program, &self.held_sources)?;
+        no_nccl(&program)?;
         let p = program.clone();
         self.send_all(|| Cmd::SetProgram(p.clone()))?;
         self.collect(|_, _| Ok(()))?;
@@ -359,6 +361,26 @@ impl Drop for CudaRuntime {
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
+    }
+}
+
+/// NCCL's calls run on the sim runtime only in this version: a program with them is
+/// refused before any GPU work, saying so.
+fn no_nccl(program: &Program) -> Result<()> {
+    let nccl = program
+        .step
+        .iter()
+        .chain(&program.setup)
+        .flatten()
+        .find(|op| matches!(op, Op::Nccl { .. } | Op::NcclGroupStart | Op::NcclGroupEnd));
+    match nccl {
+        Some(op) => Err(UsageError(format!(
+            "`{}`: this version runs NCCL programs (the nccl modes, ncclSend/ncclRecv) on the sim \
+             runtime only; drop --runtime cuda to run them there",
+            program.render(op)
+        ))
+        .into()),
+        None => Ok(()),
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::ops::Range;
 
+use super::pending::Call;
 use super::scheduler::*;
 use crate::cost::PULL_QUEUE_SLOTS;
 use crate::decomp::{Field, Kernel};
@@ -13,6 +14,9 @@ impl Scheduler {
     pub(super) fn issue_call(&mut self, t: usize) -> Result<(), OpError> {
         let (step, pc) = (self.threads[t].step, self.threads[t].pc);
         let op = self.ops_of(t)[pc].clone();
+        if self.queue_full_of_deferred(t, &op) {
+            return Ok(());
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         let called = self.threads[t].clock;
@@ -28,7 +32,7 @@ impl Scheduler {
             _ => 0,
         };
         let issue = match op.stream() {
-            Some(s) if slots > 0 => self.admit(s, called, slots),
+            Some(s) if slots > 0 && !self.nccl.is_blocked(s) => self.admit(s, called, slots),
             _ => called,
         };
         let c = Call {
@@ -40,9 +44,11 @@ impl Scheduler {
             after_call: issue + host_cost,
         };
         let mut rec = self.record_of(&c, &op, called);
-        self.effects_of(&c, &op, &mut rec)?;
-        if let Some(s) = op.stream().filter(|_| slots > 0) {
-            self.queued(s, rec.end_us, slots);
+        if !self.nccl_issue(&c, &op, &mut rec, slots)? {
+            self.effects_of(&c, &op, &mut rec)?;
+            if let Some(s) = op.stream().filter(|_| slots > 0) {
+                self.queued(s, rec.end_us, slots);
+            }
         }
         // The host thread is busy until the call returns (a sync blocks it longer).
         self.threads[t].clock = match op {
@@ -55,7 +61,7 @@ impl Scheduler {
         }
         self.push_trace(rec);
         self.advance_pc(t);
-        Ok(())
+        self.nccl_progress()
     }
 
     /// The record of call `c`, called at `called`, before its stream work is placed.
@@ -93,7 +99,7 @@ impl Scheduler {
 
     /// Places call `c`'s work on its stream, its memory effects in the queue of effects,
     /// its event and barrier state; fills in `rec`'s times.
-    fn effects_of(&mut self, c: &Call, op: &Op, rec: &mut TraceRecord) -> Result<(), OpError> {
+    pub(super) fn effects_of(&mut self, c: &Call, op: &Op, rec: &mut TraceRecord) -> Result<(), OpError> {
         let after_call = c.after_call;
         match op {
             Op::EventCreate { event, .. } | Op::EventDestroy { event } => self.event_life(op, event.0),
@@ -142,9 +148,11 @@ impl Scheduler {
                     stream: *stream,
                 };
                 self.set_event(event.0, recorded);
+                self.nccl.record_placed(c.seq, end);
             }
             Op::Wait { stream, event } => {
-                // Rule 3: the most recent record issued so far; none completes at once.
+                // Rule 3: the most recent record issued so far (bound when the wait was
+                // issued: see `nccl_issue`); none completes at once.
                 let target = self.events.get(event.0).copied().flatten();
                 let free = self.stream_free.get(stream).copied().unwrap_or(0.0);
                 let start = free.max(after_call);
@@ -178,6 +186,8 @@ impl Scheduler {
                 self.threads[c.t].at_barrier = true;
                 self.threads[c.t].barrier_record = Some(c.seq);
             }
+            // Placed by `nccl_issue`.
+            Op::NcclGroupStart | Op::NcclGroupEnd | Op::Nccl { .. } => {}
         }
         Ok(())
     }
@@ -283,9 +293,14 @@ impl Scheduler {
         self.op_error(c, op, "invalid resource handle", why)
     }
 
+    /// Event `e`'s record `r`, unless a later record of it was issued already (a record
+    /// placed late, behind NCCL work, does not replace a newer one).
     pub(super) fn set_event(&mut self, e: usize, r: Recorded) {
         if self.events.len() <= e {
             self.events.resize(e + 1, None);
+        }
+        if self.events[e].is_some_and(|x| x.trace_id > r.trace_id) {
+            return;
         }
         self.events[e] = Some(r);
     }
@@ -323,15 +338,4 @@ impl Scheduler {
         let hi = lo + self.cells[device];
         cells.end.min(hi).saturating_sub(cells.start.max(lo))
     }
-}
-
-/// A call being issued: its thread, step and place, its number, the step its effects
-/// belong to, and when the host is done issuing it.
-struct Call {
-    t: usize,
-    step: Option<u64>,
-    pc: usize,
-    seq: u64,
-    at: u64,
-    after_call: f64,
 }

@@ -21,6 +21,8 @@
 mod backend;
 mod compute;
 mod issue;
+mod nccl;
+mod pending;
 mod runtime;
 mod scheduler;
 mod sink;

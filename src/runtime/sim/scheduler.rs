@@ -147,6 +147,8 @@ pub struct Scheduler {
     pub(super) sunk: u64,
     /// Ids of the records the sink has not had, by step (setup calls: 0, step s: s + 1).
     pub(super) unsunk: BTreeMap<u64, Vec<u64>>,
+    /// NCCL work not yet placed, and who waits on it.
+    pub(super) nccl: super::pending::Nccl,
 }
 
 /// The threads that issue calls, ordered: by clock (all, and those not at a barrier), and
@@ -234,6 +236,7 @@ impl Scheduler {
             sink: None,
             sunk: 0,
             unsunk: BTreeMap::new(),
+            nccl: Default::default(),
         };
         for t in 0..n {
             s.normalise(t);
@@ -293,7 +296,7 @@ impl Scheduler {
 
     /// Puts thread `t` back into the indexes, unless it issues nothing.
     pub(super) fn enter(&mut self, t: usize) {
-        if self.idle(t) || self.index.members[t] {
+        if self.idle(t) || self.index.members[t] || self.nccl.is_stuck(t) {
             return;
         }
         let th = &self.threads[t];
@@ -314,6 +317,10 @@ impl Scheduler {
         loop {
             if let Some(&(_, t)) = self.index.ready.first() {
                 return Some(t);
+            }
+            // A thread stuck behind NCCL work keeps the others at the barrier.
+            if self.nccl.has_stuck() {
+                return None;
             }
             // Everyone is at the barrier (or no thread issues anything).
             let (&last, _) = self.index.clocks.last_key_value()?;
@@ -411,7 +418,7 @@ impl Scheduler {
                 return Ok(true);
             }
             let Some(t) = self.next_thread() else {
-                return Ok(true);
+                return self.stalled().map_or(Ok(true), Err);
             };
             self.issue(t)?;
         }
@@ -421,31 +428,38 @@ impl Scheduler {
     /// Issues calls until no effect of a call of a step before `steps` is still to be
     /// released: the host clocks pass the last of them. Call after `issue_until(steps)`.
     pub fn issue_past_effects_below(&mut self, steps: u64) -> Result<(), OpError> {
-        let Some(last) = self
-            .pending_at
-            .range(..steps)
-            .map(|(_, &(_, t))| t)
-            .reduce(f64::max)
-        else {
-            return Ok(());
-        };
-        while self.now_us() < last {
-            let Some(t) = self.next_thread() else { break };
+        loop {
+            // NCCL work not yet placed: its effects come once later calls place it.
+            let last = if self.nccl.deferred_below(steps) {
+                f64::INFINITY
+            } else {
+                match self.pending_at.range(..steps).map(|(_, &(_, t))| t).reduce(f64::max) {
+                    Some(t) => t,
+                    None => return Ok(()),
+                }
+            };
+            if self.now_us() >= last {
+                return Ok(());
+            }
+            let Some(t) = self.next_thread() else {
+                return self.stalled().map_or(Ok(()), Err);
+            };
             self.issue(t)?;
         }
-        Ok(())
     }
 
     /// No call of a step before `steps` is still to be issued, nor any of its effects to
     /// be released.
     pub fn complete_below(&self, steps: u64) -> bool {
-        self.issued_through(steps) && self.pending_at.range(..steps).next().is_none()
+        self.issued_through(steps)
+            && self.pending_at.range(..steps).next().is_none()
+            && !self.nccl.deferred_below(steps)
     }
 
     /// Issues one call: the next one in simulated time. Returns the thread that issued it.
     pub fn issue_one(&mut self) -> Result<Option<usize>, OpError> {
         let Some(t) = self.next_thread() else {
-            return Ok(None);
+            return self.stalled().map_or(Ok(None), Err);
         };
         self.issue(t)?;
         Ok(Some(t))
@@ -478,9 +492,19 @@ impl Scheduler {
 
     /// Records work of `slots` slots ending at `end` in `stream`'s queue.
     pub(super) fn queued(&mut self, stream: StreamId, end: f64, slots: u32) {
+        let now = self.now_us();
         let q = self.queues.entry(stream).or_default();
         q.ops.push_back((end, slots));
         q.slots += slots;
+        // Work complete before any future call leaves (work placed late, behind NCCL
+        // calls, is queued without an `admit` to take it off).
+        while let Some(&(e, s)) = q.ops.front() {
+            if e > now || !now.is_finite() {
+                break;
+            }
+            q.ops.pop_front();
+            q.slots -= s;
+        }
     }
 
     pub(super) fn push_effect(&mut self, time: f64, seq: u64, at: u64, effect: Effect) {

@@ -65,6 +65,14 @@ impl Scheduler {
             .filter_map(|id| trace_pos(&self.trace, id).map(|i| Self::key(&self.trace[i])))
             .min();
         let done = waiting.map_or(done, |k| done.min(k));
+        // Records of NCCL work not yet placed are not final either.
+        let step_of = |id: u64| {
+            trace_pos(&self.trace, id)
+                .and_then(|i| self.trace[i].step)
+                .map(|s| s - self.base_step)
+        };
+        let unfinished = self.nccl.first_unfinished(step_of);
+        let done = unfinished.map_or(done, |s| done.min(s + self.base_step + 1));
         let Some((sink, below)) = self.sink.as_mut() else {
             return;
         };
