@@ -301,7 +301,7 @@ fn modes(
     for cells in [1usize << 16, 1 << 26] {
         for mode in Mode::ALL
             .into_iter()
-            .filter(|m| m.is_correct() && only.is_none_or(|o| o.contains(m)))
+            .filter(|m| m.is_correct() && !m.uses_nccl() && only.is_none_or(|o| o.contains(m)))
         {
             let mut t = Vec::new();
             for g in sets {

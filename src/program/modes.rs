@@ -30,19 +30,21 @@ pub enum Mode {
     Fused,
     FusedPush,
     Graph,
+    GraphPush,
     Nccl,
     NcclOverlap,
     NcclMismatch,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 16] = [
+    pub const ALL: [Mode; 17] = [
         Mode::Events,
         Mode::HostSync,
         Mode::Overlap,
         Mode::Push,
         Mode::WideHalo,
         Mode::Graph,
+        Mode::GraphPush,
         Mode::Fused,
         Mode::FusedPush,
         Mode::Nccl,
@@ -70,6 +72,7 @@ impl Mode {
             Mode::Fused => "fused",
             Mode::FusedPush => "fused-push",
             Mode::Graph => "graph",
+            Mode::GraphPush => "graph-push",
             Mode::Nccl => "nccl",
             Mode::NcclOverlap => "nccl-overlap",
             Mode::NcclMismatch => "nccl-mismatch",
@@ -107,6 +110,9 @@ impl Mode {
             Mode::FusedPush => {
                 "Correct: as fused, the exchange pushed from two copy streams, both directions at once"
             }
+            Mode::GraphPush => {
+                "Correct: as graph, the exchange pushed from two copy streams, both directions at once"
+            }
             Mode::Nccl => "Correct: the halos as NCCL messages, one group per field on the compute stream",
             Mode::NcclOverlap => {
                 "Correct and overlapped: boundary first, the NCCL group on a copy stream, joined by events"
@@ -129,6 +135,7 @@ impl Mode {
                 | Mode::Graph
                 | Mode::Fused
                 | Mode::FusedPush
+                | Mode::GraphPush
                 | Mode::Nccl
                 | Mode::NcclOverlap
         )
@@ -141,7 +148,8 @@ impl Mode {
     }
 
     /// Whether the mode's exchange is NCCL messages (`ncclSend` / `ncclRecv`), not peer
-    /// copies.
+    /// copies: such a mode runs on the sim only in this version (the GPU benches leave it
+    /// out).
     pub fn uses_nccl(self) -> bool {
         matches!(self, Mode::Nccl | Mode::NcclOverlap | Mode::NcclMismatch)
     }
@@ -216,14 +224,7 @@ impl Mode {
                  per cell per step). One launch per 16 steps also hides the launch cost on small grids.\n\
                  A step (n) runs the whole round of 16 steps. max |Δ| stays 0."
             }
-            Mode::FusedPush => {
-                "Correct, the exchange off the compute stream. As fused, but each device pushes its\n\
-                 boundary cells of both fields into its neighbours' halos from two copy streams, one per\n\
-                 direction, at once. A push waits for my round (read after write) and the neighbour's\n\
-                 (write after read); the next round waits for the pushes both ways. The compute stream\n\
-                 never carries a copy: the fastest mode in the model (one H200 holding both devices ran\n\
-                 it slower than fused: 4.11 µs a step against 3.47). max |Δ| stays 0."
-            }
+            Mode::FusedPush | Mode::GraphPush => self.pushed_lesson(),
             Mode::WriteAfterRead => {
                 "Broken. wide-halo without its write-after-read wait: after pulling its halos, a device\n\
                  starts the next round at once, and its first kernels rewrite the cells its neighbours\n\
@@ -241,6 +242,29 @@ impl Mode {
                  lands (read after write), or while the next push overwrites it (write after read, rule 5).\n\
                  Press h: the checker names both. Look at where |Δ| starts: at the halo cells."
             }
+        }
+    }
+
+    /// The lessons of the modes that push their exchange from copy streams.
+    fn pushed_lesson(self) -> &'static str {
+        match self {
+            Mode::FusedPush => {
+                "Correct, the exchange off the compute stream. As fused, but each device pushes its\n\
+                 boundary cells of both fields into its neighbours' halos from two copy streams, one per\n\
+                 direction, at once. A push waits for my round (read after write) and the neighbour's\n\
+                 (write after read); the next round waits for the pushes both ways. The compute stream\n\
+                 never carries a copy: the fastest mode in the model (one H200 holding both devices ran\n\
+                 it slower than fused: 4.11 µs a step against 3.47). max |Δ| stays 0."
+            }
+            Mode::GraphPush => {
+                "Correct, and neither launches nor copies on the compute stream. As graph, but each\n\
+                 device pushes its boundary cells of both fields into its neighbours' halos from two\n\
+                 copy streams, one per direction, at once (graph pulls them one after another on the\n\
+                 compute stream). Each push waits for my round (read after write) and the neighbour's\n\
+                 (write after read, rule 5); the next graph waits for the pushes both ways (rule 2).\n\
+                 On small grids, where latency rules, that is the exchange in one copy's time. max |Δ| 0."
+            }
+            _ => "",
         }
     }
 
@@ -269,7 +293,7 @@ impl Mode {
                  rank 0's waits for rank 1's send, queued behind rank 1's receive of Hy, which waits\n\
                  for rank 0's send, queued behind rank 0's first receive: a circle. Buffering lets a\n\
                  small send finish without its receive, never a receive without its send. The sim\n\
-                 names the circle; on GPUs a watchdog would. Fix: receive Ex at the end (as nccl)."
+                 names the circle and stops (on GPUs the streams would hang). Fix: as nccl does."
             }
             _ => "",
         }
@@ -291,6 +315,7 @@ impl Mode {
             Mode::Fused => include_str!("../../assets/programs/fused.halo"),
             Mode::FusedPush => include_str!("../../assets/programs/fused-push.halo"),
             Mode::Graph => include_str!("../../assets/programs/graph.halo"),
+            Mode::GraphPush => include_str!("../../assets/programs/graph-push.halo"),
             Mode::Nccl => include_str!("../../assets/programs/nccl.halo"),
             Mode::NcclOverlap => include_str!("../../assets/programs/nccl-overlap.halo"),
             Mode::NcclMismatch => include_str!("../../assets/programs/nccl-mismatch.halo"),

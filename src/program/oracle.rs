@@ -25,7 +25,7 @@ pub fn program(mode: Mode, ranges: &[Range<usize>]) -> Program {
             Mode::Graph => b.wide(d, Rounds::Graph, true),
             Mode::Fused => b.wide(d, Rounds::Fused, true),
             // Written as a file only: no builder to compare it with.
-            Mode::FusedPush | Mode::Nccl | Mode::NcclOverlap | Mode::NcclMismatch => {
+            Mode::FusedPush | Mode::GraphPush | Mode::Nccl | Mode::NcclOverlap | Mode::NcclMismatch => {
                 unreachable!("{} has no Rust builder", mode.name())
             }
         }
@@ -538,7 +538,7 @@ mod tests {
         ];
         for mode in Mode::ALL
             .into_iter()
-            .filter(|m| *m != Mode::FusedPush && !m.uses_nccl())
+            .filter(|m| !matches!(m, Mode::FusedPush | Mode::GraphPush) && !m.uses_nccl())
         {
             for split in &splits {
                 let r = ranges(split);

@@ -433,7 +433,12 @@ impl Scheduler {
             let last = if self.nccl.deferred_below(steps) {
                 f64::INFINITY
             } else {
-                match self.pending_at.range(..steps).map(|(_, &(_, t))| t).reduce(f64::max) {
+                match self
+                    .pending_at
+                    .range(..steps)
+                    .map(|(_, &(_, t))| t)
+                    .reduce(f64::max)
+                {
                     Some(t) => t,
                     None => return Ok(()),
                 }
