@@ -40,6 +40,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../assets/exercises/next-round-too-soon.halo"),
     ),
     ("classic.halo", include_str!("../assets/exercises/classic.halo")),
+    (
+        "receive-first.halo",
+        include_str!("../assets/exercises/receive-first.halo"),
+    ),
 ];
 
 #[derive(Debug, Clone, Deserialize)]
