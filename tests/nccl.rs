@@ -10,6 +10,8 @@ use haloscope::hazard::{self, Kind};
 use haloscope::program::{Mode, ProgramFile, lang};
 use haloscope::runtime::sim::SimRuntime;
 use haloscope::scenario::{self, Scenario};
+use haloscope::trace::TraceRecord;
+use std::sync::{Arc, Mutex};
 
 fn builtin(name: &str) -> Scenario {
     scenario::load(Some(name)).unwrap()
@@ -168,6 +170,56 @@ step {
             && err.contains("host thread 1 waits at the barrier"),
         "{err}"
     );
+}
+
+/// Rank 0's copy stream waits in a receive that rank 1, slowed by a synchronize every
+/// step, sends late: rank 0's host runs steps ahead, its waits on `ev[0]` are deferred
+/// while later steps record `ev[0]` again on the (never blocked) compute stream.
+const RUNS_AHEAD: &str = "cudaStream_t compute, copy;
+cudaEvent_t ev[n];
+step {
+    update_h<<<compute>>>(lo, hi);
+    update_e<<<compute>>>(lo, hi);
+    sources_boundaries<<<compute>>>(lo, hi);
+    cudaEventRecord(ev[d], compute);
+    if (d == 0) {
+        ncclRecv(ex + hi, 1, ncclFloat, 1, comm, copy);
+        cudaStreamWaitEvent(copy, ev[0], 0);
+    }
+    if (d == 1) {
+        cudaStreamSynchronize(compute);
+        ncclSend(ex + lo, 1, ncclFloat, 0, comm, compute);
+    }
+}
+";
+
+#[test]
+fn a_wait_deferred_behind_nccl_work_binds_to_the_record_issued_before_it() {
+    // Rule 3: each wait binds to the most recent record issued before it — its own
+    // step's — not to the one most recent when its blocked stream finally places it.
+    let s = builtin("pulse").with_devices(2).unwrap();
+    let mut rt = SimRuntime::new(&s, program(&s, RUNS_AHEAD), Some(5)).unwrap();
+    let records: Arc<Mutex<Vec<TraceRecord>>> = Arc::default();
+    let sink = records.clone();
+    rt.scheduler.set_sink(
+        Box::new(move |r: &TraceRecord| sink.lock().unwrap().push(r.clone())),
+        300,
+    );
+    rt.run_until(300).unwrap();
+    rt.scheduler.flush_sink_all();
+    let all = records.lock().unwrap();
+    let step_of: std::collections::HashMap<u64, Option<u64>> = all.iter().map(|r| (r.id, r.step)).collect();
+    let waits: Vec<&TraceRecord> = all.iter().filter(|r| r.label == "wait ev[0]").collect();
+    assert_eq!(waits.len(), 300);
+    // The host did run ahead: some wait was issued steps after the record it binds to
+    // was followed by later ones.
+    let ahead = waits.iter().filter(|w| w.issue_us + 1.0 < w.start_us).count();
+    assert!(ahead > 100, "{ahead}");
+    for w in waits {
+        let bound = w.released_by.expect("bound to a record");
+        assert_eq!(step_of[&bound], w.step, "{w:?}");
+        assert!(w.end_us >= w.released_from.unwrap().1, "{w:?}");
+    }
 }
 
 #[test]

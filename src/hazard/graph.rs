@@ -127,15 +127,8 @@ impl Graph {
         use std::collections::BTreeMap;
         let mut sides: BTreeMap<(usize, usize, bool), Vec<usize>> = BTreeMap::new();
         for (i, c) in self.calls.iter().enumerate() {
-            if let Op::Nccl {
-                dir, peer, stream, ..
-            } = &c.op
-            {
-                let key = match dir {
-                    P2p::Send => (stream.device, *peer, true),
-                    P2p::Recv => (*peer, stream.device, false),
-                };
-                sides.entry(key).or_default().push(i);
+            if let Some(((a, b), side)) = c.op.message() {
+                sides.entry((a, b, side == P2p::Send)).or_default().push(i);
             }
         }
         let pairs: Vec<(usize, usize)> = sides

@@ -143,6 +143,26 @@ impl Op {
         }
     }
 
+    /// For an NCCL send or receive: the message's `(sender, receiver)` and this side of it.
+    /// NCCL pairs, in order, the k-th send from a to b with the k-th receive of b from a.
+    pub fn message(&self) -> Option<((usize, usize), P2p)> {
+        match self {
+            Op::Nccl {
+                dir: P2p::Send,
+                peer,
+                stream,
+                ..
+            } => Some(((stream.device, *peer), P2p::Send)),
+            Op::Nccl {
+                dir: P2p::Recv,
+                peer,
+                stream,
+                ..
+            } => Some(((*peer, stream.device), P2p::Recv)),
+            _ => None,
+        }
+    }
+
     /// The stream the call enqueues work on, if any.
     pub fn stream(&self) -> Option<StreamId> {
         match self {

@@ -63,6 +63,10 @@ impl Scheduler {
                 }
                 self.stick_sync(c, streams);
             }
+            // A wait or record on a destroyed event fails at once, blocked stream or not.
+            Op::Record { event, .. } | Op::Wait { event, .. } if self.destroyed.contains(&event.0) => {
+                return Ok(false);
+            }
             Op::Wait { stream, event } => {
                 let target = self.events.get(event.0).copied().flatten();
                 let pending = target.filter(|r| {
@@ -71,21 +75,26 @@ impl Scheduler {
                         .get(&r.trace_id)
                         .is_some_and(|p| p.done.is_none())
                 });
-                match pending {
-                    Some(r) => {
+                let bound = match (pending, target) {
+                    (Some(r), _) => {
                         self.nccl.records.get_mut(&r.trace_id).expect("pending").waiters += 1;
-                        rec.released_by = Some(r.trace_id);
                         rec.released_from = Some((r.stream, f64::NAN));
-                        let item = Deferred::Wait {
-                            c: c.clone(),
-                            record: r.trace_id,
-                            rec: Box::new(rec.clone()),
-                        };
-                        self.defer(*stream, item, c.at, 1);
+                        Bound::Pending(r.trace_id)
                     }
-                    None if self.nccl.is_blocked(*stream) => self.defer_call(c, op, rec, slots),
-                    None => return Ok(false),
-                }
+                    _ if !self.nccl.is_blocked(*stream) => return Ok(false),
+                    (None, Some(r)) => {
+                        rec.released_from = Some((r.stream, r.complete));
+                        Bound::Placed(r.complete)
+                    }
+                    (None, None) => Bound::Nothing,
+                };
+                rec.released_by = target.map(|r| r.trace_id);
+                let item = Deferred::Wait {
+                    c: c.clone(),
+                    bound,
+                    rec: Box::new(rec.clone()),
+                };
+                self.defer(*stream, item, c.at, 1);
             }
             _ => match op.stream() {
                 Some(s) if self.nccl.is_blocked(s) => {
@@ -146,10 +155,9 @@ impl Scheduler {
         group.stream.get_or_insert(*stream);
         group.halves.push(c.seq);
         let (me, other) = (stream.device, *peer);
-        let (key, partner_key) = match dir {
-            P2p::Send => ((me, other, P2p::Send), (me, other, P2p::Recv)),
-            P2p::Recv => ((other, me, P2p::Recv), (other, me, P2p::Send)),
-        };
+        let ((a, b), side) = op.message().expect("an NCCL call");
+        let other_side = if side == P2p::Send { P2p::Recv } else { P2p::Send };
+        let (key, partner_key) = ((a, b, side), (a, b, other_side));
         let partner = self
             .nccl
             .unpaired
@@ -305,19 +313,29 @@ impl Scheduler {
                     self.place_group(g, s, end);
                     self.pop(s, 1);
                 }
-                Deferred::Wait { record, .. } => {
-                    let Some(done) = self.nccl.records.get(record).and_then(|p| p.done) else {
-                        return Ok(moved);
+                Deferred::Wait { bound, .. } => {
+                    let done = match *bound {
+                        Bound::Pending(id) => match self.nccl.records.get(&id).and_then(|p| p.done) {
+                            Some(done) => Some(done),
+                            None => return Ok(moved),
+                        },
+                        Bound::Placed(done) => Some(done),
+                        Bound::Nothing => None,
                     };
-                    let Some(Deferred::Wait { c, record, mut rec }) = self.pop(s, 1) else {
+                    let Some(Deferred::Wait { c, bound, mut rec }) = self.pop(s, 1) else {
                         unreachable!("the head")
                     };
                     let start = free.max(c.after_call);
-                    let end = start.max(done);
+                    let end = done.map_or(start, |d| start.max(d));
                     self.stream_free.insert(s, end);
+                    self.queued(s, end, 1);
                     (rec.start_us, rec.end_us) = (start, end);
-                    rec.released_from = rec.released_from.map(|(st, _)| (st, done));
-                    self.release_record(record);
+                    if let (Some(d), Some((st, _))) = (done, rec.released_from) {
+                        rec.released_from = Some((st, d));
+                    }
+                    if let Bound::Pending(id) = bound {
+                        self.release_record(id);
+                    }
                     self.nccl.placed_at(c.at);
                     self.rewrite(&rec);
                 }
@@ -332,7 +350,16 @@ impl Scheduler {
                     else {
                         unreachable!("the head")
                     };
-                    self.effects_of(&c, &op, &mut rec)?;
+                    // An event destroyed after this call was issued was valid for it (a
+                    // destroyed event is released once its pending work completes).
+                    let event = match &op {
+                        Op::Record { event, .. } | Op::Wait { event, .. } => Some(event.0),
+                        _ => None,
+                    };
+                    let revived = event.filter(|e| self.destroyed.remove(e));
+                    let placed = self.effects_of(&c, &op, &mut rec);
+                    self.destroyed.extend(revived);
+                    placed?;
                     if slots > 0 {
                         self.queued(s, rec.end_us, slots);
                     }
@@ -478,7 +505,8 @@ impl Scheduler {
         }
     }
 
-    /// Threads stuck on streams that have cleared go on.
+    /// Threads stuck on streams that have cleared go on, no earlier than any other thread's
+    /// clock (effects up to there may have been released while they were out of the order).
     fn unstick(&mut self) {
         let ready: Vec<usize> = self
             .nccl
@@ -510,6 +538,10 @@ impl Scheduler {
                     (r.end_us, r.returned_us) = (end, end);
                 }
                 self.threads[t].clock = self.threads[t].clock.max(end);
+            }
+            let now = self.now_us();
+            if now.is_finite() {
+                self.threads[t].clock = self.threads[t].clock.max(now);
             }
             self.nccl.stuck.remove(&t);
             self.enter(t);
@@ -543,7 +575,11 @@ impl Scheduler {
                     Some((t, what))
                 })
             }
-            Deferred::Wait { record, c, .. } => {
+            Deferred::Wait {
+                bound: Bound::Pending(record),
+                c,
+                ..
+            } => {
                 let p = self.nccl.records.get(record)?;
                 let what = format!(
                     "waits in cudaStreamWaitEvent (call {}) for a record behind NCCL work of",
@@ -551,7 +587,7 @@ impl Scheduler {
                 );
                 Some((p.stream, what))
             }
-            Deferred::Call { .. } => None,
+            Deferred::Wait { .. } | Deferred::Call { .. } => None,
         }
     }
 

@@ -28,14 +28,26 @@ pub(super) enum Deferred {
         rec: Box<TraceRecord>,
         slots: u32,
     },
-    /// A wait bound, when it was issued, to the pending record `record`.
+    /// A wait on a blocked stream, or bound to a pending record: what it was bound to
+    /// when it was issued (rule 3), kept for when it is placed.
     Wait {
         c: Call,
-        record: u64,
+        bound: Bound,
         rec: Box<TraceRecord>,
     },
     /// An NCCL group: one operation on the stream (a call outside a group is a group).
     Group(u64),
+}
+
+/// The record a wait binds to.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Bound {
+    /// None ever recorded: the wait completes at once.
+    Nothing,
+    /// A placed record: when it completes.
+    Placed(f64),
+    /// A record not yet placed (its trace id).
+    Pending(u64),
 }
 
 /// One side of a message.

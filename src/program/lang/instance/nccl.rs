@@ -110,17 +110,11 @@ impl Instance<'_> {
         let mut sent: BTreeMap<(usize, usize), Vec<Msg>> = BTreeMap::new();
         let mut received: BTreeMap<(usize, usize), Vec<Msg>> = BTreeMap::new();
         for op in step.iter().flatten() {
-            if let Op::Nccl {
-                dir,
-                field,
-                cells,
-                peer,
-                stream,
-            } = op
-            {
-                let (key, into) = match dir {
-                    P2p::Send => ((stream.device, *peer), &mut sent),
-                    P2p::Recv => ((*peer, stream.device), &mut received),
+            if let (Some((key, side)), Op::Nccl { field, cells, .. }) = (op.message(), op) {
+                let into = if side == P2p::Send {
+                    &mut sent
+                } else {
+                    &mut received
                 };
                 into.entry(key).or_default().push((*field, cells.clone()));
             }
