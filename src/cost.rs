@@ -49,6 +49,9 @@ pub struct CostModel {
     /// receive runs; a larger one waits for its receive (assumed: 4 MiB, NCCL_BUFFSIZE's
     /// default).
     pub nccl_eager_bytes: u64,
+    /// Messages that buffer holds per sender (assumed: NCCL_STEPS, 8): a send past them
+    /// waits for its receive.
+    pub nccl_eager_slots: u32,
     /// Relative spread of `--jitter`: each duration is scaled by a factor in
     /// `[1 - jitter, 1 + jitter]`.
     pub jitter: f64,
@@ -71,6 +74,7 @@ impl Default for CostModel {
             nccl_latency_us: 10.0,
             nccl_bandwidth_gbs: 370.0,
             nccl_eager_bytes: 4 << 20,
+            nccl_eager_slots: 8,
             jitter: 0.5,
         }
     }

@@ -233,11 +233,14 @@ impl Runtime for SimBackend {
         for d in 0..devices {
             for (i, _) in program.stream_names.iter().enumerate() {
                 let id = StreamId { device: d, index: i };
+                // Calls deferred behind NCCL work wait in the queue whatever their times say.
+                let deferred = sch.nccl_deferred(id);
                 let ops = sch
                     .trace
                     .iter()
-                    .filter(|r| r.stream == Some(id) && r.end_us > now)
+                    .filter(|r| r.stream == Some(id) && r.end_us > now && !deferred.contains(&r.id))
                     .map(|r| r.label.clone())
+                    .chain(deferred.iter().filter_map(|&i| sch.label_of(i)))
                     .collect();
                 queued.push((program.stream_name(id), ops));
             }
@@ -254,6 +257,7 @@ impl Runtime for SimBackend {
                         format!("pending (completes at {complete_us:.1} µs)")
                     }
                     EventState::Recorded { .. } => "complete".to_string(),
+                    EventState::BehindNccl => "pending (behind NCCL work not yet placed)".to_string(),
                 };
                 (e.name.clone(), state)
             })

@@ -20,6 +20,7 @@
 
 mod backend;
 mod compute;
+mod deadlock;
 mod issue;
 mod nccl;
 mod pending;

@@ -11,7 +11,7 @@
 //! on a stream whose queue is full of deferred work) leaves its thread *stuck* until it
 //! clears. Each call issued then tries to place what has become known; when the blocked
 //! streams wait on each other in a circle, or nothing can be issued while something is
-//! blocked, the run is deadlocked and says who waits for whom.
+//! blocked, the run is deadlocked and says who waits for whom (`deadlock.rs`).
 
 use std::collections::VecDeque;
 
@@ -26,6 +26,25 @@ impl Scheduler {
     /// a test watches it stay flat).
     pub fn nccl_backlog(&self) -> usize {
         self.nccl.blocked.values().map(|b| b.items.len()).sum()
+    }
+
+    /// The trace ids of the calls deferred on stream `s`, in order (a group: its calls).
+    pub fn nccl_deferred(&self, s: StreamId) -> Vec<u64> {
+        let Some(b) = self.nccl.blocked.get(&s) else {
+            return Vec::new();
+        };
+        b.items
+            .iter()
+            .flat_map(|item| match item {
+                Deferred::Call { rec, .. } | Deferred::Wait { rec, .. } => vec![rec.id],
+                Deferred::Group(g) => self.nccl.groups.get(g).map_or(Vec::new(), |g| g.halves.clone()),
+            })
+            .collect()
+    }
+
+    /// The label of trace record `id`, while the timeline keeps it.
+    pub fn label_of(&self, id: u64) -> Option<String> {
+        trace_pos(&self.trace, id).map(|i| self.trace[i].label.clone())
     }
 
     /// Issues the stream part of call `c` when NCCL is involved: an NCCL call, a group's
@@ -183,6 +202,7 @@ impl Scheduler {
             start: None,
             end: None,
             placed: false,
+            buffered: false,
         };
         self.nccl.halves.insert(c.seq, half);
         self.nccl.defer_at(c.at);
@@ -428,7 +448,12 @@ impl Scheduler {
         let ready = |g: u64, nccl: &Nccl| nccl.groups.get(&g).and_then(|x| x.ready);
         let h = &self.nccl.halves[&id];
         let bytes = self.copy_bytes(h.field, &h.cells);
-        let eager = bytes as u64 <= self.cost.nccl_eager_bytes;
+        // Buffered only while the receiver's buffer for this sender has room: at most
+        // `nccl_eager_slots` messages and `nccl_eager_bytes` bytes sent and not received.
+        let link = (h.device, h.peer);
+        let (held, held_bytes) = self.nccl.inflight.get(&link).copied().unwrap_or_default();
+        let eager =
+            held < self.cost.nccl_eager_slots && held_bytes + bytes as u64 <= self.cost.nccl_eager_bytes;
         let dur = self.cost.nccl_us(bytes as f64) * self.jitter(h.device, h.rec.step, h.rec.op_index, 3);
         let recv = h
             .partner
@@ -448,6 +473,11 @@ impl Scheduler {
             };
             let h = self.nccl.halves.get_mut(&id).expect("a half");
             (h.start, h.end) = (Some(start), Some(start + dur));
+            if eager && recv.is_none_or(|(_, _, end)| end.is_none()) {
+                h.buffered = true;
+                let e = self.nccl.inflight.entry(link).or_default();
+                (e.0, e.1) = (e.0 + 1, e.1 + bytes as u64);
+            }
             (h.rec.start_us, h.rec.end_us) = (start, start + dur);
             let (src, dst, field, cells, at) = (h.device, h.peer, h.field, h.cells.clone(), h.at);
             let read = Effect::CopyRead {
@@ -461,11 +491,25 @@ impl Scheduler {
             moved = true;
         }
         let h = &self.nccl.halves[&id];
-        let (start, sent, src) = (h.start.expect("timed"), h.end.expect("timed"), h.device);
+        let (start, sent, src, buffered) = (
+            h.start.expect("timed"),
+            h.end.expect("timed"),
+            h.device,
+            h.buffered,
+        );
         let Some((p, g, None)) = recv else { return moved };
         let Some(rr) = ready(g, &self.nccl) else {
             return moved;
         };
+        if buffered {
+            // Received: its room in the buffer is free again.
+            if let Some(e) = self.nccl.inflight.get_mut(&link) {
+                (e.0, e.1) = (e.0.saturating_sub(1), e.1.saturating_sub(bytes as u64));
+                if e.0 == 0 {
+                    self.nccl.inflight.remove(&link);
+                }
+            }
+        }
         let r = self.nccl.halves.get_mut(&p).expect("the receive");
         let end = rr.max(sent);
         (r.start, r.end) = (Some(start.max(rr)), Some(end));
@@ -484,7 +528,7 @@ impl Scheduler {
         true
     }
 
-    fn ops_of_record(&self, rec: &TraceRecord) -> Option<Op> {
+    pub(super) fn ops_of_record(&self, rec: &TraceRecord) -> Option<Op> {
         let list = match rec.step {
             None => &self.program.setup[rec.thread],
             Some(_) => &self.program.step[rec.thread],
@@ -545,158 +589,6 @@ impl Scheduler {
             }
             self.nccl.stuck.remove(&t);
             self.enter(t);
-        }
-    }
-
-    /// What blocked stream `s` waits for: the stream whose head holds it up, and how to
-    /// say so (`None`: it waits for a call not yet issued, or for nothing blocked).
-    fn waits_for(&self, s: StreamId) -> Option<(StreamId, String)> {
-        match self.nccl.blocked.get(&s)?.items.front()? {
-            Deferred::Group(g) => {
-                let group = self.nccl.groups.get(g)?;
-                group.halves.iter().find_map(|h| {
-                    let half = self.nccl.halves.get(h)?;
-                    if half.end.is_some() {
-                        return None;
-                    }
-                    let p = self.nccl.halves.get(&half.partner?)?;
-                    let pg = self.nccl.groups.get(&p.group)?;
-                    if pg.ready.is_some() || pg.after_call.is_none() {
-                        return None;
-                    }
-                    let t = pg.stream?;
-                    let what = format!(
-                        "waits in {}({} {} rank {})",
-                        half.dir.call(),
-                        self.program.field_name(half.field),
-                        if half.dir == P2p::Send { "to" } else { "from" },
-                        p.device
-                    );
-                    Some((t, what))
-                })
-            }
-            Deferred::Wait {
-                bound: Bound::Pending(record),
-                c,
-                ..
-            } => {
-                let p = self.nccl.records.get(record)?;
-                let what = format!(
-                    "waits in cudaStreamWaitEvent (call {}) for a record behind NCCL work of",
-                    c.pc
-                );
-                Some((p.stream, what))
-            }
-            Deferred::Wait { .. } | Deferred::Call { .. } => None,
-        }
-    }
-
-    /// A circle of blocked streams each waiting for the next: the sentence naming it.
-    fn circle(&self) -> Option<(StreamId, String)> {
-        for &start in self.nccl.blocked.keys() {
-            let mut path: Vec<(StreamId, String)> = Vec::new();
-            let mut at = start;
-            while let Some((next, what)) = self.waits_for(at) {
-                if let Some(i) = path.iter().position(|(s, _)| *s == next) {
-                    path.drain(..i);
-                    path.push((at, what));
-                    return Some((path[0].0, self.say_circle(&path)));
-                }
-                if next == at {
-                    path.push((at, what));
-                    return Some((at, self.say_circle(&path)));
-                }
-                path.push((at, what));
-                at = next;
-                if path.len() > self.nccl.blocked.len() {
-                    break;
-                }
-            }
-        }
-        None
-    }
-
-    /// "rank 0's stream compute waits in ncclRecv(ex from rank 1) for rank 1, whose
-    /// stream compute waits in ncclRecv(h from rank 0) for rank 0: …".
-    fn say_circle(&self, path: &[(StreamId, String)]) -> String {
-        let mut out = String::new();
-        for (i, (s, what)) in path.iter().enumerate() {
-            let next = path[(i + 1) % path.len()].0.device;
-            let name = &self.program.stream_names[s.index];
-            if i == 0 {
-                out += &format!("rank {}'s stream {name} {what} for rank {next}", s.device);
-            } else {
-                out += &format!(", whose stream {name} {what} for rank {next}");
-            }
-        }
-        out + ": no stream can move (a deadlock)"
-    }
-
-    /// Nothing can be issued while NCCL work is blocked: who waits where.
-    pub(super) fn stalled(&self) -> Option<OpError> {
-        if !self.nccl.busy() {
-            return None;
-        }
-        let mut parts: Vec<String> = self
-            .nccl
-            .blocked
-            .keys()
-            .filter_map(|&s| {
-                let (t, what) = self.waits_for(s)?;
-                let name = &self.program.stream_names[s.index];
-                Some(format!(
-                    "rank {}'s stream {name} {what} for rank {}",
-                    s.device, t.device
-                ))
-            })
-            .collect();
-        for (t, s) in &self.nccl.stuck {
-            parts.push(match s {
-                Stuck::Sync { .. } => format!("host thread {t} waits in a synchronize for blocked NCCL work"),
-                Stuck::Queue(s) => format!(
-                    "host thread {t} waits for room in the queue of {}, full of work behind NCCL calls",
-                    self.program.stream_name(*s)
-                ),
-            });
-        }
-        for t in 0..self.threads.len() {
-            if self.threads[t].at_barrier {
-                parts.push(format!("host thread {t} waits at the barrier"));
-            }
-        }
-        if parts.is_empty() {
-            parts.push("every stream waits for NCCL work that is never matched".into());
-        }
-        Some(self.deadlock(None, parts.join("; ") + ": nothing can move (a deadlock)"))
-    }
-
-    /// The deadlock, named at the call at the head of stream `s` (else of the first
-    /// blocked stream).
-    fn deadlock(&self, s: Option<StreamId>, why: String) -> OpError {
-        let mut streams = s.into_iter().chain(self.nccl.blocked.keys().copied());
-        let head = streams.find_map(|s| match self.nccl.blocked.get(&s)?.items.front()? {
-            Deferred::Group(g) => {
-                let h = self.nccl.groups.get(g)?.halves.first()?;
-                Some(self.nccl.halves.get(h)?.rec.as_ref().clone())
-            }
-            Deferred::Wait { rec, .. } | Deferred::Call { rec, .. } => Some(rec.as_ref().clone()),
-        });
-        let (step, thread, op_index, call) = match head {
-            Some(r) => {
-                let call = self
-                    .ops_of_record(&r)
-                    .map_or(r.label.clone(), |op| self.program.render(&op));
-                (r.step, r.thread, r.op_index, call)
-            }
-            None => (None, 0, 0, String::new()),
-        };
-        OpError {
-            step,
-            thread,
-            op_index,
-            call,
-            error: "deadlock".into(),
-            why,
         }
     }
 }

@@ -66,6 +66,8 @@ pub(super) struct Half {
     pub(super) end: Option<f64>,
     /// Its group has been placed.
     pub(super) placed: bool,
+    /// A send that went into the receiver's buffer before its receive was timed.
+    pub(super) buffered: bool,
 }
 
 pub(super) struct Group {
@@ -117,6 +119,9 @@ pub(super) struct Nccl {
     pub(super) stuck: BTreeMap<usize, Stuck>,
     /// Deferred calls not yet placed, by step (this scheduler's numbering).
     pub(super) deferred_at: BTreeMap<u64, usize>,
+    /// Per (sender, receiver): messages (and bytes) sent into the receiver's buffer and
+    /// not yet received.
+    pub(super) inflight: HashMap<(usize, usize), (u32, u64)>,
     /// Sends whose message may be timed now (a side's group became ready, or it paired).
     pub(super) dirty: Vec<u64>,
 }

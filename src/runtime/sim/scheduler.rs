@@ -88,6 +88,8 @@ pub enum EventState {
     Recorded {
         complete_us: f64,
     },
+    /// Recorded behind NCCL work not yet placed: when it completes is not known yet.
+    BehindNccl,
 }
 
 /// Work issued to one stream and not yet complete: `(end, slots)`, in issue order.
@@ -429,8 +431,9 @@ impl Scheduler {
     /// released: the host clocks pass the last of them. Call after `issue_until(steps)`.
     pub fn issue_past_effects_below(&mut self, steps: u64) -> Result<(), OpError> {
         loop {
-            // NCCL work not yet placed: its effects come once later calls place it.
-            let last = if self.nccl.deferred_below(steps) {
+            // NCCL work not yet placed: its effects come once later calls place it; a thread
+            // that was stuck behind it has calls of those steps still to issue.
+            let last = if self.nccl.deferred_below(steps) || !self.issued_through(steps) {
                 f64::INFINITY
             } else {
                 match self
@@ -443,8 +446,15 @@ impl Scheduler {
                     None => return Ok(()),
                 }
             };
+            if self.now_us().is_infinite() {
+                // Every thread waits (stuck behind NCCL work, or at a barrier).
+                return self.stalled().map_or(Ok(()), Err);
+            }
             if self.now_us() >= last {
                 return Ok(());
+            }
+            if let Some(e) = self.runaway(steps) {
+                return Err(e);
             }
             let Some(t) = self.next_thread() else {
                 return self.stalled().map_or(Ok(()), Err);
@@ -563,6 +573,7 @@ impl Scheduler {
     pub fn event_state(&self, e: usize) -> EventState {
         match self.events.get(e).copied().flatten() {
             None => EventState::NeverRecorded,
+            Some(r) if r.complete.is_nan() => EventState::BehindNccl,
             Some(r) => EventState::Recorded {
                 complete_us: r.complete,
             },
