@@ -90,19 +90,22 @@ pub(super) fn analyse(program: &Program, states: &[DeviceState]) -> (Graph, Vec<
     let mut g = Graph::unroll(program);
     let mut findings = invalid_calls(program, &g);
     findings.extend(bind_waits(program, &mut g));
+    // NCCL may make any send wait for its receive (it buffers only small ones): a program
+    // must not deadlock then either. The same graph, with those edges too.
+    let mut strict = g
+        .calls
+        .iter()
+        .any(|c| matches!(c.op, Op::Nccl { .. }))
+        .then(|| g.clone());
     g.nccl_edges(false);
     if !g.close() {
         findings.push(deadlock(program, &g, false));
         return (g, findings);
     }
-    // NCCL may make any send wait for its receive (it buffers only small ones): a program
-    // must not deadlock then either.
-    if g.calls.iter().any(|c| matches!(c.op, Op::Nccl { .. })) {
-        let mut strict = Graph::unroll(program);
-        bind_waits(program, &mut strict);
+    if let Some(strict) = strict.as_mut() {
         strict.nccl_edges(true);
         if !strict.close() {
-            findings.push(deadlock(program, &strict, true));
+            findings.push(deadlock(program, strict, true));
         }
     }
     findings.extend(conflicts(program, &g, states));

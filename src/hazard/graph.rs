@@ -30,6 +30,7 @@ pub struct Call {
 }
 
 /// The unrolled program and what happens before what.
+#[derive(Clone)]
 pub struct Graph {
     pub calls: Vec<Call>,
     succ: Vec<Vec<usize>>,

@@ -202,6 +202,15 @@ impl Parser {
         }
     }
 
+    /// The one word `want` allowed here; anything else is refused with `why`.
+    fn fixed_word(&mut self, want: &str, why: &str) -> Result<(), SyntaxError> {
+        let (w, sp) = self.ident(want)?;
+        if w != want {
+            return err(sp, why);
+        }
+        Ok(())
+    }
+
     fn ident(&mut self, what: &str) -> Result<(String, Range<usize>), SyntaxError> {
         match self.peek() {
             Some(Tok::Ident(x)) => {
@@ -613,13 +622,10 @@ impl Parser {
         let event = self.event()?;
         if word == "cudaEventCreateWithFlags" {
             self.expect(",", "after the event")?;
-            let (flag, fsp) = self.ident("cudaEventDisableTiming")?;
-            if flag != "cudaEventDisableTiming" {
-                return err(
-                    fsp,
-                    "the flags: cudaEventDisableTiming (ordering events measure nothing)",
-                );
-            }
+            self.fixed_word(
+                "cudaEventDisableTiming",
+                "the flags: cudaEventDisableTiming (ordering events measure nothing)",
+            )?;
         }
         self.expect(")", "after the event")?;
         Ok(StmtKind::Create(event))

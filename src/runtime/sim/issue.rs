@@ -154,10 +154,7 @@ impl Scheduler {
                 // Rule 3: the most recent record issued so far (bound when the wait was
                 // issued: see `nccl_issue`); none completes at once.
                 let target = self.events.get(event.0).copied().flatten();
-                let free = self.stream_free.get(stream).copied().unwrap_or(0.0);
-                let start = free.max(after_call);
-                let end = target.map_or(start, |r| start.max(r.complete));
-                self.stream_free.insert(*stream, end);
+                let (start, end) = self.place_wait(*stream, after_call, target.map(|r| r.complete));
                 rec.released_by = target.map(|r| r.trace_id);
                 rec.released_from = target.map(|r| (r.stream, r.complete));
                 (rec.start_us, rec.end_us) = (start, end);
@@ -303,6 +300,16 @@ impl Scheduler {
             return;
         }
         self.events[e] = Some(r);
+    }
+
+    /// A wait on `stream` issued at `at` for a record completing at `done` (none: it
+    /// completes at once): its start and end; the stream goes on from its end.
+    pub(super) fn place_wait(&mut self, stream: StreamId, at: f64, done: Option<f64>) -> (f64, f64) {
+        let free = self.stream_free.get(&stream).copied().unwrap_or(0.0);
+        let start = free.max(at);
+        let end = done.map_or(start, |d| start.max(d));
+        self.stream_free.insert(stream, end);
+        (start, end)
     }
 
     /// Puts work of `dur` on `stream`, issued at `at`; returns its start and end.

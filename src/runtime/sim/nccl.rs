@@ -345,9 +345,7 @@ impl Scheduler {
                     let Some(Deferred::Wait { c, bound, mut rec }) = self.pop(s, 1) else {
                         unreachable!("the head")
                     };
-                    let start = free.max(c.after_call);
-                    let end = done.map_or(start, |d| start.max(d));
-                    self.stream_free.insert(s, end);
+                    let (start, end) = self.place_wait(s, c.after_call, done);
                     self.queued(s, end, 1);
                     (rec.start_us, rec.end_us) = (start, end);
                     if let (Some(d), Some((st, _))) = (done, rec.released_from) {

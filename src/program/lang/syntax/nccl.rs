@@ -1,7 +1,6 @@
 //! The NCCL calls of the program language: groups, sends and receives, written as the
 //! NCCL API spells them.
 
-use super::lex::err;
 use super::{Parser, StmtKind, SyntaxError};
 
 impl Parser {
@@ -25,17 +24,14 @@ impl Parser {
         )?;
         let count = self.expr()?;
         self.expect(",", "after the count")?;
-        let (ty, tsp) = self.ident("the data type, ncclFloat")?;
-        if ty != "ncclFloat" {
-            return err(tsp, "the data type: ncclFloat (the fields are 32-bit floats)");
-        }
+        self.fixed_word(
+            "ncclFloat",
+            "the data type: ncclFloat (the fields are 32-bit floats)",
+        )?;
         self.expect(",", "after the data type")?;
         let peer = self.expr()?;
         self.expect(",", "after the peer")?;
-        let (c, csp) = self.ident("the communicator, comm")?;
-        if c != "comm" {
-            return err(csp, "the communicator: comm (one rank a device)");
-        }
+        self.fixed_word("comm", "the communicator: comm (one rank a device)")?;
         self.expect(",", "after the communicator")?;
         let stream = self.stream()?;
         self.expect(")", "after the stream")?;
