@@ -21,6 +21,11 @@ pub fn main(cli: Cli) -> Result<()> {
         return list(args.json);
     }
     let plan = Plan::resolve(&args)?;
+    if let (Some(w), crate::runtime::RuntimeChoice::Cuda { gpus }) = (crate::world::process().world, &plan.runtime)
+        && w.rank != 0
+    {
+        return follow(&plan, &w, gpus[w.rank]);
+    }
     let h = match &plan.watch {
         Watch::Ui(ui) => return watch(&plan, ui, None),
         Watch::Headless(h) => h,
@@ -31,6 +36,23 @@ pub fn main(cli: Cli) -> Result<()> {
     } else {
         print!("{}", summary.to_text());
     }
+    Ok(())
+}
+
+/// A rank other than 0 of several processes: runs its device for rank 0, which shows
+/// the run (the UI or the summary); a mode switch there names a built-in mode or the
+/// run's program file.
+fn follow(plan: &Plan, w: &crate::world::World, gpu: i32) -> Result<()> {
+    let s = &plan.scenario;
+    let build = |name: &str| -> Result<crate::program::Program> {
+        match (&plan.file, crate::program::Mode::from_name(name)) {
+            (Some(f), _) if f.name == name => plan.program(s),
+            (_, Some(m)) => Ok(crate::program::build_for(m, None, s)?),
+            _ => anyhow::bail!("not a built-in mode nor this run's program file"),
+        }
+    };
+    crate::runtime::cuda::follow(s, plan.program(s)?, gpu, w, &build)?;
+    eprintln!("rank {}: rank 0 ended the run", w.rank);
     Ok(())
 }
 

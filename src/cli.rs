@@ -85,6 +85,10 @@ Examples:
   haloscope --runtime cuda --gpus 0,1         the UI on two real GPUs
   haloscope --headless --runtime cuda --gpus 0,0,1,1
                                               real GPUs, two logical devices per GPU
+  haloscope --headless --runtime cuda --mode nccl --gpus 0,1
+                                              NCCL's send and receive, one rank per GPU
+  torchrun --nproc-per-node 2 --no-python haloscope --runtime cuda --mode nccl-overlap
+                                              one process per GPU (or mpirun, srun: see README)
   haloscope bench --runtime cuda              GPU roofline, links, modes, weak scaling
                                               (cuda: a build with --features cuda; see the README)
 
@@ -342,6 +346,12 @@ pub struct RunArgs {
     /// visible GPU.
     #[arg(long, value_name = "LIST")]
     pub gpus: Option<String>,
+
+    /// With `--runtime cuda` and an NCCL mode: seconds without progress (no call issued, no
+    /// NCCL call completed) after which the run is called hung, the calls each rank waits
+    /// in are named and the communicators aborted.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub nccl_timeout: f64,
 
     /// Compare with the reference every N steps and report the first step at which the run
     /// differs. Default: only at the end. On the sim this only observes the run (it goes on

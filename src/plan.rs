@@ -79,6 +79,55 @@ pub fn scenario_from(args: &RunArgs) -> Result<Scenario> {
     Ok(s)
 }
 
+/// `--gpus LIST` and no `--devices`: one logical device per listed GPU; no list: one
+/// device per GPU, or the devices spread over them in turn.
+fn one_process_gpus(args: &RunArgs, scenario: &mut Scenario) -> Result<Vec<i32>> {
+    let listed = args.gpus.as_deref().map(parse_gpus).transpose()?;
+    if let Some(list) = &listed
+        && args.devices.is_none()
+        && list.len() != scenario.split.len()
+    {
+        *scenario = scenario.clone().with_devices(list.len())?;
+    }
+    Ok(match listed {
+        Some(list) => list,
+        None => {
+            let all = crate::runtime::cuda::default_gpus()?;
+            (0..scenario.split.len())
+                .map(|d| all[d % all.len().max(1)])
+                .collect()
+        }
+    })
+}
+
+/// Launched as one of several processes: one device per rank, on `--gpus G` (one GPU) or
+/// the launcher's local rank.
+fn across_processes(args: &RunArgs, scenario: Scenario, w: &crate::world::World) -> Result<(Scenario, RuntimeChoice)> {
+    if let Some(n) = args.devices.filter(|&n| n != w.size) {
+        return Err(UsageError(format!(
+            "--devices {n}: {} launched {} processes, and across processes each rank runs one \
+             device; leave out --devices",
+            w.launcher, w.size
+        ))
+        .into());
+    }
+    let gpu = match args.gpus.as_deref().map(parse_gpus).transpose()? {
+        Some(list) if list.len() == 1 => list[0],
+        Some(list) => {
+            return Err(UsageError(format!(
+                "--gpus: lists {} GPUs, but across processes each rank runs one: give this rank's \
+                 GPU (default: the launcher's local rank, {})",
+                list.len(),
+                w.local_rank
+            ))
+            .into());
+        }
+        None => w.local_rank as i32,
+    };
+    let scenario = scenario.with_devices(w.size)?;
+    Ok((scenario, RuntimeChoice::Cuda { gpus: vec![gpu; w.size] }))
+}
+
 impl Plan {
     /// Resolves the command line (not `--list`, not `bench`) into a plan.
     pub fn resolve(args: &RunArgs) -> Result<Plan> {
@@ -98,25 +147,27 @@ impl Plan {
         let runtime = match args.runtime {
             RuntimeKind::Sim => RuntimeChoice::Sim { jitter: args.jitter },
             RuntimeKind::Cuda => {
-                // `--gpus LIST` and no `--devices`: one logical device per listed GPU.
-                let listed = args.gpus.as_deref().map(parse_gpus).transpose()?;
-                if let Some(list) = &listed
-                    && args.devices.is_none()
-                    && list.len() != scenario.split.len()
-                {
-                    scenario = scenario.with_devices(list.len())?;
+                let world = crate::world::World::from_env()?;
+                if !(args.nccl_timeout > 0.0 && args.nccl_timeout.is_finite()) {
+                    return Err(UsageError(format!(
+                        "--nccl-timeout {}: give a number of seconds above 0",
+                        args.nccl_timeout
+                    ))
+                    .into());
                 }
-                let gpus = match listed {
-                    Some(list) => list,
-                    None => {
-                        // One device per GPU, or the devices spread over them in turn.
-                        let all = crate::runtime::cuda::default_gpus()?;
-                        (0..scenario.split.len())
-                            .map(|d| all[d % all.len().max(1)])
-                            .collect()
+                crate::world::set_process(crate::world::Process {
+                    world: world.clone(),
+                    nccl_timeout: std::time::Duration::from_secs_f64(args.nccl_timeout),
+                });
+                if let Some(w) = &world {
+                    let (s, gpus) = across_processes(args, scenario, w)?;
+                    scenario = s;
+                    gpus
+                } else {
+                    RuntimeChoice::Cuda {
+                        gpus: one_process_gpus(args, &mut scenario)?,
                     }
-                };
-                RuntimeChoice::Cuda { gpus }
+                }
             }
         };
         // The UI always runs the reference; headless unless --no-reference.

@@ -1,13 +1,13 @@
 //! Timeline records of executed operations, and their export as Chrome Trace Event JSON
 //! (opens in Perfetto and chrome://tracing).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::program::{OpKind, Program, StreamId};
 
 /// What happened to one issued call. Times are in µs (simulated in the sim runtime).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceRecord {
     /// Unique, increasing in issue order.
     pub id: u64,

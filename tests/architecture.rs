@@ -533,6 +533,7 @@ const UNSAFE_FILES: &[&str] = &[
     "runtime/cuda/sys.rs",
     "runtime/cuda/owned.rs",
     "runtime/cuda/launch.rs",
+    "runtime/cuda/nccl_sys.rs",
 ];
 
 #[test]

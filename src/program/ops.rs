@@ -1,13 +1,13 @@
 //! The vocabulary of step programs: operations, streams, events, and a program of them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::ops::Range;
 
 use crate::decomp::{Field, Kernel};
 
 /// A stream of a device: `index` into [`Program::stream_names`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct StreamId {
     pub device: usize,
     pub index: usize,
@@ -109,7 +109,7 @@ impl P2p {
 }
 
 /// Broad kinds, for colours and the trace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OpKind {
     Kernel,
     Copy,

@@ -16,6 +16,17 @@ fn refused<T>() -> Result<T> {
     Err(UsageError(NO_CUDA.into()).into())
 }
 
+/// A rank other than 0 of several processes: needs CUDA support.
+pub fn follow(
+    _: &Scenario,
+    _: Program,
+    _gpu: i32,
+    _: &crate::world::World,
+    _build: &dyn Fn(&str) -> Result<Program>,
+) -> Result<()> {
+    refused()
+}
+
 /// The GPUs visible here: none without CUDA support.
 pub fn default_gpus() -> Result<Vec<i32>> {
     refused()

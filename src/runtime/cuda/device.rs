@@ -142,6 +142,10 @@ pub(super) struct Dev {
     /// Every event this device created (timing events and the program's own).
     pub(super) events: EventArena,
     pub(super) streams: Vec<OwnedStream>,
+    /// This rank's NCCL communicator (made when a program with NCCL calls starts), and the
+    /// group being issued: its stream and its calls, for the watchdog.
+    pub(super) comm: Option<super::nccl_sys::Comm>,
+    pub(super) group: Option<(Option<sys::Stream>, Vec<String>)>,
     /// Snapshots' own stream, and an idle one for clock anchors.
     pub(super) snap_stream: OwnedStream,
     pub(super) clock_stream: OwnedStream,
@@ -210,6 +214,8 @@ impl Dev {
             own_events: Vec::new(),
             events: EventArena::new(ctx),
             streams: Vec::new(),
+            comm: None,
+            group: None,
             snap_stream: OwnedStream::new(ctx)?,
             clock_stream: OwnedStream::new(ctx)?,
             snap: None,
@@ -247,6 +253,7 @@ impl Dev {
             self.exec(op, None, i)?;
         }
         sys::synchronize_context()?;
+        self.ensure_comm()?;
         self.shared.barrier.wait()
     }
 
@@ -487,7 +494,7 @@ impl Dev {
             self.events.destroy(e);
         }
         self.shared.barrier.wait()?;
-        if self.t == 0 {
+        if self.t == self.shared.first_local {
             let n = program.events.len();
             *self.shared.events.write().unwrap_or_else(|p| p.into_inner()) = vec![None; n];
             *self.shared.last_record.lock().unwrap_or_else(|p| p.into_inner()) = vec![None; n];

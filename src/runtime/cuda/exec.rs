@@ -96,6 +96,7 @@ impl Dev {
     }
 
     pub(super) fn exec_driver(&mut self, op: &Op, step: u64, pc: usize) -> Result<(), Exec> {
+        self.shared.nccl.issued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let stream = |s: &crate::program::StreamId| self.streams[s.index].get();
         match op {
             Op::Graph { nodes, stream: s } => {
@@ -188,7 +189,7 @@ impl Dev {
             Op::StreamSync { stream: s } => sys::stream_synchronize(stream(s))?,
             Op::DeviceSync { .. } => sys::synchronize_context()?,
             Op::HostBarrier => self.shared.barrier.wait().map_err(Exec::Failure)?,
-            Op::NcclGroupStart | Op::NcclGroupEnd | Op::Nccl { .. } => return Err(nccl_refused()),
+            Op::NcclGroupStart | Op::NcclGroupEnd | Op::Nccl { .. } => self.exec_nccl(op, step)?,
         }
         Ok(())
     }
@@ -341,11 +342,7 @@ impl Drop for Dev {
     fn drop(&mut self) {
         if sys::set_current(self.ctx.get()).is_ok() {
             let _ = sys::synchronize_context();
+            self.destroy_comm();
         }
     }
-}
-
-/// NCCL calls are refused when the program is set (`no_nccl`): none reaches a device.
-fn nccl_refused() -> Exec {
-    Exec::Failure(Failure::Other("NCCL calls run on the sim only".into()))
 }

@@ -13,9 +13,13 @@ mod device;
 mod exec;
 #[allow(unsafe_code)]
 mod launch;
+mod nccl;
+#[allow(unsafe_code)]
+mod nccl_sys;
 #[allow(unsafe_code)]
 mod owned;
 mod plane;
+mod remote;
 pub mod probe;
 mod runtime;
 mod shared;
@@ -26,4 +30,15 @@ mod wide;
 
 pub use backend::CudaBackend;
 pub use runtime::{CudaRuntime, default_gpus, visible};
+
+/// A rank other than 0 of several processes: see [`CudaRuntime::follow`].
+pub fn follow(
+    s: &crate::scenario::Scenario,
+    program: crate::program::Program,
+    gpu: i32,
+    world: &crate::world::World,
+    build: &dyn Fn(&str) -> anyhow::Result<crate::program::Program>,
+) -> anyhow::Result<()> {
+    CudaRuntime::follow(s, program, gpu, world, build)
+}
 pub use shared::{CopyTime, MicroPart, Ran};

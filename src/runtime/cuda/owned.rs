@@ -258,6 +258,11 @@ impl BufferView {
         DevicePtr(self.ptr + 4 * at as u64)
     }
 
+    /// Floats in the view.
+    pub fn floats(&self) -> usize {
+        self.floats
+    }
+
     /// The start of the buffer.
     pub fn ptr(&self) -> DevicePtr {
         self.at(0)

@@ -1,13 +1,17 @@
 //! The cuda runtime's handle: one thread per logical device, driven by commands.
 
 use anyhow::{Context as _, Result, anyhow};
-use crossbeam_channel::{Receiver, Sender, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
+use std::time::Duration;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::device::*;
+use super::nccl;
+use super::nccl_sys::{self, UniqueId};
+use crate::rendezvous::{self, Link};
 use super::shared::*;
 use super::sys::{self, DriverError};
 use crate::decomp::{DeviceState, HALO, Kernel};
@@ -33,6 +37,9 @@ pub struct CudaRuntime {
     pub(super) pos: Vec<(u64, usize)>,
     /// Sources each device holds (owned and halo cells), for the fused kernel's limit.
     pub(super) held_sources: Vec<usize>,
+    pub(super) shared: Arc<Shared>,
+    /// The devices whose threads run in this process.
+    pub(super) local: Vec<usize>,
 }
 
 /// The GPUs visible here, for messages: `0: NVIDIA H200, 1: …` (through cust's safe API).
@@ -55,20 +62,59 @@ pub fn default_gpus() -> Result<Vec<i32>> {
     Ok((0..visible()?.len() as i32).collect())
 }
 
+/// Which devices this process runs, how it reaches the others, and NCCL's id when the
+/// launcher's rendezvous has handed it over.
+pub(super) struct Place {
+    pub(super) local: Vec<usize>,
+    pub(super) links: Vec<(usize, Link)>,
+    pub(super) nccl_id: Option<UniqueId>,
+}
+
+/// How long rank 0 waits for the other ranks to connect, and they for rank 0.
+const RENDEZVOUS_WAIT: Duration = Duration::from_secs(120);
+
 impl CudaRuntime {
     /// Starts one thread per logical device (`gpus[d]` is the physical GPU of device `d`)
-    /// and runs the program's set-up calls.
+    /// and runs the program's set-up calls. Launched as rank 0 of several processes
+    /// (`crate::world`), device 0 runs here and the others are reached through proxies.
     pub fn new(s: &Scenario, program: Program, gpus: &[i32]) -> Result<CudaRuntime> {
+        let process = crate::world::process();
+        let n = s.split.len();
+        let place = match &process.world {
+            None => Place {
+                local: (0..n).collect(),
+                links: Vec::new(),
+                nccl_id: None,
+            },
+            Some(w) => {
+                across_processes(&program, w.size, n)?;
+                let id = nccl_sys::unique_id().map_err(|e| UsageError(e.to_string()))?;
+                eprintln!(
+                    "rank 0 of {} ({}): waiting for the other ranks at {}",
+                    w.size, w.launcher, w.rendezvous
+                );
+                let links = rendezvous::lead(w, &id.bytes, RENDEZVOUS_WAIT)?;
+                Place {
+                    local: vec![0],
+                    links: (1..).zip(links).collect(),
+                    nccl_id: Some(id),
+                }
+            }
+        };
+        CudaRuntime::start(s, program, gpus, place, process.nccl_timeout)
+    }
+
+    /// Starts the threads of `place`'s local devices and a proxy for each linked one.
+    pub(super) fn start(
+        s: &Scenario,
+        program: Program,
+        gpus: &[i32],
+        place: Place,
+        nccl_timeout: Duration,
+    ) -> Result<CudaRuntime> {
         let names = visible()?;
         if names.is_empty() {
             return Err(UsageError("no GPU visible to the CUDA driver".into()).into());
-        }
-        if let Some(g) = gpus.iter().find(|&&g| g as usize >= names.len()) {
-            return Err(UsageError(format!(
-                "--gpus: GPU {g} does not exist; available: {}",
-                names.join(", ")
-            ))
-            .into());
         }
         let n = s.split.len();
         if gpus.len() != n {
@@ -79,8 +125,17 @@ impl CudaRuntime {
             ))
             .into());
         }
+        let local_gpus: Vec<i32> = place.local.iter().map(|&d| gpus[d]).collect();
+        if let Some(g) = local_gpus.iter().find(|&&g| g < 0 || g as usize >= names.len()) {
+            return Err(UsageError(format!(
+                "--gpus: GPU {g} does not exist; available: {}",
+                names.join(", ")
+            ))
+            .into());
+        }
+        nccl::distinct_gpus(&program, &local_gpus)?;
         let shared = Arc::new(Shared {
-            barrier: Barrier::new(n),
+            barrier: Barrier::new(place.local.len()),
             contexts: (0..n).map(|_| OnceLock::new()).collect(),
             fields: (0..n).map(|_| OnceLock::new()).collect(),
             events: RwLock::new(vec![None; program.events.len()]),
@@ -89,6 +144,8 @@ impl CudaRuntime {
             gpus: gpus.to_vec(),
             epoch: Instant::now(),
             next_id: AtomicU64::new(0),
+            first_local: place.local[0],
+            nccl: nccl::NcclShared::new(n, place.nccl_id, nccl_timeout),
         });
         let program = Arc::new(program);
         let coefficients = Coefficients::new(s)?;
@@ -99,20 +156,29 @@ impl CudaRuntime {
             .map(|r| crate::decomp::place_sources(s, r, HALO).len() * usize::from(!s.two_d()))
             .collect();
         check_fused(&program, &held_sources)?;
-        no_nccl(&program)?;
         let (reply_tx, replies) = unbounded();
         let mut commands = Vec::new();
         let mut handles = Vec::new();
+        let mut links = place.links;
         for (d, range) in s.ranges().into_iter().enumerate() {
-            let meta = DeviceState::new(d, range, s, &coefficients)?;
             let (tx, rx) = unbounded();
-            let (shared, program, reply_tx, gpu) =
-                (shared.clone(), program.clone(), reply_tx.clone(), gpus[d]);
-            let ch = coefficients.ch;
-            let h = std::thread::Builder::new()
-                .name(format!("dev-{d}"))
-                .spawn(move || device_thread(Spec { t: d, gpu, meta, ch }, program, shared, rx, reply_tx))
-                .context("spawning a device thread")?;
+            let reply_tx = reply_tx.clone();
+            let h = if place.local.contains(&d) {
+                let meta = DeviceState::new(d, range, s, &coefficients)?;
+                let (shared, program, gpu) = (shared.clone(), program.clone(), gpus[d]);
+                let ch = coefficients.ch;
+                std::thread::Builder::new()
+                    .name(format!("dev-{d}"))
+                    .spawn(move || device_thread(Spec { t: d, gpu, meta, ch }, program, shared, rx, reply_tx))
+            } else if let Some(k) = links.iter().position(|(r, _)| *r == d) {
+                let (_, link) = links.swap_remove(k);
+                std::thread::Builder::new()
+                    .name(format!("rank-{d}"))
+                    .spawn(move || super::remote::proxy(d, link, rx, reply_tx))
+            } else {
+                continue;
+            }
+            .context("spawning a device thread")?;
             commands.push(tx);
             handles.push(h);
         }
@@ -126,33 +192,69 @@ impl CudaRuntime {
             base: 0,
             pos: vec![(0, 0); n],
             held_sources,
+            shared: shared.clone(),
+            local: place.local.clone(),
         };
         rt.collect(|_, r| {
             matches!(r, Reply::Ready)
                 .then_some(())
                 .ok_or_else(|| anyhow!("unexpected reply"))
         })?;
-        rt.topology = (0..n)
-            .map(|d| {
-                let g = gpus[d];
-                let peers: Vec<String> = [d.checked_sub(1), Some(d + 1).filter(|&r| r < n)]
-                    .into_iter()
-                    .flatten()
-                    .map(|p| {
-                        let link = if gpus[p] == g {
-                            "same GPU"
-                        } else if peer_direct(g, gpus[p]) {
-                            "direct"
-                        } else {
-                            "staged by the driver"
-                        };
-                        format!("dev{p} {link}")
-                    })
-                    .collect();
-                format!("dev{d} on GPU {}; peers: {}", names[g as usize], peers.join(", "))
-            })
-            .collect();
+        rt.topology = topology(gpus, &names, &place.local);
+        if nccl::uses_nccl(&rt.program)
+            && let Ok((path, version)) = nccl_sys::version()
+        {
+            rt.topology.push(format!("NCCL {version} from {}", path.display()));
+        }
         Ok(rt)
+    }
+
+    /// Runs as rank `world.rank` (not 0) of several processes: meets rank 0, starts this
+    /// rank's device on `gpu`, and serves rank 0's commands until it hangs up. `build`
+    /// makes the program of a mode rank 0 switches to.
+    pub fn follow(
+        s: &Scenario,
+        program: Program,
+        gpu: i32,
+        world: &crate::world::World,
+        build: &dyn Fn(&str) -> Result<Program>,
+    ) -> Result<()> {
+        let n = s.split.len();
+        across_processes(&program, world.size, n)?;
+        eprintln!(
+            "rank {} of {} ({}): joining rank 0 at {}",
+            world.rank, world.size, world.launcher, world.rendezvous
+        );
+        let (mut link, id) = rendezvous::join(world, RENDEZVOUS_WAIT)?;
+        let bytes: [u8; 128] = id
+            .try_into()
+            .map_err(|_| anyhow!("rank 0 sent an NCCL id of the wrong size"))?;
+        let place = Place {
+            local: vec![world.rank],
+            links: Vec::new(),
+            nccl_id: Some(UniqueId { bytes }),
+        };
+        let timeout = crate::world::process().nccl_timeout;
+        let mut rt = CudaRuntime::start(s, program, &vec![gpu; n], place, timeout)?;
+        let me = world.rank;
+        super::remote::serve(me, &mut |cmd| rt.ask(0, cmd), &mut link, build)
+    }
+
+    /// The next reply of any device thread or proxy; the watchdog ends the wait when NCCL
+    /// makes no progress.
+    pub(super) fn next_reply(&mut self) -> Result<(usize, Result<Reply, Failure>)> {
+        let mut watch = nccl::Watch::new();
+        loop {
+            match self.replies.recv_timeout(Duration::from_millis(200)) {
+                Ok(r) => return Ok(r),
+                Err(RecvTimeoutError::Disconnected) => return Err(anyhow!("a device thread ended")),
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Some(report) = watch.check(&self.shared.nccl, &self.shared.contexts) {
+                        return Err(anyhow!(report));
+                    }
+                }
+            }
+        }
     }
 
     /// Waits for one reply from every device thread.
@@ -160,10 +262,7 @@ impl CudaRuntime {
         let mut out = Vec::new();
         let mut first_failure: Option<Failure> = None;
         for _ in 0..self.commands.len() {
-            let (d, r) = self
-                .replies
-                .recv()
-                .map_err(|_| anyhow!("a device thread ended"))?;
+            let (d, r) = self.next_reply()?;
             match r {
                 Ok(reply) => out.push(each(d, reply)?),
                 Err(f) => {
@@ -195,11 +294,7 @@ impl CudaRuntime {
         self.commands[t]
             .send(cmd)
             .map_err(|_| anyhow!("a device thread ended"))?;
-        match self
-            .replies
-            .recv()
-            .map_err(|_| anyhow!("a device thread ended"))?
-        {
+        match self.next_reply()? {
             (_, Ok(r)) => Ok(r),
             (_, Err(f)) => Err(f.into_error()),
         }
@@ -279,6 +374,9 @@ impl CudaRuntime {
 
     /// Issues one call (micro-stepping); a barrier every thread reached opens for all.
     pub fn issue_one(&mut self) -> Result<()> {
+        if self.local.len() < self.pos.len() {
+            return Err(UsageError(super::remote::MICRO_ONE_PROCESS.into()).into());
+        }
         let (t, pc) = self.next_call();
         if matches!(self.program.step[t][pc], Op::HostBarrier) {
             self.send_all(|| Cmd::PassBarrier)?;
@@ -294,7 +392,11 @@ impl CudaRuntime {
     /// Continues from the current step boundary (reach it first) with `program`.
     pub fn set_program(&mut self, program: Arc<Program>) -> Result<()> {
         check_fused(&program, &self.held_sources)?;
-        no_nccl(&program)?;
+        let gpus: Vec<i32> = self.local.iter().map(|&d| self.shared.gpus[d]).collect();
+        nccl::distinct_gpus(&program, &gpus)?;
+        if let Some(w) = crate::world::process().world {
+            across_processes(&program, w.size, self.pos.len())?;
+        }
         let p = program.clone();
         self.send_all(|| Cmd::SetProgram(p.clone()))?;
         self.collect(|_, _| Ok(()))?;
@@ -358,30 +460,77 @@ impl CudaRuntime {
 impl Drop for CudaRuntime {
     fn drop(&mut self) {
         self.commands.clear();
+        // After the watchdog's abort a thread may never return: it is left to the
+        // process's exit.
+        if self.shared.nccl.aborted.load(std::sync::atomic::Ordering::SeqCst) {
+            self.handles.clear();
+        }
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
     }
 }
 
-/// NCCL's calls run on the sim runtime only in this version: a program with them is
-/// refused before any GPU work, saying so.
-fn no_nccl(program: &Program) -> Result<()> {
-    let nccl = program
-        .step
-        .iter()
-        .chain(&program.setup)
-        .flatten()
-        .find(|op| matches!(op, Op::Nccl { .. } | Op::NcclGroupStart | Op::NcclGroupEnd));
-    match nccl {
+/// Across processes only NCCL programs run: peer copies, host barriers and events shared
+/// between devices need one process. The world's size is the number of devices.
+fn across_processes(program: &Program, size: usize, devices: usize) -> Result<(), UsageError> {
+    if size != devices {
+        return Err(UsageError(format!(
+            "{size} processes were launched for {devices} devices: across processes each rank runs \
+             one device (leave out --devices, or give --devices {size})"
+        )));
+    }
+    if !nccl::uses_nccl(program) {
+        return Err(UsageError(format!(
+            "mode {}: across processes only NCCL modes run (nccl, nccl-overlap, nccl-mismatch); \
+             peer copies need every device in one process",
+            program.name
+        )));
+    }
+    let op = program.step.iter().chain(&program.setup).flatten().find(|op| {
+        matches!(op, Op::PeerCopy { .. } | Op::HostBarrier)
+            || matches!(op, Op::Record { event, stream } | Op::Wait { event, stream }
+                if program.events[event.0].device != stream.device)
+    });
+    match op {
         Some(op) => Err(UsageError(format!(
-            "`{}`: this version runs NCCL programs (the nccl modes, ncclSend/ncclRecv) on the sim \
-             runtime only; drop --runtime cuda to run them there",
+            "`{}`: across processes a program may use only NCCL between devices (a peer copy, a \
+             host barrier or another device's event needs one process)",
             program.render(op)
-        ))
-        .into()),
+        ))),
         None => Ok(()),
     }
+}
+
+/// One line per logical device: its GPU (or its rank in another process) and how it
+/// reaches its neighbours.
+fn topology(gpus: &[i32], names: &[String], local: &[usize]) -> Vec<String> {
+    let n = gpus.len();
+    (0..n)
+        .map(|d| {
+            if !local.contains(&d) {
+                return format!("dev{d}: rank {d}, in another process (NCCL)");
+            }
+            let g = gpus[d];
+            let peers: Vec<String> = [d.checked_sub(1), Some(d + 1).filter(|&r| r < n)]
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    let link = if !local.contains(&p) {
+                        "another process"
+                    } else if gpus[p] == g {
+                        "same GPU"
+                    } else if peer_direct(g, gpus[p]) {
+                        "direct"
+                    } else {
+                        "staged by the driver"
+                    };
+                    format!("dev{p} {link}")
+                })
+                .collect();
+            format!("dev{d} on GPU {}; peers: {}", names[g as usize], peers.join(", "))
+        })
+        .collect()
 }
 
 /// The fused kernel takes its sources as a kernel argument: at most

@@ -127,6 +127,9 @@ pub(super) struct Shared {
     /// Zero of the host clock every timeline time is placed on.
     pub(super) epoch: Instant,
     pub(super) next_id: AtomicU64,
+    /// The first device of this process (the one that resets shared tables).
+    pub(super) first_local: usize,
+    pub(super) nccl: super::nccl::NcclShared,
 }
 
 impl Shared {
