@@ -21,7 +21,8 @@ pub fn main(cli: Cli) -> Result<()> {
         return list(args.json);
     }
     let plan = Plan::resolve(&args)?;
-    if let (Some(w), crate::runtime::RuntimeChoice::Cuda { gpus }) = (crate::world::process().world, &plan.runtime)
+    if let (Some(w), crate::runtime::RuntimeChoice::Cuda { gpus }) =
+        (crate::world::process().world, &plan.runtime)
         && w.rank != 0
     {
         return follow(&plan, &w, gpus[w.rank]);

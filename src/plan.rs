@@ -102,11 +102,27 @@ fn one_process_gpus(args: &RunArgs, scenario: &mut Scenario) -> Result<Vec<i32>>
 
 /// Launched as one of several processes: one device per rank, on `--gpus G` (one GPU) or
 /// the launcher's local rank.
-fn across_processes(args: &RunArgs, scenario: Scenario, w: &crate::world::World) -> Result<(Scenario, RuntimeChoice)> {
+fn across_processes(
+    args: &RunArgs,
+    scenario: Scenario,
+    w: &crate::world::World,
+) -> Result<(Scenario, RuntimeChoice)> {
+    // A program file is checked when it runs (it may hold NCCL calls).
+    if args.program.is_none() && !args.mode.uses_nccl() {
+        return Err(UsageError(format!(
+            "mode {}: the launcher ({} environment) started {} processes, and across processes \
+             only NCCL modes run (nccl, nccl-overlap, nccl-mismatch): peer copies need every \
+             device in one process",
+            args.mode.name(),
+            w.launcher,
+            w.size
+        ))
+        .into());
+    }
     if let Some(n) = args.devices.filter(|&n| n != w.size) {
         return Err(UsageError(format!(
-            "--devices {n}: {} launched {} processes, and across processes each rank runs one \
-             device; leave out --devices",
+            "--devices {n}: the launcher ({} environment) started {} processes, and across \
+             processes each rank runs one device; leave out --devices",
             w.launcher, w.size
         ))
         .into());
@@ -125,7 +141,12 @@ fn across_processes(args: &RunArgs, scenario: Scenario, w: &crate::world::World)
         None => w.local_rank as i32,
     };
     let scenario = scenario.with_devices(w.size)?;
-    Ok((scenario, RuntimeChoice::Cuda { gpus: vec![gpu; w.size] }))
+    Ok((
+        scenario,
+        RuntimeChoice::Cuda {
+            gpus: vec![gpu; w.size],
+        },
+    ))
 }
 
 impl Plan {

@@ -193,7 +193,11 @@ mod tests {
     }
 
     fn free_port() -> u16 {
-        TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
     }
 
     #[test]
@@ -229,14 +233,18 @@ mod tests {
     #[test]
     fn a_rank_that_never_comes_is_named() {
         let port = free_port();
-        let e = lead(&world(0, 3, port), b"", Duration::from_millis(300)).err().unwrap();
+        let e = lead(&world(0, 3, port), b"", Duration::from_millis(300))
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("rank(s) 1, 2 never connected"), "{e}");
     }
 
     #[test]
     fn a_follower_without_rank_0_gives_up_saying_where_it_looked() {
         let port = free_port();
-        let e = join(&world(1, 2, port), Duration::from_millis(300)).err().unwrap();
+        let e = join(&world(1, 2, port), Duration::from_millis(300))
+            .err()
+            .unwrap();
         assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e}");
     }
 }

@@ -51,10 +51,14 @@ pub struct World {
 
 /// The variables of each launcher: rank, size, local rank.
 const LAUNCHERS: [(&str, [&str; 3]); 3] = [
-    ("torchrun", ["RANK", "WORLD_SIZE", "LOCAL_RANK"]),
+    ("torchrun-style", ["RANK", "WORLD_SIZE", "LOCAL_RANK"]),
     (
         "mpirun",
-        ["OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"],
+        [
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+        ],
     ),
     ("srun", ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"]),
 ];
@@ -67,8 +71,9 @@ impl World {
 
     /// The world from `var` (the environment, or a test's table).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<World>, UsageError> {
-        let Some((launcher, [rank_v, size_v, local_v])) =
-            LAUNCHERS.into_iter().find(|(_, [r, s, _])| var(r).is_some() && var(s).is_some())
+        let Some((launcher, [rank_v, size_v, local_v])) = LAUNCHERS
+            .into_iter()
+            .find(|(_, [r, s, _])| var(r).is_some() && var(s).is_some())
         else {
             return Ok(None);
         };
@@ -76,42 +81,46 @@ impl World {
             var(name)
                 .map(|v| {
                     v.trim().parse::<usize>().map_err(|_| {
-                        UsageError(format!(
-                            "{name}={v} ({launcher}'s environment): not a whole number"
-                        ))
+                        UsageError(format!("{name}={v} ({launcher} environment): not a whole number"))
                     })
                 })
                 .transpose()
         };
-        let (rank, size) = (
-            number(rank_v)?.unwrap_or(0),
-            number(size_v)?.unwrap_or(1),
-        );
+        let (rank, size) = (number(rank_v)?.unwrap_or(0), number(size_v)?.unwrap_or(1));
         if size <= 1 {
             return Ok(None);
         }
         if rank >= size {
             return Err(UsageError(format!(
-                "{rank_v}={rank} but {size_v}={size} ({launcher}'s environment): a rank is below the size"
+                "{rank_v}={rank} but {size_v}={size} ({launcher} environment): a rank is below the size"
             )));
         }
         let local_rank = number(local_v)?.unwrap_or(rank);
         // torchrun's own store listens on MASTER_PORT: haloscope takes the next port there.
         let torch_store = var("TORCHELASTIC_RUN_ID").is_some();
-        let rendezvous = match (var("HALOSCOPE_RENDEZVOUS"), var("MASTER_ADDR"), var("MASTER_PORT")) {
+        let rendezvous = match (
+            var("HALOSCOPE_RENDEZVOUS"),
+            var("MASTER_ADDR"),
+            var("MASTER_PORT"),
+        ) {
             (Some(r), _, _) => r,
             (None, Some(addr), Some(port)) => {
-                let p: u16 = port.trim().parse().map_err(|_| {
-                    UsageError(format!("MASTER_PORT={port}: not a port number"))
-                })?;
-                let p = if torch_store { p.checked_add(1).unwrap_or(p) } else { p };
+                let p: u16 = port
+                    .trim()
+                    .parse()
+                    .map_err(|_| UsageError(format!("MASTER_PORT={port}: not a port number")))?;
+                let p = if torch_store {
+                    p.checked_add(1).unwrap_or(p)
+                } else {
+                    p
+                };
                 format!("{}:{p}", addr.trim())
             }
             _ => {
                 return Err(UsageError(format!(
-                    "{launcher} started {size} processes, but rank 0's address is not set: export \
-                     MASTER_ADDR and MASTER_PORT (rank 0's host and a free port) to every rank, or \
-                     HALOSCOPE_RENDEZVOUS=host:port"
+                    "the launcher ({launcher} environment) started {size} processes, but rank 0's \
+                     address is not set: export MASTER_ADDR and MASTER_PORT (rank 0's host and a \
+                     free port) to every rank, or HALOSCOPE_RENDEZVOUS=host:port"
                 )));
             }
         };
@@ -152,7 +161,10 @@ mod tests {
         ])
         .unwrap()
         .unwrap();
-        assert_eq!((t.rank, t.size, t.local_rank, t.launcher), (1, 2, 1, "torchrun"));
+        assert_eq!(
+            (t.rank, t.size, t.local_rank, t.launcher),
+            (1, 2, 1, "torchrun-style")
+        );
         assert_eq!(t.rendezvous, "node7:29500");
         let m = world(&[
             ("OMPI_COMM_WORLD_RANK", "3"),
@@ -195,7 +207,9 @@ mod tests {
         assert!(e.contains("RANK=x") && e.contains("torchrun"), "{e}");
         let e = world(&[("RANK", "2"), ("WORLD_SIZE", "2")]).unwrap_err().0;
         assert!(e.contains("RANK=2") && e.contains("WORLD_SIZE=2"), "{e}");
-        let e = world(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")]).unwrap_err().0;
+        let e = world(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")])
+            .unwrap_err()
+            .0;
         assert!(e.contains("MASTER_ADDR") && e.contains("srun"), "{e}");
         let e = world(&[
             ("RANK", "0"),

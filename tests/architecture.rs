@@ -27,6 +27,8 @@ const LAYERS: &[&str] = &[
     "hazard",
     "trace",
     "snapshot",
+    "world",
+    "rendezvous",
     "runtime",
     "cli",
     "plan",

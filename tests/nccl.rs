@@ -342,3 +342,93 @@ fn each_nccl_mistake_in_a_file_is_refused_in_one_line() {
         Mode::Nccl.program(&s.ranges()).step
     );
 }
+
+/// The binary launched as one rank of several, with `vars` as its launcher's environment.
+fn as_rank(vars: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_haloscope"));
+    for v in [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "TORCHELASTIC_RUN_ID",
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "SLURM_PROCID",
+        "SLURM_NTASKS",
+        "HALOSCOPE_RENDEZVOUS",
+    ] {
+        c.env_remove(v);
+    }
+    c.envs(vars.iter().copied())
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn a_launch_across_processes_that_cannot_work_is_refused_before_any_gpu_work() {
+    let two = [
+        ("RANK", "0"),
+        ("WORLD_SIZE", "2"),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", "1"),
+    ];
+    let cuda = ["--headless", "--runtime", "cuda", "--mode", "nccl"];
+    type Vars<'a> = Vec<(&'a str, &'a str)>;
+    let cases: Vec<(Vars, Vec<&str>, &str)> = vec![
+        (
+            vec![("RANK", "x"), ("WORLD_SIZE", "2")],
+            cuda.to_vec(),
+            "RANK=x (torchrun-style environment)",
+        ),
+        (
+            vec![("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")],
+            cuda.to_vec(),
+            "(mpirun environment) started 2 processes, but rank 0's address is not set",
+        ),
+        (
+            two.to_vec(),
+            vec!["--headless", "--runtime", "cuda", "--mode", "events"],
+            "only NCCL modes run",
+        ),
+        (
+            two.to_vec(),
+            [&cuda[..], &["--devices", "3"]].concat(),
+            "--devices 3",
+        ),
+        (
+            two.to_vec(),
+            [&cuda[..], &["--gpus", "0,1"]].concat(),
+            "each rank runs one",
+        ),
+        (
+            two.to_vec(),
+            [&cuda[..], &["--nccl-timeout", "0"]].concat(),
+            "--nccl-timeout 0",
+        ),
+    ];
+    for (vars, args, expect) in cases {
+        let out = as_rank(&vars, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(expect), "{args:?}: expected {expect:?} in {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn the_sim_ignores_a_launchers_environment() {
+    let out = as_rank(
+        &[("RANK", "1"), ("WORLD_SIZE", "2")],
+        &["--headless", "--mode", "nccl", "--steps", "20"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("bit-identical"));
+}

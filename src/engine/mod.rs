@@ -453,6 +453,15 @@ impl Core {
 
     /// Back to step 0 running `mode`, or `file` when there is one.
     fn reset(&mut self, mode: Mode, file: Option<Arc<ProgramFile>>) {
+        if let Some(w) = crate::world::process().world {
+            self.running = false;
+            self.failure = Some(format!(
+                "across processes the {} ranks started together, and starting again needs them \
+                 all: quit (q) and launch again",
+                w.size
+            ));
+            return;
+        }
         let keep = (self.running, self.speed, self.columns, self.rows, self.inspect);
         let mut cfg = self.cfg.clone();
         cfg.mode = mode;

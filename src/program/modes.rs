@@ -148,8 +148,8 @@ impl Mode {
     }
 
     /// Whether the mode's exchange is NCCL messages (`ncclSend` / `ncclRecv`), not peer
-    /// copies: such a mode runs on the sim only in this version (the GPU benches leave it
-    /// out).
+    /// copies: on GPUs it needs one GPU per device, and it is the only kind that runs across
+    /// processes (the GPU benches leave it out: their device lists repeat GPUs).
     pub fn uses_nccl(self) -> bool {
         matches!(self, Mode::Nccl | Mode::NcclOverlap | Mode::NcclMismatch)
     }

@@ -270,14 +270,20 @@ impl App {
             Action::Step => vec![Control::Step],
             Action::MicroStep => vec![Control::MicroStep],
             Action::NextMode | Action::PrevMode => {
-                let i = Mode::ALL.iter().position(|m| *m == self.mode).unwrap_or(0);
-                let n = Mode::ALL.len();
+                // Across processes only NCCL modes run.
+                let across = crate::world::process().world.is_some();
+                let modes: Vec<Mode> = Mode::ALL
+                    .into_iter()
+                    .filter(|m| !across || m.uses_nccl())
+                    .collect();
+                let i = modes.iter().position(|m| *m == self.mode).unwrap_or(0);
+                let n = modes.len();
                 let j = if action == Action::NextMode {
                     (i + 1) % n
                 } else {
                     (i + n - 1) % n
                 };
-                self.mode = Mode::ALL[j];
+                self.mode = modes[j];
                 vec![Control::SetMode(self.mode)]
             }
             Action::Faster | Action::Slower => {

@@ -89,6 +89,10 @@ impl Dev {
     }
 
     pub(super) fn exec(&mut self, op: &Op, step: Option<u64>, i: usize) -> Result<(), Failure> {
+        self.shared
+            .nccl
+            .issued
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.exec_driver(op, step.unwrap_or(0), i).map_err(|e| match e {
             Exec::Driver(e) => self.op_error(op, step, i, e),
             Exec::Failure(f) => f,
@@ -96,7 +100,10 @@ impl Dev {
     }
 
     pub(super) fn exec_driver(&mut self, op: &Op, step: u64, pc: usize) -> Result<(), Exec> {
-        self.shared.nccl.issued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.shared
+            .nccl
+            .issued
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let stream = |s: &crate::program::StreamId| self.streams[s.index].get();
         match op {
             Op::Graph { nodes, stream: s } => {
@@ -163,18 +170,17 @@ impl Dev {
                 cells,
                 stream: s,
             } => {
-                let sh = &self.shared;
-                // The cells, in device `d`'s local array.
-                // Floats a cell (1D) or row (2D) of the field holds.
                 let w = self.meta.width(*field);
-                let part = |d: usize| {
-                    let (ex, hy) = *sh.fields[d].get().expect("published before the first step");
-                    let base = if *field == Field::Ex { ex } else { hy };
-                    let at = (cells.start + HALO - sh.ranges[d].start) * w;
-                    base.slice(at..at + cells.len() * w)
+                let ctx = |d: usize| {
+                    *self.shared.contexts[d]
+                        .get()
+                        .expect("published before the first step")
                 };
-                let ctx = |d: usize| *sh.contexts[d].get().expect("published before the first step");
-                let (from, to, src_ctx, dst_ctx) = (part(*src), part(*dst), ctx(*src), ctx(*dst));
+                let (from, to) = (
+                    self.field_view(*src, *field, cells),
+                    self.field_view(*dst, *field, cells),
+                );
+                let (src_ctx, dst_ctx) = (ctx(*src), ctx(*dst));
                 let st = stream(s);
                 // A timed call has its own events around it.
                 if self.capturing {
@@ -192,6 +198,17 @@ impl Dev {
             Op::NcclGroupStart | Op::NcclGroupEnd | Op::Nccl { .. } => self.exec_nccl(op, step)?,
         }
         Ok(())
+    }
+
+    /// Cells `cells` (global) of `field` in device `d`'s array (a cell is a row of floats
+    /// in 2D).
+    pub(super) fn field_view(&self, d: usize, field: Field, cells: &Range<usize>) -> BufferView {
+        let sh = &self.shared;
+        let w = self.meta.width(field);
+        let (ex, hy) = *sh.fields[d].get().expect("published before the first step");
+        let base = if field == Field::Ex { ex } else { hy };
+        let at = (cells.start + HALO - sh.ranges[d].start) * w;
+        base.slice(at..at + cells.len() * w)
     }
 
     pub(super) fn launch(

@@ -19,13 +19,14 @@ mod nccl_sys;
 #[allow(unsafe_code)]
 mod owned;
 mod plane;
-mod remote;
 pub mod probe;
+mod remote;
 mod runtime;
 mod shared;
 mod snapshot;
 #[allow(unsafe_code)]
 mod sys;
+mod watchdog;
 mod wide;
 
 pub use backend::CudaBackend;

@@ -79,7 +79,12 @@ fn python_package_dirs() -> Vec<PathBuf> {
         .stderr(std::process::Stdio::null())
         .output()
         .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().map(PathBuf::from).collect())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(PathBuf::from)
+                .collect()
+        })
         .unwrap_or_default();
     for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
         if let Some(root) = std::env::var_os(var).map(PathBuf::from) {
@@ -148,9 +153,11 @@ fn bind(lib: libloading::Library, path: &Path) -> Result<Api, String> {
 }
 
 fn api() -> Result<&'static Api, NcclError> {
-    API.get_or_init(load)
-        .as_ref()
-        .map_err(|m| NcclError { call: "loading NCCL", message: m.clone(), missing: true })
+    API.get_or_init(load).as_ref().map_err(|m| NcclError {
+        call: "loading NCCL",
+        message: m.clone(),
+        missing: true,
+    })
 }
 
 /// A failed NCCL call (or NCCL not found: `missing`).
@@ -192,7 +199,11 @@ fn check(api: &Api, call: &'static str, r: Res, comm: Option<Comm>) -> Result<()
             message = format!("{message}: {last}");
         }
     }
-    Err(NcclError { call, message, missing: false })
+    Err(NcclError {
+        call,
+        message,
+        missing: false,
+    })
 }
 
 /// The library's path and version (`2.28.3`).
@@ -209,7 +220,12 @@ pub fn unique_id() -> Result<UniqueId, NcclError> {
     let api = api()?;
     let mut id = UniqueId { bytes: [0; 128] };
     // SAFETY: writes one ncclUniqueId.
-    check(api, "ncclGetUniqueId", unsafe { (api.get_unique_id)(&mut id) }, None)?;
+    check(
+        api,
+        "ncclGetUniqueId",
+        unsafe { (api.get_unique_id)(&mut id) },
+        None,
+    )?;
     Ok(id)
 }
 
@@ -235,7 +251,12 @@ pub fn abort(comm: Comm) -> Result<(), NcclError> {
 pub fn destroy(comm: Comm) -> Result<(), NcclError> {
     let api = api()?;
     // SAFETY: `comm` is live; it is not used after this.
-    check(api, "ncclCommDestroy", unsafe { (api.comm_destroy)(comm.0) }, None)
+    check(
+        api,
+        "ncclCommDestroy",
+        unsafe { (api.comm_destroy)(comm.0) },
+        None,
+    )
 }
 
 pub fn group_start() -> Result<(), NcclError> {
@@ -251,7 +272,13 @@ pub fn group_end() -> Result<(), NcclError> {
 }
 
 /// `ncclSend` (`send`) or `ncclRecv` of the floats of `view`.
-pub fn send_recv(send: bool, view: BufferView, peer: usize, comm: Comm, stream: Stream) -> Result<(), NcclError> {
+pub fn send_recv(
+    send: bool,
+    view: BufferView,
+    peer: usize,
+    comm: Comm,
+    stream: Stream,
+) -> Result<(), NcclError> {
     let api = api()?;
     let (buf, count) = (view.ptr().raw() as *mut c_void, view.floats());
     let st = stream.0.cast::<c_void>();

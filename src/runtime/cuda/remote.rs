@@ -21,10 +21,20 @@ pub const MICRO_ONE_PROCESS: &str = "micro-stepping issues one call at a time ac
 
 #[derive(Serialize, Deserialize)]
 enum WireCmd {
-    Run { to: u64, capture_from: u64 },
-    SetProgram { name: String },
+    Run {
+        to: u64,
+        capture_from: u64,
+    },
+    SetProgram {
+        name: String,
+    },
     /// The payload holds the reference (Ex then Hy, `ex` floats of Ex) when compared.
-    Reduce { line: Option<Vec<usize>>, rows: Vec<usize>, cols: Vec<usize>, ex: Option<usize> },
+    Reduce {
+        line: Option<Vec<usize>>,
+        rows: Vec<usize>,
+        cols: Vec<usize>,
+        ex: Option<usize>,
+    },
     Fields,
     Quit,
 }
@@ -43,8 +53,13 @@ enum WireReply {
     },
     Reduced(Vec<(Vec<WireColumn>, u32, Option<usize>)>),
     /// The payload: Ex then Hy, `ex` floats of Ex.
-    Fields { ex: usize },
-    Failed { usage: bool, message: String },
+    Fields {
+        ex: usize,
+    },
+    Failed {
+        usage: bool,
+        message: String,
+    },
 }
 
 fn to_wire_partials(parts: &[Partial]) -> WireReply {
@@ -74,7 +89,14 @@ fn from_wire_partials(parts: Vec<(Vec<WireColumn>, u32, Option<usize>)>) -> Vec<
                 .into_iter()
                 .map(|(c, b)| {
                     let f = b.map(f32::from_bits);
-                    (c, Column { ex: (f[0], f[1]), hy: (f[2], f[3]), diff: f[4] })
+                    (
+                        c,
+                        Column {
+                            ex: (f[0], f[1]),
+                            hy: (f[2], f[3]),
+                            diff: f[4],
+                        },
+                    )
                 })
                 .collect(),
             max_diff: f32::from_bits(max_diff),
@@ -96,14 +118,23 @@ fn joined(e: &[f32], h: &[f32]) -> Vec<u8> {
 }
 
 /// Rank 0's stand-in for device `d` in another process.
-pub(super) fn proxy(d: usize, mut link: Link, commands: Receiver<Cmd>, replies: Sender<(usize, Result<Reply, Failure>)>) {
+pub(super) fn proxy(
+    d: usize,
+    mut link: Link,
+    commands: Receiver<Cmd>,
+    replies: Sender<(usize, Result<Reply, Failure>)>,
+) {
     let lost = |e: anyhow::Error| Failure::Other(format!("rank {d} (another process): {e:#}"));
     let answer = |link: &mut Link| -> Result<Reply, Failure> {
         let (r, payload): (WireReply, Vec<u8>) = link.recv().map_err(lost)?;
         Ok(match r {
             WireReply::Ready => Reply::Ready,
             WireReply::Done => Reply::Done,
-            WireReply::Ran { copies, records, wall_us } => Reply::Ran(Ran {
+            WireReply::Ran {
+                copies,
+                records,
+                wall_us,
+            } => Reply::Ran(Ran {
                 copies: copies
                     .into_iter()
                     .map(|(src, dst, bytes, us)| CopyTime { src, dst, bytes, us })
@@ -140,7 +171,10 @@ pub(super) fn proxy(d: usize, mut link: Link, commands: Receiver<Cmd>, replies: 
                 continue;
             }
         };
-        let r = link.send(&wire, &payload).map_err(lost).and_then(|()| answer(&mut link));
+        let r = link
+            .send(&wire, &payload)
+            .map_err(lost)
+            .and_then(|()| answer(&mut link));
         let _ = replies.send((d, r));
     }
     let _ = link.send(&WireCmd::Quit, &[]);
@@ -201,5 +235,117 @@ pub(super) fn serve(
             }
         };
         link.send(&reply, &payload)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rendezvous;
+    use crate::world::World;
+    use std::time::Duration;
+
+    fn world(rank: usize, port: u16) -> World {
+        World {
+            rank,
+            size: 2,
+            local_rank: 0,
+            rendezvous: format!("127.0.0.1:{port}"),
+            launcher: "env",
+        }
+    }
+
+    /// Rank 0's proxy and rank 1's server over a real connection, the device thread
+    /// replaced by canned answers: every command and reply crosses bit for bit.
+    #[test]
+    fn a_proxy_and_its_server_carry_every_command_and_reply() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = std::thread::spawn(move || {
+            let (mut link, _) = rendezvous::join(&world(1, port), Duration::from_secs(20)).unwrap();
+            let mut ask = |cmd: Cmd| -> Result<Reply> {
+                Ok(match cmd {
+                    Cmd::Run { to, .. } => Reply::Ran(Ran {
+                        copies: vec![CopyTime {
+                            src: 0,
+                            dst: 1,
+                            bytes: 4,
+                            us: to as f64,
+                        }],
+                        records: Vec::new(),
+                        wall_us: 2.5,
+                    }),
+                    Cmd::Fields => Reply::Fields(vec![f32::NAN, -0.0], vec![f32::INFINITY]),
+                    Cmd::Reduce(_, r) => Reply::Reduced(vec![Partial {
+                        columns: vec![(
+                            3,
+                            Column {
+                                ex: (f32::INFINITY, f32::NEG_INFINITY),
+                                hy: (0.1, 0.2),
+                                diff: 0.0,
+                            },
+                        )],
+                        max_diff: r.map_or(-1.0, |r| r.0[0]),
+                        first_diff: Some(7),
+                    }]),
+                    Cmd::SetProgram(_) => Reply::Done,
+                    _ => unreachable!("the proxy keeps micro-steps"),
+                })
+            };
+            let build = |name: &str| -> Result<Program> { Err(anyhow!("no mode {name} here")) };
+            serve(1, &mut ask, &mut link, &build)
+        });
+        let mut links = rendezvous::lead(&world(0, port), &[0; 128], Duration::from_secs(20)).unwrap();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (rtx, replies) = crossbeam_channel::unbounded();
+        let p = std::thread::spawn(move || proxy(1, links.remove(0), rx, rtx));
+        let next = || replies.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert!(matches!(next(), (1, Ok(Reply::Ready))));
+        tx.send(Cmd::Run {
+            to: 40,
+            capture_from: u64::MAX,
+        })
+        .unwrap();
+        match next() {
+            (1, Ok(Reply::Ran(r))) => assert_eq!((r.copies[0].us, r.wall_us), (40.0, 2.5)),
+            _ => panic!("a run's reply"),
+        }
+        tx.send(Cmd::Fields).unwrap();
+        match next() {
+            (1, Ok(Reply::Fields(e, h))) => {
+                assert!(e[0].is_nan() && e[1].to_bits() == (-0.0f32).to_bits() && h == [f32::INFINITY]);
+            }
+            _ => panic!("the fields"),
+        }
+        let reference = Arc::new((vec![0.25f32; 3], vec![0.5f32; 3]));
+        tx.send(Cmd::Reduce(Arc::new(Edges::Line(vec![0, 3])), Some(reference)))
+            .unwrap();
+        match next() {
+            (1, Ok(Reply::Reduced(p))) => {
+                assert_eq!(p[0].max_diff, 0.25, "the reference crossed");
+                assert_eq!(p[0].columns[0].1.ex, (f32::INFINITY, f32::NEG_INFINITY));
+                assert_eq!(p[0].first_diff, Some(7));
+            }
+            _ => panic!("a reduction"),
+        }
+        tx.send(Cmd::Micro).unwrap();
+        assert!(matches!(next(), (1, Err(Failure::Usage(m))) if m == MICRO_ONE_PROCESS));
+        let program = Program {
+            name: "events".into(),
+            stream_names: Vec::new(),
+            events: Vec::new(),
+            setup: Vec::new(),
+            step: Vec::new(),
+            steps_per_round: 1,
+            row: 1,
+        };
+        tx.send(Cmd::SetProgram(Arc::new(program))).unwrap();
+        assert!(matches!(next(), (1, Err(Failure::Usage(m))) if m.contains("no mode events here")));
+        drop(tx);
+        p.join().unwrap();
+        server.join().unwrap().unwrap();
     }
 }

@@ -2,22 +2,22 @@
 
 use anyhow::{Context as _, Result, anyhow};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
-use std::time::Duration;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread::JoinHandle;
+use std::time::Duration;
 use std::time::Instant;
 
 use super::device::*;
 use super::nccl;
 use super::nccl_sys::{self, UniqueId};
-use crate::rendezvous::{self, Link};
 use super::shared::*;
 use super::sys::{self, DriverError};
 use crate::decomp::{DeviceState, HALO, Kernel};
 use crate::error::UsageError;
 use crate::physics::Coefficients;
 use crate::program::{Op, Program};
+use crate::rendezvous::{self, Link};
 use crate::scenario::Scenario;
 use crate::snapshot::Partial;
 
@@ -112,28 +112,8 @@ impl CudaRuntime {
         place: Place,
         nccl_timeout: Duration,
     ) -> Result<CudaRuntime> {
-        let names = visible()?;
-        if names.is_empty() {
-            return Err(UsageError("no GPU visible to the CUDA driver".into()).into());
-        }
         let n = s.split.len();
-        if gpus.len() != n {
-            return Err(UsageError(format!(
-                "--gpus lists {} GPUs for {n} logical devices: give one per device (e.g. --devices {})",
-                gpus.len(),
-                gpus.len()
-            ))
-            .into());
-        }
-        let local_gpus: Vec<i32> = place.local.iter().map(|&d| gpus[d]).collect();
-        if let Some(g) = local_gpus.iter().find(|&&g| g < 0 || g as usize >= names.len()) {
-            return Err(UsageError(format!(
-                "--gpus: GPU {g} does not exist; available: {}",
-                names.join(", ")
-            ))
-            .into());
-        }
-        nccl::distinct_gpus(&program, &local_gpus)?;
+        let names = check_gpus(&program, gpus, n, &place.local)?;
         let shared = Arc::new(Shared {
             barrier: Barrier::new(place.local.len()),
             contexts: (0..n).map(|_| OnceLock::new()).collect(),
@@ -145,7 +125,7 @@ impl CudaRuntime {
             epoch: Instant::now(),
             next_id: AtomicU64::new(0),
             first_local: place.local[0],
-            nccl: nccl::NcclShared::new(n, place.nccl_id, nccl_timeout),
+            nccl: super::watchdog::NcclShared::new(n, place.nccl_id, nccl_timeout),
         });
         let program = Arc::new(program);
         let coefficients = Coefficients::new(s)?;
@@ -204,7 +184,8 @@ impl CudaRuntime {
         if nccl::uses_nccl(&rt.program)
             && let Ok((path, version)) = nccl_sys::version()
         {
-            rt.topology.push(format!("NCCL {version} from {}", path.display()));
+            rt.topology
+                .push(format!("NCCL {version} from {}", path.display()));
         }
         Ok(rt)
     }
@@ -243,7 +224,7 @@ impl CudaRuntime {
     /// The next reply of any device thread or proxy; the watchdog ends the wait when NCCL
     /// makes no progress.
     pub(super) fn next_reply(&mut self) -> Result<(usize, Result<Reply, Failure>)> {
-        let mut watch = nccl::Watch::new();
+        let mut watch = super::watchdog::Watch::new();
         loop {
             match self.replies.recv_timeout(Duration::from_millis(200)) {
                 Ok(r) => return Ok(r),
@@ -469,6 +450,33 @@ impl Drop for CudaRuntime {
             let _ = h.join();
         }
     }
+}
+
+/// The GPUs' names, once the list is checked: one GPU per device, the local ones visible
+/// here, and no GPU twice for an NCCL program.
+fn check_gpus(program: &Program, gpus: &[i32], n: usize, local: &[usize]) -> Result<Vec<String>> {
+    let names = visible()?;
+    if names.is_empty() {
+        return Err(UsageError("no GPU visible to the CUDA driver".into()).into());
+    }
+    if gpus.len() != n {
+        return Err(UsageError(format!(
+            "--gpus lists {} GPUs for {n} logical devices: give one per device (e.g. --devices {})",
+            gpus.len(),
+            gpus.len()
+        ))
+        .into());
+    }
+    let local_gpus: Vec<i32> = local.iter().map(|&d| gpus[d]).collect();
+    if let Some(g) = local_gpus.iter().find(|&&g| g < 0 || g as usize >= names.len()) {
+        return Err(UsageError(format!(
+            "--gpus: GPU {g} does not exist; available: {}",
+            names.join(", ")
+        ))
+        .into());
+    }
+    nccl::distinct_gpus(program, &local_gpus)?;
+    Ok(names)
 }
 
 /// Across processes only NCCL programs run: peer copies, host barriers and events shared

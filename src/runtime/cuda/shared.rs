@@ -129,7 +129,7 @@ pub(super) struct Shared {
     pub(super) next_id: AtomicU64,
     /// The first device of this process (the one that resets shared tables).
     pub(super) first_local: usize,
-    pub(super) nccl: super::nccl::NcclShared,
+    pub(super) nccl: super::watchdog::NcclShared,
 }
 
 impl Shared {

@@ -1,0 +1,160 @@
+//! The NCCL watchdog: what each device has issued to NCCL and not yet seen complete, and
+//! the check that calls a run hung when nothing moves for `--nccl-timeout` — naming each
+//! rank's stuck call and aborting every communicator.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use super::nccl_sys::{self, Comm, UniqueId};
+use super::sys;
+
+/// What the threads of one process share about NCCL.
+pub(super) struct NcclShared {
+    /// Ranks in the communicator: every logical device, in this process or another.
+    pub(super) ranks: usize,
+    /// The communicator's id: made here on first use in one process, handed over by the
+    /// launcher's rendezvous across processes.
+    pub(super) id: OnceLock<Result<UniqueId, String>>,
+    /// Live communicators, for `ncclCommAbort`.
+    pub(super) comms: Mutex<Vec<Comm>>,
+    /// By logical device: the calls issued and not yet seen complete.
+    pub(super) logs: Vec<Mutex<Log>>,
+    /// Calls issued by this process's threads (any call): progress the watchdog sees.
+    pub(super) issued: AtomicU64,
+    /// The watchdog aborted the communicators: the threads may never return.
+    pub(super) aborted: AtomicBool,
+    /// No progress for this long is a hang.
+    pub(super) timeout: Duration,
+}
+
+impl NcclShared {
+    pub(super) fn new(ranks: usize, id: Option<UniqueId>, timeout: Duration) -> NcclShared {
+        let cell = OnceLock::new();
+        if let Some(id) = id {
+            let _ = cell.set(Ok(id));
+        }
+        NcclShared {
+            ranks,
+            id: cell,
+            comms: Mutex::new(Vec::new()),
+            logs: (0..ranks).map(|_| Mutex::new(Log::default())).collect(),
+            issued: AtomicU64::new(0),
+            aborted: AtomicBool::new(false),
+            timeout,
+        }
+    }
+
+    /// The id: made here on first use unless handed over.
+    pub(super) fn id(&self) -> Result<UniqueId, String> {
+        self.id
+            .get_or_init(|| nccl_sys::unique_id().map_err(|e| e.to_string()))
+            .clone()
+    }
+}
+
+/// One device's NCCL calls in flight.
+#[derive(Default)]
+pub(super) struct Log {
+    pub(super) calls: VecDeque<Entry>,
+    /// Events of completed entries, for reuse by the device (its arena owns them).
+    pub(super) free: Vec<sys::Event>,
+    /// The NCCL call the device's host thread is inside, if any.
+    pub(super) host: Option<String>,
+    /// Entries seen complete so far.
+    done: u64,
+}
+
+/// A group or lone call, and the event recorded after it on its stream.
+pub(super) struct Entry {
+    pub(super) event: sys::Event,
+    pub(super) what: String,
+    pub(super) step: u64,
+}
+
+impl Log {
+    /// Moves completed entries out; returns how many have completed in all.
+    pub(super) fn sweep(&mut self) -> u64 {
+        while let Some(e) = self.calls.front() {
+            if !sys::event_done(e.event).unwrap_or(false) {
+                break;
+            }
+            let e = self.calls.pop_front().expect("a front entry");
+            self.free.push(e.event);
+            self.done += 1;
+        }
+        self.done
+    }
+
+    /// What the device is stuck in: the host inside a call, or its oldest call not done.
+    pub(super) fn stuck(&self, rank: usize) -> Option<String> {
+        if let Some(h) = &self.host {
+            return Some(format!("rank {rank}'s host thread is inside {h}"));
+        }
+        self.calls
+            .front()
+            .map(|e| format!("rank {rank}'s stream waits in {} (step {})", e.what, e.step))
+    }
+}
+
+/// The watchdog: no call issued and no NCCL call completed in this process for
+/// `timeout` while replies are awaited. Names what each local rank is stuck in, aborts
+/// every communicator, and says so.
+pub(super) struct Watch {
+    last: (u64, u64),
+    since: std::time::Instant,
+}
+
+impl Watch {
+    pub(super) fn new() -> Watch {
+        Watch {
+            last: (u64::MAX, u64::MAX),
+            since: std::time::Instant::now(),
+        }
+    }
+
+    /// `Some(report)` once the process has made no progress for the timeout.
+    pub(super) fn check(&mut self, nccl: &NcclShared, contexts: &[OnceLock<sys::Context>]) -> Option<String> {
+        if nccl.comms.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+            self.since = std::time::Instant::now();
+            return None;
+        }
+        let mut done = 0;
+        for (d, log) in nccl.logs.iter().enumerate() {
+            if let Some(&ctx) = contexts.get(d).and_then(|c| c.get()) {
+                let _ = sys::set_current(ctx);
+                done += log.lock().unwrap_or_else(|p| p.into_inner()).sweep();
+            }
+        }
+        let now = (nccl.issued.load(Ordering::SeqCst), done);
+        if now != self.last {
+            self.last = now;
+            self.since = std::time::Instant::now();
+            return None;
+        }
+        if self.since.elapsed() < nccl.timeout {
+            return None;
+        }
+        let stuck: Vec<String> = nccl
+            .logs
+            .iter()
+            .enumerate()
+            .filter_map(|(d, l)| l.lock().unwrap_or_else(|p| p.into_inner()).stuck(d))
+            .collect();
+        nccl.aborted.store(true, Ordering::SeqCst);
+        let comms = std::mem::take(&mut *nccl.comms.lock().unwrap_or_else(|p| p.into_inner()));
+        let aborted = comms.iter().filter(|c| nccl_sys::abort(**c).is_ok()).count();
+        Some(format!(
+            "NCCL made no progress for {} s (--nccl-timeout): {}; {aborted} communicator(s) aborted \
+             (ncclCommAbort). A receive waits until its send is issued on the other rank: see \
+             `haloscope check` for the order that cannot complete",
+            nccl.timeout.as_secs_f64(),
+            if stuck.is_empty() {
+                "no NCCL call of this process is pending (another process may be stuck)".to_string()
+            } else {
+                stuck.join("; ")
+            }
+        ))
+    }
+}
