@@ -129,8 +129,9 @@ pub struct Frame {
     pub goal: Option<GoalState>,
     /// The program file being run, if the program is one.
     pub file: Option<Arc<ProgramFile>>,
-    /// Why the last program file sent could not run (the previous program goes on).
-    pub file_error: Option<String>,
+    /// Why the last program file sent, micro-step or reset was refused (the run goes on as
+    /// it was).
+    pub refusal: Option<String>,
 }
 
 impl Frame {
@@ -301,9 +302,10 @@ struct Core {
     batch: u64,
     /// Where the run was sent, and how far it has come.
     goal: Option<GoalState>,
-    /// The program file being run, and why the last one sent could not run.
+    /// The program file being run; why the last one sent (or a micro-step, a reset) was
+    /// refused.
     file: Option<Arc<ProgramFile>>,
-    file_error: Option<String>,
+    refusal: Option<String>,
 }
 
 impl Core {
@@ -336,7 +338,7 @@ impl Core {
             batch: 1,
             goal: None,
             file: cfg.file.clone(),
-            file_error: None,
+            refusal: None,
             cfg,
         })
     }
@@ -427,14 +429,20 @@ impl Core {
             Control::MicroStep => {
                 self.running = false;
                 if !self.stopped() {
-                    let r = self.backend.micro_step();
-                    self.check(r);
+                    // A micro-step the runtime cannot make (across processes) is refused, not
+                    // a failure: the run goes on.
+                    match self.backend.micro_step() {
+                        Err(e) if e.downcast_ref::<crate::error::UsageError>().is_some() => {
+                            self.refusal = Some(format!("{e:#}"));
+                        }
+                        r => self.check(r),
+                    }
                     self.collect_copies();
                 }
             }
             Control::SetMode(m) => self.switch_mode(m),
             Control::SetFile(f) => self.switch_file(f),
-            Control::FileError(e) => self.file_error = Some(e),
+            Control::FileError(e) => self.refusal = Some(e),
             Control::Reset => self.reset(self.mode, self.file.clone()),
             Control::SetSpeed(s) => self.speed = s,
             Control::Columns(c) => self.columns = c.max(1),
@@ -455,7 +463,7 @@ impl Core {
     fn reset(&mut self, mode: Mode, file: Option<Arc<ProgramFile>>) {
         if let Some(w) = crate::world::process().world {
             self.running = false;
-            self.failure = Some(format!(
+            self.refusal = Some(format!(
                 "across processes the {} ranks started together, and starting again needs them \
                  all: quit (q) and launch again",
                 w.size
@@ -503,11 +511,11 @@ impl Core {
     fn switch_file(&mut self, file: Arc<ProgramFile>) {
         match file.instantiate(&self.cfg.scenario.ranges()) {
             Ok(program) => {
-                self.file_error = None;
+                self.refusal = None;
                 let program = program.in_rows(self.cfg.scenario.nx);
                 self.switch_program(self.mode, Some(file), program);
             }
-            Err(e) => self.file_error = Some(e.to_string()),
+            Err(e) => self.refusal = Some(e.to_string()),
         }
     }
 
@@ -688,7 +696,7 @@ impl Core {
             inspected,
             goal: self.goal,
             file: self.file.clone(),
-            file_error: self.file_error.clone(),
+            refusal: self.refusal.clone(),
         }
     }
 
@@ -876,13 +884,13 @@ mod tests {
         e.send(Control::Step);
         let h = wait_for(&e, |h| h.step == 702);
         assert_eq!(h.program_name(), "mine");
-        assert!(h.file_error.as_deref().is_some_and(|m| m.contains("oops")));
+        assert!(h.refusal.as_deref().is_some_and(|m| m.contains("oops")));
         // Edited into no-wait: the race shows once the pulse reaches a boundary.
         e.send(Control::SetFile(load(Mode::NoWait.source())));
         e.send(Control::TogglePause);
         let k = wait_for(&e, |k| k.max_diff.is_some_and(|d| d > 0.0));
         assert_eq!(k.program_name(), "no-wait");
-        assert!(k.file_error.is_none());
+        assert!(k.refusal.is_none());
     }
 
     #[test]
@@ -1042,7 +1050,8 @@ mod tests {
             self.step
         }
         fn micro_step(&mut self) -> Result<()> {
-            Ok(())
+            // As the cuda runtime across processes answers.
+            Err(crate::error::UsageError("micro-stepping needs one process".into()).into())
         }
         fn set_program(&mut self, _: Arc<Program>) -> Result<()> {
             Ok(())
@@ -1106,6 +1115,12 @@ mod tests {
             (f.step_us - 10.0).abs() < 1e-9,
             "µs per step from the runtime's clock"
         );
+        // A micro-step the runtime refuses is said, and the run is not stopped by it.
+        e.send(Control::MicroStep);
+        e.send(Control::Step);
+        let r = wait_for(&e, |r| r.step == 2);
+        assert!(r.refusal.as_deref().is_some_and(|m| m.contains("one process")));
+        assert!(r.error.is_none() && r.failure.is_none());
         e.send(Control::TogglePause);
         let g = wait_for(&e, |g| g.error.is_some());
         assert!(!g.running, "a failure stops the run");

@@ -87,7 +87,7 @@ pub fn fixture(mode: Mode, devices: usize) -> Frame {
         inspected: None,
         goal: None,
         file: None,
-        file_error: None,
+        refusal: None,
     }
 }
 

@@ -58,7 +58,7 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
         },
         Span::styled("   1–9: other devices", Style::new().fg(Color::DarkGray)),
     ])];
-    if let Some(e) = &frame.file_error {
+    if let Some(e) = &frame.refusal {
         lines.push(Line::styled(
             format!("✗ {e} (the program below goes on)"),
             Style::new().fg(Color::Red).bold(),
