@@ -46,10 +46,13 @@ type WireColumn = (usize, [u32; 5]);
 enum WireReply {
     Ready,
     Done,
+    /// `now_us`: the rank's host clock when it sent the reply, to place its records on
+    /// rank 0's clock.
     Ran {
         copies: Vec<(usize, usize, usize, f64)>,
         records: Vec<TraceRecord>,
         wall_us: f64,
+        now_us: f64,
     },
     Reduced(Vec<(Vec<WireColumn>, u32, Option<usize>)>),
     /// The payload: Ex then Hy, `ex` floats of Ex.
@@ -117,10 +120,29 @@ fn joined(e: &[f32], h: &[f32]) -> Vec<u8> {
     b
 }
 
-/// Rank 0's stand-in for device `d` in another process.
+/// Moves a rank's timed calls onto rank 0's clock (`offset` µs: rank 0's clock minus the
+/// rank's, read when its reply arrives — off by the link's one-way latency) and out of
+/// rank 0's record ids (each rank's ids start at `d << 40`).
+fn place(d: usize, records: &mut [TraceRecord], offset: f64) {
+    let base = (d as u64) << 40;
+    for r in records {
+        r.id += base;
+        r.released_by = r.released_by.map(|x| x + base);
+        r.issue_us += offset;
+        r.start_us += offset;
+        r.end_us += offset;
+        r.returned_us += offset;
+        if let Some((_, at)) = r.released_from.as_mut() {
+            *at += offset;
+        }
+    }
+}
+
+/// Rank 0's stand-in for device `d` in another process; `epoch` is rank 0's clock.
 pub(super) fn proxy(
     d: usize,
     mut link: Link,
+    epoch: std::time::Instant,
     commands: Receiver<Cmd>,
     replies: Sender<(usize, Result<Reply, Failure>)>,
 ) {
@@ -132,16 +154,20 @@ pub(super) fn proxy(
             WireReply::Done => Reply::Done,
             WireReply::Ran {
                 copies,
-                records,
+                mut records,
                 wall_us,
-            } => Reply::Ran(Ran {
-                copies: copies
-                    .into_iter()
-                    .map(|(src, dst, bytes, us)| CopyTime { src, dst, bytes, us })
-                    .collect(),
-                records,
-                wall_us,
-            }),
+                now_us,
+            } => {
+                place(d, &mut records, epoch.elapsed().as_secs_f64() * 1e6 - now_us);
+                Reply::Ran(Ran {
+                    copies: copies
+                        .into_iter()
+                        .map(|(src, dst, bytes, us)| CopyTime { src, dst, bytes, us })
+                        .collect(),
+                    records,
+                    wall_us,
+                })
+            }
             WireReply::Reduced(p) => Reply::Reduced(from_wire_partials(p)),
             WireReply::Fields { ex } => {
                 let (e, h) = split(&payload, ex);
@@ -181,9 +207,11 @@ pub(super) fn proxy(
 }
 
 /// A rank other than 0 (device `me`): serves rank 0's commands with `ask` (its one local
-/// device thread) until rank 0 hangs up; `build` makes the program a mode switch names.
+/// device thread) until rank 0 hangs up; `build` makes the program a mode switch names;
+/// `now_us` reads the rank's host clock.
 pub(super) fn serve(
     me: usize,
+    now_us: &dyn Fn() -> f64,
     ask: &mut dyn FnMut(Cmd) -> Result<Reply>,
     link: &mut Link,
     build: &dyn Fn(&str) -> Result<Program>,
@@ -220,6 +248,7 @@ pub(super) fn serve(
                     copies: r.copies.iter().map(|c| (c.src, c.dst, c.bytes, c.us)).collect(),
                     records: r.records,
                     wall_us: r.wall_us,
+                    now_us: now_us(),
                 },
                 Vec::new(),
             ),
@@ -275,7 +304,22 @@ mod tests {
                             bytes: 4,
                             us: to as f64,
                         }],
-                        records: Vec::new(),
+                        records: vec![TraceRecord {
+                            id: 5,
+                            step: Some(0),
+                            thread: 1,
+                            op_index: 2,
+                            kind: crate::program::OpKind::Copy,
+                            stream: None,
+                            label: "send ex dev1→dev0".into(),
+                            issue_us: -50.0,
+                            start_us: -40.0,
+                            end_us: -30.0,
+                            returned_us: -49.0,
+                            released_by: Some(3),
+                            released_from: None,
+                            peer: None,
+                        }],
                         wall_us: 2.5,
                     }),
                     Cmd::Fields => Reply::Fields(vec![f32::NAN, -0.0], vec![f32::INFINITY]),
@@ -296,12 +340,16 @@ mod tests {
                 })
             };
             let build = |name: &str| -> Result<Program> { Err(anyhow!("no mode {name} here")) };
-            serve(1, &mut ask, &mut link, &build)
+            // The rank's clock reads 0 when it replies: its records, timed before, are
+            // negative there and land just before rank 0's reading on rank 0's clock.
+            serve(1, &|| 0.0, &mut ask, &mut link, &build)
         });
+        let epoch = std::time::Instant::now();
+        std::thread::sleep(Duration::from_millis(1));
         let mut links = rendezvous::lead(&world(0, port), &[0; 128], Duration::from_secs(20)).unwrap();
         let (tx, rx) = crossbeam_channel::unbounded();
         let (rtx, replies) = crossbeam_channel::unbounded();
-        let p = std::thread::spawn(move || proxy(1, links.remove(0), rx, rtx));
+        let p = std::thread::spawn(move || proxy(1, links.remove(0), epoch, rx, rtx));
         let next = || replies.recv_timeout(Duration::from_secs(20)).unwrap();
         assert!(matches!(next(), (1, Ok(Reply::Ready))));
         tx.send(Cmd::Run {
@@ -310,7 +358,17 @@ mod tests {
         })
         .unwrap();
         match next() {
-            (1, Ok(Reply::Ran(r))) => assert_eq!((r.copies[0].us, r.wall_us), (40.0, 2.5)),
+            (1, Ok(Reply::Ran(r))) => {
+                assert_eq!((r.copies[0].us, r.wall_us), (40.0, 2.5));
+                let (rec, now) = (&r.records[0], epoch.elapsed().as_secs_f64() * 1e6);
+                assert_eq!((rec.id, rec.released_by), (5 + (1 << 40), Some(3 + (1 << 40))));
+                assert!(
+                    rec.end_us > 0.0 && rec.end_us < now,
+                    "{} on rank 0's clock, now {now}",
+                    rec.end_us
+                );
+                assert_eq!(rec.end_us - rec.issue_us, 20.0);
+            }
             _ => panic!("a run's reply"),
         }
         tx.send(Cmd::Fields).unwrap();

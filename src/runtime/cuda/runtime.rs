@@ -152,9 +152,10 @@ impl CudaRuntime {
                     .spawn(move || device_thread(Spec { t: d, gpu, meta, ch }, program, shared, rx, reply_tx))
             } else if let Some(k) = links.iter().position(|(r, _)| *r == d) {
                 let (_, link) = links.swap_remove(k);
+                let epoch = shared.epoch;
                 std::thread::Builder::new()
                     .name(format!("rank-{d}"))
-                    .spawn(move || super::remote::proxy(d, link, rx, reply_tx))
+                    .spawn(move || super::remote::proxy(d, link, epoch, rx, reply_tx))
             } else {
                 continue;
             }
@@ -217,8 +218,14 @@ impl CudaRuntime {
         };
         let timeout = crate::world::process().nccl_timeout;
         let mut rt = CudaRuntime::start(s, program, &vec![gpu; n], place, timeout)?;
-        let me = world.rank;
-        super::remote::serve(me, &mut |cmd| rt.ask(0, cmd), &mut link, build)
+        let (me, shared) = (world.rank, rt.shared.clone());
+        super::remote::serve(
+            me,
+            &|| shared.host_us(),
+            &mut |cmd| rt.ask(0, cmd),
+            &mut link,
+            build,
+        )
     }
 
     /// The next reply of any device thread or proxy; the watchdog ends the wait when NCCL
