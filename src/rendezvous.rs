@@ -81,21 +81,64 @@ pub fn bytes_to_floats(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// `file:PATH`: rank 0 listens on a free port and writes `host:port` to PATH (on a file
+/// system every rank sees), the others read it there.
+fn file_of(rendezvous: &str) -> Option<&std::path::Path> {
+    rendezvous.strip_prefix("file:").map(std::path::Path::new)
+}
+
+/// This host's name, for the others to reach rank 0 by.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "127.0.0.1".into())
+}
+
+/// Rank 0's listener: on the port of `host:port`, or on a free port written to the file of
+/// `file:PATH` (written whole, then renamed into place).
+fn listen(rendezvous: &str) -> Result<TcpListener> {
+    if let Some(path) = file_of(rendezvous) {
+        let listener = TcpListener::bind(("0.0.0.0", 0))?;
+        let at = format!("{}:{}\n", host_name(), listener.local_addr()?.port());
+        let part = path.with_extension("part");
+        std::fs::write(&part, at)
+            .and_then(|()| std::fs::rename(&part, path))
+            .map_err(|e| UsageError(format!("rendezvous file {}: cannot write: {e}", path.display())))?;
+        return Ok(listener);
+    }
+    let port = rendezvous
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse::<u16>().ok())
+        .ok_or_else(|| UsageError(format!("rendezvous {rendezvous}: not host:port nor file:PATH")))?;
+    Ok(TcpListener::bind(("0.0.0.0", port)).map_err(|e| {
+        UsageError(format!(
+            "rank 0 cannot listen on port {port} (rendezvous {rendezvous}): {e}; pick a free \
+             MASTER_PORT (or HALOSCOPE_RENDEZVOUS)"
+        ))
+    })?)
+}
+
+/// Where rank 0 listens: `host:port`, or what its file says.
+fn address(rendezvous: &str) -> Result<std::net::SocketAddr> {
+    let at = match file_of(rendezvous) {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .trim()
+            .to_string(),
+        None => rendezvous.to_string(),
+    };
+    at.to_socket_addrs()
+        .with_context(|| format!("rendezvous {at}"))?
+        .next()
+        .ok_or_else(|| anyhow!("rendezvous {at}: no address"))
+}
+
 /// Rank 0: listens at the rendezvous address until every other rank has connected
 /// (within `timeout`), answers each with `id`; the links by rank (index `rank - 1`).
 pub fn lead(world: &World, id: &[u8], timeout: Duration) -> Result<Vec<Link>> {
-    let port = world
-        .rendezvous
-        .rsplit_once(':')
-        .and_then(|(_, p)| p.parse::<u16>().ok())
-        .ok_or_else(|| UsageError(format!("rendezvous {}: not host:port", world.rendezvous)))?;
-    let listener = TcpListener::bind(("0.0.0.0", port)).map_err(|e| {
-        UsageError(format!(
-            "rank 0 cannot listen on port {port} (rendezvous {}): {e}; pick a free MASTER_PORT \
-             (or HALOSCOPE_RENDEZVOUS)",
-            world.rendezvous
-        ))
-    })?;
+    let listener = listen(&world.rendezvous)?;
     listener.set_nonblocking(true)?;
     let start = Instant::now();
     let mut links: Vec<Option<Link>> = (1..world.size).map(|_| None).collect();
@@ -146,18 +189,17 @@ pub fn lead(world: &World, id: &[u8], timeout: Duration) -> Result<Vec<Link>> {
 /// later), says who it is, receives the shared bytes.
 pub fn join(world: &World, timeout: Duration) -> Result<(Link, Vec<u8>)> {
     let start = Instant::now();
-    let addr = world
-        .rendezvous
-        .to_socket_addrs()
-        .map_err(|e| UsageError(format!("rendezvous {}: {e}", world.rendezvous)))?
-        .next()
-        .ok_or_else(|| anyhow!("rendezvous {}: no address", world.rendezvous))?;
     let s = loop {
-        match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+        // A file is read again at each try: rank 0 may write it later.
+        let tried = address(&world.rendezvous).and_then(|addr| {
+            TcpStream::connect_timeout(&addr, Duration::from_secs(1))
+                .with_context(|| format!("connecting to {addr}"))
+        });
+        match tried {
             Ok(s) => break s,
             Err(e) if start.elapsed() > timeout => {
                 bail!(
-                    "rank {} could not reach rank 0 at {} within {} s: {e}",
+                    "rank {} could not reach rank 0 at {} within {} s: {e:#}",
                     world.rank,
                     world.rendezvous,
                     timeout.as_secs()
@@ -228,6 +270,29 @@ mod tests {
         for f in followers {
             assert_eq!(f.join().unwrap(), b"the id");
         }
+    }
+
+    #[test]
+    fn ranks_meet_through_a_file_rank_0_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = format!("file:{}", dir.path().join("rank0").display());
+        let mut w = world(1, 2, 0);
+        w.rendezvous = at.clone();
+        let follower = std::thread::spawn(move || join(&w, Duration::from_secs(20)).unwrap().1);
+        std::thread::sleep(Duration::from_millis(300));
+        let mut w0 = world(0, 2, 0);
+        w0.rendezvous = at;
+        let links = lead(&w0, b"via a file", Duration::from_secs(20)).unwrap();
+        assert_eq!(links.len(), 1);
+        assert_eq!(follower.join().unwrap(), b"via a file");
+        let written = std::fs::read_to_string(dir.path().join("rank0")).unwrap();
+        assert!(
+            written
+                .trim()
+                .rsplit_once(':')
+                .is_some_and(|(_, p)| p.parse::<u16>().is_ok()),
+            "{written}"
+        );
     }
 
     #[test]

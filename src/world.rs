@@ -43,7 +43,8 @@ pub struct World {
     pub size: usize,
     /// The rank among those on this host: the default GPU.
     pub local_rank: usize,
-    /// `host:port` of rank 0's rendezvous.
+    /// `host:port` of rank 0's rendezvous, or `file:PATH`: a file rank 0 writes its
+    /// address to.
     pub rendezvous: String,
     /// Which launcher's variables these were (`torchrun`, `mpirun`, `srun`, `env`).
     pub launcher: &'static str,
@@ -120,7 +121,8 @@ impl World {
                 return Err(UsageError(format!(
                     "the launcher ({launcher} environment) started {size} processes, but rank 0's \
                      address is not set: export MASTER_ADDR and MASTER_PORT (rank 0's host and a \
-                     free port) to every rank, or HALOSCOPE_RENDEZVOUS=host:port"
+                     free port) to every rank, or HALOSCOPE_RENDEZVOUS=host:port, or \
+                     HALOSCOPE_RENDEZVOUS=file:PATH (a new file every rank can see)"
                 )));
             }
         };
