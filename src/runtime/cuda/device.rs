@@ -145,7 +145,7 @@ pub(super) struct Dev {
     /// This rank's NCCL communicator (made when a program with NCCL calls starts), and the
     /// group being issued: its stream and its calls, for the watchdog.
     pub(super) comm: Option<super::nccl_sys::Comm>,
-    pub(super) group: Option<(Option<sys::Stream>, Vec<String>)>,
+    pub(super) group: Option<super::nccl::Group>,
     /// Snapshots' own stream, and an idle one for clock anchors.
     pub(super) snap_stream: OwnedStream,
     pub(super) clock_stream: OwnedStream,
@@ -321,6 +321,14 @@ impl Dev {
             released_from: None,
             peer: match op {
                 Op::PeerCopy { src, dst, cells, .. } => Some((*src, *dst, 4 * cells.len())),
+                // A message, counted where it arrives.
+                Op::Nccl {
+                    dir: crate::program::P2p::Recv,
+                    peer,
+                    cells,
+                    field,
+                    ..
+                } => Some((*peer, self.t, 4 * cells.len() * self.meta.width(*field))),
                 _ => None,
             },
         }
@@ -368,13 +376,18 @@ impl Dev {
         if let Op::Record { event, .. } = &op {
             self.set_last_record(event.0, rec.id);
         }
-        let after = match st {
-            Some(st) => {
+        // A call of an NCCL group runs when the group ends: its end is recorded then.
+        let after = match (st, &mut self.group) {
+            (Some(_), Some(g)) if matches!(op, Op::Nccl { .. }) => {
+                g.timed.push(rec.id);
+                None
+            }
+            (Some(st), _) => {
                 let e = self.timing_event()?;
                 sys::record(e, st)?;
                 Some(e)
             }
-            None => None,
+            (None, _) => None,
         };
         rec.end_us = self.shared.host_us();
         self.pending.push(Pending { rec, before, after });

@@ -15,6 +15,17 @@ use super::watchdog::Entry;
 use crate::error::UsageError;
 use crate::program::{Op, P2p, Program};
 
+/// The NCCL group being issued: its stream, its calls (for the watchdog), its first
+/// receive `(from, to, bytes)` (timed for the Transfers panel), and its calls timed for
+/// the timeline (their record ids).
+#[derive(Default)]
+pub(super) struct Group {
+    stream: Option<sys::Stream>,
+    calls: Vec<String>,
+    recv: Option<(usize, usize, usize)>,
+    pub(super) timed: Vec<u64>,
+}
+
 /// A program with NCCL calls.
 pub(super) fn uses_nccl(program: &Program) -> bool {
     program
@@ -80,7 +91,11 @@ impl Dev {
             .host = what;
     }
 
-    /// Issues one of NCCL's calls as the program writes it.
+    /// Issues one of NCCL's calls as the program writes it. A group's (or a lone call's)
+    /// receive is timed for the Transfers panel: NCCL enqueues a group's work at
+    /// `ncclGroupEnd`, so timing events recorded on its stream just before and after that
+    /// call bracket the group's messages. (Calls timed for the timeline get their own
+    /// events, the end one recorded after `ncclGroupEnd`: `group_timed`.)
     pub(super) fn exec_nccl(&mut self, op: &Op, step: u64) -> Result<(), Exec> {
         let comm = self
             .comm
@@ -90,12 +105,24 @@ impl Dev {
         match op {
             Op::NcclGroupStart => {
                 nccl_sys::group_start().map_err(nccl_failure)?;
-                self.group = Some((None, Vec::new()));
+                self.group = Some(Group::default());
             }
             Op::NcclGroupEnd => {
+                let g = self.group.take().unwrap_or_default();
+                let timer = match (g.stream, g.recv) {
+                    (Some(st), Some(copy)) if !self.capturing => Some((st, self.timer(copy)?)),
+                    _ => None,
+                };
+                if let Some((st, (a, _))) = timer {
+                    sys::record(a, st)?;
+                }
                 nccl_sys::group_end().map_err(nccl_failure)?;
-                if let Some((Some(st), calls)) = self.group.take() {
-                    self.mark(st, format!("the group {{ {} }}", calls.join("; ")), step)?;
+                if let Some((st, (_, b))) = timer {
+                    sys::record(b, st)?;
+                }
+                self.end_timed_calls(&g.timed)?;
+                if let Some(st) = g.stream {
+                    self.mark(st, format!("the group {{ {} }}", g.calls.join("; ")), step)?;
                 }
             }
             Op::Nccl {
@@ -107,11 +134,23 @@ impl Dev {
             } => {
                 let view = self.field_view(self.t, *field, cells);
                 let st = self.streams[stream.index].get();
+                let recv = (*dir == P2p::Recv).then(|| (*peer, self.t, 4 * view.floats()));
+                let timer = match recv {
+                    Some(copy) if self.group.is_none() && !self.capturing => Some(self.timer(copy)?),
+                    _ => None,
+                };
+                if let Some((a, _)) = timer {
+                    sys::record(a, st)?;
+                }
                 nccl_sys::send_recv(*dir == P2p::Send, view, *peer, comm, st).map_err(nccl_failure)?;
+                if let Some((_, b)) = timer {
+                    sys::record(b, st)?;
+                }
                 match &mut self.group {
-                    Some((s, calls)) => {
-                        *s = Some(st);
-                        calls.push(what);
+                    Some(g) => {
+                        g.stream = Some(st);
+                        g.calls.push(what);
+                        g.recv = g.recv.or(recv);
                     }
                     None => self.mark(st, what, step)?,
                 }
@@ -119,6 +158,23 @@ impl Dev {
             _ => unreachable!("exec_nccl takes NCCL calls"),
         }
         self.host_in(None);
+        Ok(())
+    }
+
+    /// The calls of a group timed for the timeline end when the group's work does: their
+    /// end events are recorded now, after `ncclGroupEnd`.
+    fn end_timed_calls(&mut self, ids: &[u64]) -> Result<(), Exec> {
+        for id in ids {
+            let Some(i) = self.pending.iter().position(|p| p.rec.id == *id) else {
+                continue;
+            };
+            let Some(s) = self.pending[i].rec.stream else {
+                continue;
+            };
+            let e = self.timing_event()?;
+            sys::record(e, self.streams[s.index].get())?;
+            self.pending[i].after = Some(e);
+        }
         Ok(())
     }
 
