@@ -149,7 +149,7 @@ impl Mode {
 
     /// Whether the mode's exchange is NCCL messages (`ncclSend` / `ncclRecv`), not peer
     /// copies: on GPUs it needs one GPU per device, and it is the only kind that runs across
-    /// processes (the GPU benches leave it out: their device lists repeat GPUs).
+    /// processes (the GPU benches run it on their GPU sets without repeats only).
     pub fn uses_nccl(self) -> bool {
         matches!(self, Mode::Nccl | Mode::NcclOverlap | Mode::NcclMismatch)
     }

@@ -218,9 +218,10 @@ pub(super) fn serve(
 ) -> Result<()> {
     link.send(&WireReply::Ready, &[])?;
     loop {
-        let Ok((cmd, payload)) = link.recv::<WireCmd>() else {
-            return Ok(()); // rank 0 ended
-        };
+        // Rank 0 ends a run with `Quit`; a connection lost before is its failure.
+        let (cmd, payload) = link
+            .recv::<WireCmd>()
+            .map_err(|e| anyhow!("rank 0 went away without ending the run ({e:#}): see its output"))?;
         let cmd = match cmd {
             WireCmd::Quit => return Ok(()),
             WireCmd::Run { to, capture_from } => Cmd::Run { to, capture_from },
