@@ -69,7 +69,7 @@ fn nccl_failure(e: NcclError) -> Exec {
 
 impl Dev {
     /// Makes this device's communicator if the program needs one and it has none
-    /// (blocks until every rank has joined).
+    /// (blocks until every rank has joined), and connects it to the program's peers.
     pub(super) fn ensure_comm(&mut self) -> Result<(), Failure> {
         if self.comm.is_some() || !uses_nccl(&self.program) {
             return Ok(());
@@ -81,6 +81,43 @@ impl Dev {
         self.host_in(None);
         nccl.comms.lock().unwrap_or_else(|p| p.into_inner()).push(comm);
         self.comm = Some(comm);
+        self.connect(comm)
+    }
+
+    /// One float each way with each peer of the program, in one group, waited for. NCCL
+    /// connects two ranks at their first message, and that blocks the *host* until the
+    /// peer takes part; connected here, every call of the program only queues work, as
+    /// the lessons say (a receive then waits on its stream, not in the host), and
+    /// micro-stepping never stalls in a connection.
+    fn connect(&mut self, comm: nccl_sys::Comm) -> Result<(), Failure> {
+        let mut peers: Vec<usize> = self
+            .program
+            .step
+            .iter()
+            .chain(&self.program.setup)
+            .flat_map(|ops| ops.iter())
+            .filter_map(|op| match op {
+                Op::Nccl { peer, stream, .. } if stream.device == self.t => Some(*peer),
+                _ => None,
+            })
+            .collect();
+        peers.sort_unstable();
+        peers.dedup();
+        if peers.is_empty() {
+            return Ok(());
+        }
+        let scratch = super::owned::DeviceBuffer::zeroed(2 * peers.len(), self.ctx.get())?;
+        let st = self.snap_stream.get();
+        self.host_in(Some(format!("connecting to ranks {peers:?} (ncclGroupEnd)")));
+        nccl_sys::group_start().map_err(failure)?;
+        for (i, &p) in peers.iter().enumerate() {
+            let v = scratch.view();
+            nccl_sys::send_recv(true, v.slice(2 * i..2 * i + 1), p, comm, st).map_err(failure)?;
+            nccl_sys::send_recv(false, v.slice(2 * i + 1..2 * i + 2), p, comm, st).map_err(failure)?;
+        }
+        nccl_sys::group_end().map_err(failure)?;
+        sys::stream_synchronize(st)?;
+        self.host_in(None);
         Ok(())
     }
 
