@@ -145,7 +145,7 @@ pub(super) struct Dev {
     /// This rank's NCCL communicator (made when a program with NCCL calls starts), and the
     /// group being issued: its stream and its calls, for the watchdog.
     pub(super) comm: Option<super::nccl_sys::Comm>,
-    pub(super) group: Option<super::nccl::Group>,
+    pub(super) group: Option<super::watchdog::Group>,
     /// Snapshots' own stream, and an idle one for clock anchors.
     pub(super) snap_stream: OwnedStream,
     pub(super) clock_stream: OwnedStream,

@@ -11,20 +11,9 @@ use super::exec::Exec;
 use super::nccl_sys::{self, NcclError};
 use super::shared::Failure;
 use super::sys;
-use super::watchdog::Entry;
+use super::watchdog::{Entry, Group};
 use crate::error::UsageError;
 use crate::program::{Op, P2p, Program};
-
-/// The NCCL group being issued: its stream, its calls (for the watchdog), its first
-/// receive `(from, to, bytes)` (timed for the Transfers panel), and its calls timed for
-/// the timeline (their record ids).
-#[derive(Default)]
-pub(super) struct Group {
-    stream: Option<sys::Stream>,
-    calls: Vec<String>,
-    recv: Option<(usize, usize, usize)>,
-    pub(super) timed: Vec<u64>,
-}
 
 /// A program with NCCL calls.
 pub(super) fn uses_nccl(program: &Program) -> bool {

@@ -285,6 +285,52 @@ mod tests {
         }
     }
 
+    /// A device thread's canned answers, for the server under test.
+    fn canned(cmd: Cmd) -> Result<Reply> {
+        Ok(match cmd {
+            Cmd::Run { to, .. } => Reply::Ran(Ran {
+                copies: vec![CopyTime {
+                    src: 0,
+                    dst: 1,
+                    bytes: 4,
+                    us: to as f64,
+                }],
+                records: vec![TraceRecord {
+                    id: 5,
+                    step: Some(0),
+                    thread: 1,
+                    op_index: 2,
+                    kind: crate::program::OpKind::Copy,
+                    stream: None,
+                    label: "send ex dev1→dev0".into(),
+                    issue_us: -50.0,
+                    start_us: -40.0,
+                    end_us: -30.0,
+                    returned_us: -49.0,
+                    released_by: Some(3),
+                    released_from: None,
+                    peer: None,
+                }],
+                wall_us: 2.5,
+            }),
+            Cmd::Fields => Reply::Fields(vec![f32::NAN, -0.0], vec![f32::INFINITY]),
+            Cmd::Reduce(_, r) => Reply::Reduced(vec![Partial {
+                columns: vec![(
+                    3,
+                    Column {
+                        ex: (f32::INFINITY, f32::NEG_INFINITY),
+                        hy: (0.1, 0.2),
+                        diff: 0.0,
+                    },
+                )],
+                max_diff: r.map_or(-1.0, |r| r.0[0]),
+                first_diff: Some(7),
+            }]),
+            Cmd::SetProgram(_) => Reply::Done,
+            _ => unreachable!("the proxy keeps micro-steps"),
+        })
+    }
+
     /// Rank 0's proxy and rank 1's server over a real connection, the device thread
     /// replaced by canned answers: every command and reply crosses bit for bit.
     #[test]
@@ -296,50 +342,7 @@ mod tests {
             .port();
         let server = std::thread::spawn(move || {
             let (mut link, _) = rendezvous::join(&world(1, port), Duration::from_secs(20)).unwrap();
-            let mut ask = |cmd: Cmd| -> Result<Reply> {
-                Ok(match cmd {
-                    Cmd::Run { to, .. } => Reply::Ran(Ran {
-                        copies: vec![CopyTime {
-                            src: 0,
-                            dst: 1,
-                            bytes: 4,
-                            us: to as f64,
-                        }],
-                        records: vec![TraceRecord {
-                            id: 5,
-                            step: Some(0),
-                            thread: 1,
-                            op_index: 2,
-                            kind: crate::program::OpKind::Copy,
-                            stream: None,
-                            label: "send ex dev1→dev0".into(),
-                            issue_us: -50.0,
-                            start_us: -40.0,
-                            end_us: -30.0,
-                            returned_us: -49.0,
-                            released_by: Some(3),
-                            released_from: None,
-                            peer: None,
-                        }],
-                        wall_us: 2.5,
-                    }),
-                    Cmd::Fields => Reply::Fields(vec![f32::NAN, -0.0], vec![f32::INFINITY]),
-                    Cmd::Reduce(_, r) => Reply::Reduced(vec![Partial {
-                        columns: vec![(
-                            3,
-                            Column {
-                                ex: (f32::INFINITY, f32::NEG_INFINITY),
-                                hy: (0.1, 0.2),
-                                diff: 0.0,
-                            },
-                        )],
-                        max_diff: r.map_or(-1.0, |r| r.0[0]),
-                        first_diff: Some(7),
-                    }]),
-                    Cmd::SetProgram(_) => Reply::Done,
-                    _ => unreachable!("the proxy keeps micro-steps"),
-                })
-            };
+            let mut ask = canned;
             let build = |name: &str| -> Result<Program> { Err(anyhow!("no mode {name} here")) };
             // The rank's clock reads 0 when it replies: its records, timed before, are
             // negative there and land just before rank 0's reading on rank 0's clock.

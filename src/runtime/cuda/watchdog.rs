@@ -98,6 +98,17 @@ impl Log {
     }
 }
 
+/// The NCCL group being issued: its stream, its calls (for the watchdog), its first
+/// receive `(from, to, bytes)` (timed for the Transfers panel), and its calls timed for
+/// the timeline (their record ids).
+#[derive(Default)]
+pub(super) struct Group {
+    pub(super) stream: Option<sys::Stream>,
+    pub(super) calls: Vec<String>,
+    pub(super) recv: Option<(usize, usize, usize)>,
+    pub(super) timed: Vec<u64>,
+}
+
 /// The watchdog: no call issued and no NCCL call completed in this process for
 /// `timeout` while replies are awaited. Names what each local rank is stuck in, aborts
 /// every communicator, and says so.
