@@ -986,6 +986,20 @@ mod tests {
     }
 
     #[test]
+    fn any_correct_mode_continues_a_run_mid_way_bit_identically() {
+        // At step 100 the pulse has crossed device boundaries: a halo cell the old mode
+        // never kept fresh (a wide halo after a one-cell mode) would show.
+        for to in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
+            let mut c = core(Mode::Push, None);
+            c.advance_to(100);
+            c.control(Control::SetMode(to));
+            let at = c.step();
+            c.advance_to(at + 40);
+            assert_eq!(c.frame().max_diff, Some(0.0), "push → {} at step 100", to.name());
+        }
+    }
+
+    #[test]
     fn a_timed_advance_counts_the_steps_a_round_ran_not_the_ones_asked_for() {
         // wide-halo runs rounds of 16 steps: asked for 5 in batches of 1, it runs one round.
         let mut c = core(Mode::WideHalo, None);

@@ -513,6 +513,8 @@ impl Dev {
             *self.shared.last_record.lock().unwrap_or_else(|p| p.into_inner()) = vec![None; n];
         }
         self.shared.barrier.wait()?;
+        self.refresh_halos()?;
+        self.shared.barrier.wait()?;
         self.program = program;
         self.pc = 0;
         self.start_program()

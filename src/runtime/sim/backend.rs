@@ -143,7 +143,8 @@ impl Runtime for SimBackend {
     }
 
     fn set_program(&mut self, program: Arc<Program>) -> Result<()> {
-        let states = self.rt.states()?;
+        let mut states = self.rt.states()?;
+        super::state::refresh_halos(&mut states);
         let base = self.step();
         self.rt = SimRuntime::from_states(&self.scenario, states, (*program).clone(), self.jitter, base)?;
         self.attach();

@@ -235,3 +235,29 @@ pub(super) fn non_finite(st: &DeviceState) -> Option<(Field, usize, f32)> {
         crate::decomp::first_non_finite(v).map(|k| (f, at + k, v[k]))
     })
 }
+
+/// Every halo cell set to its owner's value, for a program started at a step boundary of
+/// another: a correct program's halos already hold their owners' values where it keeps
+/// them fresh, but a one-cell mode leaves the other cells of a wide halo stale (switching
+/// from `push` into `wide-halo` mid-run diverged). Cells beyond the grid stay as they are.
+pub(super) fn refresh_halos(states: &mut [DeviceState]) {
+    let owned: Vec<Range<usize>> = states.iter().map(|s| s.lo..s.hi).collect();
+    for d in 0..states.len() {
+        let (lo, hi, n) = (states[d].lo, states[d].hi, states[d].n);
+        for halo in [
+            lo.saturating_sub(crate::decomp::HALO)..lo,
+            hi..(hi + crate::decomp::HALO).min(n),
+        ] {
+            for (o, r) in owned.iter().enumerate() {
+                let cells = halo.start.max(r.start)..halo.end.min(r.end);
+                if o == d || cells.is_empty() {
+                    continue;
+                }
+                for f in [Field::Ex, Field::Hy] {
+                    let v = states[o].read(f, &cells).to_vec();
+                    states[d].write(f, cells.start, &v);
+                }
+            }
+        }
+    }
+}
