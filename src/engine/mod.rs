@@ -132,6 +132,8 @@ pub struct Frame {
     /// Why the last program file sent, micro-step or reset was refused (the run goes on as
     /// it was).
     pub refusal: Option<String>,
+    /// The mode the last refused switch asked for (the UI cycles on from there).
+    pub refused_mode: Option<Mode>,
 }
 
 impl Frame {
@@ -306,6 +308,7 @@ struct Core {
     /// refused.
     file: Option<Arc<ProgramFile>>,
     refusal: Option<String>,
+    refused_mode: Option<Mode>,
 }
 
 impl Core {
@@ -339,6 +342,7 @@ impl Core {
             goal: None,
             file: cfg.file.clone(),
             refusal: None,
+            refused_mode: None,
             cfg,
         })
     }
@@ -521,6 +525,13 @@ impl Core {
 
     /// Continues from the current fields under `program` (from step 0 after a failure).
     fn switch_program(&mut self, mode: Mode, file: Option<Arc<ProgramFile>>, program: Program) {
+        // A program this runtime cannot run is refused here, the current one going on.
+        if let Some(why) = self.backend.refuses(&program) {
+            self.refusal = Some(why);
+            self.refused_mode = Some(mode);
+            return;
+        }
+        (self.refusal, self.refused_mode) = (None, None);
         if self.stopped() {
             return self.reset(mode, file);
         }
@@ -699,6 +710,7 @@ impl Core {
             goal: self.goal,
             file: self.file.clone(),
             refusal: self.refusal.clone(),
+            refused_mode: self.refused_mode,
         }
     }
 
@@ -1081,6 +1093,9 @@ mod tests {
         fn set_program(&mut self, _: Arc<Program>) -> Result<()> {
             Ok(())
         }
+        fn refuses(&self, p: &Program) -> Option<String> {
+            (p.name == "nccl").then(|| "NCCL refuses two ranks on one GPU".to_string())
+        }
         fn fields(&mut self) -> Result<crate::decomp::Gathered> {
             Ok((Vec::new(), Vec::new()))
         }
@@ -1146,6 +1161,17 @@ mod tests {
         let r = wait_for(&e, |r| r.step == 2);
         assert!(r.refusal.as_deref().is_some_and(|m| m.contains("one process")));
         assert!(r.error.is_none() && r.failure.is_none());
+        // A mode the runtime cannot run is refused before the switch: the run goes on.
+        e.send(Control::SetMode(Mode::Nccl));
+        e.send(Control::Step);
+        let s = wait_for(&e, |s| s.step == 3 && s.refused_mode.is_some());
+        assert_eq!((s.mode, s.refused_mode), (Mode::Events, Some(Mode::Nccl)));
+        assert!(
+            s.refusal
+                .as_deref()
+                .is_some_and(|m| m.contains("two ranks on one GPU"))
+        );
+        assert!(s.error.is_none() && s.failure.is_none());
         e.send(Control::TogglePause);
         let g = wait_for(&e, |g| g.error.is_some());
         assert!(!g.running, "a failure stops the run");

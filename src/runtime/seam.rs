@@ -93,6 +93,11 @@ pub trait Runtime: Send {
     fn micro_step(&mut self) -> Result<()>;
     /// Another program on the same fields, from the current step boundary.
     fn set_program(&mut self, program: Arc<Program>) -> Result<()>;
+    /// Why `program` cannot run here (checked before a switch, which then does not
+    /// happen): on GPUs, NCCL with two devices on one GPU, say.
+    fn refuses(&self, _program: &Program) -> Option<String> {
+        None
+    }
     /// The owned cells of every device, in order, at the latest step run to.
     fn fields(&mut self) -> Result<Gathered>;
     /// `(Ex, Hy)` of global cell `k` (for the inspector); on a 2D grid of rows of `nx`,

@@ -148,7 +148,8 @@ impl App {
 
     /// Takes a new frame from the engine.
     pub fn set_frame(&mut self, f: Box<Frame>) {
-        self.mode = f.mode;
+        // After a refused switch, `m` goes on from the mode refused.
+        self.mode = f.refused_mode.unwrap_or(f.mode);
         if self.hazard >= f.hazards.as_ref().map_or(0, |h| h.len()) {
             self.hazard = 0;
         }

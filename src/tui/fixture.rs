@@ -88,6 +88,7 @@ pub fn fixture(mode: Mode, devices: usize) -> Frame {
         goal: None,
         file: None,
         refusal: None,
+        refused_mode: None,
     }
 }
 

@@ -142,6 +142,10 @@ impl Runtime for CudaBackend {
         self.rt.set_program(program)
     }
 
+    fn refuses(&self, program: &Program) -> Option<String> {
+        self.rt.refuses(program).err().map(|e| e.0)
+    }
+
     fn fields(&mut self) -> Result<Gathered> {
         self.rt.fields()
     }

@@ -377,14 +377,24 @@ impl CudaRuntime {
         Ok(())
     }
 
+    /// Why `program` cannot continue this run: the fused kernel's sources, NCCL with two
+    /// devices on one GPU or not installed, or anything but NCCL across processes.
+    pub fn refuses(&self, program: &Program) -> Result<(), UsageError> {
+        check_fused(program, &self.held_sources)?;
+        let gpus: Vec<i32> = self.local.iter().map(|&d| self.shared.gpus[d]).collect();
+        nccl::distinct_gpus(program, &gpus)?;
+        if let Some(w) = crate::world::process().world {
+            across_processes(program, w.size, self.pos.len())?;
+        }
+        if nccl::uses_nccl(program) {
+            nccl_sys::version().map_err(|e| UsageError(format!("mode {}: {e}", program.name)))?;
+        }
+        Ok(())
+    }
+
     /// Continues from the current step boundary (reach it first) with `program`.
     pub fn set_program(&mut self, program: Arc<Program>) -> Result<()> {
-        check_fused(&program, &self.held_sources)?;
-        let gpus: Vec<i32> = self.local.iter().map(|&d| self.shared.gpus[d]).collect();
-        nccl::distinct_gpus(&program, &gpus)?;
-        if let Some(w) = crate::world::process().world {
-            across_processes(&program, w.size, self.pos.len())?;
-        }
+        self.refuses(&program)?;
         let p = program.clone();
         self.send_all(|| Cmd::SetProgram(p.clone()))?;
         self.collect(|_, _| Ok(()))?;
