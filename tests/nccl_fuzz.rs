@@ -148,3 +148,20 @@ fn every_generated_nccl_program_is_refused_runs_or_stops_saying_why() {
         assert!(counts.get(&o).is_some_and(|&n| n > 0), "{o:?} never: {counts:?}");
     }
 }
+
+/// Found by the generator: device 0 never waits for anyone, device 1 waits for device 0's
+/// latest record, so device 0 runs ~255 steps ahead for each step of device 1 (as on a
+/// GPU: 1022 calls in flight). It keeps a state per step it passed; each kernel visited
+/// all of them, and 40 steps took minutes. Now it runs (within the 10 s of a case).
+#[test]
+fn a_device_far_ahead_of_its_neighbour_runs_without_a_quadratic_slowdown() {
+    let text = "cudaStream_t compute, copy;\ncudaEvent_t ev[n];\nstep {\n    \
+                if (d > 0) cudaStreamWaitEvent(copy, ev[d - 1], 0);\n    \
+                sources_boundaries<<<compute>>>(lo, hi);\n    \
+                sources_boundaries<<<compute>>>(lo, hi);\n    \
+                cudaEventRecord(ev[d], compute);\n    \
+                sources_boundaries<<<compute>>>(lo, hi);\n    \
+                if (d > 0) cudaStreamWaitEvent(compute, ev[d - 1], 0);\n    \
+                cudaStreamSynchronize(copy);\n}\n";
+    assert_eq!(run_case(text.to_string(), 2, false), Ok(Outcome::Ran));
+}

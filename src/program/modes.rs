@@ -291,9 +291,9 @@ impl Mode {
                 "Broken: it deadlocks. Each rank receives its Ex halo at the top of the step and sends\n\
                  Ex at the end, outside groups. A receive blocks its stream until its send has run (rule 8);\n\
                  rank 0's waits for rank 1's send, queued behind rank 1's receive of Hy, which waits\n\
-                 for rank 0's send, queued behind rank 0's first receive: a circle. Buffering lets a\n\
-                 small send finish without its receive, never a receive without its send. The sim\n\
-                 names the circle and stops (on GPUs the streams would hang). Fix: as nccl does."
+                 for rank 0's send, queued behind rank 0's first receive: a circle. A small send may finish\n\
+                 without its receive, never a receive without its send. The sim names the circle; on GPUs\n\
+                 the watchdog names each rank's stuck receive and aborts (--nccl-timeout). Fix: as nccl does."
             }
             _ => "",
         }

@@ -158,7 +158,14 @@ impl Slot {
     /// state of its own first (the kernel is not its); a fork of a later step that is a
     /// state of its own runs it too.
     pub(super) fn kernel(&mut self, at: u64, kernel: Kernel, cells: &Range<usize>, step: u64) {
+        // Only forks still derived from the memory are looked at (and the journal trimmed
+        // once): a device far ahead of the observation keeps a fork per step it passed,
+        // and visiting each of them per kernel made a run quadratic in that distance.
+        let mut made = false;
         for i in 0..self.forks.len() {
+            if self.forks[i].state.is_some() {
+                continue;
+            }
             // A later fork derived from the memory takes the kernel's writes with it,
             // unless a copy it does not include wrote where the kernel writes.
             let (m, from) = (self.forks[i].m, self.forks[i].from);
@@ -170,8 +177,12 @@ impl Slot {
                 })
             };
             if m <= at || overlaps() {
-                self.materialize(i);
+                self.forks[i].state = Some(self.derive(m, from));
+                made = true;
             }
+        }
+        if made {
+            self.trim_journal();
         }
         for f in self.forks.iter_mut().filter(|f| f.m > at) {
             if let Some(s) = f.state.as_mut() {
