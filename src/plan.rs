@@ -169,16 +169,18 @@ impl Plan {
             RuntimeKind::Sim => RuntimeChoice::Sim { jitter: args.jitter },
             RuntimeKind::Cuda => {
                 let world = crate::world::World::from_env()?;
-                if !(args.nccl_timeout > 0.0 && args.nccl_timeout.is_finite()) {
-                    return Err(UsageError(format!(
-                        "--nccl-timeout {}: give a number of seconds above 0",
-                        args.nccl_timeout
-                    ))
-                    .into());
-                }
+                let nccl_timeout = std::time::Duration::try_from_secs_f64(args.nccl_timeout)
+                    .ok()
+                    .filter(|d| !d.is_zero() && d.as_secs() < 1 << 32)
+                    .ok_or_else(|| {
+                        UsageError(format!(
+                            "--nccl-timeout {}: give a number of seconds above 0 (at most 2^32)",
+                            args.nccl_timeout
+                        ))
+                    })?;
                 crate::world::set_process(crate::world::Process {
                     world: world.clone(),
-                    nccl_timeout: std::time::Duration::from_secs_f64(args.nccl_timeout),
+                    nccl_timeout,
                 });
                 if let Some(w) = &world {
                     let (s, gpus) = across_processes(args, scenario, w)?;

@@ -408,6 +408,16 @@ fn a_launch_across_processes_that_cannot_work_is_refused_before_any_gpu_work() {
             [&cuda[..], &["--nccl-timeout", "0"]].concat(),
             "--nccl-timeout 0",
         ),
+        (
+            two.to_vec(),
+            [&cuda[..], &["--nccl-timeout", "1e30"]].concat(),
+            "--nccl-timeout 1000000",
+        ),
+        (
+            two.to_vec(),
+            [&cuda[..], &["--nccl-timeout=-3"]].concat(),
+            "--nccl-timeout -3",
+        ),
     ];
     for (vars, args, expect) in cases {
         let out = as_rank(&vars, &args);
