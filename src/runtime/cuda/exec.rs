@@ -100,10 +100,6 @@ impl Dev {
     }
 
     pub(super) fn exec_driver(&mut self, op: &Op, step: u64, pc: usize) -> Result<(), Exec> {
-        self.shared
-            .nccl
-            .issued
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let stream = |s: &crate::program::StreamId| self.streams[s.index].get();
         match op {
             Op::Graph { nodes, stream: s } => {
