@@ -3,9 +3,10 @@
 
 use anyhow::Result;
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
-use crate::decomp::{Gathered, Reference};
+use crate::decomp::{Gathered, HALO, Reference};
 use crate::program::Program;
 use crate::snapshot::{Edges, Partial};
 use crate::trace::{TraceRecord, TraceWriter};
@@ -154,4 +155,39 @@ pub trait Runtime: Send {
     }
     /// Test-only: make device `d`'s compute panic.
     fn inject_panic(&self, _d: usize) {}
+}
+
+/// Where device `d`'s halo cells are owned: `(owner, global cells)` for each other device's
+/// part of the `HALO` cells on either side of `ranges[d]` (cells beyond the grid have
+/// none). Both runtimes refresh a device's halos from them at a mode switch.
+pub fn halo_owners(ranges: &[Range<usize>], d: usize) -> Vec<(usize, Range<usize>)> {
+    let n = ranges.last().map_or(0, |r| r.end);
+    let me = &ranges[d];
+    let mut out = Vec::new();
+    for halo in [
+        me.start.saturating_sub(HALO)..me.start,
+        me.end..(me.end + HALO).min(n),
+    ] {
+        for (o, r) in ranges.iter().enumerate() {
+            let cells = halo.start.max(r.start)..halo.end.min(r.end);
+            if o != d && !cells.is_empty() {
+                out.push((o, cells));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_halo_wider_than_a_neighbour_reaches_the_next_one() {
+        // HALO is 16: device 0's right halo spans all of device 1 and part of device 2.
+        let ranges = [0..10, 10..15, 15..40];
+        assert_eq!(halo_owners(&ranges, 0), vec![(1, 10..15), (2, 15..10 + HALO)]);
+        assert_eq!(halo_owners(&ranges, 1), vec![(0, 0..10), (2, 15..15 + HALO)]);
+        assert_eq!(halo_owners(&ranges, 2), vec![(0, 0..10), (1, 10..15)]);
+    }
 }

@@ -212,27 +212,21 @@ impl Dev {
     /// the rest of a wide halo stale). Called while every device is idle, between barriers.
     pub(super) fn refresh_halos(&mut self) -> Result<(), DriverError> {
         let sh = self.shared.clone();
-        let (me, n) = (sh.ranges[self.t].clone(), sh.ranges.last().map_or(0, |r| r.end));
         let my_ctx = self.ctx.get();
         let st = self.snap_stream.get();
-        for halo in [
-            me.start.saturating_sub(HALO)..me.start,
-            me.end..(me.end + HALO).min(n),
-        ] {
-            for (o, r) in sh.ranges.iter().enumerate() {
-                let cells = halo.start.max(r.start)..halo.end.min(r.end);
-                let Some(&ctx) = sh.contexts[o].get().filter(|_| o != self.t && !cells.is_empty()) else {
-                    continue;
-                };
-                for f in [Field::Ex, Field::Hy] {
-                    copy_peer(
-                        self.field_view(self.t, f, &cells),
-                        my_ctx,
-                        self.field_view(o, f, &cells),
-                        ctx,
-                        st,
-                    )?;
-                }
+        // Owners in another process (NCCL ranks) are left out: NCCL modes keep one cell.
+        for (o, cells) in crate::runtime::halo_owners(&sh.ranges, self.t) {
+            let Some(&ctx) = sh.contexts[o].get() else {
+                continue;
+            };
+            for f in [Field::Ex, Field::Hy] {
+                copy_peer(
+                    self.field_view(self.t, f, &cells),
+                    my_ctx,
+                    self.field_view(o, f, &cells),
+                    ctx,
+                    st,
+                )?;
             }
         }
         sys::stream_synchronize(st)

@@ -254,20 +254,10 @@ pub(super) fn non_finite(st: &DeviceState) -> Option<(Field, usize, f32)> {
 pub(super) fn refresh_halos(states: &mut [DeviceState]) {
     let owned: Vec<Range<usize>> = states.iter().map(|s| s.lo..s.hi).collect();
     for d in 0..states.len() {
-        let (lo, hi, n) = (states[d].lo, states[d].hi, states[d].n);
-        for halo in [
-            lo.saturating_sub(crate::decomp::HALO)..lo,
-            hi..(hi + crate::decomp::HALO).min(n),
-        ] {
-            for (o, r) in owned.iter().enumerate() {
-                let cells = halo.start.max(r.start)..halo.end.min(r.end);
-                if o == d || cells.is_empty() {
-                    continue;
-                }
-                for f in [Field::Ex, Field::Hy] {
-                    let v = states[o].read(f, &cells).to_vec();
-                    states[d].write(f, cells.start, &v);
-                }
+        for (o, cells) in crate::runtime::halo_owners(&owned, d) {
+            for f in [Field::Ex, Field::Hy] {
+                let v = states[o].read(f, &cells).to_vec();
+                states[d].write(f, cells.start, &v);
             }
         }
     }
