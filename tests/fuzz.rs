@@ -8,6 +8,8 @@
 //!
 //! which prints how many cases ended in each class.
 
+mod common;
+
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use std::collections::BTreeMap;
@@ -297,10 +299,7 @@ fn run_case(dir: &std::path::Path, text: &str, mode: &str) -> Result<Outcome, St
 
 #[test]
 fn every_generated_scenario_runs_or_is_refused_in_one_line() {
-    let cases: u32 = std::env::var("HALOSCOPE_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
+    let cases = common::fuzz_cases(300);
     let dir = tempfile::tempdir().unwrap();
     let counts = std::sync::Mutex::new(BTreeMap::<Outcome, u32>::new());
     let modes = prop::sample::select(vec![

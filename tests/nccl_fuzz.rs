@@ -7,6 +7,8 @@
 //!
 //!     HALOSCOPE_FUZZ_CASES=5000 cargo test --release --test nccl_fuzz -- --nocapture
 
+mod common;
+
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use std::collections::BTreeMap;
@@ -117,10 +119,7 @@ fn run_case(text: String, devices: usize, unbuffered: bool) -> Result<Outcome, S
 
 #[test]
 fn every_generated_nccl_program_is_refused_runs_or_stops_saying_why() {
-    let cases: u32 = std::env::var("HALOSCOPE_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let cases = common::fuzz_cases(200);
     let counts = std::sync::Mutex::new(BTreeMap::<Outcome, u32>::new());
     // No shrinking: a hung case's thread keeps spinning, and the case as generated is
     // small enough to read.

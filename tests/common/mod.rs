@@ -3,8 +3,18 @@
 use std::path::Path;
 use std::process::Command;
 
+/// Cases a test of generated inputs runs: `HALOSCOPE_FUZZ_CASES` if set, else `default`.
+#[allow(dead_code)]
+pub fn fuzz_cases(default: u32) -> u32 {
+    std::env::var("HALOSCOPE_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Runs the built binary with `args` in `dir` (the working directory when `None`): its exit
 /// code, standard output and standard error.
+#[allow(dead_code)]
 pub fn haloscope_in(dir: Option<&Path>, args: &[&str]) -> (i32, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_haloscope"));
     if let Some(d) = dir {
