@@ -75,7 +75,7 @@ Examples:
   haloscope --paused --screen \"n n . .\"       the UI off-screen: press keys, print the screen
   haloscope --list                            list built-in scenarios and modes
   haloscope check --mode no-wait              the program's races, whatever the timing, with fixes
-  haloscope tour                              a guided tour through the eight rules (t: next stop)
+  haloscope tour                              a guided tour through the nine rules (t: next stop)
   haloscope program export events -o mine.halo
                                               a mode as a program file to edit; run it with
   haloscope --program mine.halo               --program (e in the UI opens it in $EDITOR)
@@ -176,7 +176,7 @@ pub enum ProgramAction {
 /// Options of `haloscope tour`.
 #[derive(Debug, Args, Clone)]
 pub struct TourArgs {
-    /// A built-in tour (`rules`: the eight rules, the default) or a tour TOML file (see
+    /// A built-in tour (`rules`: the nine rules, the default) or a tour TOML file (see
     /// assets/tours/rules.toml for every field).
     #[arg(value_name = "NAME|FILE")]
     pub tour: Option<String>,

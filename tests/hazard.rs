@@ -436,6 +436,7 @@ fn an_event_used_after_its_destruction_in_host_order_is_invalid() {
             name: "done[0]".into(),
             device: 0,
         }],
+        flags: Vec::new(),
         setup: vec![vec![Op::EventCreate { event: e, device: 0 }]],
         step: vec![vec![
             Op::Launch {

@@ -366,13 +366,16 @@ fn every_performance_claim_of_a_lesson_holds_in_the_model_on_its_scenario() {
     // (4 bytes at the peer bandwidth add 0.00001 µs.)
     assert!((copy_us(&small, Mode::Push) - 4.98).abs() < 1e-3);
     assert!((copy_us(&small, Mode::Events) - 8.96).abs() < 1e-3);
-    // fused-push: "fastest" (README), on the small grid and the big one; graph-push
-    // beats graph (README: 2.16 against 2.66 µs/step on 2 devices, 2.16 against 3.77 on 4).
+    // fused-flags: "fastest" (README), then fused-push, on the small grid and the big one
+    // (4 devices: the barriers fused-flags does without cost more with more threads);
+    // graph-push beats graph (README: 2.16 against 2.66 µs/step on 2 devices, 2.16
+    // against 3.77 on 4).
     for s in [&small, &big] {
-        let p = t(s, Mode::FusedPush);
+        let (f, p) = (t(s, Mode::FusedFlags), t(s, Mode::FusedPush));
+        assert!(f < p, "{} cells: fused-flags {f}, fused-push {p}", s.cells);
         for m in Mode::ALL
             .into_iter()
-            .filter(|m| m.is_correct() && *m != Mode::FusedPush)
+            .filter(|m| m.is_correct() && !matches!(m, Mode::FusedPush | Mode::FusedFlags))
         {
             assert!(
                 p < t(s, m),

@@ -54,6 +54,7 @@ fn program(events: &[(&str, usize)], step: Vec<Vec<Op>>) -> Program {
         name: "test".into(),
         stream_names: vec!["compute".into(), "copy".into()],
         events,
+        flags: Vec::new(),
         setup,
         step,
         steps_per_round: 1,

@@ -97,6 +97,10 @@ pub(super) fn analyse(program: &Program, states: &[DeviceState]) -> (Graph, Vec<
         .iter()
         .any(|c| matches!(c.op, Op::Nccl { .. }))
         .then(|| g.clone());
+    g.flag_edges(program);
+    if let Some(s) = strict.as_mut() {
+        s.flag_edges(program);
+    }
     g.nccl_edges(false);
     if !g.close() {
         findings.push(deadlock(program, &g, false));

@@ -150,6 +150,31 @@ impl Graph {
         }
     }
 
+    /// Rule 9: a flag wait in round r ends after the write it is paired with
+    /// (`Program::flag_target`), when that round is unrolled; one satisfied by the flag's
+    /// first value waits for nothing.
+    pub fn flag_edges(&mut self, program: &Program) {
+        let mut writes = std::collections::HashMap::new();
+        for (i, c) in self.calls.iter().enumerate() {
+            if let (Op::FlagWrite { flag, .. }, Some(r)) = (&c.op, c.round) {
+                writes.insert((flag.0, r as u64), i);
+            }
+        }
+        let mut edges = Vec::new();
+        for c in &self.calls {
+            if let (Op::FlagWait { flag, offset, .. }, Some(r)) = (&c.op, c.round)
+                && let Some(j) = program.flag_target(*flag, *offset, r as u64)
+                && let Some(&w) = writes.get(&(flag.0, j))
+                && let (Some(a), Some(b)) = (self.calls[w].gpu, c.gpu)
+            {
+                edges.push((a, b));
+            }
+        }
+        for (a, b) in edges {
+            self.edge(a, b);
+        }
+    }
+
     fn edge(&mut self, a: usize, b: usize) {
         self.succ[a].push(b);
     }

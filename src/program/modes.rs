@@ -29,6 +29,7 @@ pub enum Mode {
     WideHalo,
     Fused,
     FusedPush,
+    FusedFlags,
     Graph,
     GraphPush,
     Nccl,
@@ -37,7 +38,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 17] = [
+    pub const ALL: [Mode; 18] = [
         Mode::Events,
         Mode::HostSync,
         Mode::Overlap,
@@ -47,6 +48,7 @@ impl Mode {
         Mode::GraphPush,
         Mode::Fused,
         Mode::FusedPush,
+        Mode::FusedFlags,
         Mode::Nccl,
         Mode::NcclOverlap,
         Mode::NoWait,
@@ -71,6 +73,7 @@ impl Mode {
             Mode::WideHalo => "wide-halo",
             Mode::Fused => "fused",
             Mode::FusedPush => "fused-push",
+            Mode::FusedFlags => "fused-flags",
             Mode::Graph => "graph",
             Mode::GraphPush => "graph-push",
             Mode::Nccl => "nccl",
@@ -113,6 +116,9 @@ impl Mode {
             Mode::GraphPush => {
                 "Correct: as graph, the exchange pushed from two copy streams, both directions at once"
             }
+            Mode::FusedFlags => {
+                "Correct, no host barrier: as fused-push, ordered across devices by flags (stream memory ops)"
+            }
             Mode::Nccl => "Correct: the halos as NCCL messages, one group per field on the compute stream",
             Mode::NcclOverlap => {
                 "Correct and overlapped: boundary first, the NCCL group on a copy stream, joined by events"
@@ -135,6 +141,7 @@ impl Mode {
                 | Mode::Graph
                 | Mode::Fused
                 | Mode::FusedPush
+                | Mode::FusedFlags
                 | Mode::GraphPush
                 | Mode::Nccl
                 | Mode::NcclOverlap
@@ -224,7 +231,7 @@ impl Mode {
                  per cell per step). One launch per 16 steps also hides the launch cost on small grids.\n\
                  A step (n) runs the whole round of 16 steps. max |Δ| stays 0."
             }
-            Mode::FusedPush | Mode::GraphPush => self.pushed_lesson(),
+            Mode::FusedPush | Mode::GraphPush | Mode::FusedFlags => self.pushed_lesson(),
             Mode::WriteAfterRead => {
                 "Broken. wide-halo without its write-after-read wait: after pulling its halos, a device\n\
                  starts the next round at once, and its first kernels rewrite the cells its neighbours\n\
@@ -253,8 +260,8 @@ impl Mode {
                  boundary cells of both fields into its neighbours' halos from two copy streams, one per\n\
                  direction, at once. A push waits for my round (read after write) and the neighbour's\n\
                  (write after read); the next round waits for the pushes both ways. The compute stream\n\
-                 never carries a copy: the fastest mode in the model (one H200 holding both devices ran\n\
-                 it slower than fused: 4.11 µs a step against 3.47). max |Δ| stays 0."
+                 never carries a copy: fast in the model (fused-flags is faster; one H200 holding both\n\
+                 devices ran it slower than fused: 4.11 µs a step against 3.47). max |Δ| stays 0."
             }
             Mode::GraphPush => {
                 "Correct, and neither launches nor copies on the compute stream. As graph, but each\n\
@@ -263,6 +270,14 @@ impl Mode {
                  compute stream). Each push waits for my round (read after write) and the neighbour's\n\
                  (write after read, rule 5); the next graph waits for the pushes both ways (rule 2).\n\
                  On small grids, where latency rules, that is the exchange in one copy's time. max |Δ| 0."
+            }
+            Mode::FusedFlags => {
+                "Correct, and no host barrier. As fused-push, but a device waits for its neighbour with\n\
+                 a flag, not an event: the neighbour's stream writes iter + 1 into it after its round or\n\
+                 its push, and my stream waits until it holds that much (cuStreamWaitValue32). A wait for\n\
+                 a value may be issued before the write (rule 9); a wait on an event binds to the last\n\
+                 record issued (rule 3), hence fused-push's barriers. Threads run ahead freely: on the\n\
+                 timeline no host waits, and each wait ◆ ends when the write it was paired with lands."
             }
             _ => "",
         }
@@ -314,6 +329,7 @@ impl Mode {
             Mode::WideHalo => include_str!("../../assets/programs/wide-halo.halo"),
             Mode::Fused => include_str!("../../assets/programs/fused.halo"),
             Mode::FusedPush => include_str!("../../assets/programs/fused-push.halo"),
+            Mode::FusedFlags => include_str!("../../assets/programs/fused-flags.halo"),
             Mode::Graph => include_str!("../../assets/programs/graph.halo"),
             Mode::GraphPush => include_str!("../../assets/programs/graph-push.halo"),
             Mode::Nccl => include_str!("../../assets/programs/nccl.halo"),

@@ -25,6 +25,23 @@ pub struct EventInfo {
     pub device: usize,
 }
 
+/// A flag of the program (a 32-bit word in a device's memory, for stream memory
+/// operations): index into [`Program::flags`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct FlagId(pub usize);
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlagInfo {
+    /// Name as in the code, e.g. `landed[1]`.
+    pub name: String,
+    /// The device whose memory holds it (zero when a program starts).
+    pub device: usize,
+    /// The one call that writes it each round: its stream and the constant `c` of the value
+    /// it writes, `iter + c` (instantiation refuses a flag waited on and never written, or
+    /// written twice a round).
+    pub writer: Option<(StreamId, i64)>,
+}
+
 /// One API call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub enum Op {
@@ -75,6 +92,22 @@ pub enum Op {
         nodes: Vec<Op>,
         stream: StreamId,
     },
+    /// `cuStreamWriteValue32(stream, flag, iter + offset, 0)`: when the stream reaches it,
+    /// the flag takes the round's number (`iter`, from 0 when the program starts) plus
+    /// `offset`, after everything before it on the stream (a memory fence first).
+    FlagWrite {
+        flag: FlagId,
+        stream: StreamId,
+        offset: i64,
+    },
+    /// `cuStreamWaitValue32(stream, flag, iter + offset, CU_STREAM_WAIT_VALUE_GEQ)`: the
+    /// stream waits until the flag holds at least that value. Unlike an event's wait (rule
+    /// 3) it may be issued before the write it waits for (rule 9).
+    FlagWait {
+        stream: StreamId,
+        flag: FlagId,
+        offset: i64,
+    },
     /// `ncclGroupStart()`: the NCCL calls of this thread up to `ncclGroupEnd` are one
     /// operation on their stream; their sends and receives progress together.
     NcclGroupStart,
@@ -123,9 +156,12 @@ impl Op {
             Op::Launch { .. } | Op::Graph { .. } => OpKind::Kernel,
             Op::PeerCopy { .. } | Op::Nccl { .. } => OpKind::Copy,
             Op::NcclGroupStart | Op::NcclGroupEnd => OpKind::Sync,
-            Op::EventCreate { .. } | Op::EventDestroy { .. } | Op::Record { .. } | Op::Wait { .. } => {
-                OpKind::Event
-            }
+            Op::EventCreate { .. }
+            | Op::EventDestroy { .. }
+            | Op::Record { .. }
+            | Op::Wait { .. }
+            | Op::FlagWrite { .. }
+            | Op::FlagWait { .. } => OpKind::Event,
             Op::StreamSync { .. } | Op::DeviceSync { .. } | Op::HostBarrier => OpKind::Sync,
         }
     }
@@ -171,6 +207,8 @@ impl Op {
             | Op::Record { stream, .. }
             | Op::Wait { stream, .. }
             | Op::PeerCopy { stream, .. }
+            | Op::FlagWrite { stream, .. }
+            | Op::FlagWait { stream, .. }
             | Op::Nccl { stream, .. } => Some(*stream),
             _ => None,
         }
@@ -185,6 +223,8 @@ pub struct Program {
     /// Names of each device's streams (`compute`, `copy`).
     pub stream_names: Vec<String>,
     pub events: Vec<EventInfo>,
+    /// Flags for stream memory operations (empty in most programs).
+    pub flags: Vec<FlagInfo>,
     /// Calls each thread makes once before the first step.
     pub setup: Vec<Vec<Op>>,
     /// Calls each thread makes every round.
@@ -238,6 +278,40 @@ impl Program {
         self.step.len()
     }
 
+    /// The round whose write a wait with `offset` in round `round` waits for (`None`: the
+    /// flag's first value, 0, satisfies it). A wait for `v` = `round + offset` is satisfied
+    /// by the first write of a value ≥ `v`: the writer's round `v − c`, or its first.
+    pub fn flag_target(&self, flag: FlagId, offset: i64, round: u64) -> Option<u64> {
+        let v = i64::try_from(round).ok()?.checked_add(offset)?;
+        let (_, c) = self.flags[flag.0].writer?;
+        (v > 0).then(|| u64::try_from(v.saturating_sub(c)).unwrap_or(0))
+    }
+
+    /// `cuStreamWriteValue32(…)` or (`wait`) `cuStreamWaitValue32(…)`.
+    fn render_flag(&self, wait: bool, flag: FlagId, stream: StreamId, offset: i64) -> String {
+        let (call, how) = if wait {
+            ("cuStreamWaitValue32", "CU_STREAM_WAIT_VALUE_GEQ")
+        } else {
+            ("cuStreamWriteValue32", "0")
+        };
+        let f = &self.flags[flag.0];
+        format!(
+            "{call}({}, {}@dev{}, {}, {how})",
+            self.stream_name(stream),
+            f.name,
+            f.device,
+            Program::flag_value(offset)
+        )
+    }
+
+    fn flag_value(offset: i64) -> String {
+        match offset {
+            0 => "iter".into(),
+            o if o < 0 => format!("iter - {}", -o),
+            o => format!("iter + {o}"),
+        }
+    }
+
     pub fn stream_name(&self, s: StreamId) -> String {
         format!("{}@dev{}", self.stream_names[s.index], s.device)
     }
@@ -272,6 +346,20 @@ impl Program {
             Op::Graph { nodes, .. } => format!("graph of {} kernels", nodes.len()),
             Op::NcclGroupStart => "group start".into(),
             Op::NcclGroupEnd => "group end".into(),
+            Op::FlagWrite { flag, offset, .. } => {
+                format!(
+                    "write {} = {}",
+                    self.flags[flag.0].name,
+                    Program::flag_value(*offset)
+                )
+            }
+            Op::FlagWait { flag, offset, .. } => {
+                format!(
+                    "wait {} ≥ {}",
+                    self.flags[flag.0].name,
+                    Program::flag_value(*offset)
+                )
+            }
             Op::Nccl {
                 dir,
                 field,
@@ -337,6 +425,8 @@ impl Program {
             Op::HostBarrier => "barrier.wait()  // every host thread".to_string(),
             Op::NcclGroupStart => "ncclGroupStart()".into(),
             Op::NcclGroupEnd => "ncclGroupEnd()".into(),
+            Op::FlagWrite { flag, stream, offset } => self.render_flag(false, *flag, *stream, *offset),
+            Op::FlagWait { stream, flag, offset } => self.render_flag(true, *flag, *stream, *offset),
             Op::Nccl {
                 dir,
                 field,

@@ -25,7 +25,12 @@ pub fn program(mode: Mode, ranges: &[Range<usize>]) -> Program {
             Mode::Graph => b.wide(d, Rounds::Graph, true),
             Mode::Fused => b.wide(d, Rounds::Fused, true),
             // Written as a file only: no builder to compare it with.
-            Mode::FusedPush | Mode::GraphPush | Mode::Nccl | Mode::NcclOverlap | Mode::NcclMismatch => {
+            Mode::FusedPush
+            | Mode::FusedFlags
+            | Mode::GraphPush
+            | Mode::Nccl
+            | Mode::NcclOverlap
+            | Mode::NcclMismatch => {
                 unreachable!("{} has no Rust builder", mode.name())
             }
         }
@@ -81,6 +86,7 @@ impl<'a> Builder<'a> {
             name: self.mode.name().to_string(),
             stream_names,
             events: self.events,
+            flags: Vec::new(),
             setup: self.setup,
             step: self.step,
             steps_per_round: self.steps_per_round,
@@ -538,7 +544,7 @@ mod tests {
         ];
         for mode in Mode::ALL
             .into_iter()
-            .filter(|m| !matches!(m, Mode::FusedPush | Mode::GraphPush) && !m.uses_nccl())
+            .filter(|m| !matches!(m, Mode::FusedPush | Mode::GraphPush | Mode::FusedFlags) && !m.uses_nccl())
         {
             for split in &splits {
                 let r = ranges(split);

@@ -1,8 +1,8 @@
-//! The eight rules of stream and event ordering (seven of CUDA's, one of NCCL's), as the
+//! The nine rules of stream and event ordering (eight of CUDA's, one of NCCL's), as the
 //! runtimes honour them; lessons and messages cite them by number ("rule 3").
 
 /// Rule `n` is `RULES[n - 1]`.
-pub const RULES: [&str; 8] = [
+pub const RULES: [&str; 9] = [
     "Operations in one stream run in issue order.",
     "Operations in different streams are unordered unless joined by an event wait.",
     "A wait applies to the most recent record of the event at the time the wait is issued; \
@@ -18,6 +18,10 @@ pub const RULES: [&str; 8] = [
     "An NCCL send or receive returns to the host at once and blocks its stream: a receive \
      ends only after its send has run, and a send may wait for its receive (NCCL buffers only \
      small ones); the calls between ncclGroupStart and ncclGroupEnd progress together.",
+    "A stream memory operation works on a value, not on a last record: cuStreamWaitValue32 \
+     holds its stream until the flag holds at least its value, so it may be issued before the \
+     cuStreamWriteValue32 it waits for; the write comes after the work before it on its \
+     stream.",
 ];
 
 /// The rules `text` cites ("rule 3", "rules 1 and 5" count as 3, 1, 5), in order, once each.
@@ -55,7 +59,7 @@ mod tests {
             cited("binds to none (rule 3), then rule 5; rules 1 and 2"),
             vec![3, 5, 1, 2]
         );
-        assert_eq!(cited("no rules here, rule 9 neither"), Vec::<usize>::new());
+        assert_eq!(cited("no rules here, rule 10 neither"), Vec::<usize>::new());
         // Every broken mode's lesson names the rule it breaks.
         for m in crate::program::Mode::ALL.into_iter().filter(|m| !m.is_correct()) {
             assert!(!cited(m.lesson()).is_empty(), "{}", m.name());

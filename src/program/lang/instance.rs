@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
+mod flags;
 mod nccl;
 
 use super::syntax::{CellPtr, EventRef, Expr, Source, Stmt, StmtKind};
 use crate::decomp::{Field, HALO, Kernel};
-use crate::program::{EventId, EventInfo, Op, Program, StreamId};
+use crate::program::{EventId, EventInfo, FlagInfo, Op, Program, StreamId};
 
 /// Why a program cannot run on this decomposition, and which statement says so.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +41,9 @@ struct Instance<'a> {
     /// The open NCCL group: where `ncclGroupStart` was written, and the stream of its
     /// first call.
     group: Option<(Range<usize>, Option<StreamId>)>,
+    flags: Vec<FlagInfo>,
+    /// Every stream memory operation made, with its thread and where it was written.
+    flag_calls: Vec<(usize, Op, Range<usize>)>,
 }
 
 /// The program `src` on devices owning `ranges`, named `name`.
@@ -58,6 +62,8 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
         loops: Vec::new(),
         k: halo_width(ranges) as i64,
         group: None,
+        flags: Vec::new(),
+        flag_calls: Vec::new(),
     };
     let steps_per_round = match &src.round {
         None => 1,
@@ -82,6 +88,7 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
     }
     inst.by_device()?;
     inst.matched()?;
+    inst.flags_paired()?;
     if let Some(d) = (1..n).find(|&d| inst.barriers[d] != inst.barriers[0]) {
         return Err(InstanceError {
             span: src.step_span.clone(),
@@ -96,6 +103,7 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
         name: name.to_string(),
         stream_names: src.streams.iter().map(|(s, _)| s.clone()).collect(),
         events: inst.events,
+        flags: inst.flags,
         setup: inst.setup,
         step: inst.step,
         steps_per_round,
@@ -358,6 +366,7 @@ impl Instance<'_> {
                 peer,
                 stream,
             } => ops.push(self.p2p(*send, buf, (count, peer), stream, span)?),
+            StmtKind::Flag { .. } => ops.push(self.flag_op(&s.kind, span)?),
         }
         Ok(())
     }

@@ -8,6 +8,7 @@
 
 use std::ops::Range;
 
+mod flags;
 mod lex;
 mod nccl;
 
@@ -86,6 +87,15 @@ pub enum StmtKind {
     Graph(String, Vec<Stmt>),
     GroupStart,
     GroupEnd,
+    /// `cuStreamWriteValue32(stream, flag[i], iter + c, 0)` (`wait`: false) or
+    /// `cuStreamWaitValue32(stream, flag[i], iter + c, CU_STREAM_WAIT_VALUE_GEQ)`; `value`
+    /// may name `iter`, the round's number.
+    Flag {
+        wait: bool,
+        stream: String,
+        flag: EventRef,
+        value: Expr,
+    },
     /// `ncclSend(buf, count, ncclFloat, peer, comm, stream)` or `ncclRecv(…)`.
     P2p {
         send: bool,
@@ -117,6 +127,8 @@ pub struct Source {
     pub name: Option<String>,
     pub streams: Vec<(String, Range<usize>)>,
     pub events: Vec<EventDecl>,
+    /// Flag families (`cuuint32_t name[n];`): a word per device, in its memory.
+    pub flags: Vec<EventDecl>,
     pub round: Option<(Expr, Range<usize>)>,
     pub step: Vec<Stmt>,
     pub step_span: Range<usize>,
@@ -132,9 +144,10 @@ struct Parser {
     toks: Vec<(Tok, Range<usize>)>,
     at: usize,
     end: usize,
-    /// Names in scope: streams, event families, loop variables.
+    /// Names in scope: streams, event and flag families, loop variables.
     streams: Vec<String>,
     events: Vec<String>,
+    flags: Vec<String>,
     loops: Vec<String>,
 }
 
@@ -146,6 +159,7 @@ pub fn parse(text: &str) -> Result<Source, SyntaxError> {
         end: text.len(),
         streams: Vec::new(),
         events: Vec::new(),
+        flags: Vec::new(),
         loops: Vec::new(),
     };
     p.source()
@@ -228,13 +242,15 @@ impl Parser {
             name: None,
             streams: Vec::new(),
             events: Vec::new(),
+            flags: Vec::new(),
             round: None,
             step: Vec::new(),
             step_span: 0..0,
             manual: Vec::new(),
         };
         while self.peek().is_some() {
-            let (word, span) = self.ident("`program`, `cudaStream_t`, `cudaEvent_t`, `round` or `step`")?;
+            let (word, span) =
+                self.ident("`program`, `cudaStream_t`, `cudaEvent_t`, `cuuint32_t`, `round` or `step`")?;
             match word.as_str() {
                 "program" => {
                     let mut name = String::new();
@@ -263,7 +279,8 @@ impl Parser {
                         break;
                     }
                 },
-                "cudaEvent_t" => self.event_decls(&mut src)?,
+                "cudaEvent_t" => self.event_decls(&mut src, false)?,
+                "cuuint32_t" => self.event_decls(&mut src, true)?,
                 "round" => {
                     let e = self.expr()?;
                     self.expect(";", "after the round's steps")?;
@@ -281,7 +298,8 @@ impl Parser {
                     return err(
                         span,
                         format!(
-                            "`{other}`: expected `program`, `cudaStream_t`, `cudaEvent_t`, `round` or `step`"
+                            "`{other}`: expected `program`, `cudaStream_t`, `cudaEvent_t`, `cuuint32_t`, \
+                             `round` or `step`"
                         ),
                     );
                 }
@@ -296,20 +314,28 @@ impl Parser {
         Ok(src)
     }
 
-    /// `cudaEvent_t a[n], b[n] on i + 1;` after its first word.
-    fn event_decls(&mut self, src: &mut Source) -> Result<(), SyntaxError> {
+    /// `cudaEvent_t a[n], b[n] on i + 1;` (or `cuuint32_t …` when `flag`: flags) after
+    /// its first word.
+    fn event_decls(&mut self, src: &mut Source, flag: bool) -> Result<(), SyntaxError> {
+        let what = if flag { "flag" } else { "event" };
         loop {
-            let (e, sp) = self.ident("an event's name")?;
-            if self.events.contains(&e) || self.streams.contains(&e) {
+            let (e, sp) = self.ident(&format!("a{} {what}'s name", if flag { "" } else { "n" }))?;
+            if self.events.contains(&e) || self.flags.contains(&e) || self.streams.contains(&e) {
                 return err(sp, format!("`{e}` is declared twice"));
             }
             self.expect(
                 "[",
-                "after the event's name: events come one per device, `name[n]`",
+                &format!("after the {what}'s name: {what}s come one per device, `name[n]`"),
             )?;
             let (count, csp) = self.ident("`n`")?;
             if count != "n" {
-                return err(csp, "an event family has one event per device: write `[n]`");
+                return err(
+                    csp,
+                    format!(
+                        "a{} {what} family has one {what} per device: write `[n]`",
+                        if flag { "" } else { "n" }
+                    ),
+                );
             }
             self.expect("]", "after `[n`")?;
             let on = if self.eat_ident("on") {
@@ -320,14 +346,20 @@ impl Parser {
             } else {
                 None
             };
-            self.events.push(e.clone());
-            src.events.push(EventDecl {
-                name: e,
+            let decl = EventDecl {
+                name: e.clone(),
                 on,
                 span: sp,
-            });
+            };
+            if flag {
+                self.flags.push(e);
+                src.flags.push(decl);
+            } else {
+                self.events.push(e);
+                src.events.push(decl);
+            }
             if !self.eat_sym(",") {
-                self.expect(";", "after the events")?;
+                self.expect(";", &format!("after the {what}s"))?;
                 break;
             }
         }
@@ -470,6 +502,7 @@ impl Parser {
             }
             "cudaEventCreate" | "cudaEventCreateWithFlags" | "cudaEventDestroy" => self.event_life(&word)?,
             "ncclGroupStart" | "ncclGroupEnd" | "ncclSend" | "ncclRecv" => self.nccl_call(&word)?,
+            "cuStreamWriteValue32" | "cuStreamWaitValue32" => self.flag_call(&word)?,
             other => {
                 return err(
                     sp,
@@ -477,7 +510,8 @@ impl Parser {
                         "unknown call `{other}` (kernels: {}; cudaEventRecord, cudaStreamWaitEvent, \
                          cudaMemcpyPeerAsync, cudaStreamSynchronize, cudaDeviceSynchronize, \
                          cudaSetDevice, cudaEventCreate, cudaEventDestroy, cudaGraphLaunch, \
-                         ncclGroupStart, ncclGroupEnd, ncclSend, ncclRecv, #pragma omp barrier, if, for)",
+                         cuStreamWriteValue32, cuStreamWaitValue32, ncclGroupStart, ncclGroupEnd, \
+                         ncclSend, ncclRecv, #pragma omp barrier, if, for)",
                         KERNELS.join(", ")
                     ),
                 );

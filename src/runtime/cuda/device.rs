@@ -115,6 +115,9 @@ pub(super) struct Snap {
 /// owner frees its own in `Drop`): the graphs, the events, the streams, the snapshot's and
 /// the fields' buffers, the modules, and the context last. `Drop for Dev` only waits for
 /// the device first.
+/// Flags a program may keep on one device (`runtime::check_flags` refuses more).
+pub(super) const FLAG_WORDS: usize = 1024;
+
 pub(super) struct Dev {
     pub(super) t: usize,
     pub(super) meta: DeviceState,
@@ -153,6 +156,10 @@ pub(super) struct Dev {
     /// `ex, hy, ca, cb, prev`, and for the fused kernel `prev_in, strip_ex, strip_hy`; in
     /// 2D `ez, h, ca, cb`, the Mur rows' `prev` and coefficients, two unused.
     pub(super) buffers: Vec<DeviceBuffer>,
+    /// Words for the program's flags that live on this device, zeroed when it starts, and
+    /// the step it started at (flag values count its rounds).
+    pub(super) flag_words: DeviceBuffer,
+    pub(super) program_start: u64,
     /// The kernels' modules: loaded while `k`'s functions may run.
     pub(super) _modules: Vec<LoadedModule>,
     pub(super) ctx: PrimaryContext,
@@ -196,6 +203,7 @@ impl Dev {
             reduce_plane: f(1, "reduce_plane")?,
         };
         let buffers = buffers(&meta, ctx, (t, gpu))?;
+        let flag_words = DeviceBuffer::zeroed(FLAG_WORDS, ctx)?;
         let dev = Dev {
             t,
             ch,
@@ -220,6 +228,8 @@ impl Dev {
             clock_stream: OwnedStream::new(ctx)?,
             snap: None,
             buffers,
+            flag_words,
+            program_start: 0,
             _modules: modules,
             ctx: context,
             meta,
@@ -227,6 +237,7 @@ impl Dev {
         let mut dev = dev;
         let _ = dev.shared.contexts[t].set(ctx);
         let _ = dev.shared.fields[t].set((dev.buffers[0].view(), dev.buffers[1].view()));
+        let _ = dev.shared.flag_words[t].set(dev.flag_words.view());
         dev.shared.barrier.wait()?;
         // Direct peer access to the neighbours on other GPUs, where the hardware allows.
         for p in [t.checked_sub(1), Some(t + 1)].into_iter().flatten() {
@@ -252,6 +263,9 @@ impl Dev {
         for (i, op) in self.program.setup[self.t].clone().iter().enumerate() {
             self.exec(op, None, i)?;
         }
+        // Every flag starts at 0 (each device zeroes its own; all meet below first).
+        self.flag_words.zero()?;
+        self.program_start = self.step;
         sys::synchronize_context()?;
         self.ensure_comm()?;
         self.shared.barrier.wait()

@@ -5,13 +5,13 @@ use std::ops::Range;
 
 use super::device::*;
 use super::launch::{Arg, ChainGraph, Launch};
-use super::owned::{BufferView, copy_peer};
+use super::owned::{BufferView, copy_peer, wait_value, write_value};
 use super::shared::*;
 use super::sys::{self, DriverError};
 use super::wide;
 use crate::decomp::{Field, HALO, Kernel};
 use crate::physics::EndCondition;
-use crate::program::Op;
+use crate::program::{FlagId, Op};
 use crate::runtime::OpError;
 use crate::scenario::Injection;
 
@@ -192,8 +192,47 @@ impl Dev {
             Op::DeviceSync { .. } => sys::synchronize_context()?,
             Op::HostBarrier => self.shared.barrier.wait().map_err(Exec::Failure)?,
             Op::NcclGroupStart | Op::NcclGroupEnd | Op::Nccl { .. } => self.exec_nccl(op, step)?,
+            Op::FlagWrite { .. } | Op::FlagWait { .. } => self.exec_flag(op, step)?,
         }
         Ok(())
+    }
+
+    /// `cuStreamWriteValue32` or `cuStreamWaitValue32` of the round of `step`.
+    fn exec_flag(&self, op: &Op, step: u64) -> Result<(), DriverError> {
+        match op {
+            Op::FlagWrite { flag, stream, offset } => write_value(
+                self.streams[stream.index].get(),
+                self.flag_ptr(*flag),
+                self.flag_value(step, *offset),
+            ),
+            Op::FlagWait { stream, flag, offset } => wait_value(
+                self.streams[stream.index].get(),
+                self.flag_ptr(*flag),
+                self.flag_value(step, *offset),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// The word of flag `f`: in its device's words, after the flags before it there.
+    fn flag_ptr(&self, f: FlagId) -> super::owned::DevicePtr {
+        let device = self.program.flags[f.0].device;
+        let slot = self.program.flags[..f.0]
+            .iter()
+            .filter(|x| x.device == device)
+            .count();
+        let words = self.shared.flag_words[device]
+            .get()
+            .expect("published before the first step");
+        words.at(slot)
+    }
+
+    /// `iter + offset` in the round of `step` (a value below 0 is 0: no wait for less is
+    /// ever unmet, and no write of it satisfies a wait for more).
+    fn flag_value(&self, step: u64, offset: i64) -> u32 {
+        let round = (step - self.program_start) / self.program.steps_per_round.max(1);
+        let v = i64::try_from(round).unwrap_or(i64::MAX).saturating_add(offset);
+        u32::try_from(v.max(0)).unwrap_or(u32::MAX)
     }
 
     /// Cells `cells` (global) of `field` in device `d`'s array (a cell is a row of floats

@@ -222,6 +222,14 @@ impl DeviceBuffer {
         self.view
     }
 
+    /// Sets every word to zero, synchronously.
+    pub fn zero(&self) -> Result<(), DriverError> {
+        // SAFETY: the allocation holds `floats` 32-bit words.
+        check("cuMemsetD32", unsafe {
+            sys::cuMemsetD32_v2(self.view.ptr, 0, self.view.floats)
+        })
+    }
+
     /// Copies `src` to the start of the buffer, synchronously.
     pub fn upload(&self, src: &[f32]) -> Result<(), DriverError> {
         assert!(src.len() <= self.view.floats, "upload larger than the buffer");
@@ -402,4 +410,24 @@ impl Drop for Pinned {
         // SAFETY: allocated by cuMemAllocHost, freed once; no copy is in flight.
         let _ = unsafe { sys::cuMemFreeHost(self.ptr.cast()) };
     }
+}
+
+/// `cuStreamWriteValue32(s, at, value, 0)`: when `s` reaches it, after a memory fence, the
+/// word at `at` takes `value` (rule 9). `at` may lie on another GPU with peer access on.
+pub fn write_value(s: Stream, at: DevicePtr, value: u32) -> Result<(), DriverError> {
+    // SAFETY: `at` addresses a live 32-bit word of a device buffer (a view's), reachable from
+    // the stream's context: the same GPU, or a neighbour with peer access enabled (checked
+    // before the program runs); the driver reports anything else as an error code.
+    check("cuStreamWriteValue32", unsafe {
+        sys::cuStreamWriteValue32_v2(s.0, at.raw(), value, 0)
+    })
+}
+
+/// `cuStreamWaitValue32(s, at, value, CU_STREAM_WAIT_VALUE_GEQ)`: the work after it on `s`
+/// waits until the word at `at` holds at least `value`.
+pub fn wait_value(s: Stream, at: DevicePtr, value: u32) -> Result<(), DriverError> {
+    // SAFETY: as for `write_value`; CU_STREAM_WAIT_VALUE_GEQ is 0.
+    check("cuStreamWaitValue32", unsafe {
+        sys::cuStreamWaitValue32_v2(s.0, at.raw(), value, 0)
+    })
 }

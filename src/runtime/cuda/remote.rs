@@ -399,6 +399,7 @@ mod tests {
             name: "events".into(),
             stream_names: Vec::new(),
             events: Vec::new(),
+            flags: Vec::new(),
             setup: Vec::new(),
             step: Vec::new(),
             steps_per_round: 1,

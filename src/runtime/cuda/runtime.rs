@@ -40,6 +40,8 @@ pub struct CudaRuntime {
     pub(super) shared: Arc<Shared>,
     /// The devices whose threads run in this process.
     pub(super) local: Vec<usize>,
+    /// The devices' shapes (no field memory), for the hazard checker.
+    pub(super) shapes: Vec<DeviceState>,
 }
 
 /// The GPUs visible here, for messages: `0: NVIDIA H200, 1: …` (through cust's safe API).
@@ -118,6 +120,7 @@ impl CudaRuntime {
             barrier: Barrier::new(place.local.len()),
             contexts: (0..n).map(|_| OnceLock::new()).collect(),
             fields: (0..n).map(|_| OnceLock::new()).collect(),
+            flag_words: (0..n).map(|_| OnceLock::new()).collect(),
             events: RwLock::new(vec![None; program.events.len()]),
             last_record: Mutex::new(vec![None; program.events.len()]),
             ranges: s.ranges(),
@@ -136,6 +139,8 @@ impl CudaRuntime {
             .map(|r| crate::decomp::place_sources(s, r, HALO).len() * usize::from(!s.two_d()))
             .collect();
         check_fused(&program, &held_sources)?;
+        check_flags(&program, gpus)?;
+        flags_never_hang(&program, &DeviceState::shapes(s))?;
         let (reply_tx, replies) = unbounded();
         let mut commands = Vec::new();
         let mut handles = Vec::new();
@@ -175,6 +180,7 @@ impl CudaRuntime {
             held_sources,
             shared: shared.clone(),
             local: place.local.clone(),
+            shapes: DeviceState::shapes(s),
         };
         rt.collect(|_, r| {
             matches!(r, Reply::Ready)
@@ -381,6 +387,8 @@ impl CudaRuntime {
     /// devices on one GPU or not installed, or anything but NCCL across processes.
     pub fn refuses(&self, program: &Program) -> Result<(), UsageError> {
         check_fused(program, &self.held_sources)?;
+        check_flags(program, &self.shared.gpus)?;
+        flags_never_hang(program, &self.shapes)?;
         let gpus: Vec<i32> = self.local.iter().map(|&d| self.shared.gpus[d]).collect();
         nccl::distinct_gpus(program, &gpus)?;
         if let Some(w) = crate::world::process().world {
@@ -516,6 +524,8 @@ fn across_processes(program: &Program, size: usize, devices: usize) -> Result<()
         matches!(op, Op::PeerCopy { .. } | Op::HostBarrier)
             || matches!(op, Op::Record { event, stream } | Op::Wait { event, stream }
                 if program.events[event.0].device != stream.device)
+            || matches!(op, Op::FlagWrite { flag, stream, .. } | Op::FlagWait { stream, flag, .. }
+                if program.flags[flag.0].device != stream.device)
     });
     match op {
         Some(op) => Err(UsageError(format!(
@@ -556,6 +566,56 @@ fn topology(gpus: &[i32], names: &[String], local: &[usize]) -> Vec<String> {
             format!("dev{d} on GPU {}; peers: {}", names[g as usize], peers.join(", "))
         })
         .collect()
+}
+
+/// A flag in another GPU's memory is reached through peer access, which each device turns
+/// on to its neighbours where the GPUs allow it; at most [`super::device::FLAG_WORDS`]
+/// flags on a device.
+pub(super) fn check_flags(program: &Program, gpus: &[i32]) -> Result<(), UsageError> {
+    for d in 0..gpus.len() {
+        let on = program.flags.iter().filter(|f| f.device == d).count();
+        if on > super::device::FLAG_WORDS {
+            return Err(UsageError(format!(
+                "program {}: {on} flags on dev{d}, at most {}",
+                program.name,
+                super::device::FLAG_WORDS
+            )));
+        }
+    }
+    let far = program.step.iter().flatten().find(|op| match op {
+        Op::FlagWrite { flag, stream, .. } | Op::FlagWait { stream, flag, .. } => {
+            let (a, b) = (program.flags[flag.0].device, stream.device);
+            let (ga, gb) = (gpus.get(a), gpus.get(b));
+            ga != gb && (a.abs_diff(b) != 1 || !ga.zip(gb).is_some_and(|(x, y)| peer_direct(*x, *y)))
+        }
+        _ => false,
+    });
+    match far {
+        Some(op) => Err(UsageError(format!(
+            "`{}`: a flag on another GPU is reached through peer access, which is on only between \
+             neighbouring devices whose GPUs allow it (cuDeviceCanAccessPeer)",
+            program.render(op)
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A flag wait that is never satisfied holds its stream for ever, with no error for any
+/// watchdog to see: a program whose waits the hazard checker finds in a circle is refused
+/// before it runs (the sim runs it and names the circle as it forms).
+fn flags_never_hang(program: &Program, shapes: &[DeviceState]) -> Result<(), UsageError> {
+    if program.flags.is_empty() || program.devices() > crate::hazard::MAX_DEVICES {
+        return Ok(());
+    }
+    let findings = crate::hazard::check(program, shapes);
+    match findings.iter().find(|f| f.kind == crate::hazard::Kind::Invalid && f.why.contains("circle")) {
+        Some(f) => Err(UsageError(format!(
+            "program {}: {} (thread {} call {}: `{}`); on a GPU it would hang without an error. \
+             Run it on the sim (--runtime sim) to watch the circle form",
+            program.name, f.why, f.first.thread, f.first.call, f.first.text
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The fused kernel takes its sources as a kernel argument: at most

@@ -116,6 +116,8 @@ pub(super) struct Shared {
     pub(super) contexts: Vec<OnceLock<sys::Context>>,
     /// `(ex, hy)` buffers of each logical device (their owner outlives every copy).
     pub(super) fields: Vec<OnceLock<(BufferView, BufferView)>>,
+    /// Each logical device's words for the program's flags (`Dev::flag_ptr`).
+    pub(super) flag_words: Vec<OnceLock<BufferView>>,
     /// The program's events, created by the thread of the device they belong to.
     pub(super) events: RwLock<Vec<Option<sys::Event>>>,
     /// Per program event: the trace id of its latest record (`UNTIMED` when that record

@@ -73,6 +73,8 @@ unsafe extern "C" {
     pub(super) fn cuStreamDestroy_v2(stream: *mut Opaque) -> i32;
     pub(super) fn cuStreamSynchronize(stream: *mut Opaque) -> i32;
     pub(super) fn cuStreamWaitEvent(stream: *mut Opaque, event: *mut Opaque, flags: u32) -> i32;
+    pub(super) fn cuStreamWriteValue32_v2(stream: *mut Opaque, addr: RawPtr, value: u32, flags: u32) -> i32;
+    pub(super) fn cuStreamWaitValue32_v2(stream: *mut Opaque, addr: RawPtr, value: u32, flags: u32) -> i32;
     pub(super) fn cuEventCreate(event: *mut *mut Opaque, flags: u32) -> i32;
     pub(super) fn cuEventDestroy_v2(event: *mut Opaque) -> i32;
     pub(super) fn cuEventRecord(event: *mut Opaque, stream: *mut Opaque) -> i32;

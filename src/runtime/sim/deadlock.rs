@@ -46,10 +46,19 @@ impl Scheduler {
                 ..
             } => {
                 let p = self.nccl.records.get(record)?;
-                let what = format!(
-                    "waits in cudaStreamWaitEvent (call {}) for an event rank {} records behind NCCL work",
-                    c.pc, p.stream.device
-                );
+                let what = match self.program.step[c.t].get(c.pc) {
+                    Some(crate::program::Op::FlagWait { flag, .. }) => format!(
+                        "waits in cuStreamWaitValue32 on {} (call {}) for a write that stream {} has \
+                         not reached",
+                        self.program.flags[flag.0].name,
+                        c.pc,
+                        self.program.stream_name(p.stream)
+                    ),
+                    _ => format!(
+                        "waits in cudaStreamWaitEvent (call {}) for an event rank {} records behind NCCL work",
+                        c.pc, p.stream.device
+                    ),
+                };
                 Some((p.stream, what))
             }
             Deferred::Wait { .. } | Deferred::Call { .. } => None,

@@ -26,7 +26,12 @@ impl Scheduler {
         } * self.jitter(t, step, pc, 1);
         // Work for a stream waits for a free slot in its queue: the call blocks till then.
         let slots = match &op {
-            Op::Launch { .. } | Op::Graph { .. } | Op::Record { .. } | Op::Wait { .. } => 1,
+            Op::Launch { .. }
+            | Op::Graph { .. }
+            | Op::Record { .. }
+            | Op::Wait { .. }
+            | Op::FlagWrite { .. }
+            | Op::FlagWait { .. } => 1,
             Op::PeerCopy { dst, stream, .. } if stream.device == *dst => PULL_QUEUE_SLOTS,
             Op::PeerCopy { .. } => 1,
             _ => 0,
@@ -166,6 +171,7 @@ impl Scheduler {
                 cells,
                 stream,
             } => self.copy_effects(c, (*field, *src, *dst), cells, *stream, rec),
+            Op::FlagWrite { .. } | Op::FlagWait { .. } => self.flag_effects(c, op, rec),
             Op::StreamSync { stream } => {
                 let free = self.stream_free.get(stream).copied().unwrap_or(0.0);
                 rec.end_us = after_call.max(free + self.cost.sync_wake_us);

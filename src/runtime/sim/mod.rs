@@ -21,6 +21,7 @@
 mod backend;
 mod compute;
 mod deadlock;
+mod flags;
 mod issue;
 mod nccl;
 mod pending;

@@ -68,6 +68,11 @@ impl Scheduler {
                 }
             }
             Op::Nccl { .. } => self.nccl_call(c, op, rec),
+            Op::FlagWait { .. } => {
+                if !self.flag_wait_issue(c, op, rec) {
+                    return Ok(false);
+                }
+            }
             Op::StreamSync { stream } if self.nccl.is_blocked(*stream) => self.stick_sync(c, vec![*stream]),
             Op::DeviceSync { device } => {
                 let streams: Vec<StreamId> = self
@@ -123,6 +128,7 @@ impl Scheduler {
                         // Waits issued from now on bind to this record, not yet placed.
                         let pending = PendingRecord {
                             done: None,
+                            by: Some(c.seq),
                             waiters: 0,
                             stream: s,
                         };
@@ -237,7 +243,7 @@ impl Scheduler {
         self.defer(s, item, c.at, slots.max(1));
     }
 
-    fn defer(&mut self, s: StreamId, item: Deferred, at: u64, slots: u32) {
+    pub(super) fn defer(&mut self, s: StreamId, item: Deferred, at: u64, slots: u32) {
         if !matches!(item, Deferred::Group(_)) {
             self.nccl.defer_at(at);
         }
@@ -352,6 +358,7 @@ impl Scheduler {
                         rec.released_from = Some((st, d));
                     }
                     if let Bound::Pending(id) = bound {
+                        rec.released_by = rec.released_by.or(self.nccl.records.get(&id).and_then(|p| p.by));
                         self.release_record(id);
                     }
                     self.nccl.placed_at(c.at);

@@ -90,6 +90,8 @@ pub(super) struct Blocked {
 /// bound to it that still wait.
 pub(super) struct PendingRecord {
     pub(super) done: Option<f64>,
+    /// The trace id of the call that placed it, once placed (a flag's write: `flags.rs`).
+    pub(super) by: Option<u64>,
     pub(super) waiters: usize,
     pub(super) stream: StreamId,
 }
@@ -124,6 +126,12 @@ pub(super) struct Nccl {
     pub(super) inflight: HashMap<(usize, usize), (u32, u64)>,
     /// Sends whose message may be timed now (a side's group became ready, or it paired).
     pub(super) dirty: Vec<u64>,
+    /// Per flag (`flags.rs`): the completion and trace id of its placed writes by round,
+    /// those a wait may still be paired with.
+    pub(super) flags: HashMap<usize, BTreeMap<u64, (f64, u64)>>,
+    /// Per flag: the least (wait's offset − write's) among its waits, and the threads that
+    /// wait on it.
+    pub(super) flag_waiters: HashMap<usize, (i64, Vec<usize>)>,
 }
 
 impl Nccl {

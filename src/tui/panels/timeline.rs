@@ -330,7 +330,7 @@ pub(crate) fn draw_record(
             }
         }
     } else if r.kind == OpKind::Event {
-        let (sym, c) = if r.label.starts_with("record") {
+        let (sym, c) = if r.label.starts_with("record") || r.label.starts_with("write") {
             ("●", EVENT_COLOR)
         } else if r.label.starts_with("wait") && stale {
             ("◈", Color::Yellow)
@@ -430,7 +430,10 @@ fn stale_waits(frame: &Frame) -> std::collections::HashSet<u64> {
     frame
         .timeline
         .iter()
-        .filter(|w| w.label.starts_with("wait") && matches!(bindings.of(w), Bound::Older(_)))
+        // A flag's wait (rule 9, "wait f ≥ iter") is paired with the write of the round its
+        // value names, often the round before: that is not rule 3's stale binding.
+        .filter(|w| w.label.starts_with("wait") && !w.label.contains('≥'))
+        .filter(|w| matches!(bindings.of(w), Bound::Older(_)))
         .map(|w| w.id)
         .collect()
 }
