@@ -726,6 +726,13 @@ impl Parser {
             }
             Some(Tok::Ident(x)) => {
                 let span = self.span();
+                if x == "iter" && !self.loops.contains(&x) {
+                    return err(
+                        span,
+                        "`iter` (the round's number) exists only in the value of \
+                         cuStreamWriteValue32 and cuStreamWaitValue32",
+                    );
+                }
                 if !VARS.contains(&x.as_str()) && !self.loops.contains(&x) {
                     return err(
                         span,

@@ -570,8 +570,9 @@ fn topology(gpus: &[i32], names: &[String], local: &[usize]) -> Vec<String> {
 
 /// A flag in another GPU's memory is reached through peer access, which each device turns
 /// on to its neighbours where the GPUs allow it; at most [`super::device::FLAG_WORDS`]
-/// flags on a device.
+/// flags on a device; and no more streams on a GPU than it has hardware queues.
 pub(super) fn check_flags(program: &Program, gpus: &[i32]) -> Result<(), UsageError> {
+    queues_enough(program, gpus)?;
     for d in 0..gpus.len() {
         let on = program.flags.iter().filter(|f| f.device == d).count();
         if on > super::device::FLAG_WORDS {
@@ -600,6 +601,50 @@ pub(super) fn check_flags(program: &Program, gpus: &[i32]) -> Result<(), UsageEr
     }
 }
 
+/// A flag wait at the head of a hardware queue holds every stream the GPU put behind it in
+/// that queue, and the write it waits for may be one of them: with more streams on a GPU
+/// than queues (`CUDA_DEVICE_MAX_CONNECTIONS`, default 8) a correct program can hang.
+/// Measured on one H200: `fused-flags` on 4, 6 and 8 logical devices (20 to 40 streams)
+/// hung with the default and ran bit-identical with 32.
+fn queues_enough(program: &Program, gpus: &[i32]) -> Result<(), UsageError> {
+    if !program
+        .step
+        .iter()
+        .flatten()
+        .any(|op| matches!(op, Op::FlagWait { .. }))
+    {
+        return Ok(());
+    }
+    let queues = std::env::var("CUDA_DEVICE_MAX_CONNECTIONS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or(8, |v| v.clamp(1, 32));
+    // Each device thread makes the program's streams and two of its own (snapshots, clock).
+    let per_device = program.stream_names.len() + 2;
+    for &g in gpus {
+        let devices = gpus.iter().filter(|&&x| x == g).count();
+        let streams = devices * per_device;
+        if streams > queues {
+            let fix = if streams <= 32 {
+                format!("set CUDA_DEVICE_MAX_CONNECTIONS={streams} (at most 32) before starting haloscope")
+            } else {
+                format!(
+                    "a GPU gives at most 32: put at most {} devices on a GPU",
+                    32 / per_device
+                )
+            };
+            return Err(UsageError(format!(
+                "program {} waits on flags with {streams} streams on GPU {g} ({devices} device(s) × \
+                 {per_device}), and the GPU gives its streams {queues} hardware queues \
+                 (CUDA_DEVICE_MAX_CONNECTIONS): a flag wait holds every stream queued behind it, the \
+                 writer among them, and the GPU can hang; {fix}",
+                program.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A flag wait that is never satisfied holds its stream for ever, with no error for any
 /// watchdog to see: a program whose waits the hazard checker finds in a circle is refused
 /// before it runs (the sim runs it and names the circle as it forms).
@@ -608,7 +653,10 @@ fn flags_never_hang(program: &Program, shapes: &[DeviceState]) -> Result<(), Usa
         return Ok(());
     }
     let findings = crate::hazard::check(program, shapes);
-    match findings.iter().find(|f| f.kind == crate::hazard::Kind::Invalid && f.why.contains("circle")) {
+    match findings
+        .iter()
+        .find(|f| f.kind == crate::hazard::Kind::Invalid && f.why.contains("circle"))
+    {
         Some(f) => Err(UsageError(format!(
             "program {}: {} (thread {} call {}: `{}`); on a GPU it would hang without an error. \
              Run it on the sim (--runtime sim) to watch the circle form",

@@ -150,3 +150,37 @@ impl Scheduler {
         u64::try_from(round.saturating_add(*least)).unwrap_or(0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::Mode;
+
+    #[test]
+    fn a_long_run_keeps_only_the_writes_a_wait_may_still_be_paired_with() {
+        let s = crate::scenario::load(Some("pulse"))
+            .unwrap()
+            .with_devices(4)
+            .unwrap();
+        let p = Mode::FusedFlags.program(&s.ranges());
+        let mut sched = Scheduler::new(p, s.cost.clone(), s.split.clone(), Some(2));
+        let mut pending = Vec::new();
+        for steps in [1_600, 16_000, 32_000] {
+            sched.issue_until(steps).unwrap();
+            let kept: usize = sched.nccl.flags.values().map(|m| m.len()).sum();
+            // Nine flags waited on (three per boundary side and direction), each keeping the
+            // write of this round and perhaps the last.
+            assert!(kept <= 2 * 9, "{kept} writes kept at step {steps}");
+            pending.push((sched.nccl.records.len(), sched.nccl_backlog()));
+        }
+        // The host runs ahead of its streams (no barrier) as far as their queues let it
+        // (1022 slots each): then waits bound to writes not yet placed, and the calls
+        // deferred behind them, stay flat.
+        let (mid, last) = (pending[1], pending[2]);
+        assert!(
+            last.0 <= mid.0 + mid.0 / 10 && last.1 <= mid.1 + mid.1 / 10,
+            "{pending:?}"
+        );
+        assert!(last.1 <= 12 * s.cost.queue_depth as usize, "{pending:?}");
+    }
+}
