@@ -17,6 +17,26 @@ fn keys_step_the_run_and_the_screen_shows_it() {
 }
 
 #[test]
+fn the_timeline_shows_the_last_rounds_in_modes_of_rounds() {
+    // A round's records carry the step it starts at: the timeline once looked for the
+    // last 4 steps and found none ("no step yet" at step 80).
+    for mode in ["wide-halo", "fused", "fused-flags", "events"] {
+        let (code, screen, err) = haloscope(&[
+            "--mode",
+            mode,
+            "--paused",
+            "--screen",
+            "n n n n n",
+            "--size",
+            "130x45",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(!screen.contains("no step yet"), "{mode}:\n{screen}");
+        assert!(screen.contains("◆") && screen.contains("█"), "{mode}:\n{screen}");
+    }
+}
+
+#[test]
 fn micro_steps_mark_the_next_call_and_a_broken_mode_differs() {
     let (code, screen, err) = haloscope(&["--paused", "--screen", "n . .", "--size", "120x40"]);
     assert_eq!(code, 0, "{err}");

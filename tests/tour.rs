@@ -158,19 +158,19 @@ fn reaches_stops_at_the_first_step_the_wave_is_at_the_cell() {
 fn haloscope_tour_plays_stops_lists_and_refuses_a_bad_file() {
     let (code, screen, err) = haloscope(&["tour", "--screen", "t", "--size", "120x34"]);
     assert_eq!(code, 0, "{err}");
-    assert!(screen.contains("Tour 2/10: No wait: rule 2 broken"), "{screen}");
+    assert!(screen.contains("Tour 2/11: No wait: rule 2 broken"), "{screen}");
     assert!(screen.contains("|Δ| first left 0 here"), "{screen}");
     assert!(screen.contains("no-wait"), "{screen}");
     // Back, to the first stop.
     let (_, screen, _) = haloscope(&["tour", "--screen", "t backspace", "--size", "120x34"]);
     assert!(
-        screen.contains("Tour 1/10") && screen.contains("the wave just reached cell 1000"),
+        screen.contains("Tour 1/11") && screen.contains("the wave just reached cell 1000"),
         "{screen}"
     );
     let (code, list, _) = haloscope(&["tour", "--list"]);
     assert_eq!(code, 0);
     assert!(
-        list.starts_with("rules: The eight rules") && list.contains(" 4. Record where you created"),
+        list.starts_with("rules: The nine rules") && list.contains(" 4. Record where you created"),
         "{list}"
     );
     let dir = tempfile::tempdir().unwrap();

@@ -287,15 +287,15 @@ fn the_tour_plays_in_a_terminal_t_moves_on_and_t_in_the_ui_starts_it() {
     t.wait_for("the prompt", |s| s.contains("READY$"));
     t.run("tour");
     t.wait_for("the first stop", |s| {
-        s.contains("Tour 1/10") && s.contains("the wave just reached cell 1000")
+        s.contains("Tour 1/11") && s.contains("the wave just reached cell 1000")
     });
     t.send(&["t"]);
     let s = t.wait_for("the second stop", |s| {
-        s.contains("Tour 2/10") && s.contains("|Δ| first left 0 here")
+        s.contains("Tour 2/11") && s.contains("|Δ| first left 0 here")
     });
     assert!(status_line(&s).contains("no-wait"), "{s}");
     t.send(&["BSpace"]);
-    t.wait_for("back at the first", |s| s.contains("Tour 1/10"));
+    t.wait_for("back at the first", |s| s.contains("Tour 1/11"));
     t.send(&["q"]);
     let s = t.wait_for("the shell back", |s| exit_status(s).is_some());
     assert_eq!(exit_status(&s), Some(0), "{s}");
@@ -304,7 +304,7 @@ fn the_tour_plays_in_a_terminal_t_moves_on_and_t_in_the_ui_starts_it() {
     t.run("--paused");
     t.wait_for("PAUSED", |s| status_line(s).contains("PAUSED"));
     t.send(&["t"]);
-    t.wait_for("the tour", |s| s.contains("Tour 1/10"));
+    t.wait_for("the tour", |s| s.contains("Tour 1/11"));
     t.send(&["q"]);
     let s = t.wait_for("the shell back", |s| exit_status(s).is_some());
     assert_eq!(exit_status(&s), Some(0), "{s}");

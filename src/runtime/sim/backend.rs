@@ -184,11 +184,14 @@ impl Runtime for SimBackend {
     fn timeline(&self) -> (Vec<TraceRecord>, Option<u64>) {
         let trace = &self.rt.scheduler.trace;
         // At a boundary: the observed steps' records. Mid-step: every call issued since.
+        // In modes of rounds a record carries the step its round starts at: the last
+        // rounds, not steps (a window of 4 steps held none of them).
+        let span = TIMELINE_STEPS * self.rt.scheduler.round();
         let (from, to) = if self.at_boundary() {
-            (self.observed.saturating_sub(TIMELINE_STEPS), self.observed)
+            (self.observed.saturating_sub(span), self.observed)
         } else {
             let next = self.observed + self.rt.scheduler.round();
-            (next.saturating_sub(TIMELINE_STEPS), u64::MAX)
+            (next.saturating_sub(span), u64::MAX)
         };
         let timeline: Vec<TraceRecord> = trace
             .iter()

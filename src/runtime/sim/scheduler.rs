@@ -183,7 +183,8 @@ pub(super) fn take_one(m: &mut BTreeMap<u64, usize>, k: u64) {
     }
 }
 
-/// Steps of records kept below the last observation (the timeline shows 4).
+/// Steps (rounds, in modes of rounds) of records kept below the last observation (the
+/// timeline shows 4).
 pub const TIMELINE_KEEP: u64 = 8;
 
 impl Scheduler {

@@ -90,8 +90,9 @@ impl Scheduler {
                 }
             }
             self.sunk = to;
-            // What the sink has had is kept only for the timeline's last steps.
-            let keep = to.saturating_sub(TIMELINE_KEEP + 1);
+            // What the sink has had is kept only for the timeline's last steps (rounds: a
+            // round's records carry the step it starts at).
+            let keep = to.saturating_sub((TIMELINE_KEEP + 1) * self.round());
             while self.trace.front().is_some_and(|r| Self::key(r) < keep) {
                 self.trace.pop_front();
             }
