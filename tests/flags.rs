@@ -40,15 +40,18 @@ fn fields_after(
 }
 
 #[test]
-fn fused_flags_meets_no_barrier_and_gives_the_bits_of_events_under_jitter_in_1d_and_2d() {
-    for (name, devices, steps) in [
-        ("pulse", 2, 480),
-        ("pulse", 3, 480),
-        ("pulse", 7, 320),
-        ("radiate", 3, 160),
-    ] {
+fn the_flag_modes_meet_no_barrier_and_give_the_bits_of_events_under_jitter_in_1d_and_2d() {
+    let cases = [
+        (Mode::FusedFlags, "pulse", 2, 480),
+        (Mode::FusedFlags, "pulse", 3, 480),
+        (Mode::FusedFlags, "pulse", 7, 320),
+        (Mode::FusedFlags, "radiate", 3, 160),
+        (Mode::GraphFlags, "pulse", 4, 320),
+        (Mode::GraphFlags, "radiate", 2, 160),
+    ];
+    for (mode, name, devices, steps) in cases {
         let s = builtin(name).with_devices(devices).unwrap();
-        let p = Mode::FusedFlags.program(&s.ranges()).in_rows(s.nx);
+        let p = mode.program(&s.ranges()).in_rows(s.nx);
         assert!(!p.step.iter().flatten().any(|op| matches!(op, Op::HostBarrier)));
         assert!(
             p.step
@@ -59,9 +62,18 @@ fn fused_flags_meets_no_barrier_and_gives_the_bits_of_events_under_jitter_in_1d_
         let want = fields_after(&s, Mode::Events.program(&s.ranges()).in_rows(s.nx), steps, None);
         for jitter in [None, Some(1), Some(9)] {
             let got = fields_after(&s, p.clone(), steps, jitter);
-            assert!(got == want, "{name} on {devices} devices, jitter {jitter:?}");
+            assert!(
+                got == want,
+                "{} {name} on {devices} devices, jitter {jitter:?}",
+                mode.name()
+            );
         }
-        assert_eq!(hazard::check_scenario(&s, &p).unwrap(), vec![], "{name}");
+        assert_eq!(
+            hazard::check_scenario(&s, &p).unwrap(),
+            vec![],
+            "{} {name}",
+            mode.name()
+        );
     }
 }
 

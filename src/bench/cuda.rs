@@ -288,6 +288,19 @@ fn interior(
     Ok(interior)
 }
 
+/// Whether `mode` may run on `gpus`: a program with flags needs a hardware queue per stream
+/// on each GPU (`check_flags`); a set it would be refused on is left out, and said.
+fn flags_fit(mode: Mode, gpus: &[i32]) -> bool {
+    let ranges: Vec<std::ops::Range<usize>> = (0..gpus.len()).map(|i| i * 1024..(i + 1) * 1024).collect();
+    match crate::runtime::cuda::check_flags(&mode.program(&ranges), gpus) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("bench: {} left out on GPUs {gpus:?}: {e}", mode.name());
+            false
+        }
+    }
+}
+
 /// Each correct mode's step on 1, 2, 4, 8 GPUs against the same program without its
 /// exchange, and weak scaling.
 fn modes(
@@ -308,6 +321,7 @@ fn modes(
             let sets: Vec<&[i32]> = sets
                 .iter()
                 .filter(|g| !mode.uses_nccl() || g.iter().enumerate().all(|(i, x)| !g[..i].contains(x)))
+                .filter(|g| flags_fit(mode, g))
                 .copied()
                 .collect();
             let mut t = Vec::new();

@@ -32,13 +32,14 @@ pub enum Mode {
     FusedFlags,
     Graph,
     GraphPush,
+    GraphFlags,
     Nccl,
     NcclOverlap,
     NcclMismatch,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 18] = [
+    pub const ALL: [Mode; 19] = [
         Mode::Events,
         Mode::HostSync,
         Mode::Overlap,
@@ -46,6 +47,7 @@ impl Mode {
         Mode::WideHalo,
         Mode::Graph,
         Mode::GraphPush,
+        Mode::GraphFlags,
         Mode::Fused,
         Mode::FusedPush,
         Mode::FusedFlags,
@@ -76,6 +78,7 @@ impl Mode {
             Mode::FusedFlags => "fused-flags",
             Mode::Graph => "graph",
             Mode::GraphPush => "graph-push",
+            Mode::GraphFlags => "graph-flags",
             Mode::Nccl => "nccl",
             Mode::NcclOverlap => "nccl-overlap",
             Mode::NcclMismatch => "nccl-mismatch",
@@ -119,6 +122,9 @@ impl Mode {
             Mode::FusedFlags => {
                 "Correct, no host barrier: as fused-push, ordered across devices by flags (stream memory ops)"
             }
+            Mode::GraphFlags => {
+                "Correct, no host barrier: as graph-push, ordered across devices by flags (stream memory ops)"
+            }
             Mode::Nccl => "Correct: the halos as NCCL messages, one group per field on the compute stream",
             Mode::NcclOverlap => {
                 "Correct and overlapped: boundary first, the NCCL group on a copy stream, joined by events"
@@ -143,6 +149,7 @@ impl Mode {
                 | Mode::FusedPush
                 | Mode::FusedFlags
                 | Mode::GraphPush
+                | Mode::GraphFlags
                 | Mode::Nccl
                 | Mode::NcclOverlap
         )
@@ -231,7 +238,7 @@ impl Mode {
                  per cell per step). One launch per 16 steps also hides the launch cost on small grids.\n\
                  A step (n) runs the whole round of 16 steps. max |Δ| stays 0."
             }
-            Mode::FusedPush | Mode::GraphPush | Mode::FusedFlags => self.pushed_lesson(),
+            Mode::FusedPush | Mode::GraphPush | Mode::FusedFlags | Mode::GraphFlags => self.pushed_lesson(),
             Mode::WriteAfterRead => {
                 "Broken. wide-halo without its write-after-read wait: after pulling its halos, a device\n\
                  starts the next round at once, and its first kernels rewrite the cells its neighbours\n\
@@ -270,6 +277,14 @@ impl Mode {
                  compute stream). Each push waits for my round (read after write) and the neighbour's\n\
                  (write after read, rule 5); the next graph waits for the pushes both ways (rule 2).\n\
                  On small grids, where latency rules, that is the exchange in one copy's time. max |Δ| 0."
+            }
+            Mode::GraphFlags => {
+                "Correct, and no host barrier. As graph-push (the round one CUDA graph, the exchange\n\
+                 pushed both ways at once), with fused-flags' ordering: a device waits for its\n\
+                 neighbour on a flag the neighbour's stream sets to iter + 1 after its round or its push\n\
+                 (cuStreamWriteValue32 / cuStreamWaitValue32). A wait for a value may be issued before\n\
+                 its write (rule 9), so no thread waits for another to record first (rule 3): the hosts\n\
+                 never meet. One graph launch and a handful of stream operations a round. max |Δ| 0."
             }
             Mode::FusedFlags => {
                 "Correct, and no host barrier. As fused-push, but a device waits for its neighbour with\n\
@@ -332,6 +347,7 @@ impl Mode {
             Mode::FusedFlags => include_str!("../../assets/programs/fused-flags.halo"),
             Mode::Graph => include_str!("../../assets/programs/graph.halo"),
             Mode::GraphPush => include_str!("../../assets/programs/graph-push.halo"),
+            Mode::GraphFlags => include_str!("../../assets/programs/graph-flags.halo"),
             Mode::Nccl => include_str!("../../assets/programs/nccl.halo"),
             Mode::NcclOverlap => include_str!("../../assets/programs/nccl-overlap.halo"),
             Mode::NcclMismatch => include_str!("../../assets/programs/nccl-mismatch.halo"),

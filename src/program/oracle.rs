@@ -27,6 +27,7 @@ pub fn program(mode: Mode, ranges: &[Range<usize>]) -> Program {
             // Written as a file only: no builder to compare it with.
             Mode::FusedPush
             | Mode::FusedFlags
+            | Mode::GraphFlags
             | Mode::GraphPush
             | Mode::Nccl
             | Mode::NcclOverlap
@@ -542,10 +543,12 @@ mod tests {
             vec![1, 1, 1, 1],
             vec![2, 30],
         ];
-        for mode in Mode::ALL
-            .into_iter()
-            .filter(|m| !matches!(m, Mode::FusedPush | Mode::GraphPush | Mode::FusedFlags) && !m.uses_nccl())
-        {
+        for mode in Mode::ALL.into_iter().filter(|m| {
+            !matches!(
+                m,
+                Mode::FusedPush | Mode::GraphPush | Mode::FusedFlags | Mode::GraphFlags
+            ) && !m.uses_nccl()
+        }) {
             for split in &splits {
                 let r = ranges(split);
                 let file = mode.program(&r);

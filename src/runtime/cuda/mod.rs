@@ -30,7 +30,7 @@ mod watchdog;
 mod wide;
 
 pub use backend::CudaBackend;
-pub use runtime::{CudaRuntime, default_gpus, visible};
+pub use runtime::{CudaRuntime, check_flags, default_gpus, visible};
 
 /// A rank other than 0 of several processes: see [`CudaRuntime::follow`].
 pub fn follow(

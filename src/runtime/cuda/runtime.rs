@@ -571,7 +571,7 @@ fn topology(gpus: &[i32], names: &[String], local: &[usize]) -> Vec<String> {
 /// A flag in another GPU's memory is reached through peer access, which each device turns
 /// on to its neighbours where the GPUs allow it; at most [`super::device::FLAG_WORDS`]
 /// flags on a device; and no more streams on a GPU than it has hardware queues.
-pub(super) fn check_flags(program: &Program, gpus: &[i32]) -> Result<(), UsageError> {
+pub fn check_flags(program: &Program, gpus: &[i32]) -> Result<(), UsageError> {
     queues_enough(program, gpus)?;
     for d in 0..gpus.len() {
         let on = program.flags.iter().filter(|f| f.device == d).count();
