@@ -515,10 +515,15 @@ fn conflict_finding(
         fc.op.stream().expect("stream work"),
         sc.op.stream().expect("stream work"),
     );
-    let barrier = if fc.thread != sc.thread && !g.host_before(fc, sc) {
-        ", with a host barrier between them so that the record is issued first".to_string()
-    } else {
-        String::new()
+    let across = fc.thread != sc.thread && !g.host_before(fc, sc);
+    // A program that orders with flags is told the flag way: no barrier needed (rule 9).
+    let barrier = match (across, program.flags.is_empty()) {
+        (true, true) => ", with a host barrier between them so that the record is issued first".to_string(),
+        (true, false) => ", with a host barrier between them so that the record is issued first; or, with \
+                          no barrier, write a flag there (cuStreamWriteValue32 …, iter + 1) and wait for \
+                          at least that (cuStreamWaitValue32)"
+            .to_string(),
+        _ => String::new(),
     };
     let fix = format!(
         "record an event on {} after call {} of thread {} and wait on it on {} before call {} of thread {}{barrier}",
