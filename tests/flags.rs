@@ -161,6 +161,12 @@ fn without_its_write_after_read_flag_a_push_races_the_neighbours_round() {
         "{}",
         hazard::text(&f)
     );
+    // The fix offers the program's own way across threads: a flag, no barrier.
+    assert!(
+        f.iter().all(|x| x.fix.contains("cuStreamWriteValue32")),
+        "{}",
+        hazard::text(&f)
+    );
 }
 
 fn refused(dir: &std::path::Path, text: &str) -> String {
