@@ -4,28 +4,14 @@
 //! wait found by the checker; every mistake in a file refused.
 
 mod common;
-use common::haloscope;
+use common::{bits, builtin, program, refused};
 
 use haloscope::hazard::{self, Kind};
-use haloscope::program::{Mode, Op, lang};
+use haloscope::program::{Mode, Op};
 use haloscope::runtime::sim::SimRuntime;
-use haloscope::scenario::{self, Scenario};
+use haloscope::scenario::Scenario;
 use haloscope::trace::TraceRecord;
 use std::sync::{Arc, Mutex};
-
-fn builtin(name: &str) -> Scenario {
-    scenario::load(Some(name)).unwrap()
-}
-
-fn program(s: &Scenario, text: &str) -> haloscope::program::Program {
-    lang::instantiate(&lang::parse(text).unwrap(), "test", &s.ranges())
-        .unwrap()
-        .in_rows(s.nx)
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
 
 fn fields_after(
     s: &Scenario,
@@ -167,18 +153,6 @@ fn without_its_write_after_read_flag_a_push_races_the_neighbours_round() {
         "{}",
         hazard::text(&f)
     );
-}
-
-fn refused(dir: &std::path::Path, text: &str) -> String {
-    let path = dir.join("bad.halo");
-    std::fs::write(&path, text).unwrap();
-    let (code, out, err) = haloscope(&["--headless", "--steps", "10", "--program", path.to_str().unwrap()]);
-    assert_eq!(code, 2, "{text}\n{out}{err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    err.trim()
-        .strip_prefix("error: ")
-        .unwrap()
-        .replace(&format!("{}", path.display()), "bad.halo")
 }
 
 #[test]

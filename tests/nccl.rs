@@ -4,29 +4,14 @@
 //! streams, the checker's view of all of it, and every mistake in a file refused.
 
 mod common;
-use common::haloscope;
+use common::{bits, builtin, haloscope, program};
 
 use haloscope::hazard::{self, Kind};
-use haloscope::program::{Mode, ProgramFile, lang};
+use haloscope::program::{Mode, ProgramFile};
 use haloscope::runtime::sim::SimRuntime;
-use haloscope::scenario::{self, Scenario};
+use haloscope::scenario::Scenario;
 use haloscope::trace::TraceRecord;
 use std::sync::{Arc, Mutex};
-
-fn builtin(name: &str) -> Scenario {
-    scenario::load(Some(name)).unwrap()
-}
-
-/// The program in `text` on `s`'s devices.
-fn program(s: &Scenario, text: &str) -> haloscope::program::Program {
-    lang::instantiate(&lang::parse(text).unwrap(), "test", &s.ranges())
-        .unwrap()
-        .in_rows(s.nx)
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
 
 /// `mode` on `s` to `steps`, against the run of `events` (itself checked bit-identical
 /// to the single-domain reference elsewhere).

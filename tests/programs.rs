@@ -3,7 +3,7 @@
 //! naming the file, line and column.
 
 mod common;
-use common::haloscope;
+use common::{haloscope, refused};
 
 use haloscope::program::{Mode, ProgramFile};
 
@@ -50,19 +50,6 @@ fn every_mode_exported_runs_as_a_file_with_the_same_program_and_the_same_bits() 
             assert_eq!(from_file, from_mode, "{} on {n} devices", mode.name());
         }
     }
-}
-
-/// Writes `text` to a file in `dir` and runs the program headless; the one-line error.
-fn refused(dir: &std::path::Path, text: &str) -> String {
-    let path = dir.join("bad.halo");
-    std::fs::write(&path, text).unwrap();
-    let (code, out, err) = haloscope(&["--headless", "--steps", "10", "--program", path.to_str().unwrap()]);
-    assert_eq!(code, 2, "{text}\n{out}{err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    err.trim()
-        .strip_prefix("error: ")
-        .unwrap()
-        .replace(&format!("{}", path.display()), "bad.halo")
 }
 
 #[test]

@@ -33,3 +33,39 @@ pub fn haloscope_in(dir: Option<&Path>, args: &[&str]) -> (i32, String, String) 
 pub fn haloscope(args: &[&str]) -> (i32, String, String) {
     haloscope_in(None, args)
 }
+
+/// A built-in scenario.
+#[allow(dead_code)]
+pub fn builtin(name: &str) -> haloscope::scenario::Scenario {
+    haloscope::scenario::load(Some(name)).unwrap()
+}
+
+/// Floats as their bits, to compare runs bit for bit (NaN and −0 included).
+#[allow(dead_code)]
+pub fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The program written in `text`, made concrete on `s`'s devices.
+#[allow(dead_code)]
+pub fn program(s: &haloscope::scenario::Scenario, text: &str) -> haloscope::program::Program {
+    use haloscope::program::lang;
+    lang::instantiate(&lang::parse(text).unwrap(), "test", &s.ranges())
+        .unwrap()
+        .in_rows(s.nx)
+}
+
+/// `text` as a program file in `dir`, refused: its one line of error (exit 2), with the
+/// file's path written `bad.halo`.
+#[allow(dead_code)]
+pub fn refused(dir: &Path, text: &str) -> String {
+    let path = dir.join("bad.halo");
+    std::fs::write(&path, text).unwrap();
+    let (code, out, err) = haloscope(&["--headless", "--steps", "10", "--program", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{text}\n{out}{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    err.trim()
+        .strip_prefix("error: ")
+        .unwrap()
+        .replace(&format!("{}", path.display()), "bad.halo")
+}

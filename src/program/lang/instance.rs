@@ -176,31 +176,33 @@ impl Instance<'_> {
         }
     }
 
-    /// `name[i]`, numbered and created (on its device, at setup) the first time it is named.
-    fn event(&mut self, e: &EventRef) -> Result<EventId, InstanceError> {
+    /// Member `e` of an event family (or, `flag`, of a flag family): its name `name[i]`
+    /// and the device its declaration puts it on (`on`, default `i`).
+    fn member(&mut self, e: &EventRef, flag: bool) -> Result<(String, usize), InstanceError> {
+        let (what, placed) = if flag {
+            ("flag", "live")
+        } else {
+            ("event", "be created")
+        };
         let i = self.eval(&e.index, &e.span)?;
         let n = self.ranges.len() as i64;
         if !(0..n).contains(&i) {
             return self.fail(
                 &e.span,
                 format!(
-                    "{}[{i}]: there are events 0 to {} (one per device)",
+                    "{}[{i}]: there are {what}s 0 to {} (one per device)",
                     e.name,
                     n - 1
                 ),
             );
         }
         let full = format!("{}[{i}]", e.name);
-        if let Some(id) = self.by_name.get(&full) {
-            return Ok(*id);
-        }
-        let decl = self
-            .src
-            .events
+        let src = self.src;
+        let decls = if flag { &src.flags } else { &src.events };
+        let decl = decls
             .iter()
             .find(|x| x.name == e.name)
             .expect("the parser checked the name");
-        let manual = self.src.manual.contains(&e.name);
         let on = match &decl.on {
             None => i,
             Some(on) => {
@@ -214,21 +216,31 @@ impl Instance<'_> {
             return self.fail(
                 &decl.span,
                 format!(
-                    "{full} would be created on device {on}: there are devices 0 to {}",
+                    "{full} would {placed} on device {on}: there are devices 0 to {}",
                     n - 1
                 ),
             );
         }
+        Ok((full, on as usize))
+    }
+
+    /// `name[i]`, numbered and created (on its device, at setup) the first time it is named.
+    fn event(&mut self, e: &EventRef) -> Result<EventId, InstanceError> {
+        let (full, on) = self.member(e, false)?;
+        if let Some(id) = self.by_name.get(&full) {
+            return Ok(*id);
+        }
+        let manual = self.src.manual.contains(&e.name);
         let id = EventId(self.events.len());
         self.events.push(EventInfo {
             name: full.clone(),
-            device: on as usize,
+            device: on,
         });
         // A family the step creates itself is not created at setup.
         if !manual {
-            self.setup[on as usize].push(Op::EventCreate {
+            self.setup[on].push(Op::EventCreate {
                 event: id,
-                device: on as usize,
+                device: on,
             });
         }
         self.by_name.insert(full, id);

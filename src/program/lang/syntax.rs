@@ -406,18 +406,32 @@ impl Parser {
     }
 
     fn event(&mut self) -> Result<EventRef, SyntaxError> {
-        let (name, sp) = self.ident("an event")?;
-        if !self.events.contains(&name) {
-            let known = if self.events.is_empty() {
-                "none declared: `cudaEvent_t name[n];`".to_string()
+        self.member(false)
+    }
+
+    /// `name[index]`: one event of a family, or (`flag`) one flag.
+    fn member(&mut self, flag: bool) -> Result<EventRef, SyntaxError> {
+        let (what, decl) = if flag {
+            ("flag", "cuuint32_t")
+        } else {
+            ("event", "cudaEvent_t")
+        };
+        let (name, sp) = self.ident(&format!("a{} {what}", if flag { "" } else { "n" }))?;
+        let declared = if flag { &self.flags } else { &self.events };
+        if !declared.contains(&name) {
+            let known = if declared.is_empty() {
+                format!("none declared: `{decl} name[n];`")
             } else {
-                format!("declared: {}", self.events.join(", "))
+                format!("declared: {}", declared.join(", "))
             };
-            return err(sp, format!("unknown event `{name}` ({known})"));
+            return err(sp, format!("unknown {what} `{name}` ({known})"));
         }
-        self.expect("[", "after the event's name: which device's, e.g. `[d]`")?;
+        self.expect(
+            "[",
+            &format!("after the {what}'s name: which device's, e.g. `[d]`"),
+        )?;
         let index = self.expr()?;
-        self.expect("]", "after the event's index")?;
+        self.expect("]", &format!("after the {what}'s index"))?;
         Ok(EventRef {
             name,
             index,

@@ -11,45 +11,13 @@ impl Instance<'_> {
     /// `name[i]`, numbered the first time it is named; it lives in device `i`'s memory (or
     /// the device its declaration's `on` names).
     fn flag(&mut self, e: &EventRef) -> Result<FlagId, InstanceError> {
-        let i = self.eval(&e.index, &e.span)?;
-        let n = self.ranges.len() as i64;
-        if !(0..n).contains(&i) {
-            return self.fail(
-                &e.span,
-                format!("{}[{i}]: there are flags 0 to {} (one per device)", e.name, n - 1),
-            );
-        }
-        let full = format!("{}[{i}]", e.name);
-        if let Some(id) = self.flags.iter().position(|f| f.name == full) {
+        let (name, device) = self.member(e, true)?;
+        if let Some(id) = self.flags.iter().position(|f| f.name == name) {
             return Ok(FlagId(id));
         }
-        let decl = self
-            .src
-            .flags
-            .iter()
-            .find(|x| x.name == e.name)
-            .expect("the parser checked the name");
-        let on = match &decl.on {
-            None => i,
-            Some(on) => {
-                self.loops.push(("i".into(), i));
-                let v = self.eval(on, &decl.span);
-                self.loops.pop();
-                v?
-            }
-        };
-        if !(0..n).contains(&on) {
-            return self.fail(
-                &decl.span,
-                format!(
-                    "{full} would live on device {on}: there are devices 0 to {}",
-                    n - 1
-                ),
-            );
-        }
         self.flags.push(FlagInfo {
-            name: full,
-            device: on as usize,
+            name,
+            device,
             writer: None,
         });
         Ok(FlagId(self.flags.len() - 1))

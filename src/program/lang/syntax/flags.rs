@@ -2,7 +2,7 @@
 //! stream, with a value that counts rounds (`iter`), as the driver API spells them.
 
 use super::lex::{Tok, err};
-use super::{EventRef, Parser, StmtKind, SyntaxError};
+use super::{Parser, StmtKind, SyntaxError};
 
 impl Parser {
     /// `cuStreamWriteValue32(stream, flag[i], value, 0)` or
@@ -13,7 +13,7 @@ impl Parser {
         self.expect("(", "after the call's name")?;
         let stream = self.stream()?;
         self.expect(",", "after the stream: (stream, flag[i], value, flags)")?;
-        let flag = self.flag()?;
+        let flag = self.member(true)?;
         self.expect(",", "after the flag")?;
         self.loops.push("iter".into());
         let value = self.expr();
@@ -42,27 +42,6 @@ impl Parser {
             stream,
             flag,
             value,
-        })
-    }
-
-    /// `name[index]`: one flag of a family.
-    fn flag(&mut self) -> Result<EventRef, SyntaxError> {
-        let (name, sp) = self.ident("a flag")?;
-        if !self.flags.contains(&name) {
-            let known = if self.flags.is_empty() {
-                "none declared: `cuuint32_t name[n];`".to_string()
-            } else {
-                format!("declared: {}", self.flags.join(", "))
-            };
-            return err(sp, format!("unknown flag `{name}` ({known})"));
-        }
-        self.expect("[", "after the flag's name: which device's, e.g. `[d]`")?;
-        let index = self.expr()?;
-        self.expect("]", "after the flag's index")?;
-        Ok(EventRef {
-            name,
-            index,
-            span: sp.start..self.prev_end(),
         })
     }
 }
