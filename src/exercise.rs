@@ -44,6 +44,10 @@ pub const FILES: &[(&str, &str)] = &[
         "receive-first.halo",
         include_str!("../assets/exercises/receive-first.halo"),
     ),
+    (
+        "stale-flag.halo",
+        include_str!("../assets/exercises/stale-flag.halo"),
+    ),
 ];
 
 #[derive(Debug, Clone, Deserialize)]

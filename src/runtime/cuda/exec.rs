@@ -230,7 +230,7 @@ impl Dev {
     /// `iter + offset` in the round of `step` (a value below 0 is 0: no wait for less is
     /// ever unmet, and no write of it satisfies a wait for more).
     fn flag_value(&self, step: u64, offset: i64) -> u32 {
-        let round = (step - self.program_start) / self.program.steps_per_round.max(1);
+        let round = step.saturating_sub(self.program_start) / self.program.steps_per_round.max(1);
         let v = i64::try_from(round).unwrap_or(i64::MAX).saturating_add(offset);
         u32::try_from(v.max(0)).unwrap_or(u32::MAX)
     }

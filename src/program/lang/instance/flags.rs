@@ -32,7 +32,7 @@ impl Instance<'_> {
             v
         };
         let (v0, v1, v9) = (at(0)?, at(1)?, at(9)?);
-        if v1 - v0 != 1 || v9 - v0 != 9 {
+        if v1.checked_sub(v0) != Some(1) || v9.checked_sub(v0) != Some(9) {
             return self.fail(
                 span,
                 "a flag's value is `iter + c`: the round's number plus a constant, so that each \
