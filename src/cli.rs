@@ -349,7 +349,8 @@ pub struct RunArgs {
 
     /// With `--runtime cuda` and an NCCL mode: seconds without progress (no call issued, no
     /// NCCL call completed) after which the run is called hung, the calls each rank waits
-    /// in are named and the communicators aborted.
+    /// in are named and the communicators aborted. The same for a program that waits on
+    /// flags (`fused-flags`): its last flag waits are named and the run stops (exit 1).
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub nccl_timeout: f64,
 

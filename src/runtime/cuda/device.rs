@@ -265,6 +265,12 @@ impl Dev {
         }
         // Every flag starts at 0 (each device zeroes its own; all meet below first).
         self.flag_words.zero()?;
+        let waits = self.program.step[self.t]
+            .iter()
+            .any(|op| matches!(op, Op::FlagWait { .. }));
+        if waits {
+            self.shared.nccl.flags.store(true, Ordering::SeqCst);
+        }
         self.program_start = self.step;
         sys::synchronize_context()?;
         self.ensure_comm()?;
@@ -525,6 +531,11 @@ impl Dev {
             let n = program.events.len();
             *self.shared.events.write().unwrap_or_else(|p| p.into_inner()) = vec![None; n];
             *self.shared.last_record.lock().unwrap_or_else(|p| p.into_inner()) = vec![None; n];
+            // The next program says again whether it waits on flags (`start_program`).
+            self.shared.nccl.flags.store(false, Ordering::SeqCst);
+            for w in &self.shared.nccl.flag_waits {
+                *w.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            }
         }
         self.shared.barrier.wait()?;
         self.refresh_halos()?;

@@ -27,6 +27,11 @@ pub(super) struct NcclShared {
     pub(super) aborted: AtomicBool,
     /// No progress for this long is a hang.
     pub(super) timeout: Duration,
+    /// The program waits on flags (rule 9): a wait no stream ever satisfies holds its stream
+    /// with no error, so the watchdog watches such programs too.
+    pub(super) flags: AtomicBool,
+    /// By logical device: the last flag wait it issued, and its step.
+    pub(super) flag_waits: Vec<Mutex<Option<(String, u64)>>>,
 }
 
 impl NcclShared {
@@ -43,6 +48,8 @@ impl NcclShared {
             issued: AtomicU64::new(0),
             aborted: AtomicBool::new(false),
             timeout,
+            flags: AtomicBool::new(false),
+            flag_waits: (0..ranks).map(|_| Mutex::new(None)).collect(),
         }
     }
 
@@ -127,7 +134,8 @@ impl Watch {
 
     /// `Some(report)` once the process has made no progress for the timeout.
     pub(super) fn check(&mut self, nccl: &NcclShared, contexts: &[OnceLock<sys::Context>]) -> Option<String> {
-        if nccl.comms.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+        let nccl_on = !nccl.comms.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+        if !nccl_on && !nccl.flags.load(Ordering::SeqCst) {
             self.since = std::time::Instant::now();
             return None;
         }
@@ -146,6 +154,9 @@ impl Watch {
         }
         if self.since.elapsed() < nccl.timeout {
             return None;
+        }
+        if !nccl_on {
+            return Some(flags_hung(nccl));
         }
         let stuck: Vec<String> = nccl
             .logs
@@ -168,4 +179,33 @@ impl Watch {
             }
         ))
     }
+}
+
+/// The report of a program with flags and no NCCL that made no progress: each device's
+/// last flag wait. A stream memory wait cannot be cancelled: the threads are left to the
+/// process's exit.
+fn flags_hung(nccl: &NcclShared) -> String {
+    nccl.aborted.store(true, Ordering::SeqCst);
+    let waits: Vec<String> = nccl
+        .flag_waits
+        .iter()
+        .enumerate()
+        .filter_map(|(d, w)| {
+            let w = w.lock().unwrap_or_else(|p| p.into_inner());
+            w.as_ref()
+                .map(|(what, step)| format!("dev{d}: {what} (step {step})"))
+        })
+        .collect();
+    format!(
+        "no progress for {} s (--nccl-timeout): the streams wait on flags no stream writes; the \
+         last flag wait each device issued: {}. A stream memory wait cannot be cancelled: \
+         haloscope stops here. The sim runs the same program and names the wait that never \
+         ends; `haloscope check` looks for a circle",
+        nccl.timeout.as_secs_f64(),
+        if waits.is_empty() {
+            "none".to_string()
+        } else {
+            waits.join("; ")
+        }
+    )
 }
