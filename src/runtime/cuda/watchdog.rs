@@ -209,3 +209,34 @@ fn flags_hung(nccl: &NcclShared) -> String {
         }
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_with_flags_that_makes_no_progress_is_stopped_naming_its_last_waits() {
+        let nccl = NcclShared::new(2, None, Duration::from_millis(30));
+        let contexts: Vec<OnceLock<sys::Context>> = (0..2).map(|_| OnceLock::new()).collect();
+        let mut watch = Watch::new();
+        // No NCCL and no flags: nothing to watch, however long.
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(watch.check(&nccl, &contexts).is_none());
+        nccl.flags.store(true, Ordering::SeqCst);
+        *nccl.flag_waits[1].lock().unwrap() =
+            Some(("cuStreamWaitValue32(compute@dev1, f[1] ≥ 7)".into(), 96));
+        assert!(watch.check(&nccl, &contexts).is_none(), "progress seen first");
+        std::thread::sleep(Duration::from_millis(40));
+        let report = watch
+            .check(&nccl, &contexts)
+            .expect("no progress for the timeout");
+        assert!(
+            report.contains("dev1: cuStreamWaitValue32(compute@dev1, f[1] ≥ 7) (step 96)"),
+            "{report}"
+        );
+        assert!(
+            nccl.aborted.load(Ordering::SeqCst),
+            "the threads are left to the exit"
+        );
+    }
+}
