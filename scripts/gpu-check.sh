@@ -19,6 +19,9 @@ log=${OUT:-/tmp}/gpu-check.log
 : > "$log"
 ngpu=$(nvidia-smi -L | wc -l)
 [ "$ngpu" -ge 1 ] || { echo "gpu-check: no GPU" >&2; exit 1; }
+# The flag modes (fused-flags, graph-flags) need a hardware queue per stream on a GPU:
+# four devices on one GPU carry 20 (the runtime refuses them at the default 8, naming this).
+export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 # N logical devices in blocks over the GPUs: 2 -> 0,1; 4 -> 0,0,1,1; 8 -> 0,0,0,0,1,1,1,1.
 gpus() { local n=$1 out="" d; for ((d = 0; d < n; d++)); do out+="${out:+,}$((d * ngpu / n))"; done; echo "$out"; }
 field() { python3 -c "import json,sys; d=json.load(sys.stdin); v=d$1; print('-' if v is None else v)"; }
