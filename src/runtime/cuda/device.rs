@@ -111,13 +111,13 @@ pub(super) struct Snap {
     pub(super) pinned: Pinned,
 }
 
+/// Flags a program may keep on one device (`runtime::check_flags` refuses more).
+pub(super) const FLAG_WORDS: usize = 1024;
+
 /// One logical device's resources. They are freed in the order of the fields (every
 /// owner frees its own in `Drop`): the graphs, the events, the streams, the snapshot's and
 /// the fields' buffers, the modules, and the context last. `Drop for Dev` only waits for
 /// the device first.
-/// Flags a program may keep on one device (`runtime::check_flags` refuses more).
-pub(super) const FLAG_WORDS: usize = 1024;
-
 pub(super) struct Dev {
     pub(super) t: usize,
     pub(super) meta: DeviceState,

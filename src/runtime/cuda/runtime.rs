@@ -140,7 +140,8 @@ impl CudaRuntime {
             .collect();
         check_fused(&program, &held_sources)?;
         check_flags(&program, gpus)?;
-        flags_never_hang(&program, &DeviceState::shapes(s))?;
+        let shapes = DeviceState::shapes(s);
+        flags_never_hang(&program, &shapes)?;
         let (reply_tx, replies) = unbounded();
         let mut commands = Vec::new();
         let mut handles = Vec::new();
@@ -180,7 +181,7 @@ impl CudaRuntime {
             held_sources,
             shared: shared.clone(),
             local: place.local.clone(),
-            shapes: DeviceState::shapes(s),
+            shapes,
         };
         rt.collect(|_, r| {
             matches!(r, Reply::Ready)
@@ -383,8 +384,9 @@ impl CudaRuntime {
         Ok(())
     }
 
-    /// Why `program` cannot continue this run: the fused kernel's sources, NCCL with two
-    /// devices on one GPU or not installed, or anything but NCCL across processes.
+    /// Why `program` cannot continue this run: the fused kernel's sources, flags the GPUs
+    /// cannot serve or whose waits circle, NCCL with two devices on one GPU or not
+    /// installed, or anything but NCCL across processes.
     pub fn refuses(&self, program: &Program) -> Result<(), UsageError> {
         check_fused(program, &self.held_sources)?;
         check_flags(program, &self.shared.gpus)?;
