@@ -208,14 +208,15 @@ impl Dev {
             Op::FlagWait { stream, flag, offset } => {
                 let value = self.flag_value(step, *offset);
                 // For the watchdog: the last flag wait issued, should none ever end.
-                let what = format!(
-                    "cuStreamWaitValue32({}, {} ≥ {value})",
-                    self.program.stream_name(*stream),
-                    self.program.flags[flag.0].name
-                );
+                let at = super::watchdog::FlagWaitAt {
+                    stream: *stream,
+                    flag: *flag,
+                    value,
+                    step,
+                };
                 *self.shared.nccl.flag_waits[self.t]
                     .lock()
-                    .unwrap_or_else(|p| p.into_inner()) = Some((what, step));
+                    .unwrap_or_else(|p| p.into_inner()) = Some(at);
                 wait_value(self.streams[stream.index].get(), self.flag_ptr(*flag), value)
             }
             _ => Ok(()),

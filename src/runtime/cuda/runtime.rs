@@ -244,7 +244,8 @@ impl CudaRuntime {
                 Ok(r) => return Ok(r),
                 Err(RecvTimeoutError::Disconnected) => return Err(anyhow!("a device thread ended")),
                 Err(RecvTimeoutError::Timeout) => {
-                    if let Some(report) = watch.check(&self.shared.nccl, &self.shared.contexts) {
+                    if let Some(report) = watch.check(&self.shared.nccl, &self.shared.contexts, &self.program)
+                    {
                         return Err(anyhow!(report));
                     }
                 }

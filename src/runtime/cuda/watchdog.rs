@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::nccl_sys::{self, Comm, UniqueId};
 use super::sys;
+use crate::program::{FlagId, Program, StreamId};
 
 /// What the threads of one process share about NCCL.
 pub(super) struct NcclShared {
@@ -30,8 +31,18 @@ pub(super) struct NcclShared {
     /// The program waits on flags (rule 9): a wait no stream ever satisfies holds its stream
     /// with no error, so the watchdog watches such programs too.
     pub(super) flags: AtomicBool,
-    /// By logical device: the last flag wait it issued, and its step.
-    pub(super) flag_waits: Vec<Mutex<Option<(String, u64)>>>,
+    /// By logical device: the last flag wait it issued (named only in a report: issuing
+    /// a wait stores these few numbers, no text).
+    pub(super) flag_waits: Vec<Mutex<Option<FlagWaitAt>>>,
+}
+
+/// A flag wait issued: on `stream`, for `flag` to hold `value`, in step `step`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FlagWaitAt {
+    pub(super) stream: StreamId,
+    pub(super) flag: FlagId,
+    pub(super) value: u32,
+    pub(super) step: u64,
 }
 
 impl NcclShared {
@@ -132,8 +143,14 @@ impl Watch {
         }
     }
 
-    /// `Some(report)` once the process has made no progress for the timeout.
-    pub(super) fn check(&mut self, nccl: &NcclShared, contexts: &[OnceLock<sys::Context>]) -> Option<String> {
+    /// `Some(report)` once the process has made no progress for the timeout (`program`:
+    /// the one running, to name its flag waits).
+    pub(super) fn check(
+        &mut self,
+        nccl: &NcclShared,
+        contexts: &[OnceLock<sys::Context>],
+        program: &Program,
+    ) -> Option<String> {
         let nccl_on = !nccl.comms.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
         if !nccl_on && !nccl.flags.load(Ordering::SeqCst) {
             self.since = std::time::Instant::now();
@@ -156,7 +173,7 @@ impl Watch {
             return None;
         }
         if !nccl_on {
-            return Some(flags_hung(nccl));
+            return Some(flags_hung(nccl, program));
         }
         let stuck: Vec<String> = nccl
             .logs
@@ -184,16 +201,21 @@ impl Watch {
 /// The report of a program with flags and no NCCL that made no progress: each device's
 /// last flag wait. A stream memory wait cannot be cancelled: the threads are left to the
 /// process's exit.
-fn flags_hung(nccl: &NcclShared) -> String {
+fn flags_hung(nccl: &NcclShared, program: &Program) -> String {
     nccl.aborted.store(true, Ordering::SeqCst);
     let waits: Vec<String> = nccl
         .flag_waits
         .iter()
         .enumerate()
         .filter_map(|(d, w)| {
-            let w = w.lock().unwrap_or_else(|p| p.into_inner());
-            w.as_ref()
-                .map(|(what, step)| format!("dev{d}: {what} (step {step})"))
+            let w = (*w.lock().unwrap_or_else(|p| p.into_inner()))?;
+            let flag = &program.flags.get(w.flag.0)?.name;
+            Some(format!(
+                "dev{d}: cuStreamWaitValue32({}, {flag} ≥ {}) (step {})",
+                program.stream_name(w.stream),
+                w.value,
+                w.step
+            ))
         })
         .collect();
     format!(
@@ -217,18 +239,40 @@ mod tests {
     #[test]
     fn a_program_with_flags_that_makes_no_progress_is_stopped_naming_its_last_waits() {
         let nccl = NcclShared::new(2, None, Duration::from_millis(30));
+        let flag = |i: usize| crate::program::FlagInfo {
+            name: format!("f[{i}]"),
+            device: i,
+            writer: None,
+        };
+        let program = Program {
+            name: "test".into(),
+            stream_names: vec!["compute".into()],
+            events: Vec::new(),
+            flags: vec![flag(0), flag(1)],
+            setup: vec![Vec::new(); 2],
+            step: vec![Vec::new(); 2],
+            steps_per_round: 1,
+            row: 1,
+        };
         let contexts: Vec<OnceLock<sys::Context>> = (0..2).map(|_| OnceLock::new()).collect();
         let mut watch = Watch::new();
         // No NCCL and no flags: nothing to watch, however long.
         std::thread::sleep(Duration::from_millis(40));
-        assert!(watch.check(&nccl, &contexts).is_none());
+        assert!(watch.check(&nccl, &contexts, &program).is_none());
         nccl.flags.store(true, Ordering::SeqCst);
-        *nccl.flag_waits[1].lock().unwrap() =
-            Some(("cuStreamWaitValue32(compute@dev1, f[1] ≥ 7)".into(), 96));
-        assert!(watch.check(&nccl, &contexts).is_none(), "progress seen first");
+        *nccl.flag_waits[1].lock().unwrap() = Some(FlagWaitAt {
+            stream: StreamId { device: 1, index: 0 },
+            flag: FlagId(1),
+            value: 7,
+            step: 96,
+        });
+        assert!(
+            watch.check(&nccl, &contexts, &program).is_none(),
+            "progress seen first"
+        );
         std::thread::sleep(Duration::from_millis(40));
         let report = watch
-            .check(&nccl, &contexts)
+            .check(&nccl, &contexts, &program)
             .expect("no progress for the timeout");
         assert!(
             report.contains("dev1: cuStreamWaitValue32(compute@dev1, f[1] ≥ 7) (step 96)"),
