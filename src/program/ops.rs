@@ -278,6 +278,15 @@ impl Program {
         self.step.len()
     }
 
+    /// Whether a stream waits on a flag (rule 9): on GPUs such a program needs a hardware
+    /// queue per stream, and a wait never met is the watchdog's to name.
+    pub fn waits_on_flags(&self) -> bool {
+        self.step
+            .iter()
+            .flatten()
+            .any(|op| matches!(op, Op::FlagWait { .. }))
+    }
+
     /// The round whose write a wait with `offset` in round `round` waits for (`None`: the
     /// flag's first value, 0, satisfies it). A wait for `v` = `round + offset` is satisfied
     /// by the first write of a value ≥ `v`: the writer's round `v − c`, or its first.

@@ -317,9 +317,9 @@ impl Parser {
     /// `cudaEvent_t a[n], b[n] on i + 1;` (or `cuuint32_t …` when `flag`: flags) after
     /// its first word.
     fn event_decls(&mut self, src: &mut Source, flag: bool) -> Result<(), SyntaxError> {
-        let what = if flag { "flag" } else { "event" };
+        let (what, a) = family(flag);
         loop {
-            let (e, sp) = self.ident(&format!("a{} {what}'s name", if flag { "" } else { "n" }))?;
+            let (e, sp) = self.ident(&format!("{a}'s name"))?;
             if self.events.contains(&e) || self.flags.contains(&e) || self.streams.contains(&e) {
                 return err(sp, format!("`{e}` is declared twice"));
             }
@@ -329,13 +329,7 @@ impl Parser {
             )?;
             let (count, csp) = self.ident("`n`")?;
             if count != "n" {
-                return err(
-                    csp,
-                    format!(
-                        "a{} {what} family has one {what} per device: write `[n]`",
-                        if flag { "" } else { "n" }
-                    ),
-                );
+                return err(csp, format!("{a} family has one {what} per device: write `[n]`"));
             }
             self.expect("]", "after `[n`")?;
             let on = if self.eat_ident("on") {
@@ -411,12 +405,8 @@ impl Parser {
 
     /// `name[index]`: one event of a family, or (`flag`) one flag.
     fn member(&mut self, flag: bool) -> Result<EventRef, SyntaxError> {
-        let (what, decl) = if flag {
-            ("flag", "cuuint32_t")
-        } else {
-            ("event", "cudaEvent_t")
-        };
-        let (name, sp) = self.ident(&format!("a{} {what}", if flag { "" } else { "n" }))?;
+        let ((what, a), decl) = (family(flag), if flag { "cuuint32_t" } else { "cudaEvent_t" });
+        let (name, sp) = self.ident(a)?;
         let declared = if flag { &self.flags } else { &self.events };
         if !declared.contains(&name) {
             let known = if declared.is_empty() {
@@ -765,6 +755,15 @@ impl Parser {
                 format!("expected a number, found {}", self.describe()),
             ),
         }
+    }
+}
+
+/// What a family is called (`flag`: flags, else events), bare and with its article.
+fn family(flag: bool) -> (&'static str, &'static str) {
+    if flag {
+        ("flag", "a flag")
+    } else {
+        ("event", "an event")
     }
 }
 

@@ -265,10 +265,7 @@ impl Dev {
         }
         // Every flag starts at 0 (each device zeroes its own; all meet below first).
         self.flag_words.zero()?;
-        let waits = self.program.step[self.t]
-            .iter()
-            .any(|op| matches!(op, Op::FlagWait { .. }));
-        if waits {
+        if self.program.waits_on_flags() {
             self.shared.nccl.flags.store(true, Ordering::SeqCst);
         }
         self.program_start = self.step;

@@ -610,12 +610,7 @@ pub fn check_flags(program: &Program, gpus: &[i32]) -> Result<(), UsageError> {
 /// Measured on one H200: `fused-flags` on 4, 6 and 8 logical devices (20 to 40 streams)
 /// hung with the default and ran bit-identical with 32.
 fn queues_enough(program: &Program, gpus: &[i32]) -> Result<(), UsageError> {
-    if !program
-        .step
-        .iter()
-        .flatten()
-        .any(|op| matches!(op, Op::FlagWait { .. }))
-    {
+    if !program.waits_on_flags() {
         return Ok(());
     }
     let queues = std::env::var("CUDA_DEVICE_MAX_CONNECTIONS")
