@@ -7,6 +7,12 @@
 // pass, then `fused_steps` runs one block per tile: it loads its TILE cells and MARGIN =
 // k + 1 cells each side into shared memory, runs k steps there and writes its own cells
 // back. Blocks never read what another block writes. Compiled with --fmad=false.
+//
+// A split pass (`e` > 0, the mode fused-overlap): the `e` cells at each end are a tile
+// each (the boundary) and the cells between are cut every TILE (the interior); one
+// `fused_edges` saves the margins of every cut, then `fused_steps` runs the two boundary
+// tiles in one launch and the interior tiles in another, each reading its margins from
+// the strips: the same bits as one launch of every tile, in either order.
 
 // TILE, MAX_STEPS and MAX_SOURCES come from src/kernels.rs, through build.rs.
 #if !defined(TILE) || !defined(MAX_STEPS) || !defined(MAX_SOURCES)
@@ -15,15 +21,34 @@
 #define MAX_MARGIN (MAX_STEPS + 1)
 #define SPAN (TILE + 2 * MAX_MARGIN)
 
-// Strip b holds cells b*TILE - margin .. b*TILE + margin of both fields (clipped to the
+// Where tile b of a pass over `len` cells begins (tile b is cut(b) .. cut(b + 1)): every
+// TILE cells when e == 0; when e > 0, cut(0) = 0, the interior's cuts from e to len - e
+// (clipped so that both ends fit), and the last tile's end at len (src/fused.rs `split`).
+__device__ int cut(int b, int len, int e) {
+    if (e == 0) {
+        return min(b * TILE, len);
+    }
+    int c1 = min(e, len);
+    int c2 = max(len - e, c1);
+    int m = (c2 - c1 + TILE - 1) / TILE; // interior tiles
+    if (b == 0) {
+        return 0;
+    }
+    if (b <= m + 1) {
+        return min(c1 + (b - 1) * TILE, c2);
+    }
+    return len;
+}
+
+// Strip b holds cells cut(b) - margin .. cut(b) + margin of both fields (clipped to the
 // array). One block per strip, one thread per cell; block 0 also saves `prev`.
 extern "C" __global__ void fused_edges(const float *__restrict__ ex, const float *__restrict__ hy,
                                        const float *__restrict__ prev, float *__restrict__ strip_ex,
                                        float *__restrict__ strip_hy, float *__restrict__ prev_in,
-                                       int len, int margin) {
+                                       int len, int margin, int e) {
     int b = blockIdx.x;
     int i = threadIdx.x;
-    int j = b * TILE - margin + i;
+    int j = cut(b, len, e) - margin + i;
     if (i < 2 * margin && j >= 0 && j < len) {
         strip_ex[b * 2 * margin + i] = ex[j];
         strip_hy[b * 2 * margin + i] = hy[j];
@@ -44,7 +69,8 @@ struct Sources {
     int n;
 };
 
-// End kinds: 0 none, 1 PEC, 2 Mur.
+// End kinds: 0 none, 1 PEC, 2 Mur. Block i runs tile first + i, plus `jump` for every
+// block but the first (a split pass's boundary: tiles 0 and m + 1 in one launch).
 extern "C" __global__ void fused_steps(float *__restrict__ ex, float *__restrict__ hy,
                                        const float *__restrict__ ca, const float *__restrict__ cb,
                                        float *__restrict__ prev, const float *__restrict__ prev_in,
@@ -52,15 +78,15 @@ extern "C" __global__ void fused_steps(float *__restrict__ ex, float *__restrict
                                        const float *__restrict__ strip_hy, Sources src, int len, int k,
                                        float ch, int h_lo, int h_hi, int e_lo, int e_hi,
                                        int left_kind, int left, float left_mur, int right_kind,
-                                       int right, float right_mur) {
+                                       int right, float right_mur, int e, int first, int jump) {
     __shared__ float sex[SPAN];
     __shared__ float shy[SPAN];
     __shared__ float sca[SPAN];
     __shared__ float scb[SPAN];
     const int margin = k + 1;
-    const int b = blockIdx.x;
-    const int t0 = b * TILE;
-    const int t1 = min(t0 + TILE, len);
+    const int b = first + blockIdx.x + (blockIdx.x > 0 ? jump : 0);
+    const int t0 = cut(b, len, e);
+    const int t1 = cut(b + 1, len, e);
     const int base = t0 - margin; // shared index = global (local array) index − base
     const int a = max(base, 0);
     const int z = min(t1 + margin, len);

@@ -14,6 +14,8 @@ use std::sync::OnceLock;
 
 use crate::fused::{self, Held};
 
+pub use crate::access::{Access, Buffer, Field, Kernel, Part};
+
 use crate::memory::{OutOfMemory, filled, reserve};
 use crate::physics::{self, Coefficients, EndCondition, PlacedSource};
 use crate::scenario::Scenario;
@@ -32,91 +34,6 @@ pub type Reference = std::sync::Arc<Gathered>;
 /// Cells per tile of the fused pass on the CPU (the GPU's blocks take 2048): a tile's
 /// fields and coefficients stay in the L2 cache.
 const FUSED_TILE: usize = 8192;
-
-/// Which field an operation touches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub enum Field {
-    Ex,
-    Hy,
-}
-
-impl Field {
-    /// Floats a cell (1D, `nx` = 1) or a row of `nx` cells (2D) of the field holds: a row
-    /// of `Ez` is `nx`, a row of `H` `2·nx` (`Hx` then `Hy`).
-    pub fn floats_per_row(self, nx: usize) -> usize {
-        match (self, nx) {
-            (_, 1) => 1,
-            (Field::Ex, nx) => nx,
-            (Field::Hy, nx) => 2 * nx,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Field::Ex => "ex",
-            Field::Hy => "hy",
-        }
-    }
-}
-
-/// A device's memory a kernel or a copy can touch: a field, or the Mur state of the
-/// grid's ends (cell 0: the left end's, cell 1: the right end's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub enum Buffer {
-    Field(Field),
-    Ends,
-}
-
-impl Buffer {
-    pub fn name(self) -> &'static str {
-        match self {
-            Buffer::Field(f) => f.name(),
-            Buffer::Ends => "mur_state",
-        }
-    }
-}
-
-/// One range of a device's memory that a kernel reads or writes: global cells (for
-/// [`Buffer::Ends`], 0 and 1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Access {
-    pub buffer: Buffer,
-    pub cells: Range<usize>,
-    pub write: bool,
-}
-
-/// The kernels of one step, in the order `physics` documents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-pub enum Kernel {
-    UpdateH,
-    UpdateE,
-    SourcesBoundaries,
-    /// `steps` whole steps in one pass over memory (src/fused.rs).
-    Fused {
-        steps: u32,
-    },
-}
-
-impl Kernel {
-    pub fn name(self) -> &'static str {
-        match self {
-            Kernel::UpdateH => "update_h",
-            Kernel::UpdateE => "update_e",
-            Kernel::SourcesBoundaries => "sources_boundaries",
-            Kernel::Fused { .. } => "fused_steps",
-        }
-    }
-
-    /// Bytes a kernel moves per cell (f32 reads + writes), for the cost model.
-    pub fn bytes_per_cell(self) -> f64 {
-        match self {
-            Kernel::UpdateH => 12.0,          // read ex, read+write hy
-            Kernel::UpdateE => 20.0,          // read hy, ca, cb, read+write ex (as on the GPU)
-            Kernel::SourcesBoundaries => 0.0, // a handful of cells
-            Kernel::Fused { .. } => 24.0,     // ex, hy, ca, cb in; ex, hy out: once per pass
-        }
-    }
-}
 
 /// One device's share of the grid, with its own copy of the fields and coefficients.
 #[derive(Debug, Clone)]
@@ -142,6 +59,8 @@ pub struct DeviceState {
     held: OnceLock<Held>,
     /// A 2D grid: rows of cells (`ex` is then `Ez`, `hy` the `H` rows: `Hx` then `Hy`).
     slab: Option<Box<Slab>>,
+    /// The fields as the last `fused_save` left them (made by the first one).
+    margins: Option<Box<fused::Fields>>,
 }
 
 /// The scenario's sources on the owned cells `cells` and `halo` cells each side, with
@@ -208,6 +127,7 @@ impl DeviceState {
             prev_right: 0.0,
             held: OnceLock::new(),
             slab,
+            margins: None,
         })
     }
 
@@ -231,6 +151,7 @@ impl DeviceState {
             prev_right: 0.0,
             held: OnceLock::new(),
             slab: None,
+            margins: None,
         }
     }
 
@@ -262,6 +183,7 @@ impl DeviceState {
             prev_right: self.prev_right,
             held: OnceLock::new(),
             slab: self.slab.clone(),
+            margins: self.margins.clone(),
         }
     }
 
@@ -317,7 +239,10 @@ impl DeviceState {
         let r = match kernel {
             Kernel::UpdateH => self.clamp(cells, 0..self.n - 1),
             Kernel::UpdateE => self.clamp(cells, 1..self.n - 1),
-            Kernel::SourcesBoundaries | Kernel::Fused { .. } => self.clamp(cells, 0..self.n),
+            Kernel::SourcesBoundaries
+            | Kernel::Fused { .. }
+            | Kernel::FusedSave { .. }
+            | Kernel::FusedPart { .. } => self.clamp(cells, 0..self.n),
         };
         // update_h reads Ex one cell to the right, update_e Hy one to the left: never past
         // the ends of the array.
@@ -325,7 +250,7 @@ impl DeviceState {
         match kernel {
             Kernel::UpdateH => r.start..r.end.min(len - 1),
             Kernel::UpdateE => r.start.max(1)..r.end.max(1),
-            Kernel::SourcesBoundaries | Kernel::Fused { .. } => r,
+            _ => r,
         }
     }
 
@@ -341,6 +266,9 @@ impl DeviceState {
         let (ex, hy) = (Buffer::Field(Field::Ex), Buffer::Field(Field::Hy));
         let mut out = Vec::new();
         match kernel {
+            Kernel::FusedSave { .. } | Kernel::FusedPart { .. } => {
+                self.split_accesses(kernel, cells, &mut out)
+            }
             Kernel::UpdateH | Kernel::UpdateE | Kernel::Fused { .. } => {
                 let r = self.kernel_range(kernel, cells);
                 if r.is_empty() {
@@ -494,6 +422,8 @@ impl DeviceState {
             Kernel::UpdateE => self.update_e(cells),
             Kernel::SourcesBoundaries => self.sources_boundaries(cells, step),
             Kernel::Fused { steps } => self.fused(cells, steps as usize, step),
+            Kernel::FusedSave { .. } => self.fused_save(),
+            Kernel::FusedPart { steps, part } => self.fused_part(cells, steps as usize, step, part),
         }
     }
 
@@ -555,6 +485,102 @@ impl DeviceState {
         };
         fused::pass(self.held(), &mut f, span, steps, step, FUSED_TILE);
         (self.ex, self.hy, [self.prev_left, self.prev_right]) = (f.ex, f.hy, f.prev);
+    }
+
+    /// `fused_save`: the fields and the Mur state as they are, for the parts of the pass
+    /// to read their margins from. In 2D, where there is no tiled pass, nothing.
+    pub fn fused_save(&mut self) {
+        if self.slab.is_some() {
+            return;
+        }
+        let m = self
+            .margins
+            .get_or_insert_with(|| Box::new(fused::Fields::zeros(0)));
+        m.ex.clone_from(&self.ex);
+        m.hy.clone_from(&self.hy);
+        m.prev = [self.prev_left, self.prev_right];
+    }
+
+    /// The tiles of `part` of a split pass of `steps` steps over the held part of `cells`
+    /// (src/fused.rs [`fused::pass_tiles`]), their margins from the last `fused_save` (zeros
+    /// before any, as the GPU's strips). In 2D, where there is no tiled pass, the boundary
+    /// runs the whole round's steps over the span and the interior nothing: the same bits.
+    pub fn fused_part(&mut self, cells: &Range<usize>, steps: usize, step: u64, part: Part) {
+        if self.slab.is_some() {
+            if part == Part::Boundary {
+                self.fused(cells, steps, step);
+            }
+            return;
+        }
+        let span = self.kernel_range(
+            Kernel::FusedPart {
+                steps: steps as u32,
+                part,
+            },
+            cells,
+        );
+        if span.is_empty() {
+            return;
+        }
+        let before = match self.margins.take() {
+            Some(m) => m,
+            None => Box::new(fused::Fields::zeros(self.ex.len())),
+        };
+        let mut f = fused::Fields {
+            ex: std::mem::take(&mut self.ex),
+            hy: std::mem::take(&mut self.hy),
+            prev: [self.prev_left, self.prev_right],
+        };
+        let tiles = fused::part_tiles(&span, steps, part, FUSED_TILE);
+        fused::pass_tiles(self.held(), &mut f, &before, &span, tiles, steps, step);
+        (self.ex, self.hy, [self.prev_left, self.prev_right]) = (f.ex, f.hy, f.prev);
+        self.margins = Some(before);
+    }
+
+    /// What `fused_save` and the parts touch, for the hazard checker: the save reads the
+    /// fields over the span (it copies the cells next to each cut) and the Mur state, and
+    /// writes the margins; a part reads the margins and its own cells, and writes its own
+    /// cells (and the ends among them).
+    fn split_accesses(&self, kernel: Kernel, cells: &Range<usize>, out: &mut Vec<Access>) {
+        let r = self.kernel_range(kernel, cells);
+        if r.is_empty() {
+            return;
+        }
+        let g = |r: &Range<usize>| self.global(r.start)..self.global(r.start) + r.len();
+        let acc = |buffer, cells, write| Access { buffer, cells, write };
+        let fields = [Buffer::Field(Field::Ex), Buffer::Field(Field::Hy)];
+        match kernel {
+            Kernel::FusedSave { .. } => {
+                for b in fields {
+                    out.push(acc(b, g(&r), false));
+                }
+                let (l, e) = self.end_cells();
+                let ends = [
+                    (self.left_end.is_some() && r.contains(&l), 0),
+                    (self.right_end.is_some() && r.contains(&e), 1),
+                ];
+                for (_, state) in ends.into_iter().filter(|(here, _)| *here) {
+                    out.push(acc(Buffer::Ends, state..state + 1, false));
+                }
+                out.push(acc(Buffer::Margins, g(&r), true));
+            }
+            Kernel::FusedPart { steps, part } => {
+                out.push(acc(Buffer::Margins, g(&r), false));
+                let [left, mid, right] = fused::split(&r, steps as usize);
+                let own = match part {
+                    Part::Boundary => vec![left, right],
+                    Part::Interior => vec![mid],
+                };
+                for o in own.iter().filter(|o| !o.is_empty()) {
+                    for b in fields {
+                        out.push(acc(b, g(o), false));
+                        out.push(acc(b, g(o), true));
+                    }
+                    self.end_accesses(o, out);
+                }
+            }
+            _ => {}
+        }
     }
 
     pub fn field(&self, f: Field) -> &[f32] {

@@ -96,8 +96,70 @@ impl Fields {
 /// need the neighbours: see [`exchange`]).
 pub fn pass(h: &Held, f: &mut Fields, span: Range<usize>, steps: usize, step: u64, tile: usize) {
     let before = f.clone(); // what the GPU's edge strips and untouched tiles hold
-    for t0 in span.clone().step_by(tile) {
-        let t1 = (t0 + tile).min(span.end);
+    let tiles = span.clone().step_by(tile).map(|t0| t0..(t0 + tile).min(span.end));
+    pass_tiles(h, f, &before, &span, tiles, steps, step);
+}
+
+/// The tiles a split pass is launched in, boundary first (`fused-overlap`): the
+/// boundary is the `2·steps` cells at each end of the span — on a device in a round, its
+/// halo and the cells its neighbour's halo takes — and the interior everything between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Part {
+    Boundary,
+    Interior,
+}
+
+impl Part {
+    /// The kernel that runs this part, as a program names it.
+    pub fn kernel(self) -> &'static str {
+        match self {
+            Part::Boundary => "fused_boundary",
+            Part::Interior => "fused_interior",
+        }
+    }
+}
+
+/// A split pass's cells over `span`: left boundary, interior, right boundary (the
+/// boundaries `2·steps` cells each, less where the span is short; the interior may be
+/// empty).
+pub fn split(span: &Range<usize>, steps: usize) -> [Range<usize>; 3] {
+    let e = 2 * steps;
+    let c1 = (span.start + e).min(span.end);
+    let c2 = span.end.saturating_sub(e).max(c1);
+    [span.start..c1, c1..c2, c2..span.end]
+}
+
+/// The tiles of `part` of a split pass over `span`: one per boundary, `tile` cells each
+/// (the last shorter) in the interior.
+pub fn part_tiles(span: &Range<usize>, steps: usize, part: Part, tile: usize) -> Vec<Range<usize>> {
+    let [l, m, r] = split(span, steps);
+    match part {
+        Part::Boundary => [l, r].into_iter().filter(|t| !t.is_empty()).collect(),
+        Part::Interior => m
+            .clone()
+            .step_by(tile)
+            .map(|t0| t0..(t0 + tile).min(m.end))
+            .collect(),
+    }
+}
+
+/// Runs `tiles` (disjoint, inside `span`) of a pass of `steps` steps: each reads its own
+/// cells from `f` and the rest of its window (`steps + 1` cells each side, within `span`)
+/// and the Mur state from `before` — the state as the pass began, which the GPU keeps as
+/// strips around the cuts between tiles — and writes back only its own cells, and the Mur
+/// state of an end it owns. Tiles never read what another writes, so a pass run in parts,
+/// in any order, gives the bits of the whole pass as long as nothing else writes the
+/// parts' cells in between.
+pub fn pass_tiles(
+    h: &Held,
+    f: &mut Fields,
+    before: &Fields,
+    span: &Range<usize>,
+    tiles: impl IntoIterator<Item = Range<usize>>,
+    steps: usize,
+    step: u64,
+) {
+    for Range { start: t0, end: t1 } in tiles {
         // `steps` cells of margin, plus one: a Mur end reads its inner neighbour, which
         // must still be exact in the last step when the end cell is a tile's first or
         // last cell.
@@ -107,6 +169,8 @@ pub fn pass(h: &Held, f: &mut Fields, span: Range<usize>, steps: usize, step: u6
         );
         let mut ex = before.ex[a..z].to_vec();
         let mut hy = before.hy[a..z].to_vec();
+        ex[t0 - a..t1 - a].copy_from_slice(&f.ex[t0..t1]);
+        hy[t0 - a..t1 - a].copy_from_slice(&f.hy[t0..t1]);
         let mut prev = before.prev;
         for t in 0..steps {
             substep(h, &mut ex, &mut hy, &mut prev, a, step + t as u64);

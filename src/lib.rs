@@ -2,6 +2,7 @@
 //! from it. See the README and DESIGN.md for the architecture.
 #![deny(unsafe_code)]
 
+pub mod access;
 pub mod app;
 pub mod bench;
 pub mod cli;

@@ -22,6 +22,7 @@ const LAYERS: &[&str] = &[
     "physics",
     "tmz",
     "fused",
+    "access",
     "decomp",
     "program",
     "hazard",

@@ -30,7 +30,10 @@ impl Core {
         let states = crate::decomp::DeviceState::shapes(s);
         let writes = |op: &crate::program::Op| {
             crate::hazard::op_accesses(op, &states).iter().any(|(d, a)| {
-                *d == device && a.write && a.buffer != crate::decomp::Buffer::Ends && a.cells.contains(&row)
+                *d == device
+                    && a.write
+                    && matches!(a.buffer, crate::decomp::Buffer::Field(_))
+                    && a.cells.contains(&row)
             })
         };
         let written_by = timeline

@@ -504,6 +504,7 @@ fn conflict_finding(
     let buffer_name = match buffer {
         Buffer::Field(f) => format!("{}@dev{device}", program.field_name(f)),
         Buffer::Ends => format!("mur_state@dev{device}"),
+        Buffer::Margins => format!("margins@dev{device}"),
     };
     let name = |c: &Call| program.label(&c.op);
     let why = match kind {

@@ -337,7 +337,7 @@ impl Program {
                 substep,
                 ..
             } => {
-                let at = if self.steps_per_round > 1 && !matches!(kernel, Kernel::Fused { .. }) {
+                let at = if self.steps_per_round > 1 && kernel.fused_steps().is_none() {
                     format!(" +{substep}")
                 } else {
                     String::new()
@@ -399,7 +399,7 @@ impl Program {
                 substep,
             } => {
                 let what = match kernel {
-                    Kernel::Fused { steps } => format!(", {steps} steps"),
+                    k if k.fused_steps().is_some() => format!(", {} steps", k.fused_steps().unwrap_or(0)),
                     _ if self.steps_per_round > 1 => format!(", step + {substep}"),
                     _ => String::new(),
                 };

@@ -27,6 +27,7 @@ pub fn program(mode: Mode, ranges: &[Range<usize>]) -> Program {
             // Written as a file only: no builder to compare it with.
             Mode::FusedPush
             | Mode::FusedFlags
+            | Mode::FusedOverlap
             | Mode::GraphFlags
             | Mode::GraphPush
             | Mode::Nccl
@@ -546,7 +547,7 @@ mod tests {
         for mode in Mode::ALL.into_iter().filter(|m| {
             !matches!(
                 m,
-                Mode::FusedPush | Mode::GraphPush | Mode::FusedFlags | Mode::GraphFlags
+                Mode::FusedPush | Mode::GraphPush | Mode::FusedFlags | Mode::GraphFlags | Mode::FusedOverlap
             ) && !m.uses_nccl()
         }) {
             for split in &splits {

@@ -9,7 +9,7 @@ mod flags;
 mod nccl;
 
 use super::syntax::{CellPtr, EventRef, Expr, Source, Stmt, StmtKind};
-use crate::decomp::{Field, HALO, Kernel};
+use crate::decomp::{Field, HALO, Kernel, Part};
 use crate::program::{EventId, EventInfo, FlagInfo, Op, Program, StreamId};
 
 /// Why a program cannot run on this decomposition, and which statement says so.
@@ -84,6 +84,7 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
         let mut ops = Vec::new();
         inst.run(&src.step, &mut ops)?;
         inst.group_closed()?;
+        inst.saved_first(&ops)?;
         inst.step[d] = ops;
     }
     inst.by_device()?;
@@ -397,16 +398,28 @@ impl Instance<'_> {
             .collect::<Result<Vec<_>, _>>()?;
         let cells = self.held(self.dev as i64, vals[0], vals[1], span, kernel)?;
         let third = vals.get(2).copied().unwrap_or(0);
-        if third < 0 || third > HALO as i64 {
+        // A fused pass runs at least one step (its third argument is how many).
+        let least = i64::from(kernel.starts_with("fused_"));
+        if third < least || third > HALO as i64 {
             return self.fail(
                 span,
-                format!("{kernel}: its third argument is 0 to {HALO}, not {third}"),
+                format!("{kernel}: its third argument is {least} to {HALO}, not {third}"),
             );
         }
         let (kernel, substep) = match kernel {
             "update_h" => (Kernel::UpdateH, third as u32),
             "update_e" => (Kernel::UpdateE, third as u32),
             "sources_boundaries" => (Kernel::SourcesBoundaries, third as u32),
+            "fused_save" => (Kernel::FusedSave { steps: third as u32 }, 0),
+            "fused_boundary" | "fused_interior" => {
+                let part = if kernel == "fused_boundary" {
+                    Part::Boundary
+                } else {
+                    Part::Interior
+                };
+                let steps = third as u32;
+                (Kernel::FusedPart { steps, part }, 0)
+            }
             _ => (Kernel::Fused { steps: third as u32 }, 0),
         };
         Ok(Op::Launch {
@@ -419,6 +432,50 @@ impl Instance<'_> {
 
     /// Each host thread's calls under the device whose streams it drives (a `gpuMapping`
     /// that is not the identity): the runtimes run device `g`'s streams from thread `g`.
+    /// Each part of a split pass (`fused_boundary`, `fused_interior`) comes after a
+    /// `fused_save` of the same cells and steps on its device, earlier in the thread's
+    /// step: its tiles read their margins from what that save kept.
+    fn saved_first(&self, ops: &[Op]) -> Result<(), InstanceError> {
+        let flat: Vec<&Op> = ops
+            .iter()
+            .flat_map(|o| match o {
+                Op::Graph { nodes, .. } => nodes.iter().collect(),
+                o => vec![o],
+            })
+            .collect();
+        for (i, op) in flat.iter().enumerate() {
+            let Op::Launch {
+                kernel: Kernel::FusedPart { steps, part },
+                cells,
+                stream,
+                ..
+            } = op
+            else {
+                continue;
+            };
+            let saved = flat[..i].iter().any(|o| {
+                matches!(o, Op::Launch { kernel: Kernel::FusedSave { steps: s }, cells: c, stream: t, .. }
+                    if s == steps && c == cells && t.device == stream.device)
+            });
+            if !saved {
+                return self.fail(
+                    &self.src.step_span,
+                    format!(
+                        "thread {}: {}<<<…>>>({}..{}, {steps}) has no fused_save of the same cells and \
+                         steps on device {} before it in the step: its tiles read their margins from \
+                         what fused_save kept",
+                        self.d,
+                        part.kernel(),
+                        cells.start,
+                        cells.end,
+                        stream.device
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn by_device(&mut self) -> Result<(), InstanceError> {
         let n = self.ranges.len();
         let mut home = Vec::with_capacity(n);

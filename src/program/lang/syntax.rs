@@ -9,6 +9,7 @@
 use std::ops::Range;
 
 mod flags;
+mod launch;
 mod lex;
 mod nccl;
 
@@ -136,7 +137,15 @@ pub struct Source {
     pub manual: Vec<String>,
 }
 
-pub const KERNELS: [&str; 4] = ["update_h", "update_e", "sources_boundaries", "fused_steps"];
+pub const KERNELS: [&str; 7] = [
+    "update_h",
+    "update_e",
+    "sources_boundaries",
+    "fused_steps",
+    "fused_save",
+    "fused_boundary",
+    "fused_interior",
+];
 pub const FIELDS: [&str; 2] = ["ex", "hy"];
 pub const VARS: [&str; 6] = ["d", "n", "lo", "hi", "k", "dev"];
 
@@ -590,32 +599,6 @@ impl Parser {
         Ok(Stmt {
             kind: StmtKind::Graph(s, body),
             span: start..self.prev_end(),
-        })
-    }
-
-    /// `kernel<<<stream>>>(from, to[, t])`, after the kernel's name.
-    fn launch(&mut self, k: &str, sp: Range<usize>) -> Result<StmtKind, SyntaxError> {
-        self.expect("<<<", "after the kernel's name")?;
-        let stream = self.stream()?;
-        self.expect(">>>", "after the stream")?;
-        self.expect("(", "for the kernel's cells")?;
-        let mut args = vec![self.expr()?];
-        while self.eat_sym(",") {
-            args.push(self.expr()?);
-        }
-        self.expect(")", "after the kernel's arguments")?;
-        let want = if k == "fused_steps" {
-            "(from, to, steps)"
-        } else {
-            "(from, to) or (from, to, t)"
-        };
-        if !(2..=3).contains(&args.len()) || (k == "fused_steps" && args.len() != 3) {
-            return err(sp, format!("{k} takes {want}: the cells [from, to) it updates"));
-        }
-        Ok(StmtKind::Launch {
-            kernel: k.to_string(),
-            stream,
-            args,
         })
     }
 

@@ -567,7 +567,12 @@ fn buffers(
         None => {
             let (ca, cb) = meta.coefficient_arrays();
             let strip = wide::strip_floats(len);
-            (ca, cb, [len, len, len, len, 2, 2, strip, strip], Vec::new())
+            (
+                ca,
+                cb,
+                [len, len, len, len, 2, wide::PREV_IN_FLOATS, strip, strip],
+                Vec::new(),
+            )
         }
     };
     let mut buffers = Vec::new();

@@ -9,7 +9,7 @@ use super::owned::{BufferView, copy_peer, wait_value, write_value};
 use super::shared::*;
 use super::sys::{self, DriverError};
 use super::wide;
-use crate::decomp::{Field, HALO, Kernel};
+use crate::decomp::{Field, HALO, Kernel, Part};
 use crate::physics::EndCondition;
 use crate::program::{FlagId, Op};
 use crate::runtime::OpError;
@@ -287,10 +287,36 @@ impl Dev {
         st: sys::Stream,
         step: u64,
     ) -> Result<(), DriverError> {
-        if let (Kernel::Fused { steps }, Some(_)) = (kernel, self.meta.slab()) {
-            // No fused pass in 2D: the round's steps one launch after another, which keeps
-            // the bits of the cells the round keeps.
-            for k in 0..u64::from(steps) {
+        if let Some(steps) = kernel.fused_steps() {
+            return self.launch_fused(kernel, cells, st, step, steps);
+        }
+        for l in self.launches(kernel, cells, step).unwrap_or_default() {
+            l.run(st)?;
+        }
+        Ok(())
+    }
+
+    /// A fused pass, whole or a part of a split one (src/fused.rs). No fused pass in 2D:
+    /// the round's steps one launch after another, which keeps the bits of the cells the
+    /// round keeps — a split pass's boundary runs them all, its save and interior nothing.
+    fn launch_fused(
+        &self,
+        kernel: Kernel,
+        cells: &Range<usize>,
+        st: sys::Stream,
+        step: u64,
+        steps: u32,
+    ) -> Result<(), DriverError> {
+        if self.meta.slab().is_some() {
+            let whole = matches!(
+                kernel,
+                Kernel::Fused { .. }
+                    | Kernel::FusedPart {
+                        part: Part::Boundary,
+                        ..
+                    }
+            );
+            for k in (0..u64::from(steps)).filter(|_| whole) {
                 for part in [Kernel::UpdateH, Kernel::UpdateE, Kernel::SourcesBoundaries] {
                     for l in self.launches(part, cells, step + k).unwrap_or_default() {
                         l.run(st)?;
@@ -299,32 +325,36 @@ impl Dev {
             }
             return Ok(());
         }
-        if let Kernel::Fused { steps } = kernel {
-            let r = self.meta.kernel_range(kernel, cells);
-            if r.is_empty() {
-                return Ok(());
+        let r = self.meta.kernel_range(kernel, cells);
+        if r.is_empty() {
+            return Ok(());
+        }
+        let views = self.views();
+        let [ex, hy, ca, cb, prev, prev_in, strip_ex, strip_hy] = views[..] else {
+            unreachable!("eight buffers")
+        };
+        let bufs = wide::FusedBufs {
+            ex,
+            hy,
+            ca,
+            cb,
+            prev,
+            prev_in,
+            strip_ex,
+            strip_hy,
+        };
+        let (h, k) = (self.meta.held(), steps as usize);
+        match kernel {
+            Kernel::FusedSave { .. } => wide::launch_save(self.k.fused_edges, st, bufs, r, k, true),
+            Kernel::FusedPart { part, .. } => {
+                let tiles = wide::Tiles::Part(part);
+                wide::launch_tiles(self.k.fused_steps, st, bufs, h, r, k, step, tiles)
             }
-            let views = self.views();
-            let [ex, hy, ca, cb, prev, prev_in, strip_ex, strip_hy] = views[..] else {
-                unreachable!("eight buffers")
-            };
-            let bufs = wide::FusedBufs {
-                ex,
-                hy,
-                ca,
-                cb,
-                prev,
-                prev_in,
-                strip_ex,
-                strip_hy,
-            };
-            let k = (self.k.fused_edges, self.k.fused_steps);
-            return wide::launch_fused(k, st, bufs, self.meta.held(), r, steps as usize, step);
+            _ => {
+                let f = (self.k.fused_edges, self.k.fused_steps);
+                wide::launch_fused(f, st, bufs, h, r, k, step)
+            }
         }
-        for l in self.launches(kernel, cells, step).unwrap_or_default() {
-            l.run(st)?;
-        }
-        Ok(())
     }
 
     /// The kernel launches of one of the step's kernels over `cells` in step `step` (the
@@ -346,7 +376,7 @@ impl Dev {
         let (start, count) = (Arg::U32(r.start as u32), Arg::U32(r.len() as u32));
         let one = |f, args: &[Arg]| Launch::new(f, (1, 1), 1, args);
         Some(match kernel {
-            Kernel::Fused { .. } => return None,
+            Kernel::Fused { .. } | Kernel::FusedSave { .. } | Kernel::FusedPart { .. } => return None,
             Kernel::UpdateH => vec![Launch::new(
                 self.k.update_h,
                 grid,

@@ -31,7 +31,7 @@ impl Dev {
         };
         let mut out = Vec::new();
         match kernel {
-            Kernel::Fused { .. } => return None,
+            Kernel::Fused { .. } | Kernel::FusedSave { .. } | Kernel::FusedPart { .. } => return None,
             Kernel::UpdateH => {
                 for (start, rows) in chunks() {
                     let args = [

@@ -13,7 +13,7 @@ use super::nccl;
 use super::nccl_sys::{self, UniqueId};
 use super::shared::*;
 use super::sys::{self, DriverError};
-use crate::decomp::{DeviceState, HALO, Kernel};
+use crate::decomp::{DeviceState, HALO};
 use crate::error::UsageError;
 use crate::physics::Coefficients;
 use crate::program::{Op, Program};
@@ -667,15 +667,11 @@ fn flags_never_hang(program: &Program, shapes: &[DeviceState]) -> Result<(), Usa
 /// The fused kernel takes its sources as a kernel argument: at most
 /// [`crate::fused::MAX_SOURCES`] on a device.
 pub(super) fn check_fused(program: &Program, held_sources: &[usize]) -> Result<(), UsageError> {
-    let fused = program.step.iter().flatten().any(|op| {
-        matches!(
-            op,
-            Op::Launch {
-                kernel: Kernel::Fused { .. },
-                ..
-            }
-        )
-    });
+    let fused = program
+        .step
+        .iter()
+        .flatten()
+        .any(|op| op.as_launch().is_some_and(|(k, ..)| k.fused_steps().is_some()));
     match held_sources
         .iter()
         .enumerate()

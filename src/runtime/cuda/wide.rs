@@ -16,7 +16,7 @@ use super::owned::{
 use super::shared::FUSED_PTX;
 use super::sys;
 use crate::decomp::{DeviceState, Domain, Field};
-use crate::fused::{Held, MAX_SOURCES, MAX_STEPS};
+use crate::fused::{Held, MAX_SOURCES, MAX_STEPS, Part};
 use crate::physics::{Coefficients, EndCondition};
 use crate::scenario::Injection;
 use crate::scenario::Scenario;
@@ -27,7 +27,8 @@ use crate::kernels::TILE;
 const BLOCK: u32 = 512;
 
 /// The device buffers of a fused pass: the fields, coefficients and Mur state, and the
-/// margins (`strip_*`, [`strip_floats`] each) and Mur state (`prev_in`, 2) saved before it.
+/// margins (`strip_*`, [`strip_floats`] each) and Mur state (`prev_in`, [`PREV_IN_FLOATS`])
+/// saved before it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct FusedBufs {
     pub ex: BufferView,
@@ -40,9 +41,55 @@ pub(super) struct FusedBufs {
     pub strip_hy: BufferView,
 }
 
-/// Floats of each strip buffer for an array of `len` cells.
+/// Floats of the strips of one pass over `len` cells: a strip per cut between tiles, a
+/// split pass's two boundary tiles included.
+fn pass_strip_floats(len: usize) -> usize {
+    (len.div_ceil(TILE) + 3) * 2 * (MAX_STEPS + 1)
+}
+
+/// Floats of each strip buffer for an array of `len` cells: a whole pass's strips, then a
+/// split pass's (a `fused_steps` between a `fused_save` and its parts leaves them be).
 pub(super) fn strip_floats(len: usize) -> usize {
-    (len.div_ceil(TILE) + 1) * 2 * (MAX_STEPS + 1)
+    2 * pass_strip_floats(len)
+}
+
+/// Floats of the `prev_in` buffer: a whole pass's saved Mur state, then a split pass's.
+pub(super) const PREV_IN_FLOATS: usize = 4;
+
+impl FusedBufs {
+    /// The buffers as a split pass uses them: its own strips and saved Mur state.
+    fn split(self, len: usize) -> FusedBufs {
+        FusedBufs {
+            prev_in: self.prev_in.slice(2..PREV_IN_FLOATS),
+            strip_ex: self.strip_ex.slice(pass_strip_floats(len)..strip_floats(len)),
+            strip_hy: self.strip_hy.slice(pass_strip_floats(len)..strip_floats(len)),
+            ..self
+        }
+    }
+}
+
+/// Which tiles one launch of `fused_steps` runs: every tile of a whole pass, or one part
+/// of a split pass (its tiles cut as `kernels/fused.cu` `cut` and src/fused.rs `split`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Tiles {
+    All,
+    Part(Part),
+}
+
+/// `(e, tiles of the pass, blocks, first, jump)` of a launch over `len` cells, `steps`
+/// steps (the kernel's arguments; see `cut` and `fused_steps` in kernels/fused.cu).
+fn tiling(len: usize, steps: usize, tiles: Tiles) -> (usize, usize, usize, usize, usize) {
+    match tiles {
+        Tiles::All => (0, len.div_ceil(TILE), len.div_ceil(TILE), 0, 0),
+        Tiles::Part(part) => {
+            let [_, mid, _] = crate::fused::split(&(0..len), steps);
+            let m = mid.len().div_ceil(TILE);
+            match part {
+                Part::Boundary => (2 * steps, m + 2, 2, 0, m),
+                Part::Interior => (2 * steps, m + 2, m, 1, 0),
+            }
+        }
+    }
 }
 
 /// The kernel's `Sources` struct (kernels/fused.cu): values of steps `step..step + steps`
@@ -82,32 +129,74 @@ pub(super) fn launch_fused(
     steps: usize,
     step: u64,
 ) -> Result<(), sys::DriverError> {
-    use super::launch::Arg::{Bytes, F32, I32, Ptr};
+    launch_save(edges, s, b, span.clone(), steps, false)?;
+    launch_tiles(fused, s, b, h, span, steps, step, Tiles::All)
+}
+
+/// `fused_edges`: the strips around every cut between the tiles of a pass over `span`
+/// (a split pass's when `split`), and the Mur state.
+pub(super) fn launch_save(
+    edges: sys::Function,
+    s: sys::Stream,
+    b: FusedBufs,
+    span: Range<usize>,
+    steps: usize,
+    split: bool,
+) -> Result<(), sys::DriverError> {
+    use super::launch::Arg::{I32, Ptr};
     let (off, len) = (span.start, span.len());
-    let at = |p: BufferView| p.at(off);
-    let rel = |r: &Range<usize>| {
-        let a = r.start.clamp(span.start, span.end) - off;
-        let z = r.end.clamp(span.start, span.end) - off;
-        (a as i32, z.max(a) as i32)
-    };
     let margin = steps + 1;
-    let tiles = len.div_ceil(TILE) as u32;
+    let whole = if split {
+        Tiles::Part(Part::Interior)
+    } else {
+        Tiles::All
+    };
+    let (e, tiles, ..) = tiling(len, steps, whole);
+    let b = if split { b.split(len) } else { b };
     launch(
         edges,
-        tiles + 1,
+        tiles as u32 + 1,
         2 * margin as u32,
         s,
         &[
-            Ptr(at(b.ex)),
-            Ptr(at(b.hy)),
+            Ptr(b.ex.at(off)),
+            Ptr(b.hy.at(off)),
             Ptr(b.prev.ptr()),
             Ptr(b.strip_ex.ptr()),
             Ptr(b.strip_hy.ptr()),
             Ptr(b.prev_in.ptr()),
             I32(len as i32),
             I32(margin as i32),
+            I32(e as i32),
         ],
-    )?;
+    )
+}
+
+/// `fused_steps` on the tiles `which` of a pass over `span`, margins from the strips.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn launch_tiles(
+    fused: sys::Function,
+    s: sys::Stream,
+    b: FusedBufs,
+    h: &Held,
+    span: Range<usize>,
+    steps: usize,
+    step: u64,
+    which: Tiles,
+) -> Result<(), sys::DriverError> {
+    use super::launch::Arg::{Bytes, F32, I32, Ptr};
+    let (off, len) = (span.start, span.len());
+    let (e, _, blocks, first, jump) = tiling(len, steps, which);
+    if blocks == 0 {
+        return Ok(());
+    }
+    let b = if which == Tiles::All { b } else { b.split(len) };
+    let at = |p: BufferView| p.at(off);
+    let rel = |r: &Range<usize>| {
+        let a = r.start.clamp(span.start, span.end) - off;
+        let z = r.end.clamp(span.start, span.end) - off;
+        (a as i32, z.max(a) as i32)
+    };
     let end = |e: Option<(EndCondition, usize)>| match e.filter(|(_, i)| span.contains(i)) {
         None => (0, 0, 0.0),
         Some((EndCondition::Pec, i)) => (1, (i - off) as i32, 0.0),
@@ -119,7 +208,7 @@ pub(super) fn launch_fused(
     let sources = sources_bytes(h, &span, steps, step);
     launch(
         fused,
-        tiles,
+        blocks as u32,
         BLOCK,
         s,
         &[
@@ -145,6 +234,9 @@ pub(super) fn launch_fused(
             I32(rk),
             I32(ri),
             F32(rm),
+            I32(e as i32),
+            I32(first as i32),
+            I32(jump as i32),
         ],
     )
 }
@@ -197,7 +289,7 @@ impl WideRun {
             let module = LoadedModule::load(FUSED_PTX, ctx)?;
             let len = held.len();
             let strip = strip_floats(len);
-            let buffers = [len, len, len, len, 2, 2, strip, strip]
+            let buffers = [len, len, len, len, 2, PREV_IN_FLOATS, strip, strip]
                 .into_iter()
                 .map(|n| DeviceBuffer::zeroed(n, ctx))
                 .collect::<Result<Vec<_>, _>>()?;

@@ -5,7 +5,7 @@ use std::ops::Range;
 use super::pending::Call;
 use super::scheduler::*;
 use crate::cost::PULL_QUEUE_SLOTS;
-use crate::decomp::{Field, Kernel};
+use crate::decomp::{Field, HALO, Kernel, Part};
 use crate::program::{Op, StreamId};
 use crate::runtime::OpError;
 use crate::trace::TraceRecord;
@@ -117,7 +117,7 @@ impl Scheduler {
                 stream,
                 substep,
             } => {
-                let owned = self.owned_in(stream.device, cells);
+                let owned = self.launch_cells(stream.device, *kernel, cells);
                 let j = self.jitter(c.t, c.step, c.pc, 2);
                 let dur = self.cost.kernel_us(owned as f64 * self.bytes_per_cell(*kernel)) * j;
                 let (start, end) = self.enqueue(*stream, after_call, dur);
@@ -240,7 +240,7 @@ impl Scheduler {
         let base = c.step.map_or(0, |s| s + self.base_step);
         rec.start_us = f64::INFINITY;
         for (i, (kernel, cells, substep)) in nodes.iter().filter_map(Op::as_launch).enumerate() {
-            let owned = self.owned_in(stream.device, cells);
+            let owned = self.launch_cells(stream.device, kernel, cells);
             let jn = self.jitter(c.t, c.step, c.pc, 16 + i as u64);
             let dur = self
                 .cost
@@ -341,9 +341,44 @@ impl Scheduler {
             (_, Kernel::UpdateH) => 20.0,
             (_, Kernel::UpdateE) => 24.0,
             (_, Kernel::SourcesBoundaries) => 0.0,
-            (_, Kernel::Fused { steps }) => 44.0 * f64::from(steps),
+            // In 2D the boundary part runs the whole round (no tiled pass in 2D).
+            (_, Kernel::Fused { steps })
+            | (
+                _,
+                Kernel::FusedPart {
+                    steps,
+                    part: Part::Boundary,
+                },
+            ) => 44.0 * f64::from(steps),
+            (_, Kernel::FusedSave { .. } | Kernel::FusedPart { .. }) => 0.0,
         };
         per * self.nx as f64
+    }
+
+    /// Owned cells a launch of `kernel` over `cells` works on: a part of a split pass
+    /// only its own tiles' (in 1D; in 2D the boundary takes the whole round).
+    pub(super) fn launch_cells(&self, device: usize, kernel: Kernel, cells: &Range<usize>) -> usize {
+        let Kernel::FusedPart { steps, part } = kernel else {
+            return self.owned_in(device, cells);
+        };
+        if self.nx > 1 {
+            return if part == Part::Boundary {
+                self.owned_in(device, cells)
+            } else {
+                0
+            };
+        }
+        let (lo, n) = (
+            self.starts[device],
+            self.starts.last().unwrap_or(&0) + self.cells.last().unwrap_or(&0),
+        );
+        let hi = lo + self.cells[device];
+        let span = cells.start.max(lo.saturating_sub(HALO))..cells.end.min(hi + HALO).min(n);
+        let [left, mid, right] = crate::fused::split(&span, steps as usize);
+        match part {
+            Part::Boundary => self.owned_in(device, &left) + self.owned_in(device, &right),
+            Part::Interior => self.owned_in(device, &mid),
+        }
     }
 
     pub(super) fn owned_in(&self, device: usize, cells: &Range<usize>) -> usize {

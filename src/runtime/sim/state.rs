@@ -192,7 +192,9 @@ impl Slot {
         self.real.run(kernel, cells, step);
         match kernel {
             Kernel::SourcesBoundaries => self.check_finite(step, cells),
-            Kernel::Fused { steps } => self.check_finite(step + u64::from(steps) - 1, cells),
+            Kernel::Fused { steps } | Kernel::FusedPart { steps, .. } => {
+                self.check_finite(step + u64::from(steps) - 1, cells)
+            }
             _ => {}
         }
     }
