@@ -16,6 +16,8 @@ use crate::fused::{self, Held};
 
 pub use crate::access::{Access, Buffer, Field, Kernel, Part};
 
+mod split;
+
 use crate::memory::{OutOfMemory, filled, reserve};
 use crate::physics::{self, Coefficients, EndCondition, PlacedSource};
 use crate::scenario::Scenario;
@@ -485,102 +487,6 @@ impl DeviceState {
         };
         fused::pass(self.held(), &mut f, span, steps, step, FUSED_TILE);
         (self.ex, self.hy, [self.prev_left, self.prev_right]) = (f.ex, f.hy, f.prev);
-    }
-
-    /// `fused_save`: the fields and the Mur state as they are, for the parts of the pass
-    /// to read their margins from. In 2D, where there is no tiled pass, nothing.
-    pub fn fused_save(&mut self) {
-        if self.slab.is_some() {
-            return;
-        }
-        let m = self
-            .margins
-            .get_or_insert_with(|| Box::new(fused::Fields::zeros(0)));
-        m.ex.clone_from(&self.ex);
-        m.hy.clone_from(&self.hy);
-        m.prev = [self.prev_left, self.prev_right];
-    }
-
-    /// The tiles of `part` of a split pass of `steps` steps over the held part of `cells`
-    /// (src/fused.rs [`fused::pass_tiles`]), their margins from the last `fused_save` (zeros
-    /// before any, as the GPU's strips). In 2D, where there is no tiled pass, the boundary
-    /// runs the whole round's steps over the span and the interior nothing: the same bits.
-    pub fn fused_part(&mut self, cells: &Range<usize>, steps: usize, step: u64, part: Part) {
-        if self.slab.is_some() {
-            if part == Part::Boundary {
-                self.fused(cells, steps, step);
-            }
-            return;
-        }
-        let span = self.kernel_range(
-            Kernel::FusedPart {
-                steps: steps as u32,
-                part,
-            },
-            cells,
-        );
-        if span.is_empty() {
-            return;
-        }
-        let before = match self.margins.take() {
-            Some(m) => m,
-            None => Box::new(fused::Fields::zeros(self.ex.len())),
-        };
-        let mut f = fused::Fields {
-            ex: std::mem::take(&mut self.ex),
-            hy: std::mem::take(&mut self.hy),
-            prev: [self.prev_left, self.prev_right],
-        };
-        let tiles = fused::part_tiles(&span, steps, part, FUSED_TILE);
-        fused::pass_tiles(self.held(), &mut f, &before, &span, tiles, steps, step);
-        (self.ex, self.hy, [self.prev_left, self.prev_right]) = (f.ex, f.hy, f.prev);
-        self.margins = Some(before);
-    }
-
-    /// What `fused_save` and the parts touch, for the hazard checker: the save reads the
-    /// fields over the span (it copies the cells next to each cut) and the Mur state, and
-    /// writes the margins; a part reads the margins and its own cells, and writes its own
-    /// cells (and the ends among them).
-    fn split_accesses(&self, kernel: Kernel, cells: &Range<usize>, out: &mut Vec<Access>) {
-        let r = self.kernel_range(kernel, cells);
-        if r.is_empty() {
-            return;
-        }
-        let g = |r: &Range<usize>| self.global(r.start)..self.global(r.start) + r.len();
-        let acc = |buffer, cells, write| Access { buffer, cells, write };
-        let fields = [Buffer::Field(Field::Ex), Buffer::Field(Field::Hy)];
-        match kernel {
-            Kernel::FusedSave { .. } => {
-                for b in fields {
-                    out.push(acc(b, g(&r), false));
-                }
-                let (l, e) = self.end_cells();
-                let ends = [
-                    (self.left_end.is_some() && r.contains(&l), 0),
-                    (self.right_end.is_some() && r.contains(&e), 1),
-                ];
-                for (_, state) in ends.into_iter().filter(|(here, _)| *here) {
-                    out.push(acc(Buffer::Ends, state..state + 1, false));
-                }
-                out.push(acc(Buffer::Margins, g(&r), true));
-            }
-            Kernel::FusedPart { steps, part } => {
-                out.push(acc(Buffer::Margins, g(&r), false));
-                let [left, mid, right] = fused::split(&r, steps as usize);
-                let own = match part {
-                    Part::Boundary => vec![left, right],
-                    Part::Interior => vec![mid],
-                };
-                for o in own.iter().filter(|o| !o.is_empty()) {
-                    for b in fields {
-                        out.push(acc(b, g(o), false));
-                        out.push(acc(b, g(o), true));
-                    }
-                    self.end_accesses(o, out);
-                }
-            }
-            _ => {}
-        }
     }
 
     pub fn field(&self, f: Field) -> &[f32] {

@@ -517,14 +517,14 @@ impl GpuBench {
             "\n== modes: time per step, halo overhead = step − the same step with no exchange\n",
         );
         o += &format!(
-            "{:<12} {:>10} {:>4} {:>10} {:>12} {:>10} {:>7} {:>9} {:>8}\n",
+            "{:<13} {:>10} {:>4} {:>10} {:>12} {:>10} {:>7} {:>9} {:>8}\n",
             "mode", "cells/GPU", "GPUs", "µs/step", "no exchange", "overhead", "share", "copy µs", "vs lat."
         );
         for m in &self.modes {
             let c = m.copy_median_us.map_or("-".into(), |c| format!("{c:.2}"));
             let r = m.copy_vs_latency.map_or("-".into(), |r| format!("{r:.2}x"));
             o += &format!(
-                "{:<12} {:>10} {:>4} {:>10.2} {:>12.2} {:>10.2} {:>6.1}% {:>9} {:>8}\n",
+                "{:<13} {:>10} {:>4} {:>10.2} {:>12.2} {:>10.2} {:>6.1}% {:>9} {:>8}\n",
                 m.mode,
                 m.cells_per_gpu,
                 m.gpus,
@@ -539,7 +539,7 @@ impl GpuBench {
         o += "\n== weak scaling (same cells per GPU)\n";
         for s in &self.scaling {
             o += &format!(
-                "{:<12} {:>10} cells/GPU  1 → {} GPUs  {:>10.2} → {:>10.2} µs/step  efficiency {:>6.2}%\n",
+                "{:<13} {:>10} cells/GPU  1 → {} GPUs  {:>10.2} → {:>10.2} µs/step  efficiency {:>6.2}%\n",
                 s.mode,
                 s.cells_per_gpu,
                 s.gpus,
@@ -551,7 +551,7 @@ impl GpuBench {
         o += "\n== strong scaling (one grid over more GPUs)\n";
         for s in &self.strong {
             o += &format!(
-                "{:<12} {:>10} cells  {} GPUs  {:>10.2} µs/step  speedup {:>5.2}x  efficiency {:>6.2}%\n",
+                "{:<13} {:>10} cells  {} GPUs  {:>10.2} µs/step  speedup {:>5.2}x  efficiency {:>6.2}%\n",
                 s.mode,
                 s.cells,
                 s.gpus,

@@ -95,7 +95,7 @@ pub fn run(gpus: &[i32], sizes: &[usize], seconds: f64) -> Result<String> {
         vec![1]
     };
     out += &format!(
-        "{:>7} {:<12} {:>12} {:>12} {:>11}\n",
+        "{:>7} {:<13} {:>12} {:>12} {:>11}\n",
         "cells",
         "mode",
         "1 GPU µs",
@@ -134,13 +134,13 @@ pub fn run(gpus: &[i32], sizes: &[usize], seconds: f64) -> Result<String> {
                 "-".into()
             };
             out += &format!(
-                "{:>7} {:<12} {t1:>12.1} {multi:>12} {eff:>11}\n",
+                "{:>7} {:<13} {t1:>12.1} {multi:>12} {eff:>11}\n",
                 format!("{n}²"),
                 mode.name()
             );
         }
         out += &format!(
-            "{:>7} {:<12} {interior:>12.1} {:>12} {:>11}   {gbs:.0} GB/s at {BYTES_PER_CELL_2D} B/cell = {:.1} % of the copy\n",
+            "{:>7} {:<13} {interior:>12.1} {:>12} {:>11}   {gbs:.0} GB/s at {BYTES_PER_CELL_2D} B/cell = {:.1} % of the copy\n",
             format!("{n}²"),
             "interior",
             "-",
