@@ -48,6 +48,10 @@ pub const FILES: &[(&str, &str)] = &[
         "stale-flag.halo",
         include_str!("../assets/exercises/stale-flag.halo"),
     ),
+    (
+        "unsaved-margins.halo",
+        include_str!("../assets/exercises/unsaved-margins.halo"),
+    ),
 ];
 
 #[derive(Debug, Clone, Deserialize)]

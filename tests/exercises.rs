@@ -100,7 +100,7 @@ fn haloscope_exercise_lists_copies_judges_and_refuses() {
     );
     let (code, _, err) = haloscope(dir.path(), &["exercise", "99"]);
     assert_eq!(code, 2);
-    assert!(err.contains("exercise 99: there are exercises 1 to 9"), "{err}");
+    assert!(err.contains("exercise 99: there are exercises 1 to 10"), "{err}");
 }
 
 #[test]
