@@ -124,35 +124,49 @@ fn a_pass_in_boundary_and_interior_parts_keeps_the_bits_in_either_order() {
     }
 }
 
-#[test]
-fn parts_reading_margins_saved_a_pass_earlier_break_it() {
-    // The save matters: margins kept before the previous pass spoil the cells next to
-    // every cut between the parts.
-    let s = bench_scenario(600, 2).unwrap();
-    let c = Coefficients::new(&s).unwrap();
-    let held = held(&s);
+/// Whether device 0's `Ex` leaves the reference after `passes` passes of `steps` steps,
+/// each run by `run(device, fields, start step)`, exchanging `w` halo cells after each.
+fn leaves_the_reference(
+    s: &Scenario,
+    passes: u64,
+    steps: u64,
+    w: usize,
+    mut run: impl FnMut(usize, &Held, &mut Fields, u64),
+) -> bool {
+    let c = Coefficients::new(s).unwrap();
+    let held = held(s);
     let mut fields: Vec<Fields> = held.iter().map(|h| Fields::zeros(h.len())).collect();
-    let mut saved: Vec<Fields> = fields.clone();
-    let mut reference = Domain::reference(&s, &c).unwrap();
-    for p in 0..30 {
-        for ((h, f), old) in held.iter().zip(&mut fields).zip(&mut saved) {
-            let (span, start) = (0..h.len(), f.clone());
-            for part in [Part::Boundary, Part::Interior] {
-                pass_tiles(h, f, old, &span, part_tiles(&span, 4, part, 64), 4, 4 * p);
-            }
-            *old = start; // this pass's start: the next pass reads its margins a pass stale
+    let mut reference = Domain::reference(s, &c).unwrap();
+    for p in 0..passes {
+        for (d, (h, f)) in held.iter().zip(&mut fields).enumerate() {
+            run(d, h, f, steps * p);
         }
-        exchange(&held, &mut fields, 4);
-        for t in 4 * p..4 * p + 4 {
+        exchange(&held, &mut fields, w);
+        for t in steps * p..steps * (p + 1) {
             reference.step(t);
         }
     }
     let ex = reference.gather(Field::Ex).unwrap();
     let h = &held[0];
-    let differs = ex[h.lo..h.hi]
+    ex[h.lo..h.hi]
         .iter()
         .zip(&fields[0].ex[h.owned()])
-        .any(|(a, b)| a.to_bits() != b.to_bits());
+        .any(|(a, b)| a.to_bits() != b.to_bits())
+}
+
+#[test]
+fn parts_reading_margins_saved_a_pass_earlier_break_it() {
+    // The save matters: margins kept before the previous pass spoil the cells next to
+    // every cut between the parts.
+    let s = bench_scenario(600, 2).unwrap();
+    let mut saved: Vec<Fields> = held(&s).iter().map(|h| Fields::zeros(h.len())).collect();
+    let differs = leaves_the_reference(&s, 30, 4, 4, |d, h, f, step| {
+        let (span, start) = (0..h.len(), f.clone());
+        for part in [Part::Boundary, Part::Interior] {
+            pass_tiles(h, f, &saved[d], &span, part_tiles(&span, 4, part, 64), 4, step);
+        }
+        saved[d] = start; // this pass's start: the next pass reads its margins a pass stale
+    });
     assert!(differs, "stale margins must show");
 }
 
@@ -161,25 +175,7 @@ fn more_steps_between_exchanges_than_halo_cells_breaks_it() {
     // The premise, checked: 8 steps between exchanges of 4 halo cells lets the stale
     // edge of each device's copy reach its owned cells.
     let s = bench_scenario(400, 2).unwrap();
-    let c = Coefficients::new(&s).unwrap();
-    let held = held(&s);
-    let mut fields: Vec<Fields> = held.iter().map(|h| Fields::zeros(h.len())).collect();
-    let mut reference = Domain::reference(&s, &c).unwrap();
-    for p in 0..40 {
-        for (h, f) in held.iter().zip(&mut fields) {
-            pass(h, f, 0..h.len(), 8, 8 * p, 64);
-        }
-        exchange(&held, &mut fields, 4);
-        for t in 8 * p..8 * p + 8 {
-            reference.step(t);
-        }
-    }
-    let ex = reference.gather(Field::Ex).unwrap();
-    let h = &held[0];
-    let differs = ex[h.lo..h.hi]
-        .iter()
-        .zip(&fields[0].ex[h.owned()])
-        .any(|(a, b)| a.to_bits() != b.to_bits());
+    let differs = leaves_the_reference(&s, 40, 8, 4, |_, h, f, step| pass(h, f, 0..h.len(), 8, step, 64));
     assert!(
         differs,
         "a halo narrower than the steps between exchanges must show"
