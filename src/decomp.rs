@@ -62,7 +62,7 @@ pub struct DeviceState {
     /// A 2D grid: rows of cells (`ex` is then `Ez`, `hy` the `H` rows: `Hx` then `Hy`).
     slab: Option<Box<Slab>>,
     /// The fields as the last `fused_save` left them (made by the first one).
-    margins: Option<Box<fused::Fields>>,
+    margins: Option<Box<fused::Margins>>,
 }
 
 /// The scenario's sources on the owned cells `cells` and `halo` cells each side, with
@@ -424,7 +424,7 @@ impl DeviceState {
             Kernel::UpdateE => self.update_e(cells),
             Kernel::SourcesBoundaries => self.sources_boundaries(cells, step),
             Kernel::Fused { steps } => self.fused(cells, steps as usize, step),
-            Kernel::FusedSave { .. } => self.fused_save(),
+            Kernel::FusedSave { steps } => self.fused_save(cells, steps as usize),
             Kernel::FusedPart { steps, part } => self.fused_part(cells, steps as usize, step, part),
         }
     }

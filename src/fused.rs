@@ -95,9 +95,63 @@ impl Fields {
 /// `steps` plain steps; the `steps` outermost cells of each side of `span` do not (they
 /// need the neighbours: see [`exchange`]).
 pub fn pass(h: &Held, f: &mut Fields, span: Range<usize>, steps: usize, step: u64, tile: usize) {
-    let before = f.clone(); // what the GPU's edge strips and untouched tiles hold
-    let tiles = span.clone().step_by(tile).map(|t0| t0..(t0 + tile).min(span.end));
-    pass_tiles(h, f, &before, &span, tiles, steps, step);
+    let tiles: Vec<_> = span
+        .clone()
+        .step_by(tile)
+        .map(|t0| t0..(t0 + tile).min(span.end))
+        .collect();
+    let mut m = Margins::default();
+    m.save(f, &span, cuts(&tiles), steps);
+    pass_tiles(h, f, &m, &span, tiles, steps, step);
+}
+
+/// The cells next to every cut between the tiles of a pass, and the Mur state, as the
+/// pass began: what each tile reads beyond its own cells (the GPU's strips, saved by
+/// `fused_edges`). The strip of cut `c` holds cells `c − w .. c + w` of both fields, `w`
+/// the steps plus one, those outside the span left zero.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Margins {
+    w: usize,
+    cuts: Vec<usize>,
+    ex: Vec<f32>,
+    hy: Vec<f32>,
+    prev: [f32; 2],
+}
+
+impl Margins {
+    /// Keeps the strips of `f` around `cuts` (ascending) within `span`, for a pass of
+    /// `steps` steps, and its Mur state (the buffers reused).
+    pub fn save(&mut self, f: &Fields, span: &Range<usize>, cuts: Vec<usize>, steps: usize) {
+        let w = steps + 1;
+        (self.w, self.cuts, self.prev) = (w, cuts, f.prev);
+        for (saved, field) in [(&mut self.ex, &f.ex), (&mut self.hy, &f.hy)] {
+            saved.clear();
+            for &c in &self.cuts {
+                let cell = |g: usize| if span.contains(&g) { field[g] } else { 0.0 };
+                saved.extend((c..c + 2 * w).map(|j| j.checked_sub(w).map_or(0.0, cell)));
+            }
+        }
+    }
+
+    /// Cell `g` of both fields in the strip of cut `c`: zeros where none was saved, as the
+    /// GPU's strips before any save.
+    fn at(&self, c: usize, g: usize) -> (f32, f32) {
+        match self.cuts.binary_search(&c) {
+            Ok(i) if g + self.w >= c && g < c + self.w => {
+                let j = i * 2 * self.w + g + self.w - c;
+                (self.ex[j], self.hy[j])
+            }
+            _ => (0.0, 0.0),
+        }
+    }
+}
+
+/// Every cut between `tiles` and at their ends, ascending, once.
+pub fn cuts(tiles: &[Range<usize>]) -> Vec<usize> {
+    let mut c: Vec<usize> = tiles.iter().flat_map(|t| [t.start, t.end]).collect();
+    c.sort_unstable();
+    c.dedup();
+    c
 }
 
 /// The tiles a split pass is launched in, boundary first (`fused-overlap`): the
@@ -143,17 +197,24 @@ pub fn part_tiles(span: &Range<usize>, steps: usize, part: Part, tile: usize) ->
     }
 }
 
+/// Every cut between the tiles of both parts of a split pass over `span`: what its save
+/// keeps strips around.
+pub fn split_cuts(span: &Range<usize>, steps: usize, tile: usize) -> Vec<usize> {
+    let mut tiles = part_tiles(span, steps, Part::Boundary, tile);
+    tiles.extend(part_tiles(span, steps, Part::Interior, tile));
+    cuts(&tiles)
+}
+
 /// Runs `tiles` (disjoint, inside `span`) of a pass of `steps` steps: each reads its own
 /// cells from `f` and the rest of its window (`steps + 1` cells each side, within `span`)
-/// and the Mur state from `before` — the state as the pass began, which the GPU keeps as
-/// strips around the cuts between tiles — and writes back only its own cells, and the Mur
-/// state of an end it owns. Tiles never read what another writes, so a pass run in parts,
-/// in any order, gives the bits of the whole pass as long as nothing else writes the
-/// parts' cells in between.
+/// and the Mur state from `before`, saved as the pass began around every cut between the
+/// tiles, and writes back only its own cells, and the Mur state of an end it owns. Tiles
+/// never read what another writes, so a pass run in parts, in any order, gives the bits
+/// of the whole pass as long as nothing else writes the parts' cells in between.
 pub fn pass_tiles(
     h: &Held,
     f: &mut Fields,
-    before: &Fields,
+    before: &Margins,
     span: &Range<usize>,
     tiles: impl IntoIterator<Item = Range<usize>>,
     steps: usize,
@@ -167,10 +228,14 @@ pub fn pass_tiles(
             t0.saturating_sub(steps + 1).max(span.start),
             (t1 + steps + 1).min(span.end),
         );
-        let mut ex = before.ex[a..z].to_vec();
-        let mut hy = before.hy[a..z].to_vec();
-        ex[t0 - a..t1 - a].copy_from_slice(&f.ex[t0..t1]);
-        hy[t0 - a..t1 - a].copy_from_slice(&f.hy[t0..t1]);
+        let (mut ex, mut hy): (Vec<f32>, Vec<f32>) = (a..t0).map(|g| before.at(t0, g)).unzip();
+        ex.extend_from_slice(&f.ex[t0..t1]);
+        hy.extend_from_slice(&f.hy[t0..t1]);
+        for g in t1..z {
+            let (e, h) = before.at(t1, g);
+            ex.push(e);
+            hy.push(h);
+        }
         let mut prev = before.prev;
         for t in 0..steps {
             substep(h, &mut ex, &mut hy, &mut prev, a, step + t as u64);

@@ -2,7 +2,7 @@
 
 use haloscope::bench::bench_scenario;
 use haloscope::decomp::{DeviceState, Domain, Field};
-use haloscope::fused::{Fields, Held, Part, exchange, part_tiles, pass, pass_tiles};
+use haloscope::fused::{Fields, Held, Margins, Part, exchange, part_tiles, pass, pass_tiles, split_cuts};
 use haloscope::physics::Coefficients;
 use haloscope::scenario::{self, Scenario};
 
@@ -29,16 +29,43 @@ fn check(s: &Scenario, k: usize, tile: usize, steps: u64) {
 /// boundary tiles and the interior tiles (or the interior first), margins from the save.
 fn check_split(s: &Scenario, k: usize, tile: usize, steps: u64, interior_first: bool) {
     check_with(s, k, steps, |h, f, n, step| {
-        let before = f.clone();
         let span = 0..h.len();
-        let mut parts = [Part::Boundary, Part::Interior];
-        if interior_first {
-            parts.reverse();
-        }
-        for part in parts {
-            pass_tiles(h, f, &before, &span, part_tiles(&span, n, part, tile), n, step);
-        }
+        let before = saved(f, &span, n, tile);
+        in_parts(h, f, &before, &span, (n, step, tile), interior_first);
     });
+}
+
+/// `f`'s margins for a split pass of `steps` steps over `span`, `tile` cells a tile.
+fn saved(f: &Fields, span: &std::ops::Range<usize>, steps: usize, tile: usize) -> Margins {
+    let mut m = Margins::default();
+    m.save(f, span, split_cuts(span, steps, tile), steps);
+    m
+}
+
+/// A split pass's two parts, boundary first (or the interior), margins from `before`.
+fn in_parts(
+    h: &Held,
+    f: &mut Fields,
+    before: &Margins,
+    span: &std::ops::Range<usize>,
+    (steps, step, tile): (usize, u64, usize),
+    interior_first: bool,
+) {
+    let mut parts = [Part::Boundary, Part::Interior];
+    if interior_first {
+        parts.reverse();
+    }
+    for part in parts {
+        pass_tiles(
+            h,
+            f,
+            before,
+            span,
+            part_tiles(span, steps, part, tile),
+            steps,
+            step,
+        );
+    }
 }
 
 /// `steps` steps, each pass of `n ≤ k` steps from step `step` run by `run`, exchanging
@@ -159,13 +186,12 @@ fn parts_reading_margins_saved_a_pass_earlier_break_it() {
     // The save matters: margins kept before the previous pass spoil the cells next to
     // every cut between the parts.
     let s = bench_scenario(600, 2).unwrap();
-    let mut saved: Vec<Fields> = held(&s).iter().map(|h| Fields::zeros(h.len())).collect();
+    let mut old: Vec<Margins> = vec![Margins::default(); 2];
     let differs = leaves_the_reference(&s, 30, 4, 4, |d, h, f, step| {
-        let (span, start) = (0..h.len(), f.clone());
-        for part in [Part::Boundary, Part::Interior] {
-            pass_tiles(h, f, &saved[d], &span, part_tiles(&span, 4, part, 64), 4, step);
-        }
-        saved[d] = start; // this pass's start: the next pass reads its margins a pass stale
+        let span = 0..h.len();
+        let start = saved(f, &span, 4, 64);
+        in_parts(h, f, &old[d], &span, (4, step, 64), false);
+        old[d] = start; // this pass's start: the next pass reads its margins a pass stale
     });
     assert!(differs, "stale margins must show");
 }
@@ -201,7 +227,10 @@ proptest::proptest! {
         let h = &held(&s)[0];
         let mut f = Fields::zeros(h.len());
         // Fields that are not zero anywhere: a hash of the cell and the seed.
-        let v = |i: usize, k: u32| ((i as u32 * 2_654_435_761 ^ (seed + k) * 40_503) % 2001) as f32 / 1000.0 - 1.0;
+        let v = |i: usize, k: u32| {
+            let x = (i as u32).wrapping_mul(2_654_435_761) ^ (seed + k).wrapping_mul(40_503);
+            (x % 2001) as f32 / 1000.0 - 1.0
+        };
         for i in 0..h.len() {
             (f.ex[i], f.hy[i]) = (v(i, 0), v(i, 7));
         }
@@ -209,14 +238,8 @@ proptest::proptest! {
         let span = start.min(h.len() - 1)..(start + len).min(h.len());
         let mut whole = f.clone();
         pass(h, &mut whole, span.clone(), steps, 3, tile);
-        let before = f.clone();
-        let mut parts = [Part::Boundary, Part::Interior];
-        if interior_first {
-            parts.reverse();
-        }
-        for part in parts {
-            pass_tiles(h, &mut f, &before, &span, part_tiles(&span, steps, part, tile), steps, 3);
-        }
+        let before = saved(&f, &span, steps, tile);
+        in_parts(h, &mut f, &before, &span, (steps, 3, tile), interior_first);
         let b = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         proptest::prop_assert_eq!(b(&f.ex), b(&whole.ex));
         proptest::prop_assert_eq!(b(&f.hy), b(&whole.hy));

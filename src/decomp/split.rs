@@ -7,18 +7,22 @@ use super::{Access, Buffer, DeviceState, FUSED_TILE, Field, Kernel, Part};
 use crate::fused;
 
 impl DeviceState {
-    /// `fused_save`: the fields and the Mur state as they are, for the parts of the pass
-    /// to read their margins from. In 2D, where there is no tiled pass, nothing.
-    pub fn fused_save(&mut self) {
+    /// `fused_save` over `cells`: the fields next to every cut between the tiles of both
+    /// parts, and the Mur state, as they are (the GPU's strips), for the parts to read their
+    /// margins from. In 2D, where there is no tiled pass, nothing.
+    pub fn fused_save(&mut self, cells: &Range<usize>, steps: usize) {
         if self.slab.is_some() {
             return;
         }
-        let m = self
-            .margins
-            .get_or_insert_with(|| Box::new(fused::Fields::zeros(0)));
-        m.ex.clone_from(&self.ex);
-        m.hy.clone_from(&self.hy);
-        m.prev = [self.prev_left, self.prev_right];
+        let span = self.kernel_range(Kernel::FusedSave { steps: steps as u32 }, cells);
+        let f = fused::Fields {
+            ex: std::mem::take(&mut self.ex),
+            hy: std::mem::take(&mut self.hy),
+            prev: [self.prev_left, self.prev_right],
+        };
+        let m = self.margins.get_or_insert_with(Box::default);
+        m.save(&f, &span, fused::split_cuts(&span, steps, FUSED_TILE), steps);
+        (self.ex, self.hy) = (f.ex, f.hy);
     }
 
     /// The tiles of `part` of a split pass of `steps` steps over the held part of `cells`
@@ -42,10 +46,7 @@ impl DeviceState {
         if span.is_empty() {
             return;
         }
-        let before = match self.margins.take() {
-            Some(m) => m,
-            None => Box::new(fused::Fields::zeros(self.ex.len())),
-        };
+        let before = self.margins.take().unwrap_or_default();
         let mut f = fused::Fields {
             ex: std::mem::take(&mut self.ex),
             hy: std::mem::take(&mut self.hy),
