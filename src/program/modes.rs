@@ -309,7 +309,7 @@ impl Mode {
                  and the k cells a neighbour takes) on compute and fused_interior on a stream of its own, at\n\
                  once; each tile reads its margins from the save: fused's bits. A push waits only for the\n\
                  boundaries. Modelled, 2^21 cells on each of 2 devices: 1.53 µs a step against fused-push's\n\
-                 1.83; on the default grid the extra launch costs more than it hides (1.38 against 0.88)."
+                 1.83; on the default grid (4 devices) the extra launch costs more than it hides: 1.82 against 1.32."
             }
             _ => "",
         }
