@@ -459,6 +459,7 @@ fn an_event_used_after_its_destruction_in_host_order_is_invalid() {
         ]],
         steps_per_round: 1,
         row: 1,
+        cells: 0,
     };
     let f = hazard::check_scenario(&s, &program).unwrap();
     assert_eq!(summary(&f), ["INVALID 0:1 ", "INVALID 0:2 "]);

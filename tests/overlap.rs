@@ -161,3 +161,24 @@ fn a_part_without_its_save_and_a_pass_of_no_steps_are_refused() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn the_program_view_names_the_cells_each_part_writes() {
+    // The default grid: 2000 cells on 4 devices, k = 16; dev3's span ends at the grid's end.
+    let s = builtin("pulse");
+    let p = Mode::FusedOverlap.program(&s.ranges());
+    let shown: Vec<String> = p.step[3].iter().map(|op| p.render(op)).collect();
+    let line = |kernel: &str| shown.iter().find(|l| l.starts_with(kernel)).unwrap().clone();
+    assert!(
+        line("fused_boundary").ends_with("(cells 1484..2016, 16 steps: its tiles 1484..1516, 1968..2000)"),
+        "{shown:#?}"
+    );
+    assert!(
+        line("fused_interior").ends_with("(cells 1484..2016, 16 steps: its tiles 1516..1968)"),
+        "{shown:#?}"
+    );
+    assert!(
+        line("fused_save").ends_with("(cells 1484..2016, 16 steps)"),
+        "{shown:#?}"
+    );
+}

@@ -59,6 +59,7 @@ fn program(events: &[(&str, usize)], step: Vec<Vec<Op>>) -> Program {
         step,
         steps_per_round: 1,
         row: 1,
+        cells: 0,
     }
 }
 

@@ -235,6 +235,9 @@ pub struct Program {
     /// Cells per row of the grid it runs on: 1 in 1D; in 2D its "cells" are rows of this
     /// many cells, and the calls are written so ([`Program::in_rows`]).
     pub row: usize,
+    /// Cells (rows in 2D) of the grid it was made for: a launch past the grid's end works
+    /// on the cells before it.
+    pub cells: usize,
 }
 
 impl Program {
@@ -251,6 +254,27 @@ impl Program {
             (1, f) => f.name(),
             (_, crate::decomp::Field::Ex) => "ez",
             (_, crate::decomp::Field::Hy) => "h",
+        }
+    }
+
+    /// The cells a part of a split pass over `cells` writes (its tiles), as the program
+    /// view shows them: the span ends at the grid's end.
+    fn part_cells(&self, cells: &Range<usize>, steps: u32, part: crate::fused::Part) -> String {
+        let span = cells.start..cells.end.min(self.cells.max(cells.start));
+        let [left, mid, right] = crate::fused::split(&span, steps as usize);
+        let own = match part {
+            crate::fused::Part::Boundary => vec![left, right],
+            crate::fused::Part::Interior => vec![mid],
+        };
+        let own: Vec<String> = own
+            .iter()
+            .filter(|r| !r.is_empty())
+            .map(|r| format!("{}..{}", r.start, r.end))
+            .collect();
+        if own.is_empty() {
+            "its tiles none".into()
+        } else {
+            format!("its tiles {}", own.join(", "))
         }
     }
 
@@ -399,6 +423,9 @@ impl Program {
                 substep,
             } => {
                 let what = match kernel {
+                    Kernel::FusedPart { steps, part } if self.row == 1 => {
+                        format!(", {steps} steps: {}", self.part_cells(cells, *steps, *part))
+                    }
                     k if k.fused_steps().is_some() => format!(", {} steps", k.fused_steps().unwrap_or(0)),
                     _ if self.steps_per_round > 1 => format!(", step + {substep}"),
                     _ => String::new(),

@@ -93,6 +93,7 @@ impl<'a> Builder<'a> {
             step: self.step,
             steps_per_round: self.steps_per_round,
             row: 1,
+            cells: self.ranges.last().map_or(0, |r| r.end),
         }
     }
 

@@ -109,6 +109,7 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
         step: inst.step,
         steps_per_round,
         row: 1,
+        cells: ranges.last().map_or(0, |r| r.end),
     })
 }
 

@@ -404,6 +404,7 @@ mod tests {
             step: Vec::new(),
             steps_per_round: 1,
             row: 1,
+            cells: 0,
         };
         tx.send(Cmd::SetProgram(Arc::new(program))).unwrap();
         assert!(matches!(next(), (1, Err(Failure::Usage(m))) if m.contains("no mode events here")));

@@ -253,6 +253,7 @@ mod tests {
             step: vec![Vec::new(); 2],
             steps_per_round: 1,
             row: 1,
+            cells: 0,
         };
         let contexts: Vec<OnceLock<sys::Context>> = (0..2).map(|_| OnceLock::new()).collect();
         let mut watch = Watch::new();
