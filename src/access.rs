@@ -108,8 +108,8 @@ impl Kernel {
         }
     }
 
-    /// Steps a kernel advances the cells it keeps: a fused pass's, else one (the part of
-    /// one step that `update_h` and the others are).
+    /// Steps of a fused pass (whole, its save or a part); `None` for the kernels of one
+    /// step (`update_h` and the others).
     pub fn fused_steps(self) -> Option<u32> {
         match self {
             Kernel::Fused { steps } | Kernel::FusedSave { steps } | Kernel::FusedPart { steps, .. } => {

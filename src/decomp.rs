@@ -61,7 +61,7 @@ pub struct DeviceState {
     held: OnceLock<Held>,
     /// A 2D grid: rows of cells (`ex` is then `Ez`, `hy` the `H` rows: `Hx` then `Hy`).
     slab: Option<Box<Slab>>,
-    /// The fields as the last `fused_save` left them (made by the first one).
+    /// The strips the last `fused_save` kept (made by the first one).
     margins: Option<Box<fused::Margins>>,
 }
 

@@ -431,8 +431,6 @@ impl Instance<'_> {
         })
     }
 
-    /// Each host thread's calls under the device whose streams it drives (a `gpuMapping`
-    /// that is not the identity): the runtimes run device `g`'s streams from thread `g`.
     /// Each part of a split pass (`fused_boundary`, `fused_interior`) comes after a
     /// `fused_save` of the same cells and steps on its device, earlier in the thread's
     /// step: its tiles read their margins from what that save kept.
@@ -477,6 +475,8 @@ impl Instance<'_> {
         Ok(())
     }
 
+    /// Each host thread's calls under the device whose streams it drives (a `gpuMapping`
+    /// that is not the identity): the runtimes run device `g`'s streams from thread `g`.
     fn by_device(&mut self) -> Result<(), InstanceError> {
         let n = self.ranges.len();
         let mut home = Vec::with_capacity(n);
