@@ -95,11 +95,7 @@ impl Fields {
 /// `steps` plain steps; the `steps` outermost cells of each side of `span` do not (they
 /// need the neighbours: see [`exchange`]).
 pub fn pass(h: &Held, f: &mut Fields, span: Range<usize>, steps: usize, step: u64, tile: usize) {
-    let tiles: Vec<_> = span
-        .clone()
-        .step_by(tile)
-        .map(|t0| t0..(t0 + tile).min(span.end))
-        .collect();
+    let tiles: Vec<_> = tiles_of(&span, tile).collect();
     let mut m = Margins::default();
     m.save(f, &span, cuts(&tiles), steps);
     pass_tiles(h, f, &m, &span, tiles, steps, step);
@@ -183,17 +179,29 @@ pub fn split(span: &Range<usize>, steps: usize) -> [Range<usize>; 3] {
     [span.start..c1, c1..c2, c2..span.end]
 }
 
+/// The cells `part` of a split pass over `span` writes: the two boundaries, or the
+/// interior (those that are not empty).
+pub fn part_cells(span: &Range<usize>, steps: usize, part: Part) -> Vec<Range<usize>> {
+    let [l, m, r] = split(span, steps);
+    let own = match part {
+        Part::Boundary => vec![l, r],
+        Part::Interior => vec![m],
+    };
+    own.into_iter().filter(|r| !r.is_empty()).collect()
+}
+
+/// `r` cut every `tile` cells (the last tile shorter).
+fn tiles_of(r: &Range<usize>, tile: usize) -> impl Iterator<Item = Range<usize>> + '_ {
+    r.clone().step_by(tile).map(move |t0| t0..(t0 + tile).min(r.end))
+}
+
 /// The tiles of `part` of a split pass over `span`: one per boundary, `tile` cells each
 /// (the last shorter) in the interior.
 pub fn part_tiles(span: &Range<usize>, steps: usize, part: Part, tile: usize) -> Vec<Range<usize>> {
-    let [l, m, r] = split(span, steps);
+    let cells = part_cells(span, steps, part);
     match part {
-        Part::Boundary => [l, r].into_iter().filter(|t| !t.is_empty()).collect(),
-        Part::Interior => m
-            .clone()
-            .step_by(tile)
-            .map(|t0| t0..(t0 + tile).min(m.end))
-            .collect(),
+        Part::Boundary => cells,
+        Part::Interior => cells.iter().flat_map(|m| tiles_of(m, tile)).collect(),
     }
 }
 

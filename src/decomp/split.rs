@@ -87,12 +87,7 @@ impl DeviceState {
             }
             Kernel::FusedPart { steps, part } => {
                 out.push(acc(Buffer::Margins, g(&r), false));
-                let [left, mid, right] = fused::split(&r, steps as usize);
-                let own = match part {
-                    Part::Boundary => vec![left, right],
-                    Part::Interior => vec![mid],
-                };
-                for o in own.iter().filter(|o| !o.is_empty()) {
+                for o in &fused::part_cells(&r, steps as usize, part) {
                     for b in fields {
                         out.push(acc(b, g(o), false));
                         out.push(acc(b, g(o), true));

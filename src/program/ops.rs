@@ -261,14 +261,8 @@ impl Program {
     /// view shows them: the span ends at the grid's end.
     fn part_cells(&self, cells: &Range<usize>, steps: u32, part: crate::fused::Part) -> String {
         let span = cells.start..cells.end.min(self.cells.max(cells.start));
-        let [left, mid, right] = crate::fused::split(&span, steps as usize);
-        let own = match part {
-            crate::fused::Part::Boundary => vec![left, right],
-            crate::fused::Part::Interior => vec![mid],
-        };
-        let own: Vec<String> = own
+        let own: Vec<String> = crate::fused::part_cells(&span, steps as usize, part)
             .iter()
-            .filter(|r| !r.is_empty())
             .map(|r| format!("{}..{}", r.start, r.end))
             .collect();
         if own.is_empty() {

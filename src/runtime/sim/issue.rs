@@ -374,11 +374,10 @@ impl Scheduler {
         );
         let hi = lo + self.cells[device];
         let span = cells.start.max(lo.saturating_sub(HALO))..cells.end.min(hi + HALO).min(n);
-        let [left, mid, right] = crate::fused::split(&span, steps as usize);
-        match part {
-            Part::Boundary => self.owned_in(device, &left) + self.owned_in(device, &right),
-            Part::Interior => self.owned_in(device, &mid),
-        }
+        crate::fused::part_cells(&span, steps as usize, part)
+            .iter()
+            .map(|r| self.owned_in(device, r))
+            .sum()
     }
 
     pub(super) fn owned_in(&self, device: usize, cells: &Range<usize>) -> usize {
