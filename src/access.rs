@@ -108,6 +108,20 @@ impl Kernel {
         }
     }
 
+    /// Plain steps a fused kernel runs in 2D, where there is no tiled pass: a whole pass
+    /// and a split pass's boundary run the round's steps over their span, a save and an
+    /// interior none (the same bits; no overlap in 2D). 0 for the kernels of one step.
+    pub fn steps_2d(self) -> u32 {
+        match self {
+            Kernel::Fused { steps }
+            | Kernel::FusedPart {
+                steps,
+                part: Part::Boundary,
+            } => steps,
+            _ => 0,
+        }
+    }
+
     /// Steps of a fused pass (whole, its save or a part); `None` for the kernels of one
     /// step (`update_h` and the others).
     pub fn fused_steps(self) -> Option<u32> {

@@ -30,19 +30,17 @@ impl DeviceState {
     /// before any, as the GPU's strips). In 2D, where there is no tiled pass, the boundary
     /// runs the whole round's steps over the span and the interior nothing: the same bits.
     pub fn fused_part(&mut self, cells: &Range<usize>, steps: usize, step: u64, part: Part) {
+        let kernel = Kernel::FusedPart {
+            steps: steps as u32,
+            part,
+        };
         if self.slab.is_some() {
-            if part == Part::Boundary {
+            if kernel.steps_2d() > 0 {
                 self.fused(cells, steps, step);
             }
             return;
         }
-        let span = self.kernel_range(
-            Kernel::FusedPart {
-                steps: steps as u32,
-                part,
-            },
-            cells,
-        );
+        let span = self.kernel_range(kernel, cells);
         if span.is_empty() {
             return;
         }

@@ -9,7 +9,7 @@ use super::owned::{BufferView, copy_peer, wait_value, write_value};
 use super::shared::*;
 use super::sys::{self, DriverError};
 use super::wide;
-use crate::decomp::{Field, HALO, Kernel, Part};
+use crate::decomp::{Field, HALO, Kernel};
 use crate::physics::EndCondition;
 use crate::program::{FlagId, Op};
 use crate::runtime::OpError;
@@ -308,15 +308,7 @@ impl Dev {
         steps: u32,
     ) -> Result<(), DriverError> {
         if self.meta.slab().is_some() {
-            let whole = matches!(
-                kernel,
-                Kernel::Fused { .. }
-                    | Kernel::FusedPart {
-                        part: Part::Boundary,
-                        ..
-                    }
-            );
-            for k in (0..u64::from(steps)).filter(|_| whole) {
+            for k in 0..u64::from(kernel.steps_2d()) {
                 for part in [Kernel::UpdateH, Kernel::UpdateE, Kernel::SourcesBoundaries] {
                     for l in self.launches(part, cells, step + k).unwrap_or_default() {
                         l.run(st)?;

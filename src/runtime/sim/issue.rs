@@ -5,7 +5,7 @@ use std::ops::Range;
 use super::pending::Call;
 use super::scheduler::*;
 use crate::cost::PULL_QUEUE_SLOTS;
-use crate::decomp::{Field, HALO, Kernel, Part};
+use crate::decomp::{Field, HALO, Kernel};
 use crate::program::{Op, StreamId};
 use crate::runtime::OpError;
 use crate::trace::TraceRecord;
@@ -341,16 +341,8 @@ impl Scheduler {
             (_, Kernel::UpdateH) => 20.0,
             (_, Kernel::UpdateE) => 24.0,
             (_, Kernel::SourcesBoundaries) => 0.0,
-            // In 2D the boundary part runs the whole round (no tiled pass in 2D).
-            (_, Kernel::Fused { steps })
-            | (
-                _,
-                Kernel::FusedPart {
-                    steps,
-                    part: Part::Boundary,
-                },
-            ) => 44.0 * f64::from(steps),
-            (_, Kernel::FusedSave { .. } | Kernel::FusedPart { .. }) => 0.0,
+            // A fused kernel: the plain steps it runs in 2D (no tiled pass in 2D).
+            (_, k) => 44.0 * f64::from(k.steps_2d()),
         };
         per * self.nx as f64
     }
@@ -362,7 +354,7 @@ impl Scheduler {
             return self.owned_in(device, cells);
         };
         if self.nx > 1 {
-            return if part == Part::Boundary {
+            return if kernel.steps_2d() > 0 {
                 self.owned_in(device, cells)
             } else {
                 0
