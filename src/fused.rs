@@ -97,7 +97,7 @@ impl Fields {
 pub fn pass(h: &Held, f: &mut Fields, span: Range<usize>, steps: usize, step: u64, tile: usize) {
     let tiles: Vec<_> = tiles_of(&span, tile).collect();
     let mut m = Margins::default();
-    m.save(f, &span, cuts(&tiles), steps);
+    m.save((&f.ex, &f.hy), f.prev, &span, cuts(&tiles), steps);
     pass_tiles(h, f, &m, &span, tiles, steps, step);
 }
 
@@ -115,12 +115,19 @@ pub struct Margins {
 }
 
 impl Margins {
-    /// Keeps the strips of `f` around `cuts` (ascending) within `span`, for a pass of
-    /// `steps` steps, and its Mur state (the buffers reused).
-    pub fn save(&mut self, f: &Fields, span: &Range<usize>, cuts: Vec<usize>, steps: usize) {
+    /// Keeps the strips of the fields `(ex, hy)` around `cuts` (ascending) within `span`,
+    /// for a pass of `steps` steps, and the Mur state `prev` (the buffers reused).
+    pub fn save(
+        &mut self,
+        (ex, hy): (&[f32], &[f32]),
+        prev: [f32; 2],
+        span: &Range<usize>,
+        cuts: Vec<usize>,
+        steps: usize,
+    ) {
         let w = steps + 1;
-        (self.w, self.cuts, self.prev) = (w, cuts, f.prev);
-        for (saved, field) in [(&mut self.ex, &f.ex), (&mut self.hy, &f.hy)] {
+        (self.w, self.cuts, self.prev) = (w, cuts, prev);
+        for (saved, field) in [(&mut self.ex, ex), (&mut self.hy, hy)] {
             saved.clear();
             for &c in &self.cuts {
                 let cell = |g: usize| if span.contains(&g) { field[g] } else { 0.0 };

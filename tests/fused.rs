@@ -38,7 +38,7 @@ fn check_split(s: &Scenario, k: usize, tile: usize, steps: u64, interior_first: 
 /// `f`'s margins for a split pass of `steps` steps over `span`, `tile` cells a tile.
 fn saved(f: &Fields, span: &std::ops::Range<usize>, steps: usize, tile: usize) -> Margins {
     let mut m = Margins::default();
-    m.save(f, span, split_cuts(span, steps, tile), steps);
+    m.save((&f.ex, &f.hy), f.prev, span, split_cuts(span, steps, tile), steps);
     m
 }
 

@@ -15,14 +15,10 @@ impl DeviceState {
             return;
         }
         let span = self.kernel_range(Kernel::FusedSave { steps: steps as u32 }, cells);
-        let f = fused::Fields {
-            ex: std::mem::take(&mut self.ex),
-            hy: std::mem::take(&mut self.hy),
-            prev: [self.prev_left, self.prev_right],
-        };
+        let cuts = fused::split_cuts(&span, steps, FUSED_TILE);
+        let prev = [self.prev_left, self.prev_right];
         let m = self.margins.get_or_insert_with(Box::default);
-        m.save(&f, &span, fused::split_cuts(&span, steps, FUSED_TILE), steps);
-        (self.ex, self.hy) = (f.ex, f.hy);
+        m.save((&self.ex, &self.hy), prev, &span, cuts, steps);
     }
 
     /// The tiles of `part` of a split pass of `steps` steps over the held part of `cells`
