@@ -91,3 +91,197 @@ extern "C" __global__ void pec_sides_2d(float *ez, unsigned int nx, unsigned int
         ez[j * nx + nx - 1] = 0.0f;
     }
 }
+
+// Several 2D steps per pass over memory (temporal blocking), the 2D counterpart of
+// kernels/fused.cu. A pass of k <= STEPS_2D steps reads a snapshot of the fields taken
+// before it (ez_s, h_s, prev_s: copies the host makes on the stream first) and writes the
+// fields: one block per tile of TILE_2D_Y rows by TILE_2D_X columns loads its tile and
+// m = k + 1 rows and columns around it (its region) from the snapshot into shared memory,
+// with ca and cb, runs the k steps of src/tmz.rs there, and writes its own cells back.
+// Blocks read only the snapshot and write only their own cells, so they never race. A
+// cell near the region's edge that lacks a neighbour is left as it was: it goes wrong, but
+// a wrong value moves one cell a step (once two, at a Mur row, which reads its inner
+// neighbour's new value: hence k + 1, not k) and the tile's own cells are m away. Where the region reaches the end of
+// the array or of the pass's rows, the step does there exactly what the one-kernel steps
+// do (the cells beyond are the snapshot's, never written), so every cell the pass writes
+// has the bits of k steps of update_h_2d, update_e_2d and the sources and boundaries.
+//
+// Rows are local rows of the held array (0..held). The pass updates H on rows
+// h_lo..h_hi, E on e_lo..e_hi and applies sources, end rows and PEC sides on s_lo..s_hi
+// (each one-kernel launch's rows); tiles cut w0..w1, their union. A region as wide as the
+// row or wider loads the whole row (its columns wrap exactly when periodic).
+#if !defined(TILE_2D_X) || !defined(TILE_2D_Y) || !defined(STEPS_2D) || !defined(MAX_SOURCES)
+#error "build with -DTILE_2D_X=… -DTILE_2D_Y=… -DSTEPS_2D=… -DMAX_SOURCES=… (build.rs)"
+#endif
+#define M2 (STEPS_2D + 1)
+#define RW (TILE_2D_X + 2 * M2)
+#define RH (TILE_2D_Y + 2 * M2)
+
+// The sources of a 2D pass, by value (src/runtime/cuda/plane.rs writes these bytes):
+// value[t][i] is source i's value in step t of the pass, on local row row[i], columns
+// c0[i]..c1[i], hard (imposed) or soft (added).
+struct Sources2d {
+    float value[STEPS_2D][MAX_SOURCES];
+    int row[MAX_SOURCES];
+    int c0[MAX_SOURCES];
+    int c1[MAX_SOURCES];
+    int hard[MAX_SOURCES];
+    int n;
+};
+
+extern "C" __global__ void fused_steps_2d(
+    float *__restrict__ ez, float *__restrict__ h, const float *__restrict__ ez_s,
+    const float *__restrict__ h_s, const float *__restrict__ ca, const float *__restrict__ cb,
+    float *__restrict__ prev, const float *__restrict__ prev_s, const float *__restrict__ mur,
+    Sources2d src, int nx, int periodic, float ch, int k, int held, int w0, int w1, int h_lo,
+    int h_hi, int e_lo, int e_hi, int s_lo, int s_hi, int first, int last, int bottom, int top) {
+    // Ez, Hx, Hy, ca and cb of the region: src/kernels.rs shared_2d() bytes.
+    extern __shared__ float region[];
+    float *sez = region, *shx = region + RH * RW, *shy = region + 2 * RH * RW;
+    float *sca = region + 3 * RH * RW, *scb = region + 4 * RH * RW;
+    __shared__ float spb[RW];
+    __shared__ float spt[RW];
+    // Per local column: its global column and its neighbours' local columns (-1: none).
+    __shared__ int scol[RW];
+    __shared__ int sright[RW];
+    __shared__ int sleft[RW];
+    const int m = k + 1;
+    const int r0 = w0 + blockIdx.y * TILE_2D_Y, r1 = min(r0 + TILE_2D_Y, w1);
+    const int c0 = blockIdx.x * TILE_2D_X, c1 = min(c0 + TILE_2D_X, nx);
+    const int ra = max(r0 - m, 0), rz = min(r1 + m, held);
+    const int rows = rz - ra;
+    const bool full = nx <= RW;
+    int cs, w; // the region's first column (before wrapping) and its width
+    if (full) {
+        cs = 0;
+        w = nx;
+    } else if (periodic) {
+        cs = c0 - m;
+        w = c1 - c0 + 2 * m;
+    } else {
+        cs = max(c0 - m, 0);
+        w = min(c1 + m, nx) - cs;
+    }
+    // Threads as 32 columns by blockDim.x / 32 rows: each loops over the region's columns
+    // and, within one, over its rows.
+    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32, ny = blockDim.x / 32;
+    for (int lc = threadIdx.x; lc < w; lc += blockDim.x) {
+        int g = ((cs + lc) % nx + nx) % nx;
+        scol[lc] = g;
+        sright[lc] = lc + 1 < w ? lc + 1 : (full && periodic ? 0 : -1);
+        sleft[lc] = lc > 0 ? lc - 1 : (full && periodic ? w - 1 : -1);
+        spb[lc] = bottom == 2 ? prev_s[g] : 0.0f;
+        spt[lc] = top == 2 ? prev_s[nx + g] : 0.0f;
+    }
+    __syncthreads();
+    for (int lc = tx; lc < w; lc += 32) {
+        long long g = scol[lc];
+        for (int lr = ty; lr < rows; lr += ny) {
+            long long j = ra + lr;
+            int s = lr * RW + lc;
+            sez[s] = ez_s[j * nx + g];
+            sca[s] = ca[j * nx + g];
+            scb[s] = cb[j * nx + g];
+            shx[s] = h_s[2 * j * nx + g];
+            shy[s] = h_s[2 * j * nx + nx + g];
+        }
+    }
+    __syncthreads();
+
+    // The rows of the region each update covers.
+    const int ha = max(h_lo, ra) - ra, hz = min(h_hi, rz) - ra;
+    const int ea = max(e_lo, ra + 1) - ra, ez_ = min(e_hi, rz) - ra;
+    const int sa = max(s_lo, ra) - ra, sz = min(s_hi, rz) - ra;
+    for (int t = 0; t < k; t++) {
+        for (int lc = tx; lc < w; lc += 32) {
+            int g = scol[lc], rn = sright[lc];
+            bool hy_on = (g + 1 < nx || periodic) && rn >= 0;
+            for (int lr = ha + ty; lr < hz; lr += ny) {
+                int s = lr * RW + lc;
+                if (lr + 1 < rows) {
+                    shx[s] = shx[s] + ch * (sez[s] - sez[s + RW]);
+                }
+                if (hy_on) {
+                    shy[s] = shy[s] + ch * (sez[lr * RW + rn] - sez[s]);
+                }
+            }
+        }
+        __syncthreads();
+        for (int lc = tx; lc < w; lc += 32) {
+            int g = scol[lc];
+            int ln = sleft[lc];
+            if (ln < 0 || (!periodic && (g == 0 || g + 1 == nx))) {
+                continue;
+            }
+            for (int lr = ea + ty; lr < ez_; lr += ny) {
+                int s = lr * RW + lc;
+                sez[s] = sca[s] * sez[s] + scb[s] * ((shy[s] - shy[lr * RW + ln]) - (shx[s] - shx[s - RW]));
+            }
+        }
+        __syncthreads();
+        if (src.n > 0) {
+            for (int lc = threadIdx.x; lc < w; lc += blockDim.x) {
+                int g = scol[lc];
+                for (int i = 0; i < src.n; i++) {
+                    int lr = src.row[i] - ra;
+                    if (lr >= 0 && lr < rows && g >= src.c0[i] && g < src.c1[i]) {
+                        float v = src.value[t][i];
+                        int s = lr * RW + lc;
+                        sez[s] = src.hard[i] ? v : sez[s] + v;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        if (bottom != 0 || top != 0) {
+            for (int lc = threadIdx.x; lc < w; lc += blockDim.x) {
+                int g = scol[lc];
+                if (bottom != 0 && first >= ra && first + 1 < rz) {
+                    int s = (first - ra) * RW + lc;
+                    float inner = sez[s + RW];
+                    sez[s] = bottom == 1 ? 0.0f : spb[lc] + mur[g] * (inner - sez[s]);
+                    spb[lc] = bottom == 1 ? spb[lc] : inner;
+                }
+                if (top != 0 && last < rz && last - 1 >= ra) {
+                    int s = (last - ra) * RW + lc;
+                    float inner = sez[s - RW];
+                    sez[s] = top == 1 ? 0.0f : spt[lc] + mur[nx + g] * (inner - sez[s]);
+                    spt[lc] = top == 1 ? spt[lc] : inner;
+                }
+            }
+            __syncthreads();
+        }
+        if (!periodic && (scol[0] == 0 || scol[w - 1] == nx - 1)) {
+            for (int lr = sa + threadIdx.x; lr < sz; lr += blockDim.x) {
+                if (scol[0] == 0) {
+                    sez[lr * RW] = 0.0f;
+                }
+                if (scol[w - 1] == nx - 1) {
+                    sez[lr * RW + w - 1] = 0.0f;
+                }
+            }
+            __syncthreads();
+        }
+    }
+
+    // Own cells back to the fields; the Mur state of own columns where the tile holds
+    // an end row.
+    for (int g = c0 + tx; g < c1; g += 32) {
+        int lc = full ? g : g - cs;
+        for (long long j = r0 + ty; j < r1; j += ny) {
+            int s = ((int)j - ra) * RW + lc;
+            ez[j * nx + g] = sez[s];
+            h[2 * j * nx + g] = shx[s];
+            h[2 * j * nx + nx + g] = shy[s];
+        }
+    }
+    for (int g = c0 + threadIdx.x; g < c1; g += blockDim.x) {
+        int lc = full ? g : g - cs;
+        if (bottom == 2 && first >= r0 && first < r1) {
+            prev[g] = spb[lc];
+        }
+        if (top == 2 && last >= r0 && last < r1) {
+            prev[nx + g] = spt[lc];
+        }
+    }
+}

@@ -141,7 +141,7 @@ def text_section(path):
     line says the command."""
     lines = open(path).read().rstrip("\n").split("\n")
     date = path.split("/")[-1][:10]
-    kind = "2D: " if path.endswith("-plane.txt") else ""
+    kind = "2D: " if "-plane" in path.rsplit("/", 1)[-1] else ""
     out = [f"## {date} — {kind}`{lines[0][2:]}`\n", "```"]
     out += lines[1:]
     out.append("```\n")

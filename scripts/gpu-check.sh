@@ -11,7 +11,11 @@
 #    2^22 cells per device: the step at which it first diverged (compared every 5 steps),
 #    and cross-device-record's driver error;
 # 3. the median halo-copy time against the measured peer-copy latency (7.3 µs, GPU.md);
-# 4. compute-sanitizer memcheck and initcheck on a short run of each correct mode: 0 errors.
+# 4. compute-sanitizer memcheck and initcheck on a short run of each correct mode: 0 errors;
+# 5. 2D: the fused modes (fused_steps_2d) on radiate and scripts/scenarios/plane-*.toml
+#    (PEC and periodic sides, rows wider and narrower than a tile's region, Mur and PEC
+#    rows, a hard line source) at N = 1, 2 and 4 for STEPS / 5 steps: max |Δ| 0; racecheck
+#    (the kernel's shared memory) and memcheck of fused on two of them: 0 errors.
 set -uo pipefail
 bin=${1:-./haloscope}
 steps=${2:-10000}
@@ -65,8 +69,31 @@ cross_out=$("$bin" --headless --runtime cuda --gpus "$(gpus 2)" --mode cross-dev
 cross_rc=$?
 cross=$(echo "$cross_out" | tail -n 1)
 
+here=$(cd "$(dirname "$0")" && pwd)
+plane=()
+plane_steps=$((steps / 5))
+for scenario in radiate "$here"/scenarios/plane-*.toml; do
+  for mode in ${PLANE_MODES:-fused fused-push fused-flags fused-overlap}; do
+    for n in 1 2 4; do
+      json=$(run --headless --runtime cuda --gpus "$(gpus $n)" --scenario "$scenario" --mode $mode \
+             --steps "$plane_steps" --json) || json='{}'
+      diff=$(echo "$json" | field "['max_abs_diff']" 2>/dev/null || echo FAILED)
+      step=$(echo "$json" | field "['measured_step_us']" 2>/dev/null || echo -)
+      plane+=("$(printf '%-20s %-16s %-3s %-12s %s' "$(basename "$scenario" .toml)" "$mode" "$n" "$diff" "$step")")
+    done
+  done
+done
+
 sanitizer=()
 if command -v compute-sanitizer >/dev/null; then
+  for scenario in "$here"/scenarios/plane-pec-hard.toml "$here"/scenarios/plane-narrow.toml; do
+    for tool in racecheck memcheck; do
+      res=$(compute-sanitizer --tool $tool "$bin" --headless --runtime cuda --gpus "$(gpus 2)" \
+            --scenario "$scenario" --mode fused --steps 48 2>&1 | tee -a "$log" |
+            grep -E "(ERROR|RACECHECK) SUMMARY" | tail -n 1)
+      sanitizer+=("$(printf '%-10s %-10s %s' "$tool" "$(basename "$scenario" .toml)" "${res:-no summary}")")
+    done
+  done
   for tool in memcheck initcheck; do
     for mode in $correct_modes; do
       res=$(compute-sanitizer --tool $tool "$bin" --headless --runtime cuda --gpus "$(gpus 2)" --mode $mode \
@@ -85,5 +112,9 @@ echo
 printf '%-20s %-8s %s\n' "broken mode" "scenario" "first divergence step in 5 runs (pulse: 800 steps, race: 300; checked every 5; - = none)"
 printf '%s\n' "${broken[@]}"
 printf '%-20s %s\n' "cross-device-record" "exit $cross_rc: $cross"
+echo
+printf '%-20s %-16s %-3s %-12s %s\n' "2D scenario" "mode" "N" "max |Δ|" "µs/step"
+printf '%s\n' "${plane[@]}"
+echo "($plane_steps steps each; max |Δ| must be 0.0)"
 echo
 [ ${#sanitizer[@]} -gt 0 ] && printf '%s\n' "${sanitizer[@]}"

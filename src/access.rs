@@ -108,9 +108,10 @@ impl Kernel {
         }
     }
 
-    /// Plain steps a fused kernel runs in 2D, where there is no tiled pass: a whole pass
-    /// and a split pass's boundary run the round's steps over their span, a save and an
-    /// interior none (the same bits; no overlap in 2D). 0 for the kernels of one step.
+    /// Steps a fused kernel runs in 2D, where the pass is not split in parts: a whole pass
+    /// and a split pass's boundary run the round's steps over their span (one 2D fused
+    /// pass), a save and an interior none (the same bits; no overlap in 2D). 0 for the
+    /// kernels of one step.
     pub fn steps_2d(self) -> u32 {
         match self {
             Kernel::Fused { steps }

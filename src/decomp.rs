@@ -471,14 +471,7 @@ impl DeviceState {
             return;
         }
         if self.slab.is_some() {
-            // No tiled pass in 2D: the same steps one after another over the span give the
-            // same bits on the cells the round keeps.
-            for k in 0..steps as u64 {
-                self.update_h(cells);
-                self.update_e(cells);
-                self.sources_boundaries(cells, step + k);
-            }
-            return;
+            return self.fused_2d(cells, steps, step);
         }
         let mut f = fused::Fields {
             ex: std::mem::take(&mut self.ex),
@@ -527,6 +520,35 @@ impl DeviceState {
         let (we, wh) = (self.width(Field::Ex), self.width(Field::Hy));
         self.ex[o.start * we..o.end * we].copy_from_slice(&ex[self.lo * we..self.hi * we]);
         self.hy[o.start * wh..o.end * wh].copy_from_slice(&hy[self.lo * wh..self.hi * wh]);
+    }
+
+    /// A 2D fused pass over the held rows of `cells`: the GPU's tiles and passes
+    /// (src/tmz/fused.rs, with kernels/fdtd2d.cu's sizes), the bits of the one-kernel steps.
+    fn fused_2d(&mut self, cells: &Range<usize>, steps: usize, step: u64) {
+        let range = |k| self.kernel_range(k, cells);
+        let (hr, er, sr) = (
+            range(Kernel::UpdateH),
+            range(Kernel::UpdateE),
+            range(Kernel::SourcesBoundaries),
+        );
+        let (l, e) = (HALO, HALO + self.hi - self.lo - 1);
+        let end = |c: Option<EndCondition>, row: usize| c.filter(|_| sr.contains(&row)).map(|c| (c, row));
+        let p = tmz::fused::Pass {
+            h: hr,
+            e: er,
+            ends: [end(self.left_end, l), end(self.right_end, e)],
+            sources: self.sources.iter().filter(|(row, _)| sr.contains(row)).collect(),
+            s: sr,
+            ch: self.ch,
+        };
+        let tiling = tmz::fused::Tiling {
+            x: crate::kernels::TILE_2D_X,
+            y: crate::kernels::TILE_2D_Y,
+            steps: crate::kernels::STEPS_2D,
+        };
+        if let Some(s) = self.slab.as_mut() {
+            tmz::fused::pass(s, &mut self.ex, &mut self.hy, &p, steps, step, tiling);
+        }
     }
 
     /// Sources, the end rows and the sides of a 2D slab over the local rows `r`.

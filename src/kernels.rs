@@ -9,14 +9,36 @@ pub const TILE: usize = 2048;
 pub const MAX_STEPS: usize = 16;
 /// Sources `fused_steps` supports in one device's held cells.
 pub const MAX_SOURCES: usize = 8;
+/// Columns and rows of a tile of `fused_steps_2d` (kernels/fdtd2d.cu). With its margins
+/// of `STEPS_2D + 1` cells a side a tile's region is 64 columns (two warps' width) by 48
+/// rows (six of a block's eight rows of threads).
+pub const TILE_2D_X: usize = 54;
+pub const TILE_2D_Y: usize = 38;
+/// Steps per pass of `fused_steps_2d`: a round of `k` steps is `k / STEPS_2D` passes (the
+/// last one shorter). The margins, which every tile computes as well as its own cells,
+/// are a step wider each: 4 steps cost 1.5 times a tile's cells (16 would cost 3.4).
+pub const STEPS_2D: usize = 4;
+/// Threads per block of `fused_steps_2d`.
+pub const THREADS_2D: u32 = 256;
+
+/// Bytes of dynamic shared memory a block of `fused_steps_2d` takes: its region of
+/// `Ez`, `Hx`, `Hy`, `ca` and `cb`.
+pub const fn shared_2d() -> u32 {
+    let m = STEPS_2D + 1;
+    (5 * 4 * (TILE_2D_X + 2 * m) * (TILE_2D_Y + 2 * m)) as u32
+}
+
 /// Threads per block of the reduction kernel (its shared arrays have this many entries)
 /// and of the two-kernel step.
 pub const BLOCK: u32 = 256;
 
 /// `-D` definitions for nvcc.
-pub fn defines() -> [(&'static str, u64); 4] {
+pub fn defines() -> [(&'static str, u64); 7] {
     [
         ("TILE", TILE as u64),
+        ("TILE_2D_X", TILE_2D_X as u64),
+        ("TILE_2D_Y", TILE_2D_Y as u64),
+        ("STEPS_2D", STEPS_2D as u64),
         ("MAX_STEPS", MAX_STEPS as u64),
         ("MAX_SOURCES", MAX_SOURCES as u64),
         ("BLOCK", u64::from(BLOCK)),

@@ -29,6 +29,8 @@
 
 use std::ops::Range;
 
+pub mod fused;
+
 /// One device's slab as the kernels see it: row width, side condition and coefficients
 /// of every held row (halo rows included; zero outside the grid).
 #[derive(Debug, Clone)]

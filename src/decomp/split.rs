@@ -9,7 +9,8 @@ use crate::fused;
 impl DeviceState {
     /// `fused_save` over `cells`: the fields next to every cut between the tiles of both
     /// parts, and the Mur state, as they are (the GPU's strips), for the parts to read their
-    /// margins from. In 2D, where there is no tiled pass, nothing.
+    /// margins from. In 2D, where the pass is not split (its own snapshot is the whole
+    /// region), nothing.
     pub fn fused_save(&mut self, cells: &Range<usize>, steps: usize) {
         if self.slab.is_some() {
             return;
@@ -23,8 +24,8 @@ impl DeviceState {
 
     /// The tiles of `part` of a split pass of `steps` steps over the held part of `cells`
     /// (src/fused.rs [`fused::pass_tiles`]), their margins from the last `fused_save` (zeros
-    /// before any, as the GPU's strips). In 2D, where there is no tiled pass, the boundary
-    /// runs the whole round's steps over the span and the interior nothing: the same bits.
+    /// before any, as the GPU's strips). In 2D, where the pass is not split, the boundary
+    /// runs the whole round's pass over the span and the interior nothing: the same bits.
     pub fn fused_part(&mut self, cells: &Range<usize>, steps: usize, step: u64, part: Part) {
         let kernel = Kernel::FusedPart {
             steps: steps as u32,

@@ -87,6 +87,7 @@ pub(super) struct Kernels {
     pub(super) apply_source_2d: sys::Function,
     pub(super) end_rows_2d: sys::Function,
     pub(super) pec_sides_2d: sys::Function,
+    pub(super) fused_steps_2d: sys::Function,
     pub(super) reduce_plane: sys::Function,
 }
 
@@ -200,8 +201,10 @@ impl Dev {
             apply_source_2d: f(3, "apply_source_2d")?,
             end_rows_2d: f(3, "end_rows_2d")?,
             pec_sides_2d: f(3, "pec_sides_2d")?,
+            fused_steps_2d: f(3, "fused_steps_2d")?,
             reduce_plane: f(1, "reduce_plane")?,
         };
+        super::owned::allow_shared(k.fused_steps_2d, crate::kernels::shared_2d())?;
         let buffers = buffers(&meta, ctx, (t, gpu))?;
         let flag_words = DeviceBuffer::zeroed(FLAG_WORDS, ctx)?;
         let dev = Dev {
@@ -545,8 +548,8 @@ impl Dev {
 
 /// A device's buffers, their coefficients uploaded: `ex, hy, ca, cb, prev`, and for the
 /// fused kernel `prev_in, strip_ex, strip_hy`. 2D: `ez` and `h` (two floats a cell),
-/// `ca`, `cb`, then the Mur rows' state and coefficients (bottom then top), no strips
-/// (the fused pass is 1D).
+/// `ca`, `cb`, then the Mur rows' state and coefficients (bottom then top), and for the
+/// fused kernel the snapshot a pass reads: `ez` then the Mur state, and `h`.
 fn buffers(
     meta: &DeviceState,
     ctx: sys::Context,
@@ -560,7 +563,7 @@ fn buffers(
             (
                 s.ca.clone(),
                 s.cb.clone(),
-                [len, 2 * len, len, len, n, n, 1, 1],
+                [len, 2 * len, len, len, n, n, len + n, 2 * len],
                 mur,
             )
         }
@@ -576,13 +579,14 @@ fn buffers(
         }
     };
     let mut buffers = Vec::new();
+    let total: usize = floats.iter().sum();
     for (i, floats) in floats.into_iter().enumerate() {
         let b = DeviceBuffer::zeroed(floats, ctx).map_err(|e| {
             Failure::Usage(format!(
-                "dev{t} (GPU {gpu}): {e}: out of device memory for {} cells ({} MiB per field, \
-                 4 fields); use fewer cells per device or more devices",
+                "dev{t} (GPU {gpu}): {e}: out of device memory for {} cells ({} MiB of arrays \
+                 on this device); use fewer cells per device or more devices",
                 meta.cells() * meta.nx(),
-                (4 * len) >> 20
+                (4 * total) >> 20
             ))
         })?;
         match i {

@@ -296,9 +296,9 @@ impl Dev {
         Ok(())
     }
 
-    /// A fused pass, whole or a part of a split one (src/fused.rs). No fused pass in 2D:
-    /// the round's steps one launch after another, which keeps the bits of the cells the
-    /// round keeps — a split pass's boundary runs them all, its save and interior nothing.
+    /// A fused pass, whole or a part of a split one (src/fused.rs). In 2D the pass is not
+    /// split: a whole pass and a split one's boundary run the round's steps
+    /// ([`Dev::launch_fused_2d`]), its save and interior nothing.
     fn launch_fused(
         &self,
         kernel: Kernel,
@@ -308,14 +308,7 @@ impl Dev {
         steps: u32,
     ) -> Result<(), DriverError> {
         if self.meta.slab().is_some() {
-            for k in 0..u64::from(kernel.steps_2d()) {
-                for part in [Kernel::UpdateH, Kernel::UpdateE, Kernel::SourcesBoundaries] {
-                    for l in self.launches(part, cells, step + k).unwrap_or_default() {
-                        l.run(st)?;
-                    }
-                }
-            }
-            return Ok(());
+            return self.launch_fused_2d(cells, st, step, kernel.steps_2d());
         }
         let r = self.meta.kernel_range(kernel, cells);
         if r.is_empty() {

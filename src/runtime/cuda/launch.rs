@@ -41,6 +41,8 @@ pub struct Launch {
     f: Function,
     grid: (u32, u32),
     block: u32,
+    /// Bytes of dynamic shared memory.
+    shared: u32,
     /// Each argument's value in 8-byte-aligned storage of its own.
     values: Vec<Vec<u64>>,
 }
@@ -72,7 +74,16 @@ impl Launch {
             f,
             grid,
             block,
+            shared: 0,
             values,
+        }
+    }
+
+    /// The same launch with `bytes` of dynamic shared memory.
+    pub fn with_shared(self, bytes: u32) -> Launch {
+        Launch {
+            shared: bytes,
+            ..self
         }
     }
 
@@ -87,7 +98,7 @@ impl Launch {
             func: self.f.0,
             grid: [self.grid.0, self.grid.1, 1],
             block: [self.block, 1, 1],
-            shared_bytes: 0,
+            shared_bytes: self.shared,
             params: params.as_mut_ptr(),
             extra: std::ptr::null_mut(),
         }
@@ -107,7 +118,7 @@ impl Launch {
                 self.block,
                 1,
                 1,
-                0,
+                self.shared,
                 s.0,
                 params.as_mut_ptr(),
                 std::ptr::null_mut(),

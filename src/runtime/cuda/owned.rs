@@ -97,6 +97,17 @@ impl LoadedModule {
     }
 }
 
+/// Lets `f` be launched with up to `bytes` of dynamic shared memory (above the 48 KiB a
+/// launch gets without asking).
+pub fn allow_shared(f: Function, bytes: u32) -> Result<(), DriverError> {
+    const MAX_DYNAMIC_SHARED_SIZE_BYTES: i32 = 8; // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    let bytes = i32::try_from(bytes).expect("a kernel's shared memory fits an i32");
+    // SAFETY: `f` is a function of a loaded module; the attribute takes a byte count.
+    check("cuFuncSetAttribute", unsafe {
+        sys::cuFuncSetAttribute(f.0, MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes)
+    })
+}
+
 impl Drop for LoadedModule {
     fn drop(&mut self) {
         if current(self.ctx) {

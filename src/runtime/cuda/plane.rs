@@ -4,8 +4,11 @@ use std::ops::Range;
 
 use super::device::*;
 use super::launch::{Arg, Launch};
+use super::owned::copy;
 use super::shared::BLOCK;
+use super::sys::{self, DriverError};
 use crate::decomp::Kernel;
+use crate::kernels::{MAX_SOURCES, STEPS_2D, THREADS_2D, TILE_2D_X, TILE_2D_Y, shared_2d};
 use crate::physics::EndCondition;
 use crate::scenario::Injection;
 
@@ -13,6 +16,112 @@ use crate::scenario::Injection;
 const MAX_ROWS: usize = 65_535;
 
 impl Dev {
+    /// A fused pass of `steps` steps over `cells` on a 2D device from step `step`: passes
+    /// of at most [`STEPS_2D`] steps, each a snapshot of the rows it reads (copies on `st`)
+    /// and one launch of `fused_steps_2d` (kernels/fdtd2d.cu), which writes the bits of the
+    /// one-kernel steps over the same rows. More sources on the rows than the kernel takes:
+    /// the one-kernel steps themselves.
+    pub(super) fn launch_fused_2d(
+        &self,
+        cells: &Range<usize>,
+        st: sys::Stream,
+        step: u64,
+        steps: u32,
+    ) -> Result<(), DriverError> {
+        let Some(slab) = self.meta.slab() else {
+            return Ok(());
+        };
+        let range = |k| self.meta.kernel_range(k, cells);
+        let (hr, er, sr) = (
+            range(Kernel::UpdateH),
+            range(Kernel::UpdateE),
+            range(Kernel::SourcesBoundaries),
+        );
+        let written: Vec<&Range<usize>> = [&hr, &er, &sr].into_iter().filter(|r| !r.is_empty()).collect();
+        let (Some(w0), Some(w1)) = (
+            written.iter().map(|r| r.start).min(),
+            written.iter().map(|r| r.end).max(),
+        ) else {
+            return Ok(());
+        };
+        let sources: Vec<_> = self.meta.sources_in(&sr).collect();
+        if sources.len() > MAX_SOURCES {
+            for t in 0..u64::from(steps) {
+                for k in [Kernel::UpdateH, Kernel::UpdateE, Kernel::SourcesBoundaries] {
+                    for l in self.launches(k, cells, step + t).unwrap_or_default() {
+                        l.run(st)?;
+                    }
+                }
+            }
+            return Ok(());
+        }
+        let views = self.views();
+        let [ez, h, ca, cb, prev, mur, ez_s, h_s] = views[..] else {
+            unreachable!("eight buffers")
+        };
+        let nx = slab.nx;
+        let held = ez.floats() / nx;
+        let (first, last) = self.meta.end_cells();
+        let (bottom, top) = self.meta.ends();
+        let kind = |c: Option<EndCondition>, row: usize| match c.filter(|_| sr.contains(&row)) {
+            None => 0,
+            Some(EndCondition::Pec) => 1,
+            Some(EndCondition::Mur(_)) => 2,
+        };
+        let grid = (
+            nx.div_ceil(TILE_2D_X) as u32,
+            (w1 - w0).div_ceil(TILE_2D_Y) as u32,
+        );
+        let prev_s = ez_s.slice(ez.floats()..ez.floats() + 2 * nx);
+        for t0 in (0..steps as usize).step_by(STEPS_2D) {
+            let k = (steps as usize - t0).min(STEPS_2D);
+            // The rows the tiles' regions load: the written rows and k + 1 a side.
+            let (a, z) = (w0.saturating_sub(k + 1), (w1 + k + 1).min(held));
+            copy(ez_s.slice(a * nx..z * nx), ez.slice(a * nx..z * nx), st)?;
+            copy(
+                h_s.slice(2 * a * nx..2 * z * nx),
+                h.slice(2 * a * nx..2 * z * nx),
+                st,
+            )?;
+            copy(prev_s, prev.slice(0..2 * nx), st)?;
+            let src = sources_2d(&sources, step + t0 as u64, k);
+            let i = |x: usize| Arg::I32(x as i32);
+            let args = [
+                Arg::Ptr(ez.ptr()),
+                Arg::Ptr(h.ptr()),
+                Arg::Ptr(ez_s.ptr()),
+                Arg::Ptr(h_s.ptr()),
+                Arg::Ptr(ca.ptr()),
+                Arg::Ptr(cb.ptr()),
+                Arg::Ptr(prev.ptr()),
+                Arg::Ptr(prev_s.ptr()),
+                Arg::Ptr(mur.ptr()),
+                Arg::Bytes(&src),
+                i(nx),
+                Arg::I32(i32::from(slab.periodic)),
+                Arg::F32(self.ch),
+                i(k),
+                i(held),
+                i(w0),
+                i(w1),
+                i(hr.start),
+                i(hr.end),
+                i(er.start),
+                i(er.end),
+                i(sr.start),
+                i(sr.end),
+                i(first),
+                i(last),
+                Arg::I32(kind(bottom, first)),
+                Arg::I32(kind(top, last)),
+            ];
+            Launch::new(self.k.fused_steps_2d, grid, THREADS_2D, &args)
+                .with_shared(shared_2d())
+                .run(st)?;
+        }
+        Ok(())
+    }
+
     /// The launches of one of the step's kernels over the local rows `r` of a 2D device
     /// in step `step`; `None` for the fused kernel (run as its steps, see `launch`).
     pub(super) fn launches_2d(&self, kernel: Kernel, r: Range<usize>, step: u64) -> Option<Vec<Launch>> {
@@ -110,4 +219,30 @@ impl Dev {
         }
         Some(out)
     }
+}
+
+/// The kernel's `Sources2d` struct (kernels/fdtd2d.cu): the values of steps
+/// `step..step + steps` of each of `sources` (at most [`MAX_SOURCES`]), their rows and
+/// columns, hard or soft, and how many.
+fn sources_2d(sources: &[&(usize, crate::physics::PlacedSource)], step: u64, steps: usize) -> Vec<u8> {
+    let mut value = [[0.0f32; MAX_SOURCES]; STEPS_2D];
+    let mut ints = [[0i32; MAX_SOURCES]; 4];
+    for (i, (row, src)) in sources.iter().map(|x| (x.0, &x.1)).enumerate() {
+        for (t, v) in value.iter_mut().enumerate().take(steps) {
+            v[i] = src.value(step + t as u64);
+        }
+        ints[0][i] = row as i32;
+        ints[1][i] = src.columns.start as i32;
+        ints[2][i] = src.columns.end as i32;
+        ints[3][i] = i32::from(src.injection == Injection::Hard);
+    }
+    let mut out = Vec::with_capacity(4 * (STEPS_2D * MAX_SOURCES + 4 * MAX_SOURCES + 1));
+    for x in value.iter().flatten() {
+        out.extend_from_slice(&x.to_ne_bytes());
+    }
+    for x in ints.iter().flatten() {
+        out.extend_from_slice(&x.to_ne_bytes());
+    }
+    out.extend_from_slice(&(sources.len() as i32).to_ne_bytes());
+    out
 }

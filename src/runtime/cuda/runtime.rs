@@ -132,7 +132,8 @@ impl CudaRuntime {
         });
         let program = Arc::new(program);
         let coefficients = Coefficients::new(s)?;
-        // In 2D the fused mode runs its steps as launches (no kernel argument to fill).
+        // In 2D a fused pass with more sources than its kernel takes runs its steps as
+        // one-kernel launches (src/runtime/cuda/plane.rs): nothing to refuse.
         let held_sources: Vec<usize> = s
             .ranges()
             .into_iter()

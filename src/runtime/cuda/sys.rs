@@ -87,6 +87,7 @@ unsafe extern "C" {
         bytes: usize,
         stream: *mut Opaque,
     ) -> i32;
+    pub(super) fn cuFuncSetAttribute(f: *mut Opaque, attrib: i32, value: i32) -> i32;
     pub(super) fn cuLaunchKernel(
         f: *mut Opaque,
         grid_x: u32,
