@@ -14,8 +14,9 @@ pub const REFERENCE_BYTES_PER_CELL: u64 = 16;
 
 /// A 2D (TMz) cell holds three fields, and every device its own `ca`, `cb`: the devices'
 /// fields (12) and coefficients (8), the grid's coefficients (8, built from 16 B of f64),
-/// the fields gathered (12) and a fork (12).
-pub const RUN_BYTES_PER_CELL_2D: u64 = 68;
+/// the fields gathered (12), a fork (12) and the snapshot a fused pass reads (12,
+/// src/tmz/fused.rs).
+pub const RUN_BYTES_PER_CELL_2D: u64 = 80;
 /// What the 2D reference adds: its fields and coefficients (20), the grid's coefficients
 /// it builds (8, from 16 of f64) and the fields it gathers (12).
 pub const REFERENCE_BYTES_PER_CELL_2D: u64 = 56;

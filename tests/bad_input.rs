@@ -208,7 +208,7 @@ fn a_grid_larger_than_the_memory_this_process_may_use_is_refused_with_the_estima
         &out,
         &[
             "`grid.ny`: 76800 cells need about",
-            "(124 B per cell for the run and the reference)",
+            "(136 B per cell for the run and the reference)",
         ],
     );
     // Past 2^64 bytes: refused, not a capacity-overflow panic.

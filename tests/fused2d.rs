@@ -215,4 +215,42 @@ fn one_cell_tiles_on_a_wide_row_keep_the_bits() {
     }
 }
 
+/// The GPU suite's 2D scenarios (scripts/scenarios), whose rows are wider and narrower
+/// than a tile's region, with PEC and periodic sides and Mur and PEC rows: every fused mode
+/// on the sim (which runs the tiled pass) stays bit-identical on 1 to 3 devices.
+#[test]
+fn the_gpu_suites_2d_scenarios_keep_the_bits_of_the_reference_in_every_fused_mode() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/scenarios");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 3, "{files:?}");
+    for f in &files {
+        for mode in ["fused", "fused-overlap"] {
+            for n in ["1", "3"] {
+                let path = f.to_str().unwrap();
+                let args = [
+                    "--headless",
+                    "--scenario",
+                    path,
+                    "--devices",
+                    n,
+                    "--mode",
+                    mode,
+                    "--steps",
+                    "80",
+                    "--json",
+                ];
+                let (code, out, err) = common::haloscope(&args);
+                assert_eq!(code, 0, "{path} {mode} {n}: {err}");
+                let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+                assert_eq!(json["max_abs_diff"], 0.0, "{path} {mode} on {n} devices: {out}");
+            }
+        }
+    }
+}
+
 mod common;

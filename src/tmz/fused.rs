@@ -101,8 +101,9 @@ struct Region {
     ra: usize,
     rows: usize,
     col: Vec<usize>,
-    right: Vec<Option<usize>>,
-    left: Vec<Option<usize>>,
+    /// Whether the region holds the whole row of a periodic grid: then its first and last
+    /// columns are neighbours.
+    wrap: bool,
     ez: Vec<f32>,
     hx: Vec<f32>,
     hy: Vec<f32>,
@@ -136,24 +137,6 @@ impl Region {
             .collect();
         let w = col.len();
         let wrap = full && slab.periodic;
-        let right = (0..w)
-            .map(|lc| {
-                if lc + 1 < w {
-                    Some(lc + 1)
-                } else {
-                    wrap.then_some(0)
-                }
-            })
-            .collect();
-        let left = (0..w)
-            .map(|lc| {
-                if lc > 0 {
-                    Some(lc - 1)
-                } else {
-                    wrap.then_some(w - 1)
-                }
-            })
-            .collect();
         let rows = rz - ra;
         let mut r = Region {
             own,
@@ -161,8 +144,7 @@ impl Region {
             ra,
             rows,
             col,
-            right,
-            left,
+            wrap,
             ez: Vec::with_capacity(rows * w),
             hx: Vec::with_capacity(rows * w),
             hy: Vec::with_capacity(rows * w),
@@ -170,13 +152,24 @@ impl Region {
             cb: Vec::with_capacity(rows * w),
             prev: [Vec::new(), Vec::new()],
         };
+        // Unwrapped columns are one slice of each row.
+        let (c0, straight) = (r.col[0], r.col[w - 1] + 1 == r.col[0] + w);
         for j in ra..rz {
+            let (e, h) = (j * nx, 2 * j * nx);
+            if straight {
+                r.ez.extend_from_slice(&snap.ez[e + c0..e + c0 + w]);
+                r.hx.extend_from_slice(&snap.h[h + c0..h + c0 + w]);
+                r.hy.extend_from_slice(&snap.h[h + nx + c0..h + nx + c0 + w]);
+                r.ca.extend_from_slice(&slab.ca[e + c0..e + c0 + w]);
+                r.cb.extend_from_slice(&slab.cb[e + c0..e + c0 + w]);
+                continue;
+            }
             for &g in &r.col {
-                r.ez.push(snap.ez[j * nx + g]);
-                r.hx.push(snap.h[2 * j * nx + g]);
-                r.hy.push(snap.h[2 * j * nx + nx + g]);
-                r.ca.push(slab.ca[j * nx + g]);
-                r.cb.push(slab.cb[j * nx + g]);
+                r.ez.push(snap.ez[e + g]);
+                r.hx.push(snap.h[h + g]);
+                r.hy.push(snap.h[h + nx + g]);
+                r.ca.push(slab.ca[e + g]);
+                r.cb.push(slab.cb[e + g]);
             }
         }
         for (p, s) in r.prev.iter_mut().zip(&snap.prev) {
@@ -192,36 +185,56 @@ impl Region {
         let (nx, w, ra, rows) = (slab.nx, self.col.len(), self.ra, self.rows);
         let local = |r: &Range<usize>| r.start.max(ra) - ra..r.end.min(ra + rows).max(ra) - ra;
         let ch = p.ch;
+        // A region's columns are consecutive (wrapped when periodic): a column's right
+        // neighbour is the next one, the last column's only when the whole periodic row is
+        // held (column 0); likewise to the left. Only the grid's last column (non-periodic)
+        // has no H_y update, and it can only be the region's last column.
+        let wrap = self.wrap;
+        let last_is_edge = !slab.periodic && self.col[w - 1] == nx - 1;
         for lr in local(&p.h) {
-            for lc in 0..w {
-                let s = lr * w + lc;
-                if lr + 1 < rows {
-                    self.hx[s] += ch * (self.ez[s] - self.ez[s + w]);
+            let row = lr * w..(lr + 1) * w;
+            if lr + 1 < rows {
+                let (e, up) = (&self.ez[row.clone()], &self.ez[row.end..row.end + w]);
+                for ((h, a), b) in self.hx[row.clone()].iter_mut().zip(e).zip(up) {
+                    *h += ch * (a - b);
                 }
-                if let Some(rn) = self.right[lc].filter(|_| self.col[lc] + 1 < nx || slab.periodic) {
-                    self.hy[s] += ch * (self.ez[lr * w + rn] - self.ez[s]);
-                }
+            }
+            let (e, hy) = (&self.ez[row.clone()], &mut self.hy[row.clone()]);
+            for lc in 0..w - 1 {
+                hy[lc] += ch * (e[lc + 1] - e[lc]);
+            }
+            if wrap {
+                hy[w - 1] += ch * (e[0] - e[w - 1]);
             }
         }
         let e = local(&p.e);
+        let cols = 1..if last_is_edge { w - 1 } else { w };
         for lr in e.start.max(1)..e.end {
-            for lc in 0..w {
-                let g = self.col[lc];
-                let Some(ln) = self.left[lc] else { continue };
-                if !slab.periodic && (g == 0 || g + 1 == nx) {
-                    continue;
-                }
-                let s = lr * w + lc;
-                let curl = (self.hy[s] - self.hy[lr * w + ln]) - (self.hx[s] - self.hx[s - w]);
-                self.ez[s] = self.ca[s] * self.ez[s] + self.cb[s] * curl;
+            let row = lr * w..(lr + 1) * w;
+            let (hx, below) = (&self.hx[row.clone()], &self.hx[row.start - w..row.start]);
+            let hy = &self.hy[row.clone()];
+            let (ez, ca, cb) = (
+                &mut self.ez[row.clone()],
+                &self.ca[row.clone()],
+                &self.cb[row.clone()],
+            );
+            let cell = |lc: usize, ln: usize, ez: &mut [f32]| {
+                let curl = (hy[lc] - hy[ln]) - (hx[lc] - below[lc]);
+                ez[lc] = ca[lc] * ez[lc] + cb[lc] * curl;
+            };
+            if wrap {
+                cell(0, w - 1, ez);
+            }
+            for lc in cols.clone() {
+                cell(lc, lc - 1, ez);
             }
         }
         for (row, src) in p.sources.iter().map(|x| (x.0, &x.1)) {
             let Some(lr) = row.checked_sub(ra).filter(|&lr| lr < rows) else {
                 continue;
             };
+            let v = src.value(step);
             for lc in (0..w).filter(|&lc| src.columns.contains(&self.col[lc])) {
-                let v = src.value(step);
                 let cell = &mut self.ez[lr * w + lc];
                 *cell = if src.injection == Injection::Hard {
                     v
@@ -279,13 +292,15 @@ impl Region {
     fn store(&self, slab: &mut Slab, ez: &mut [f32], h: &mut [f32], p: &Pass) {
         let (nx, w) = (slab.nx, self.col.len());
         let lc_of = |g: usize| (g as isize - self.cs) as usize;
+        // Own columns are never wrapped: one slice of each row.
+        let (g0, g1) = (self.own.1.start, self.own.1.end);
+        let at = lc_of(g0)..lc_of(g0) + (g1 - g0);
         for j in self.own.0.clone() {
-            for g in self.own.1.clone() {
-                let s = (j - self.ra) * w + lc_of(g);
-                ez[j * nx + g] = self.ez[s];
-                h[2 * j * nx + g] = self.hx[s];
-                h[2 * j * nx + nx + g] = self.hy[s];
-            }
+            let s = (j - self.ra) * w;
+            let (e, hr) = (j * nx, 2 * j * nx);
+            ez[e + g0..e + g1].copy_from_slice(&self.ez[s + at.start..s + at.end]);
+            h[hr + g0..hr + g1].copy_from_slice(&self.hx[s + at.start..s + at.end]);
+            h[hr + nx + g0..hr + nx + g1].copy_from_slice(&self.hy[s + at.start..s + at.end]);
         }
         let ends = [&mut slab.prev_bottom, &mut slab.prev_top];
         for ((prev, end), mine) in ends.into_iter().zip(&p.ends).zip(&self.prev) {
