@@ -93,9 +93,9 @@ extern "C" __global__ void pec_sides_2d(float *ez, unsigned int nx, unsigned int
 }
 
 // Several 2D steps per pass over memory (temporal blocking), the 2D counterpart of
-// kernels/fused.cu. A pass of k <= STEPS_2D steps reads a snapshot of the fields taken
-// before it (ez_s, h_s, prev_s: copies the host makes on the stream first) and writes the
-// fields: one block per tile of TILE_2D_Y rows by TILE_2D_X columns loads its tile and
+// kernels/fused.cu. A pass of k <= STEPS_2D steps reads one copy of the fields (ez_s,
+// h_s, prev_s) and writes another (ez, h, prev): the host alternates the device's fields
+// and a snapshot buffer as the two, so that a round ends in the fields: one block per tile of TILE_2D_Y rows by TILE_2D_X columns loads its tile and
 // m = k + 1 rows and columns around it (its region) from the snapshot into shared memory,
 // with ca and cb, runs the k steps of src/tmz.rs there, and writes its own cells back.
 // Blocks read only the snapshot and write only their own cells, so they never race. A
@@ -282,6 +282,25 @@ extern "C" __global__ void fused_steps_2d(
         }
         if (top == 2 && last >= r0 && last < r1) {
             prev[nx + g] = spt[lc];
+        }
+    }
+    // The rows next to the written ones that a pass's regions read, which no tile writes:
+    // the first and last row of tiles copy them (their own columns) from what the pass
+    // read to what it wrote, so that passes may alternate between the fields and the
+    // snapshot (src/runtime/cuda/plane.rs) with every row a region reads up to date.
+    if (r0 == w0 || r1 == w1) {
+        const int below = max(w0 - M2, 0), above = min(w1 + M2, held);
+        for (int g = c0 + tx; g < c1; g += 32) {
+            for (long long j = below + ty; j < w0 && r0 == w0; j += ny) {
+                ez[j * nx + g] = ez_s[j * nx + g];
+                h[2 * j * nx + g] = h_s[2 * j * nx + g];
+                h[2 * j * nx + nx + g] = h_s[2 * j * nx + nx + g];
+            }
+            for (long long j = w1 + ty; j < above && r1 == w1; j += ny) {
+                ez[j * nx + g] = ez_s[j * nx + g];
+                h[2 * j * nx + g] = h_s[2 * j * nx + g];
+                h[2 * j * nx + nx + g] = h_s[2 * j * nx + nx + g];
+            }
         }
     }
 }

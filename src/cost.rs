@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 pub const PULL_QUEUE_SLOTS: u32 = 3;
 
 /// What one step of the 2D fused pass costs, as bytes a cell of a bandwidth-bound kernel:
-/// on one H200 at 16384² cells `fused` took 0.64 of the time of one-kernel steps (which
+/// on one H200 at 16384² cells `fused` took 0.51 of the time of one-kernel steps (which
 /// move 44 B a cell), measured by `bench --runtime cuda --plane` (BENCHMARKS.md).
-pub const FUSED_2D_BYTES_PER_CELL: f64 = 28.0;
+pub const FUSED_2D_BYTES_PER_CELL: f64 = 22.0;
 
 /// Durations in microseconds, bandwidths in GB/s (10^9 bytes per second).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

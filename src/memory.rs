@@ -172,7 +172,7 @@ mod tests {
     fn the_need_grows_with_cells_and_the_reference_and_never_overflows() {
         assert_eq!(need(1000, false, false), Some(48_000));
         assert_eq!(need(1000, true, false), Some(64_000));
-        assert_eq!(need(1000, true, true), Some(124_000));
+        assert_eq!(need(1000, true, true), Some(136_000));
         assert_eq!(need(usize::MAX, true, false), None);
         assert_eq!(bytes(3 << 30), "3.0 GiB");
         assert_eq!(bytes(1), "1 B");

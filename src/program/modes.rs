@@ -244,8 +244,8 @@ impl Mode {
                  its tile back. Memory is read and written once per 16 steps (24 B per cell, not 32 B\n\
                  per cell per step). One launch per 16 steps also hides the launch cost on small grids.\n\
                  A step (n) runs the whole round of 16 steps. max |Δ| stays 0. On a 2D grid the round is\n\
-                 four passes of 4 steps, each block a tile of 38 × 54 cells plus 5 around it, read from a\n\
-                 copy of the fields taken before the pass: 1.57× wide-halo on one H200 at 16384²."
+                 four passes of 4 steps, each block a tile of 38 × 54 cells plus 5 around it, read from\n\
+                 one copy of the fields and written to another: 1.97× wide-halo on one H200 at 16384²."
             }
             Mode::FusedPush | Mode::GraphPush | Mode::FusedFlags | Mode::GraphFlags | Mode::FusedOverlap => {
                 self.pushed_lesson()

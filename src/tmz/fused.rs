@@ -13,7 +13,9 @@
 //! neighbour's new value, hence `k + 1` and not `k` — so the tile's own cells, `m` away,
 //! come out with the bits of `k` one-kernel steps. Where the region meets the end of the
 //! array or of an update's rows, the pass does exactly what the one-kernel steps do: cells
-//! beyond are the snapshot's, as they are the fields' there.
+//! beyond are the snapshot's, as they are the fields' there. (The GPU reads the same
+//! values without a copy a pass: its passes alternate between the fields and a snapshot
+//! buffer, src/runtime/cuda/plane.rs.)
 //!
 //! A region as wide as `tiling.x + 2·(tiling.steps + 1)` columns or wider holds the whole
 //! row (the kernel's shared arrays are that wide): then its columns wrap exactly when the
@@ -58,11 +60,7 @@ pub fn pass(
     tiling: Tiling,
 ) {
     let nx = slab.nx;
-    let written: Vec<&Range<usize>> = [&p.h, &p.e, &p.s].into_iter().filter(|r| !r.is_empty()).collect();
-    let (Some(w0), Some(w1)) = (
-        written.iter().map(|r| r.start).min(),
-        written.iter().map(|r| r.end).max(),
-    ) else {
+    let Some(Range { start: w0, end: w1 }) = written(&[&p.h, &p.e, &p.s]) else {
         return;
     };
     for t0 in (0..steps).step_by(tiling.steps.max(1)) {
@@ -83,6 +81,13 @@ pub fn pass(
             }
         }
     }
+}
+
+/// The rows a pass writes, which its tiles cut: from the first row any of its updates
+/// covers to the last (`None` when none covers any).
+pub fn written(updates: &[&Range<usize>]) -> Option<Range<usize>> {
+    let on = || updates.iter().filter(|r| !r.is_empty());
+    Some(on().map(|r| r.start).min()?..on().map(|r| r.end).max()?)
 }
 
 /// The fields, and the Mur state of the bottom and top rows, as a pass begins.

@@ -4,7 +4,7 @@ use std::ops::Range;
 
 use super::device::*;
 use super::launch::{Arg, Launch};
-use super::owned::copy;
+use super::owned::{BufferView, copy};
 use super::shared::BLOCK;
 use super::sys::{self, DriverError};
 use crate::decomp::Kernel;
@@ -17,9 +17,9 @@ const MAX_ROWS: usize = 65_535;
 
 impl Dev {
     /// A fused pass of `steps` steps over `cells` on a 2D device from step `step`: passes
-    /// of at most [`STEPS_2D`] steps, each a snapshot of the rows it reads (copies on `st`)
-    /// and one launch of `fused_steps_2d` (kernels/fdtd2d.cu), which writes the bits of the
-    /// one-kernel steps over the same rows. More sources on the rows than the kernel takes:
+    /// of at most [`STEPS_2D`] steps, each one launch of `fused_steps_2d`
+    /// (kernels/fdtd2d.cu) reading one copy of the fields and writing the other, which
+    /// writes the bits of the one-kernel steps over the same rows. More sources on the rows than the kernel takes:
     /// the one-kernel steps themselves.
     pub(super) fn launch_fused_2d(
         &self,
@@ -37,23 +37,12 @@ impl Dev {
             range(Kernel::UpdateE),
             range(Kernel::SourcesBoundaries),
         );
-        let written: Vec<&Range<usize>> = [&hr, &er, &sr].into_iter().filter(|r| !r.is_empty()).collect();
-        let (Some(w0), Some(w1)) = (
-            written.iter().map(|r| r.start).min(),
-            written.iter().map(|r| r.end).max(),
-        ) else {
+        let Some(Range { start: w0, end: w1 }) = crate::tmz::fused::written(&[&hr, &er, &sr]) else {
             return Ok(());
         };
         let sources: Vec<_> = self.meta.sources_in(&sr).collect();
         if sources.len() > MAX_SOURCES {
-            for t in 0..u64::from(steps) {
-                for k in [Kernel::UpdateH, Kernel::UpdateE, Kernel::SourcesBoundaries] {
-                    for l in self.launches(k, cells, step + t).unwrap_or_default() {
-                        l.run(st)?;
-                    }
-                }
-            }
-            return Ok(());
+            return self.launch_steps_2d(cells, st, step, steps);
         }
         let views = self.views();
         let [ez, h, ca, cb, prev, mur, ez_s, h_s] = views[..] else {
@@ -73,28 +62,37 @@ impl Dev {
             (w1 - w0).div_ceil(TILE_2D_Y) as u32,
         );
         let prev_s = ez_s.slice(ez.floats()..ez.floats() + 2 * nx);
-        for t0 in (0..steps as usize).step_by(STEPS_2D) {
+        // Passes alternate between the fields and the snapshot buffers, the last one
+        // writing the fields: with an odd count the first copies the fields into the
+        // snapshot and reads it; then no pass copies (the kernel keeps the rows next to the
+        // written ones up to date in what it writes).
+        let fields = (ez, h, prev.slice(0..2 * nx));
+        let snapshot = (ez_s.slice(0..ez.floats()), h_s, prev_s);
+        let passes = (steps as usize).div_ceil(STEPS_2D);
+        for (i, t0) in (0..steps as usize).step_by(STEPS_2D).enumerate() {
             let k = (steps as usize - t0).min(STEPS_2D);
-            // The rows the tiles' regions load: the written rows and k + 1 a side.
-            let (a, z) = (w0.saturating_sub(k + 1), (w1 + k + 1).min(held));
-            copy(ez_s.slice(a * nx..z * nx), ez.slice(a * nx..z * nx), st)?;
-            copy(
-                h_s.slice(2 * a * nx..2 * z * nx),
-                h.slice(2 * a * nx..2 * z * nx),
-                st,
-            )?;
-            copy(prev_s, prev.slice(0..2 * nx), st)?;
+            let into_fields = (passes - i) % 2 == 1;
+            if i == 0 && into_fields {
+                // The rows the tiles' regions load: the written rows and k + 1 a side.
+                let rows = w0.saturating_sub(k + 1)..(w1 + k + 1).min(held);
+                copy_rows(snapshot, fields, rows, nx, st)?;
+            }
+            let ((out_ez, out_h, out_prev), (in_ez, in_h, in_prev)) = if into_fields {
+                (fields, snapshot)
+            } else {
+                (snapshot, fields)
+            };
             let src = sources_2d(&sources, step + t0 as u64, k);
             let i = |x: usize| Arg::I32(x as i32);
             let args = [
-                Arg::Ptr(ez.ptr()),
-                Arg::Ptr(h.ptr()),
-                Arg::Ptr(ez_s.ptr()),
-                Arg::Ptr(h_s.ptr()),
+                Arg::Ptr(out_ez.ptr()),
+                Arg::Ptr(out_h.ptr()),
+                Arg::Ptr(in_ez.ptr()),
+                Arg::Ptr(in_h.ptr()),
                 Arg::Ptr(ca.ptr()),
                 Arg::Ptr(cb.ptr()),
-                Arg::Ptr(prev.ptr()),
-                Arg::Ptr(prev_s.ptr()),
+                Arg::Ptr(out_prev.ptr()),
+                Arg::Ptr(in_prev.ptr()),
                 Arg::Ptr(mur.ptr()),
                 Arg::Bytes(&src),
                 i(nx),
@@ -118,6 +116,24 @@ impl Dev {
             Launch::new(self.k.fused_steps_2d, grid, THREADS_2D, &args)
                 .with_shared(shared_2d())
                 .run(st)?;
+        }
+        Ok(())
+    }
+
+    /// `steps` one-kernel steps over `cells` from step `step`, launch after launch.
+    fn launch_steps_2d(
+        &self,
+        cells: &Range<usize>,
+        st: sys::Stream,
+        step: u64,
+        steps: u32,
+    ) -> Result<(), DriverError> {
+        for t in 0..u64::from(steps) {
+            for k in [Kernel::UpdateH, Kernel::UpdateE, Kernel::SourcesBoundaries] {
+                for l in self.launches(k, cells, step + t).unwrap_or_default() {
+                    l.run(st)?;
+                }
+            }
         }
         Ok(())
     }
@@ -219,6 +235,25 @@ impl Dev {
         }
         Some(out)
     }
+}
+
+/// Rows `rows` of `Ez` and `H`, and the Mur state, from one copy of a 2D device's fields
+/// (`ez`, `h`, `prev`) into another, on `st`.
+fn copy_rows(
+    to: (BufferView, BufferView, BufferView),
+    from: (BufferView, BufferView, BufferView),
+    rows: Range<usize>,
+    nx: usize,
+    st: sys::Stream,
+) -> Result<(), DriverError> {
+    let (a, z) = (rows.start, rows.end);
+    copy(to.0.slice(a * nx..z * nx), from.0.slice(a * nx..z * nx), st)?;
+    copy(
+        to.1.slice(2 * a * nx..2 * z * nx),
+        from.1.slice(2 * a * nx..2 * z * nx),
+        st,
+    )?;
+    copy(to.2, from.2, st)
 }
 
 /// The kernel's `Sources2d` struct (kernels/fdtd2d.cu): the values of steps
