@@ -18,9 +18,9 @@ const MAX_ROWS: usize = 65_535;
 impl Dev {
     /// A fused pass of `steps` steps over `cells` on a 2D device from step `step`: passes
     /// of at most [`STEPS_2D`] steps, each one launch of `fused_steps_2d`
-    /// (kernels/fdtd2d.cu) reading one copy of the fields and writing the other, which
-    /// writes the bits of the one-kernel steps over the same rows. More sources on the rows than the kernel takes:
-    /// the one-kernel steps themselves.
+    /// (kernels/fdtd2d.cu) reading one copy of the fields and writing the other: the bits
+    /// of the one-kernel steps over the same rows. More sources on the rows than the
+    /// kernel takes: the one-kernel steps themselves.
     pub(super) fn launch_fused_2d(
         &self,
         cells: &Range<usize>,
