@@ -522,25 +522,32 @@ impl DeviceState {
         self.hy[o.start * wh..o.end * wh].copy_from_slice(&hy[self.lo * wh..self.hi * wh]);
     }
 
+    /// What a 2D fused pass over the held rows of `cells` updates: each one-kernel
+    /// launch's rows, the end rows and sources among them (for the sim's pass and the GPU's).
+    pub fn pass_2d(&self, cells: &Range<usize>) -> tmz::fused::Pass {
+        let range = |k| self.kernel_range(k, cells);
+        let sr = range(Kernel::SourcesBoundaries);
+        let (l, e) = self.end_cells();
+        let end = |c: Option<EndCondition>, row: usize| c.filter(|_| sr.contains(&row)).map(|c| (c, row));
+        tmz::fused::Pass {
+            h: range(Kernel::UpdateH),
+            e: range(Kernel::UpdateE),
+            ends: [end(self.left_end, l), end(self.right_end, e)],
+            sources: self
+                .sources
+                .iter()
+                .filter(|(row, _)| sr.contains(row))
+                .cloned()
+                .collect(),
+            s: sr,
+            ch: self.ch,
+        }
+    }
+
     /// A 2D fused pass over the held rows of `cells`: the GPU's tiles and passes
     /// (src/tmz/fused.rs, with kernels/fdtd2d.cu's sizes), the bits of the one-kernel steps.
     fn fused_2d(&mut self, cells: &Range<usize>, steps: usize, step: u64) {
-        let range = |k| self.kernel_range(k, cells);
-        let (hr, er, sr) = (
-            range(Kernel::UpdateH),
-            range(Kernel::UpdateE),
-            range(Kernel::SourcesBoundaries),
-        );
-        let (l, e) = (HALO, HALO + self.hi - self.lo - 1);
-        let end = |c: Option<EndCondition>, row: usize| c.filter(|_| sr.contains(&row)).map(|c| (c, row));
-        let p = tmz::fused::Pass {
-            h: hr,
-            e: er,
-            ends: [end(self.left_end, l), end(self.right_end, e)],
-            sources: self.sources.iter().filter(|(row, _)| sr.contains(row)).collect(),
-            s: sr,
-            ch: self.ch,
-        };
+        let p = self.pass_2d(cells);
         let tiling = tmz::fused::Tiling {
             x: crate::kernels::TILE_2D_X,
             y: crate::kernels::TILE_2D_Y,

@@ -127,7 +127,11 @@ fn both(c: &Case) -> ([Vec<f32>; 4], [Vec<f32>; 4]) {
         e: c.rows[1].clone(),
         s: c.rows[2].clone(),
         ends: ends(c),
-        sources: srcs.iter().filter(|(row, _)| c.rows[2].contains(row)).collect(),
+        sources: srcs
+            .iter()
+            .filter(|(row, _)| c.rows[2].contains(row))
+            .cloned()
+            .collect(),
         ch: 0.5,
     };
     pass(&mut b, &mut ez_b, &mut h_b, &p, c.steps, 0, c.tiling);

@@ -31,12 +31,12 @@ use crate::scenario::Injection;
 /// What one device's pass updates, in local rows: `update_h` on `h`, `update_e` on `e`,
 /// sources, end rows and PEC sides on `s` (each one-kernel launch's rows); the end rows
 /// there (`(condition, row)` of the bottom and the top one) and the sources on `s`.
-pub struct Pass<'a> {
+pub struct Pass {
     pub h: Range<usize>,
     pub e: Range<usize>,
     pub s: Range<usize>,
     pub ends: [Option<(EndCondition, usize)>; 2],
-    pub sources: Vec<&'a (usize, PlacedSource)>,
+    pub sources: Vec<(usize, PlacedSource)>,
     pub ch: f32,
 }
 
@@ -234,7 +234,7 @@ impl Region {
                 cell(lc, lc - 1, ez);
             }
         }
-        for (row, src) in p.sources.iter().map(|x| (x.0, &x.1)) {
+        for (row, src) in p.sources.iter().map(|(row, src)| (*row, src)) {
             let Some(lr) = row.checked_sub(ra).filter(|&lr| lr < rows) else {
                 continue;
             };

@@ -31,17 +31,11 @@ impl Dev {
         let Some(slab) = self.meta.slab() else {
             return Ok(());
         };
-        let range = |k| self.meta.kernel_range(k, cells);
-        let (hr, er, sr) = (
-            range(Kernel::UpdateH),
-            range(Kernel::UpdateE),
-            range(Kernel::SourcesBoundaries),
-        );
-        let Some(Range { start: w0, end: w1 }) = crate::tmz::fused::written(&[&hr, &er, &sr]) else {
+        let p = self.meta.pass_2d(cells);
+        let Some(Range { start: w0, end: w1 }) = crate::tmz::fused::written(&[&p.h, &p.e, &p.s]) else {
             return Ok(());
         };
-        let sources: Vec<_> = self.meta.sources_in(&sr).collect();
-        if sources.len() > MAX_SOURCES {
+        if p.sources.len() > MAX_SOURCES {
             return self.launch_steps_2d(cells, st, step, steps);
         }
         let views = self.views();
@@ -51,12 +45,7 @@ impl Dev {
         let nx = slab.nx;
         let held = ez.floats() / nx;
         let (first, last) = self.meta.end_cells();
-        let (bottom, top) = self.meta.ends();
-        let kind = |c: Option<EndCondition>, row: usize| match c.filter(|_| sr.contains(&row)) {
-            None => 0,
-            Some(EndCondition::Pec) => 1,
-            Some(EndCondition::Mur(_)) => 2,
-        };
+        let [bottom, top] = p.ends.map(|e| end_kind(e.map(|(c, _)| c)));
         let grid = (
             nx.div_ceil(TILE_2D_X) as u32,
             (w1 - w0).div_ceil(TILE_2D_Y) as u32,
@@ -82,7 +71,7 @@ impl Dev {
             } else {
                 (snapshot, fields)
             };
-            let src = sources_2d(&sources, step + t0 as u64, k);
+            let src = sources_2d(&p.sources, step + t0 as u64, k);
             let i = |x: usize| Arg::I32(x as i32);
             let args = [
                 Arg::Ptr(out_ez.ptr()),
@@ -102,16 +91,16 @@ impl Dev {
                 i(held),
                 i(w0),
                 i(w1),
-                i(hr.start),
-                i(hr.end),
-                i(er.start),
-                i(er.end),
-                i(sr.start),
-                i(sr.end),
+                i(p.h.start),
+                i(p.h.end),
+                i(p.e.start),
+                i(p.e.end),
+                i(p.s.start),
+                i(p.s.end),
                 i(first),
                 i(last),
-                Arg::I32(kind(bottom, first)),
-                Arg::I32(kind(top, last)),
+                Arg::I32(bottom),
+                Arg::I32(top),
             ];
             Launch::new(self.k.fused_steps_2d, grid, THREADS_2D, &args)
                 .with_shared(shared_2d())
@@ -201,11 +190,7 @@ impl Dev {
                 }
                 let (first, last) = self.meta.end_cells();
                 let (bottom, top) = self.meta.ends();
-                let kind = |c: Option<EndCondition>, local: usize| match c.filter(|_| r.contains(&local)) {
-                    None => 0,
-                    Some(EndCondition::Pec) => 1,
-                    Some(EndCondition::Mur(_)) => 2,
-                };
+                let kind = |c: Option<EndCondition>, row: usize| end_kind(c.filter(|_| r.contains(&row)));
                 let (b, t) = (kind(bottom, first), kind(top, last));
                 if b != 0 || t != 0 {
                     let args = [
@@ -237,6 +222,16 @@ impl Dev {
     }
 }
 
+/// The code an end row's condition has in the 2D kernels (`end_rows_2d`,
+/// `fused_steps_2d`): 0 none, 1 PEC, 2 first-order Mur.
+fn end_kind(c: Option<EndCondition>) -> i32 {
+    match c {
+        None => 0,
+        Some(EndCondition::Pec) => 1,
+        Some(EndCondition::Mur(_)) => 2,
+    }
+}
+
 /// Rows `rows` of `Ez` and `H`, and the Mur state, from one copy of a 2D device's fields
 /// (`ez`, `h`, `prev`) into another, on `st`.
 fn copy_rows(
@@ -259,14 +254,14 @@ fn copy_rows(
 /// The kernel's `Sources2d` struct (kernels/fdtd2d.cu): the values of steps
 /// `step..step + steps` of each of `sources` (at most [`MAX_SOURCES`]), their rows and
 /// columns, hard or soft, and how many.
-fn sources_2d(sources: &[&(usize, crate::physics::PlacedSource)], step: u64, steps: usize) -> Vec<u8> {
+fn sources_2d(sources: &[(usize, crate::physics::PlacedSource)], step: u64, steps: usize) -> Vec<u8> {
     let mut value = [[0.0f32; MAX_SOURCES]; STEPS_2D];
     let mut ints = [[0i32; MAX_SOURCES]; 4];
-    for (i, (row, src)) in sources.iter().map(|x| (x.0, &x.1)).enumerate() {
+    for (i, (row, src)) in sources.iter().enumerate() {
         for (t, v) in value.iter_mut().enumerate().take(steps) {
             v[i] = src.value(step + t as u64);
         }
-        ints[0][i] = row as i32;
+        ints[0][i] = *row as i32;
         ints[1][i] = src.columns.start as i32;
         ints[2][i] = src.columns.end as i32;
         ints[3][i] = i32::from(src.injection == Injection::Hard);
