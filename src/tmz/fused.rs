@@ -26,7 +26,6 @@ use std::ops::Range;
 
 use super::Slab;
 use crate::physics::{EndCondition, PlacedSource};
-use crate::scenario::Injection;
 
 /// What one device's pass updates, in local rows: `update_h` on `h`, `update_e` on `e`,
 /// sources, end rows and PEC sides on `s` (each one-kernel launch's rows); the end rows
@@ -238,14 +237,8 @@ impl Region {
             let Some(lr) = row.checked_sub(ra).filter(|&lr| lr < rows) else {
                 continue;
             };
-            let v = src.value(step);
             for lc in (0..w).filter(|&lc| src.columns.contains(&self.col[lc])) {
-                let cell = &mut self.ez[lr * w + lc];
-                *cell = if src.injection == Injection::Hard {
-                    v
-                } else {
-                    *cell + v
-                };
+                src.apply(&mut self.ez[lr * w + lc], step);
             }
         }
         self.end_rows(slab, p);
