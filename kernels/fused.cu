@@ -12,7 +12,9 @@
 // each (the boundary) and the cells between are cut every TILE (the interior); one
 // `fused_edges` saves the margins of every cut, then `fused_steps` runs the two boundary
 // tiles in one launch and the interior tiles in another, each reading its margins from
-// the strips: the same bits as one launch of every tile, in either order.
+// the strips: the same bits as one launch of every tile, in either order. A fused_store
+// pass (the mode fused-p2p) is every tile of a split pass in one launch, its halos read
+// from the strips too, and its end cells stored into the neighbours' halos.
 
 // TILE, MAX_STEPS and MAX_SOURCES come from src/kernels.rs, through build.rs.
 #if !defined(TILE) || !defined(MAX_STEPS) || !defined(MAX_SOURCES)
@@ -71,6 +73,13 @@ struct Sources {
 
 // End kinds: 0 none, 1 PEC, 2 Mur. Block i runs tile first + i, plus `jump` for every
 // block but the first (a split pass's boundary: tiles 0 and m + 1 in one launch).
+//
+// Cells own_lo .. own_hi are read from and written back to the fields; a tile's cells
+// outside them (a fused_store pass's halos, which the neighbours store into meanwhile)
+// are read from the strips like margins and not written back. A fused_store pass also
+// stores the `store_n` cells at each end of own_lo .. own_hi into the neighbours' halos:
+// l_ex/l_hy (the left neighbour's cells own_lo .. own_lo + store_n) and r_ex/r_hy (the
+// right one's own_hi - store_n .. own_hi), peer memory; null where there is none.
 extern "C" __global__ void fused_steps(float *__restrict__ ex, float *__restrict__ hy,
                                        const float *__restrict__ ca, const float *__restrict__ cb,
                                        float *__restrict__ prev, const float *__restrict__ prev_in,
@@ -78,7 +87,9 @@ extern "C" __global__ void fused_steps(float *__restrict__ ex, float *__restrict
                                        const float *__restrict__ strip_hy, Sources src, int len, int k,
                                        float ch, int h_lo, int h_hi, int e_lo, int e_hi,
                                        int left_kind, int left, float left_mur, int right_kind,
-                                       int right, float right_mur, int e, int first, int jump) {
+                                       int right, float right_mur, int e, int first, int jump,
+                                       int own_lo, int own_hi, int store_n, float *l_ex, float *l_hy,
+                                       float *r_ex, float *r_hy) {
     __shared__ float sex[SPAN];
     __shared__ float shy[SPAN];
     __shared__ float sca[SPAN];
@@ -96,10 +107,10 @@ extern "C" __global__ void fused_steps(float *__restrict__ ex, float *__restrict
     for (int j = a + tid; j < z; j += bd) {
         int s = j - base;
         float e, h;
-        if (j < t0) {
+        if (j < t0 || (j < t1 && j < own_lo)) {
             e = strip_ex[b * 2 * margin + s];
             h = strip_hy[b * 2 * margin + s];
-        } else if (j < t1) {
+        } else if (j < t1 && j < own_hi) {
             e = ex[j];
             h = hy[j];
         } else {
@@ -154,16 +165,39 @@ extern "C" __global__ void fused_steps(float *__restrict__ ex, float *__restrict
         __syncthreads();
     }
 
-    for (int j = t0 + tid; j < t1; j += bd) {
-        ex[j] = sex[j - base];
-        hy[j] = shy[j - base];
+    const int w0 = max(t0, own_lo), w1 = min(t1, own_hi);
+    for (int j = w0 + tid; j < w1; j += bd) {
+        float e = sex[j - base], h = shy[j - base];
+        ex[j] = e;
+        hy[j] = h;
+        if (l_ex != nullptr && j < own_lo + store_n) {
+            l_ex[j - own_lo] = e;
+            l_hy[j - own_lo] = h;
+        }
+        if (r_ex != nullptr && j >= own_hi - store_n) {
+            r_ex[j - (own_hi - store_n)] = e;
+            r_hy[j - (own_hi - store_n)] = h;
+        }
     }
     if (tid == 0) {
-        if (left_kind != 0 && left >= t0 && left < t1) {
+        if (left_kind != 0 && left >= w0 && left < w1) {
             prev[0] = p0;
         }
-        if (right_kind != 0 && right >= t0 && right < t1) {
+        if (right_kind != 0 && right >= w0 && right < w1) {
             prev[1] = p1;
+        }
+    }
+}
+
+// A fused_store pass's stores in 2D, where the save ran the pass: `na` floats from a to
+// a_to and `nb` from b to b_to (a side's rows of Ez and of H), peer memory. Grid-strided.
+extern "C" __global__ void store_rows(const float *__restrict__ a, float *a_to, int na,
+                                      const float *__restrict__ b, float *b_to, int nb) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < na + nb; i += gridDim.x * blockDim.x) {
+        if (i < na) {
+            a_to[i] = a[i];
+        } else {
+            b_to[i - na] = b[i - na];
         }
     }
 }

@@ -109,16 +109,12 @@ impl Kernel {
     }
 
     /// Steps a fused kernel runs in 2D, where the pass is not split in parts: a whole pass
-    /// and a split pass's boundary run the round's steps over their span (one 2D fused
-    /// pass), a save and an interior none (the same bits; no overlap in 2D). 0 for the
-    /// kernels of one step.
+    /// and a split pass's save run the round's steps over their span (one 2D fused pass:
+    /// the save reads the halos before a neighbour may store into them), the parts none
+    /// (the same bits; no overlap in 2D). 0 for the kernels of one step.
     pub fn steps_2d(self) -> u32 {
         match self {
-            Kernel::Fused { steps }
-            | Kernel::FusedPart {
-                steps,
-                part: Part::Boundary,
-            } => steps,
+            Kernel::Fused { steps } | Kernel::FusedSave { steps } => steps,
             _ => 0,
         }
     }

@@ -424,7 +424,7 @@ impl DeviceState {
             Kernel::UpdateE => self.update_e(cells),
             Kernel::SourcesBoundaries => self.sources_boundaries(cells, step),
             Kernel::Fused { steps } => self.fused(cells, steps as usize, step),
-            Kernel::FusedSave { steps } => self.fused_save(cells, steps as usize),
+            Kernel::FusedSave { steps } => self.fused_save(cells, steps as usize, step),
             Kernel::FusedPart { steps, part } => self.fused_part(cells, steps as usize, step, part),
         }
     }

@@ -98,7 +98,7 @@ pub fn pass(h: &Held, f: &mut Fields, span: Range<usize>, steps: usize, step: u6
     let tiles: Vec<_> = tiles_of(&span, tile).collect();
     let mut m = Margins::default();
     m.save((&f.ex, &f.hy), f.prev, &span, cuts(&tiles), steps);
-    pass_tiles(h, f, &m, &span, tiles, steps, step);
+    pass_tiles(h, f, &m, &span, &span, tiles, steps, step);
 }
 
 /// The cells next to every cut between the tiles of a pass, and the Mur state, as the
@@ -160,10 +160,15 @@ pub fn cuts(tiles: &[Range<usize>]) -> Vec<usize> {
 /// The tiles a split pass is launched in, boundary first (`fused-overlap`): the
 /// boundary is the `2·steps` cells at each end of the span — on a device in a round, its
 /// halo and the cells its neighbour's halo takes — and the interior everything between.
+/// `Store` (`fused-p2p`) is every tile of the split pass in one launch, its halo cells
+/// read from the save like margins (the neighbours store into them meanwhile), only the
+/// owned cells written back, and the `steps` owned cells at each end stored into the
+/// neighbours' halos ([`stores`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum Part {
     Boundary,
     Interior,
+    Store,
 }
 
 impl Part {
@@ -172,6 +177,7 @@ impl Part {
         match self {
             Part::Boundary => "fused_boundary",
             Part::Interior => "fused_interior",
+            Part::Store => "fused_store",
         }
     }
 }
@@ -193,6 +199,7 @@ pub fn part_cells(span: &Range<usize>, steps: usize, part: Part) -> Vec<Range<us
     let own = match part {
         Part::Boundary => vec![l, r],
         Part::Interior => vec![m],
+        Part::Store => vec![l, m, r],
     };
     own.into_iter().filter(|r| !r.is_empty()).collect()
 }
@@ -205,19 +212,40 @@ fn tiles_of(r: &Range<usize>, tile: usize) -> impl Iterator<Item = Range<usize>>
 /// The tiles of `part` of a split pass over `span`: one per boundary, `tile` cells each
 /// (the last shorter) in the interior.
 pub fn part_tiles(span: &Range<usize>, steps: usize, part: Part, tile: usize) -> Vec<Range<usize>> {
-    let cells = part_cells(span, steps, part);
     match part {
-        Part::Boundary => cells,
-        Part::Interior => cells.iter().flat_map(|m| tiles_of(m, tile)).collect(),
+        Part::Boundary => part_cells(span, steps, part),
+        Part::Interior => part_cells(span, steps, part)
+            .iter()
+            .flat_map(|m| tiles_of(m, tile))
+            .collect(),
+        Part::Store => {
+            let mut tiles = part_tiles(span, steps, Part::Boundary, tile);
+            tiles.extend(part_tiles(span, steps, Part::Interior, tile));
+            tiles
+        }
     }
+}
+
+/// What a `fused_store` pass of `steps` steps on a device owning global cells `lo..hi`
+/// stores into its neighbours' halos: `(-1, cells)` to the left one, `(1, cells)` to the
+/// right one (where `left`, `right` say there is one) — the `steps` owned cells at each
+/// end, the cells a pull of `fused` would copy.
+pub fn stores(lo: usize, hi: usize, steps: usize, (left, right): (bool, bool)) -> Vec<(isize, Range<usize>)> {
+    let k = steps.min(hi - lo);
+    let mut out = Vec::new();
+    if left {
+        out.push((-1, lo..lo + k));
+    }
+    if right {
+        out.push((1, hi - k..hi));
+    }
+    out
 }
 
 /// Every cut between the tiles of both parts of a split pass over `span`: what its save
 /// keeps strips around.
 pub fn split_cuts(span: &Range<usize>, steps: usize, tile: usize) -> Vec<usize> {
-    let mut tiles = part_tiles(span, steps, Part::Boundary, tile);
-    tiles.extend(part_tiles(span, steps, Part::Interior, tile));
-    cuts(&tiles)
+    cuts(&part_tiles(span, steps, Part::Store, tile))
 }
 
 /// Runs `tiles` (disjoint, inside `span`) of a pass of `steps` steps: each reads its own
@@ -226,11 +254,17 @@ pub fn split_cuts(span: &Range<usize>, steps: usize, tile: usize) -> Vec<usize> 
 /// tiles, and writes back only its own cells, and the Mur state of an end it owns. Tiles
 /// never read what another writes, so a pass run in parts, in any order, gives the bits
 /// of the whole pass as long as nothing else writes the parts' cells in between.
+///
+/// Cells of a tile outside `own` (a `fused_store` pass's halo cells, at most `steps + 1`
+/// from a cut) are read from `before` too and not written back: a neighbour may be
+/// storing into them while the pass runs.
+#[allow(clippy::too_many_arguments)]
 pub fn pass_tiles(
     h: &Held,
     f: &mut Fields,
     before: &Margins,
     span: &Range<usize>,
+    own: &Range<usize>,
     tiles: impl IntoIterator<Item = Range<usize>>,
     steps: usize,
     step: u64,
@@ -243,25 +277,30 @@ pub fn pass_tiles(
             t0.saturating_sub(steps + 1).max(span.start),
             (t1 + steps + 1).min(span.end),
         );
-        let (mut ex, mut hy): (Vec<f32>, Vec<f32>) = (a..t0).map(|g| before.at(t0, g)).unzip();
-        ex.extend_from_slice(&f.ex[t0..t1]);
-        hy.extend_from_slice(&f.hy[t0..t1]);
-        for g in t1..z {
-            let (e, h) = before.at(t1, g);
-            ex.push(e);
-            hy.push(h);
-        }
+        // Own cells of the tile from `f`; the rest from the strip of the nearer cut.
+        let (w0, w1) = (t0.max(own.start).min(t1), t1.min(own.end).max(t0));
+        let (w0, w1) = (w0, w1.max(w0));
+        let cell = |g: usize| {
+            if (w0..w1).contains(&g) {
+                (f.ex[g], f.hy[g])
+            } else if g < w0 {
+                before.at(t0, g)
+            } else {
+                before.at(t1, g)
+            }
+        };
+        let (mut ex, mut hy): (Vec<f32>, Vec<f32>) = (a..z).map(cell).unzip();
         let mut prev = before.prev;
         for t in 0..steps {
             substep(h, &mut ex, &mut hy, &mut prev, a, step + t as u64);
         }
-        f.ex[t0..t1].copy_from_slice(&ex[t0 - a..t1 - a]);
-        f.hy[t0..t1].copy_from_slice(&hy[t0 - a..t1 - a]);
+        f.ex[w0..w1].copy_from_slice(&ex[w0 - a..w1 - a]);
+        f.hy[w0..w1].copy_from_slice(&hy[w0 - a..w1 - a]);
         // Only the tile that owns an end keeps its state.
-        if h.left.is_some_and(|(_, e)| (t0..t1).contains(&e)) {
+        if h.left.is_some_and(|(_, e)| (w0..w1).contains(&e)) {
             f.prev[0] = prev[0];
         }
-        if h.right.is_some_and(|(_, e)| (t0..t1).contains(&e)) {
+        if h.right.is_some_and(|(_, e)| (w0..w1).contains(&e)) {
             f.prev[1] = prev[1];
         }
     }

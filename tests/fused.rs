@@ -61,6 +61,7 @@ fn in_parts(
             f,
             before,
             span,
+            span,
             part_tiles(span, steps, part, tile),
             steps,
             step,
@@ -149,6 +150,50 @@ fn a_pass_in_boundary_and_interior_parts_keeps_the_bits_in_either_order() {
     for (k, tile) in [(1, 32), (16, 32), (16, 7)] {
         check_split(&scenario(text), k, tile, 400, true);
     }
+}
+
+/// A `fused_store` pass of `k` steps on each device as `fused-p2p` runs it: the save, then
+/// `garble` on the halo cells (a neighbour's store may land there any time after the
+/// save), then every tile in one part, halos read from the save when `from_save`.
+fn check_store(s: &Scenario, k: usize, tile: usize, steps: u64, from_save: bool) {
+    check_with(s, k, steps, |h, f, n, step| {
+        let span = h.local(h.lo.saturating_sub(n))..h.local(h.hi + n);
+        let before = saved(f, &span, n, tile);
+        for i in (span.start..h.local(h.lo)).chain(h.local(h.hi)..span.end) {
+            f.ex[i] = 1e6 + i as f32;
+            f.hy[i] = -1e6;
+        }
+        let own = if from_save { h.owned() } else { span.clone() };
+        let tiles = part_tiles(&span, n, Part::Store, tile);
+        pass_tiles(h, f, &before, &span, &own, tiles, n, step);
+    });
+}
+
+#[test]
+fn a_store_pass_reads_its_halos_from_the_save_whatever_lands_there_after() {
+    let s = bench_scenario(1000, 3).unwrap();
+    for (k, tile) in [(1, 64), (4, 64), (16, 64), (16, 17), (3, 5)] {
+        check_store(&s, k, tile, 200, true);
+    }
+    let text = "name = \"t\"\n[grid]\ncells = 240\ncourant = 0.9\n[boundaries]\nleft = \"mur\"\nright = \"mur\"\n\
+                [devices]\ncount = 4\nsplit = [60, 16, 100, 64]\n\
+                [[sources]]\nkind = \"gaussian\"\nposition = 75\ndelay = 30.0\nwidth = 8.0\n\
+                [[sources]]\nkind = \"gaussian\"\nposition = 61\ndelay = 20.0\nwidth = 5.0\ninjection = \"hard\"\n";
+    for (k, tile) in [(1, 32), (16, 32), (16, 7)] {
+        check_store(&scenario(text), k, tile, 400, true);
+    }
+}
+
+#[test]
+fn a_store_pass_reading_its_halos_from_the_fields_sees_the_early_store() {
+    // The control: the same pass with its halos read from the fields takes the garbled
+    // values (a store that landed before the pass read them) into its owned cells.
+    let s = bench_scenario(1000, 3).unwrap();
+    let r = std::panic::catch_unwind(|| check_store(&s, 16, 64, 64, false));
+    assert!(
+        r.is_err(),
+        "halos read from the fields after a store landed must show"
+    );
 }
 
 /// Whether device 0's `Ex` leaves the reference after `passes` passes of `steps` steps,

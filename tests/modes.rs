@@ -370,12 +370,15 @@ fn every_performance_claim_of_a_lesson_holds_in_the_model_on_its_scenario() {
     // (4 devices: the barriers fused-flags does without cost more with more threads);
     // graph-push beats graph (README: 2.16 against 2.66 µs/step on 2 devices, 2.16
     // against 3.77 on 4).
+    // fused-p2p (no copy at all) beats them both.
     for s in [&small, &big] {
         let (f, p) = (t(s, Mode::FusedFlags), t(s, Mode::FusedPush));
         assert!(f < p, "{} cells: fused-flags {f}, fused-push {p}", s.cells);
+        let q = t(s, Mode::FusedP2p);
+        assert!(q < f, "{} cells: fused-p2p {q}, fused-flags {f}", s.cells);
         for m in Mode::ALL
             .into_iter()
-            .filter(|m| m.is_correct() && !matches!(m, Mode::FusedPush | Mode::FusedFlags))
+            .filter(|m| m.is_correct() && !matches!(m, Mode::FusedPush | Mode::FusedFlags | Mode::FusedP2p))
         {
             assert!(
                 p < t(s, m),

@@ -10,10 +10,11 @@ impl DeviceState {
     /// `fused_save` over `cells`: the fields next to every cut between the tiles of both
     /// parts, and the Mur state, as they are (the GPU's strips), for the parts to read their
     /// margins from. In 2D, where the pass is not split (its own snapshot is the whole
-    /// region), nothing.
-    pub fn fused_save(&mut self, cells: &Range<usize>, steps: usize) {
+    /// region), the whole round's pass, from step `step`: it reads the halos now, before a
+    /// neighbour may store into them, and the parts run nothing.
+    pub fn fused_save(&mut self, cells: &Range<usize>, steps: usize, step: u64) {
         if self.slab.is_some() {
-            return;
+            return self.fused(cells, steps, step);
         }
         let span = self.kernel_range(Kernel::FusedSave { steps: steps as u32 }, cells);
         let cuts = fused::split_cuts(&span, steps, FUSED_TILE);
@@ -24,23 +25,23 @@ impl DeviceState {
 
     /// The tiles of `part` of a split pass of `steps` steps over the held part of `cells`
     /// (src/fused.rs [`fused::pass_tiles`]), their margins from the last `fused_save` (zeros
-    /// before any, as the GPU's strips). In 2D, where the pass is not split, the boundary
-    /// runs the whole round's pass over the span and the interior nothing: the same bits.
+    /// before any, as the GPU's strips). A `fused_store` pass reads its halo cells from the
+    /// save too and writes back only the owned cells (its stores into the neighbours are
+    /// the runtime's: [`DeviceState::stores`]). In 2D, where the pass is not split, the
+    /// save ran the whole pass: the parts run nothing (the same bits).
     pub fn fused_part(&mut self, cells: &Range<usize>, steps: usize, step: u64, part: Part) {
         let kernel = Kernel::FusedPart {
             steps: steps as u32,
             part,
         };
-        if self.slab.is_some() {
-            if kernel.steps_2d() > 0 {
-                self.fused(cells, steps, step);
-            }
-            return;
-        }
         let span = self.kernel_range(kernel, cells);
-        if span.is_empty() {
+        if self.slab.is_some() || span.is_empty() {
             return;
         }
+        let own = match part {
+            Part::Store => self.owned_local(),
+            _ => span.clone(),
+        };
         let before = self.margins.take().unwrap_or_default();
         let mut f = fused::Fields {
             ex: std::mem::take(&mut self.ex),
@@ -48,7 +49,7 @@ impl DeviceState {
             prev: [self.prev_left, self.prev_right],
         };
         let tiles = fused::part_tiles(&span, steps, part, FUSED_TILE);
-        fused::pass_tiles(self.held(), &mut f, &before, &span, tiles, steps, step);
+        fused::pass_tiles(self.held(), &mut f, &before, &span, &own, tiles, steps, step);
         (self.ex, self.hy, [self.prev_left, self.prev_right]) = (f.ex, f.hy, f.prev);
         self.margins = Some(before);
     }
@@ -56,7 +57,9 @@ impl DeviceState {
     /// What `fused_save` and the parts touch, for the hazard checker: the save reads the
     /// fields over the span (it copies the cells next to each cut) and the Mur state, and
     /// writes the margins; a part reads the margins and its own cells, and writes its own
-    /// cells (and the ends among them).
+    /// cells (and the ends among them) — a `fused_store` pass its owned ones. In 2D the
+    /// save is the whole pass (as `fused_steps`) and the parts touch nothing of their
+    /// device (a store reads the rows it stores, which the save wrote).
     pub(super) fn split_accesses(&self, kernel: Kernel, cells: &Range<usize>, out: &mut Vec<Access>) {
         let r = self.kernel_range(kernel, cells);
         if r.is_empty() {
@@ -65,6 +68,17 @@ impl DeviceState {
         let g = |r: &Range<usize>| self.global(r.start)..self.global(r.start) + r.len();
         let acc = |buffer, cells, write| Access { buffer, cells, write };
         let fields = [Buffer::Field(Field::Ex), Buffer::Field(Field::Hy)];
+        if self.slab.is_some() {
+            if let Kernel::FusedSave { steps } = kernel {
+                out.extend(self.accesses(Kernel::Fused { steps }, cells));
+            }
+            for (_, o) in self.stores(kernel, cells) {
+                for b in fields {
+                    out.push(acc(b, o.clone(), false));
+                }
+            }
+            return;
+        }
         match kernel {
             Kernel::FusedSave { .. } => {
                 for b in fields {
@@ -82,15 +96,40 @@ impl DeviceState {
             }
             Kernel::FusedPart { steps, part } => {
                 out.push(acc(Buffer::Margins, g(&r), false));
-                for o in &fused::part_cells(&r, steps as usize, part) {
-                    for b in fields {
-                        out.push(acc(b, g(o), false));
-                        out.push(acc(b, g(o), true));
+                let own = self.owned_local();
+                let cut = |o: &Range<usize>| match part {
+                    Part::Store => o.start.max(own.start)..o.end.min(own.end).max(o.start.max(own.start)),
+                    _ => o.clone(),
+                };
+                for o in fused::part_cells(&r, steps as usize, part).iter().map(cut) {
+                    if o.is_empty() {
+                        continue;
                     }
-                    self.end_accesses(o, out);
+                    for b in fields {
+                        out.push(acc(b, g(&o), false));
+                        out.push(acc(b, g(&o), true));
+                    }
+                    self.end_accesses(&o, out);
                 }
             }
             _ => {}
         }
+    }
+
+    /// What a launch of `kernel` over `cells` stores into the neighbours' memory: for a
+    /// `fused_store` pass, `(-1, cells)` into the left one's halo and `(1, cells)` into the
+    /// right one's, global cells (rows in 2D) of both fields; nothing for other kernels.
+    pub fn stores(&self, kernel: Kernel, cells: &Range<usize>) -> Vec<(isize, Range<usize>)> {
+        let Kernel::FusedPart {
+            steps,
+            part: Part::Store,
+        } = kernel
+        else {
+            return Vec::new();
+        };
+        if self.kernel_range(kernel, cells).is_empty() {
+            return Vec::new();
+        }
+        fused::stores(self.lo, self.hi, steps as usize, (self.lo > 0, self.hi < self.n))
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use super::graph::{Call, Graph, ROUNDS};
-use crate::decomp::{Access, Buffer, DeviceState};
+use crate::decomp::{Access, Buffer, DeviceState, Field};
 use crate::program::{Op, Program};
 
 /// What a finding is about.
@@ -363,7 +363,8 @@ fn touches(g: &Graph, states: &[DeviceState]) -> BTreeMap<(usize, Buffer), Vec<T
 }
 
 /// What the work of call `op` reads and writes, and on which device: a kernel's (or each
-/// kernel of a graph's) accesses on its stream's device, a copy's source and destination.
+/// kernel of a graph's) accesses on its stream's device (and a `fused_store` pass's
+/// stores on its neighbours'), a copy's source and destination.
 /// The checker and the UI's inspector both ask this.
 pub fn op_accesses(op: &Op, states: &[DeviceState]) -> Vec<(usize, Access)> {
     let mut out = Vec::new();
@@ -381,6 +382,23 @@ pub fn op_accesses(op: &Op, states: &[DeviceState]) -> Vec<(usize, Access)> {
             } => {
                 let d = stream.device;
                 out.extend(states[d].accesses(*kernel, cells).into_iter().map(|a| (d, a)));
+                // A fused_store pass writes its edges into the neighbours' halos.
+                for (dir, cells) in states[d].stores(*kernel, cells) {
+                    let Some(n) = d.checked_add_signed(dir).filter(|&n| n < states.len()) else {
+                        continue;
+                    };
+                    for f in [Field::Ex, Field::Hy] {
+                        let (buffer, cells) = (Buffer::Field(f), cells.clone());
+                        out.push((
+                            n,
+                            Access {
+                                buffer,
+                                cells,
+                                write: true,
+                            },
+                        ));
+                    }
+                }
             }
             Op::Nccl {
                 dir,

@@ -31,6 +31,7 @@ pub enum Mode {
     FusedPush,
     FusedFlags,
     FusedOverlap,
+    FusedP2p,
     Graph,
     GraphPush,
     GraphFlags,
@@ -40,7 +41,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 20] = [
+    pub const ALL: [Mode; 21] = [
         Mode::Events,
         Mode::HostSync,
         Mode::Overlap,
@@ -53,6 +54,7 @@ impl Mode {
         Mode::FusedPush,
         Mode::FusedFlags,
         Mode::FusedOverlap,
+        Mode::FusedP2p,
         Mode::Nccl,
         Mode::NcclOverlap,
         Mode::NoWait,
@@ -79,6 +81,7 @@ impl Mode {
             Mode::FusedPush => "fused-push",
             Mode::FusedFlags => "fused-flags",
             Mode::FusedOverlap => "fused-overlap",
+            Mode::FusedP2p => "fused-p2p",
             Mode::Graph => "graph",
             Mode::GraphPush => "graph-push",
             Mode::GraphFlags => "graph-flags",
@@ -131,6 +134,9 @@ impl Mode {
             Mode::FusedOverlap => {
                 "Correct and overlapped: as fused-push, the boundary tiles first, the pushes under the interior"
             }
+            Mode::FusedP2p => {
+                "Correct, no copies: as fused-flags, the kernel stores its end cells into the neighbours' halos"
+            }
             Mode::Nccl => "Correct: the halos as NCCL messages, one group per field on the compute stream",
             Mode::NcclOverlap => {
                 "Correct and overlapped: boundary first, the NCCL group on a copy stream, joined by events"
@@ -155,6 +161,7 @@ impl Mode {
                 | Mode::FusedPush
                 | Mode::FusedFlags
                 | Mode::FusedOverlap
+                | Mode::FusedP2p
                 | Mode::GraphPush
                 | Mode::GraphFlags
                 | Mode::Nccl
@@ -247,9 +254,12 @@ impl Mode {
                  four passes of 4 steps, each block a tile of 38 × 54 cells plus 5 around it, read from\n\
                  one copy of the fields and written to another: 1.97× wide-halo on one H200 at 16384²."
             }
-            Mode::FusedPush | Mode::GraphPush | Mode::FusedFlags | Mode::GraphFlags | Mode::FusedOverlap => {
-                self.pushed_lesson()
-            }
+            Mode::FusedPush
+            | Mode::GraphPush
+            | Mode::FusedFlags
+            | Mode::GraphFlags
+            | Mode::FusedOverlap
+            | Mode::FusedP2p => self.pushed_lesson(),
             Mode::WriteAfterRead => {
                 "Broken. wide-halo without its write-after-read wait: after pulling its halos, a device\n\
                  starts the next round at once, and its first kernels rewrite the cells its neighbours\n\
@@ -313,6 +323,14 @@ impl Mode {
                  boundaries. Modelled, 2^21 cells on each of 2 devices: 1.53 µs a step against fused-push's\n\
                  1.83; on the default grid (4 devices) the extra launch costs more than it hides: 1.82 against 1.32."
             }
+            Mode::FusedP2p => {
+                "Correct, and no copy at all. fused_store runs the round's tiles, then stores its k end\n\
+                 cells of both fields straight into the neighbours' halos (peer stores, over NVLink on\n\
+                 GPUs). Write after read: the neighbour must have read the halo first, so each round\n\
+                 begins with fused_save, which keeps the halos with the margins (the store reads them\n\
+                 there), and my store waits for the neighbour's save flag. Read after write: my next\n\
+                 save waits for its store flag. Flags, no host barrier, no copy stream; fused's bits."
+            }
             _ => "",
         }
     }
@@ -365,6 +383,7 @@ impl Mode {
             Mode::FusedPush => include_str!("../../assets/programs/fused-push.halo"),
             Mode::FusedFlags => include_str!("../../assets/programs/fused-flags.halo"),
             Mode::FusedOverlap => include_str!("../../assets/programs/fused-overlap.halo"),
+            Mode::FusedP2p => include_str!("../../assets/programs/fused-p2p.halo"),
             Mode::Graph => include_str!("../../assets/programs/graph.halo"),
             Mode::GraphPush => include_str!("../../assets/programs/graph-push.halo"),
             Mode::GraphFlags => include_str!("../../assets/programs/graph-flags.halo"),

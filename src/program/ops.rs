@@ -260,6 +260,9 @@ impl Program {
     /// The cells a part of a split pass over `cells` writes (its tiles), as the program
     /// view shows them: the span ends at the grid's end.
     fn part_cells(&self, cells: &Range<usize>, steps: u32, part: crate::fused::Part) -> String {
+        if part == crate::fused::Part::Store {
+            return format!("every tile, the {steps} end cells stored into the neighbours' halos");
+        }
         let span = cells.start..cells.end.min(self.cells.max(cells.start));
         let own: Vec<String> = crate::fused::part_cells(&span, steps as usize, part)
             .iter()

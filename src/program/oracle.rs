@@ -28,6 +28,7 @@ pub fn program(mode: Mode, ranges: &[Range<usize>]) -> Program {
             Mode::FusedPush
             | Mode::FusedFlags
             | Mode::FusedOverlap
+            | Mode::FusedP2p
             | Mode::GraphFlags
             | Mode::GraphPush
             | Mode::Nccl
@@ -548,7 +549,12 @@ mod tests {
         for mode in Mode::ALL.into_iter().filter(|m| {
             !matches!(
                 m,
-                Mode::FusedPush | Mode::GraphPush | Mode::FusedFlags | Mode::GraphFlags | Mode::FusedOverlap
+                Mode::FusedPush
+                    | Mode::GraphPush
+                    | Mode::FusedFlags
+                    | Mode::GraphFlags
+                    | Mode::FusedOverlap
+                    | Mode::FusedP2p
             ) && !m.uses_nccl()
         }) {
             for split in &splits {

@@ -307,6 +307,7 @@ impl Instance<'_> {
             StmtKind::Graph(stream, body) => {
                 let mut nodes = Vec::new();
                 self.run(body, &mut nodes)?;
+                self.no_store_in(&nodes, span)?;
                 ops.push(Op::Graph {
                     nodes,
                     stream: self.stream(stream),
@@ -412,11 +413,13 @@ impl Instance<'_> {
             "update_e" => (Kernel::UpdateE, third as u32),
             "sources_boundaries" => (Kernel::SourcesBoundaries, third as u32),
             "fused_save" => (Kernel::FusedSave { steps: third as u32 }, 0),
-            "fused_boundary" | "fused_interior" => {
-                let part = if kernel == "fused_boundary" {
-                    Part::Boundary
-                } else {
-                    Part::Interior
+            "fused_boundary" | "fused_interior" | "fused_store" => {
+                let part = match kernel {
+                    "fused_boundary" => Part::Boundary,
+                    "fused_interior" => Part::Interior,
+                    _ => self
+                        .store_cells(&cells, third as usize, span)
+                        .map(|_| Part::Store)?,
                 };
                 let steps = third as u32;
                 (Kernel::FusedPart { steps, part }, 0)
@@ -429,6 +432,58 @@ impl Instance<'_> {
             stream: self.stream(stream),
             substep,
         })
+    }
+
+    /// A graph's nodes hold no `fused_store`: its neighbours' addresses are arguments of
+    /// each launch, not of a graph built once.
+    fn no_store_in(&self, nodes: &[Op], span: &Range<usize>) -> Result<(), InstanceError> {
+        let store = |o: &Op| {
+            matches!(
+                o.as_launch(),
+                Some((
+                    Kernel::FusedPart {
+                        part: Part::Store,
+                        ..
+                    },
+                    ..
+                ))
+            )
+        };
+        if !nodes.iter().any(store) {
+            return Ok(());
+        }
+        self.fail(
+            span,
+            "fused_store cannot be a graph node: haloscope passes it the neighbours' addresses at \
+             each launch"
+                .to_string(),
+        )
+    }
+
+    /// A `fused_store` pass's cells are its device's owned cells and `steps` beyond them
+    /// on each side (clipped at the grid's ends): the halo cells the neighbours store into
+    /// are exactly those the pass reads, from its save.
+    fn store_cells(
+        &self,
+        cells: &Range<usize>,
+        steps: usize,
+        span: &Range<usize>,
+    ) -> Result<(), InstanceError> {
+        let r = &self.ranges[self.dev];
+        let n = self.ranges.last().map_or(0, |r| r.end);
+        let want = r.start.saturating_sub(steps)..(r.end + steps).min(n);
+        if cells.start == want.start && cells.end.min(n) == want.end {
+            return Ok(());
+        }
+        self.fail(
+            span,
+            format!(
+                "fused_store: its cells are the owned ones and {steps} each side \
+                 (lo - {steps} .. hi + {steps}, here {}..{}), not {}..{}: its halo cells are \
+                 the ones the neighbours store into",
+                want.start, want.end, cells.start, cells.end
+            ),
+        )
     }
 
     /// Each part of a split pass (`fused_boundary`, `fused_interior`) comes after a

@@ -137,7 +137,7 @@ pub struct Source {
     pub manual: Vec<String>,
 }
 
-pub const KERNELS: [&str; 7] = [
+pub const KERNELS: [&str; 8] = [
     "update_h",
     "update_e",
     "sources_boundaries",
@@ -145,6 +145,7 @@ pub const KERNELS: [&str; 7] = [
     "fused_save",
     "fused_boundary",
     "fused_interior",
+    "fused_store",
 ];
 pub const FIELDS: [&str; 2] = ["ex", "hy"];
 pub const VARS: [&str; 6] = ["d", "n", "lo", "hi", "k", "dev"];

@@ -81,6 +81,8 @@ pub(super) struct Kernels {
     pub(super) reduce_columns: sys::Function,
     pub(super) fused_edges: sys::Function,
     pub(super) fused_steps: sys::Function,
+    /// A `fused_store` pass's stores in 2D.
+    pub(super) store_rows: sys::Function,
     /// 2D (kernels/fdtd2d.cu, and the heat map's reduction).
     pub(super) update_h_2d: sys::Function,
     pub(super) update_e_2d: sys::Function,
@@ -150,6 +152,9 @@ pub(super) struct Dev {
     /// group being issued: its stream and its calls, for the watchdog.
     pub(super) comm: Option<super::nccl_sys::Comm>,
     pub(super) group: Option<super::watchdog::Group>,
+    /// Whether this device's kernels may store into its left and right neighbours'
+    /// memory: the same GPU, or peer access enabled (`fused_store`).
+    pub(super) peer_ok: [bool; 2],
     /// Snapshots' own stream, and an idle one for clock anchors.
     pub(super) snap_stream: OwnedStream,
     pub(super) clock_stream: OwnedStream,
@@ -196,6 +201,7 @@ impl Dev {
             reduce_columns: f(1, "reduce_columns")?,
             fused_edges: f(2, "fused_edges")?,
             fused_steps: f(2, "fused_steps")?,
+            store_rows: f(2, "store_rows")?,
             update_h_2d: f(3, "update_h_2d")?,
             update_e_2d: f(3, "update_e_2d")?,
             apply_source_2d: f(3, "apply_source_2d")?,
@@ -227,6 +233,7 @@ impl Dev {
             streams: Vec::new(),
             comm: None,
             group: None,
+            peer_ok: [false; 2],
             snap_stream: OwnedStream::new(ctx)?,
             clock_stream: OwnedStream::new(ctx)?,
             snap: None,
@@ -243,13 +250,16 @@ impl Dev {
         let _ = dev.shared.flag_words[t].set(dev.flag_words.view());
         dev.shared.barrier.wait()?;
         // Direct peer access to the neighbours on other GPUs, where the hardware allows.
-        for p in [t.checked_sub(1), Some(t + 1)].into_iter().flatten() {
-            if let Some(&peer) = dev.shared.contexts.get(p).and_then(|c| c.get())
-                && peer != ctx
-            {
-                let peer_dev = sys::device(dev.shared.gpus[p])?;
+        for (side, p) in [t.checked_sub(1), Some(t + 1)].into_iter().enumerate() {
+            let Some(&peer) = p.and_then(|p| dev.shared.contexts.get(p)).and_then(|c| c.get()) else {
+                continue;
+            };
+            dev.peer_ok[side] = peer == ctx;
+            if peer != ctx {
+                let peer_dev = sys::device(dev.shared.gpus[p.unwrap_or(t)])?;
                 if sys::can_access_peer(dev.ctx.device(), peer_dev)? {
                     sys::enable_peer_access(peer)?;
+                    dev.peer_ok[side] = true;
                 }
             }
         }

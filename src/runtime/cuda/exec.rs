@@ -9,7 +9,7 @@ use super::owned::{BufferView, copy_peer, wait_value, write_value};
 use super::shared::*;
 use super::sys::{self, DriverError};
 use super::wide;
-use crate::decomp::{Field, HALO, Kernel};
+use crate::decomp::{Field, HALO, Kernel, Part};
 use crate::physics::EndCondition;
 use crate::program::{FlagId, Op};
 use crate::runtime::OpError;
@@ -297,8 +297,8 @@ impl Dev {
     }
 
     /// A fused pass, whole or a part of a split one (src/fused.rs). In 2D the pass is not
-    /// split: a whole pass and a split one's boundary run the round's steps
-    /// ([`Dev::launch_fused_2d`]), its save and interior nothing.
+    /// split: a whole pass and a split one's save run the round's steps
+    /// ([`Dev::launch_fused_2d`]), its parts nothing but a `fused_store`'s stores.
     fn launch_fused(
         &self,
         kernel: Kernel,
@@ -308,7 +308,10 @@ impl Dev {
         steps: u32,
     ) -> Result<(), DriverError> {
         if self.meta.slab().is_some() {
-            return self.launch_fused_2d(cells, st, step, kernel.steps_2d());
+            if kernel.steps_2d() > 0 {
+                self.launch_fused_2d(cells, st, step, kernel.steps_2d())?;
+            }
+            return self.store_rows(kernel, cells, st);
         }
         let r = self.meta.kernel_range(kernel, cells);
         if r.is_empty() {
@@ -333,13 +336,99 @@ impl Dev {
             Kernel::FusedSave { .. } => wide::launch_save(self.k.fused_edges, st, bufs, r, k, true),
             Kernel::FusedPart { part, .. } => {
                 let tiles = wide::Tiles::Part(part);
-                wide::launch_tiles(self.k.fused_steps, st, bufs, h, r, k, step, tiles)
+                let stores = self.stores(kernel, cells)?;
+                let f = self.k.fused_steps;
+                wide::launch_tiles(f, st, bufs, h, r, k, step, tiles, stores.as_ref())
             }
             _ => {
                 let f = (self.k.fused_edges, self.k.fused_steps);
                 wide::launch_fused(f, st, bufs, h, r, k, step)
             }
         }
+    }
+
+    /// A `fused_store` pass's stores (src/decomp/split.rs [`DeviceState::stores`]): its own
+    /// cells and the neighbours' memory it stores into; `None` for other kernels. An
+    /// error where a neighbour's memory is out of reach (another GPU, no peer access).
+    ///
+    /// [`DeviceState::stores`]: crate::decomp::DeviceState::stores
+    fn stores(&self, kernel: Kernel, cells: &Range<usize>) -> Result<Option<wide::Stores>, DriverError> {
+        let targets = self.meta.stores(kernel, cells);
+        if !matches!(
+            kernel,
+            Kernel::FusedPart {
+                part: Part::Store,
+                ..
+            }
+        ) {
+            return Ok(None);
+        }
+        let mut st = wide::Stores {
+            own: self.meta.owned_local(),
+            n: targets.first().map_or(0, |(_, c)| c.len()),
+            left: None,
+            right: None,
+        };
+        for (dir, c) in targets {
+            let side = usize::from(dir > 0);
+            let d = self.t.wrapping_add_signed(dir);
+            if !self.peer_ok[side] {
+                return Err(DriverError {
+                    call: "fused_store",
+                    code: 217,
+                    name: "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED".into(),
+                    text: format!(
+                        "GPU {} cannot store into GPU {}'s memory (no peer access between them): \
+                         fused-p2p needs it; fused-flags copies instead",
+                        self.shared.gpus[self.t], self.shared.gpus[d]
+                    ),
+                });
+            }
+            let views = (
+                self.field_view(d, Field::Ex, &c),
+                self.field_view(d, Field::Hy, &c),
+            );
+            *(if dir < 0 { &mut st.left } else { &mut st.right }) = Some(views);
+        }
+        Ok(Some(st))
+    }
+
+    /// A `fused_store` pass's stores in 2D, where its save ran the pass: the rows of both
+    /// fields into each neighbour's halo, by `store_rows` (peer stores, as in 1D).
+    fn store_rows(&self, kernel: Kernel, cells: &Range<usize>, st: sys::Stream) -> Result<(), DriverError> {
+        use super::launch::Arg::{I32, Ptr};
+        let Some(stores) = self.stores(kernel, cells)? else {
+            return Ok(());
+        };
+        let here = |c: &Range<usize>, f| self.field_view(self.t, f, c);
+        let sides = [(stores.left, -1isize), (stores.right, 1)];
+        for ((ez, h), dir) in sides.into_iter().filter_map(|(v, d)| v.map(|v| (v, d))) {
+            let lo = self.meta.lo;
+            let hi = lo + self.meta.cells();
+            let c = if dir < 0 {
+                lo..lo + stores.n
+            } else {
+                hi - stores.n..hi
+            };
+            let (a, b) = (here(&c, Field::Ex), here(&c, Field::Hy));
+            let floats = (a.floats() + b.floats()) as u32;
+            let args = [
+                Ptr(a.ptr()),
+                Ptr(ez.ptr()),
+                I32(a.floats() as i32),
+                Ptr(b.ptr()),
+                Ptr(h.ptr()),
+                I32(b.floats() as i32),
+            ];
+            super::launch::launch(
+                self.k.store_rows,
+                floats.div_ceil(BLOCK).min(1024),
+                BLOCK,
+                st,
+                &args,
+            )?;
+        }
+        Ok(())
     }
 
     /// The kernel launches of one of the step's kernels over `cells` in step `step` (the

@@ -9,11 +9,15 @@ use std::ops::Range;
 
 use super::sys::{self, Context, CuDevice, DriverError, Event, Function, Module, Stream, check};
 
-/// A device address inside a buffer, for a kernel argument; made only by [`BufferView`].
+/// A device address inside a buffer, for a kernel argument; made only by [`BufferView`]
+/// (or null: [`DevicePtr::NULL`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DevicePtr(u64);
 
 impl DevicePtr {
+    /// No buffer: a kernel argument that a kernel tests before use.
+    pub const NULL: DevicePtr = DevicePtr(0);
+
     /// The address, for the driver.
     pub(super) fn raw(self) -> u64 {
         self.0

@@ -87,6 +87,7 @@ fn tiling(len: usize, steps: usize, tiles: Tiles) -> (usize, usize, usize, usize
             match part {
                 Part::Boundary => (2 * steps, m + 2, 2, 0, m),
                 Part::Interior => (2 * steps, m + 2, m, 1, 0),
+                Part::Store => (2 * steps, m + 2, m + 2, 0, 0),
             }
         }
     }
@@ -130,7 +131,7 @@ pub(super) fn launch_fused(
     step: u64,
 ) -> Result<(), sys::DriverError> {
     launch_save(edges, s, b, span.clone(), steps, false)?;
-    launch_tiles(fused, s, b, h, span, steps, step, Tiles::All)
+    launch_tiles(fused, s, b, h, span, steps, step, Tiles::All, None)
 }
 
 /// `fused_edges`: the strips around every cut between the tiles of a pass over `span`
@@ -172,7 +173,20 @@ pub(super) fn launch_save(
     )
 }
 
-/// `fused_steps` on the tiles `which` of a pass over `span`, margins from the strips.
+/// A `fused_store` pass's own cells and stores: the local cells it reads from and writes
+/// back to the fields (the rest of its span, its halos, from the strips), how many cells
+/// it stores at each end of them, and where: the left and right neighbours' `Ex` and `Hy`
+/// at those cells (peer memory), where there is a neighbour.
+#[derive(Debug, Clone)]
+pub(super) struct Stores {
+    pub own: Range<usize>,
+    pub n: usize,
+    pub left: Option<(BufferView, BufferView)>,
+    pub right: Option<(BufferView, BufferView)>,
+}
+
+/// `fused_steps` on the tiles `which` of a pass over `span`, margins from the strips;
+/// with `stores`, a `fused_store` pass.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn launch_tiles(
     fused: sys::Function,
@@ -183,6 +197,7 @@ pub(super) fn launch_tiles(
     steps: usize,
     step: u64,
     which: Tiles,
+    stores: Option<&Stores>,
 ) -> Result<(), sys::DriverError> {
     use super::launch::Arg::{Bytes, F32, I32, Ptr};
     let (off, len) = (span.start, span.len());
@@ -206,6 +221,13 @@ pub(super) fn launch_tiles(
     let (h_lo, h_hi) = rel(&h.h_valid);
     let (e_lo, e_hi) = rel(&h.e_valid);
     let sources = sources_bytes(h, &span, steps, step);
+    let (own, n) = stores.map_or(((0, len as i32), 0), |st| (rel(&st.own), st.n as i32));
+    let null = super::owned::DevicePtr::NULL;
+    let side = |v: Option<&(BufferView, BufferView)>| v.map_or((null, null), |(e, h)| (e.ptr(), h.ptr()));
+    let (l, r) = (
+        side(stores.and_then(|st| st.left.as_ref())),
+        side(stores.and_then(|st| st.right.as_ref())),
+    );
     launch(
         fused,
         blocks as u32,
@@ -237,6 +259,13 @@ pub(super) fn launch_tiles(
             I32(e as i32),
             I32(first as i32),
             I32(jump as i32),
+            I32(own.0),
+            I32(own.1),
+            I32(n),
+            Ptr(l.0),
+            Ptr(l.1),
+            Ptr(r.0),
+            Ptr(r.1),
         ],
     )
 }

@@ -5,7 +5,7 @@ use std::ops::Range;
 use super::pending::Call;
 use super::scheduler::*;
 use crate::cost::{FUSED_2D_BYTES_PER_CELL, PULL_QUEUE_SLOTS};
-use crate::decomp::{Field, HALO, Kernel};
+use crate::decomp::{Field, HALO, Kernel, Part};
 use crate::program::{Op, StreamId};
 use crate::runtime::OpError;
 use crate::trace::TraceRecord;
@@ -130,6 +130,7 @@ impl Scheduler {
                     step: c.step.map_or(0, |s| s + self.base_step) + u64::from(*substep),
                 };
                 self.push_effect(end, c.seq, c.at, effect);
+                self.store_effects(c, stream.device, *kernel, cells, end);
             }
             Op::Graph { nodes, stream } => self.graph_effects(c, nodes, *stream, rec),
             Op::Record { event, stream } => {
@@ -231,6 +232,50 @@ impl Scheduler {
                 tag,
             },
         );
+    }
+
+    /// A `fused_store` pass's stores into its neighbours' halos: both fields of its edge
+    /// cells, read after the pass's own effect and written on the neighbours at its end
+    /// (the stores are the pass's last instructions).
+    fn store_effects(&mut self, c: &Call, device: usize, kernel: Kernel, cells: &Range<usize>, end: f64) {
+        let Kernel::FusedPart {
+            steps,
+            part: Part::Store,
+        } = kernel
+        else {
+            return;
+        };
+        if self.owned_in(device, cells) == 0 {
+            return;
+        }
+        let lo = self.starts[device];
+        let hi = lo + self.cells[device];
+        let sides = (device > 0, device + 1 < self.cells.len());
+        let mut sub = 1;
+        for (dir, cells) in crate::fused::stores(lo, hi, steps as usize, sides) {
+            let dst = device.wrapping_add_signed(dir);
+            for field in [Field::Ex, Field::Hy] {
+                // Tags apart from the copies' (theirs are the calls' sequence numbers).
+                let tag = (1 << 63) | (c.seq << 3) | u64::from(sub);
+                let cells = cells.clone();
+                let read = Effect::CopyRead {
+                    src: device,
+                    dst,
+                    field,
+                    cells: cells.clone(),
+                    tag,
+                };
+                self.push_effect_nth(end, (c.seq, sub), c.at, read);
+                let write = Effect::CopyWrite {
+                    dst,
+                    field,
+                    cells,
+                    tag,
+                };
+                self.push_effect_nth(end, (c.seq, sub + 1), c.at, write);
+                sub += 2;
+            }
+        }
     }
 
     /// One launch call of a graph; on the device, each node after the one before, at a
@@ -348,7 +393,7 @@ impl Scheduler {
     }
 
     /// Owned cells a launch of `kernel` over `cells` works on: a part of a split pass
-    /// only its own tiles' (in 1D; in 2D the boundary takes the whole round).
+    /// only its own tiles' (in 1D; in 2D the save takes the whole round, the parts none).
     pub(super) fn launch_cells(&self, device: usize, kernel: Kernel, cells: &Range<usize>) -> usize {
         let Kernel::FusedPart { steps, part } = kernel else {
             return self.owned_in(device, cells);

@@ -454,18 +454,21 @@ mod tests {
             time: 2.0,
             at: 0,
             seq: 0,
+            sub: 0,
             effect: e(0),
         });
         h.push(Pending {
             time: 1.0,
             at: 0,
             seq: 5,
+            sub: 0,
             effect: e(1),
         });
         h.push(Pending {
             time: 1.0,
             at: 0,
             seq: 3,
+            sub: 0,
             effect: e(2),
         });
         let order: Vec<u64> = std::iter::from_fn(|| h.pop().map(|p| p.seq)).collect();

@@ -38,6 +38,9 @@ pub(super) enum Effect {
 pub(super) struct Pending {
     pub(super) time: f64,
     pub(super) seq: u64,
+    /// Among the effects of one call at one instant: their order (a `fused_store` pass's
+    /// kernel, then the reads and writes of its stores).
+    pub(super) sub: u8,
     /// The step of the call (this scheduler's numbering; a round's first step).
     pub(super) at: u64,
     pub(super) effect: Effect,
@@ -57,7 +60,10 @@ impl PartialOrd for Pending {
 impl Ord for Pending {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
         // Reversed: BinaryHeap is a max-heap.
-        o.time.total_cmp(&self.time).then(o.seq.cmp(&self.seq))
+        o.time
+            .total_cmp(&self.time)
+            .then(o.seq.cmp(&self.seq))
+            .then(o.sub.cmp(&self.sub))
     }
 }
 
@@ -524,12 +530,18 @@ impl Scheduler {
     }
 
     pub(super) fn push_effect(&mut self, time: f64, seq: u64, at: u64, effect: Effect) {
+        self.push_effect_nth(time, (seq, 0), at, effect);
+    }
+
+    /// [`Scheduler::push_effect`], the `sub`-th of its call's effects at `time`.
+    pub(super) fn push_effect_nth(&mut self, time: f64, (seq, sub): (u64, u8), at: u64, effect: Effect) {
         let e = self.pending_at.entry(at).or_insert((0, f64::MIN));
         e.0 += 1;
         e.1 = e.1.max(time);
         self.pending.push(Pending {
             time,
             seq,
+            sub,
             at,
             effect,
         });
