@@ -73,7 +73,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 plane=()
 plane_steps=$((steps / 5))
 for scenario in radiate "$here"/scenarios/plane-*.toml; do
-  for mode in ${PLANE_MODES:-fused fused-push fused-flags fused-overlap}; do
+  for mode in ${PLANE_MODES:-fused fused-push fused-flags fused-overlap fused-p2p}; do
     for n in 1 2 4; do
       json=$(run --headless --runtime cuda --gpus "$(gpus $n)" --scenario "$scenario" --mode $mode \
              --steps "$plane_steps" --json) || json='{}'
