@@ -4,26 +4,13 @@
 //! wait found by the checker; every mistake in a file refused.
 
 mod common;
-use common::{bits, builtin, program, refused};
+use common::{builtin, fields_after, program, refused};
 
 use haloscope::hazard::{self, Kind};
 use haloscope::program::{Mode, Op};
 use haloscope::runtime::sim::SimRuntime;
-use haloscope::scenario::Scenario;
 use haloscope::trace::TraceRecord;
 use std::sync::{Arc, Mutex};
-
-fn fields_after(
-    s: &Scenario,
-    p: haloscope::program::Program,
-    steps: u64,
-    jitter: Option<u64>,
-) -> (Vec<u32>, Vec<u32>) {
-    let mut rt = SimRuntime::new(s, p, jitter).unwrap();
-    rt.run_until(steps).unwrap();
-    let (ex, hy) = rt.fields().unwrap();
-    (bits(&ex), bits(&hy))
-}
 
 #[test]
 fn the_flag_modes_meet_no_barrier_and_give_the_bits_of_events_under_jitter_in_1d_and_2d() {

@@ -10,6 +10,17 @@ fn scenario(text: &str) -> Scenario {
     scenario::parse(text, "test").unwrap()
 }
 
+/// 240 cells on 4 uneven devices (one of 16 cells), Mur ends, a soft source and a hard
+/// one near a cut.
+fn uneven_mur() -> Scenario {
+    scenario(
+        "name = \"t\"\n[grid]\ncells = 240\ncourant = 0.9\n[boundaries]\nleft = \"mur\"\nright = \"mur\"\n\
+         [devices]\ncount = 4\nsplit = [60, 16, 100, 64]\n\
+         [[sources]]\nkind = \"gaussian\"\nposition = 75\ndelay = 30.0\nwidth = 8.0\n\
+         [[sources]]\nkind = \"gaussian\"\nposition = 61\ndelay = 20.0\nwidth = 5.0\ninjection = \"hard\"\n",
+    )
+}
+
 /// Each device of `s` as the fused kernel sees it.
 fn held(s: &Scenario) -> Vec<Held> {
     let c = Coefficients::new(s).unwrap();
@@ -143,12 +154,8 @@ fn a_pass_in_boundary_and_interior_parts_keeps_the_bits_in_either_order() {
             check_split(&s, k, tile, 300, interior_first);
         }
     }
-    let text = "name = \"t\"\n[grid]\ncells = 240\ncourant = 0.9\n[boundaries]\nleft = \"mur\"\nright = \"mur\"\n\
-                [devices]\ncount = 4\nsplit = [60, 16, 100, 64]\n\
-                [[sources]]\nkind = \"gaussian\"\nposition = 75\ndelay = 30.0\nwidth = 8.0\n\
-                [[sources]]\nkind = \"gaussian\"\nposition = 61\ndelay = 20.0\nwidth = 5.0\ninjection = \"hard\"\n";
     for (k, tile) in [(1, 32), (16, 32), (16, 7)] {
-        check_split(&scenario(text), k, tile, 400, true);
+        check_split(&uneven_mur(), k, tile, 400, true);
     }
 }
 
@@ -175,12 +182,8 @@ fn a_store_pass_reads_its_halos_from_the_save_whatever_lands_there_after() {
     for (k, tile) in [(1, 64), (4, 64), (16, 64), (16, 17), (3, 5)] {
         check_store(&s, k, tile, 200, true);
     }
-    let text = "name = \"t\"\n[grid]\ncells = 240\ncourant = 0.9\n[boundaries]\nleft = \"mur\"\nright = \"mur\"\n\
-                [devices]\ncount = 4\nsplit = [60, 16, 100, 64]\n\
-                [[sources]]\nkind = \"gaussian\"\nposition = 75\ndelay = 30.0\nwidth = 8.0\n\
-                [[sources]]\nkind = \"gaussian\"\nposition = 61\ndelay = 20.0\nwidth = 5.0\ninjection = \"hard\"\n";
     for (k, tile) in [(1, 32), (16, 32), (16, 7)] {
-        check_store(&scenario(text), k, tile, 400, true);
+        check_store(&uneven_mur(), k, tile, 400, true);
     }
 }
 

@@ -3,19 +3,11 @@
 //! checker; every misuse in a file refused; the program view's line.
 
 mod common;
-use common::{bits, builtin, program, refused};
+use common::{assert_bits_of_events_under_jitter, bits, builtin, fields_after, program, refused};
 
 use haloscope::hazard::{self, Kind};
-use haloscope::program::{Mode, Program};
+use haloscope::program::Mode;
 use haloscope::runtime::sim::SimRuntime;
-use haloscope::scenario::Scenario;
-
-fn fields_after(s: &Scenario, p: Program, steps: u64, jitter: Option<u64>) -> (Vec<u32>, Vec<u32>) {
-    let mut rt = SimRuntime::new(s, p, jitter).unwrap();
-    rt.run_until(steps).unwrap();
-    let (ex, hy) = rt.fields().unwrap();
-    (bits(&ex), bits(&hy))
-}
 
 #[test]
 fn fused_p2p_gives_the_bits_of_events_under_jitter_in_1d_and_2d_with_no_hazard() {
@@ -28,13 +20,9 @@ fn fused_p2p_gives_the_bits_of_events_under_jitter_in_1d_and_2d_with_no_hazard()
         ("radiate", 2, 96),
     ];
     for (name, devices, steps) in cases {
+        assert_bits_of_events_under_jitter(Mode::FusedP2p, name, devices, steps);
         let s = builtin(name).with_devices(devices).unwrap();
         let p = Mode::FusedP2p.program(&s.ranges()).in_rows(s.nx);
-        let want = fields_after(&s, Mode::Events.program(&s.ranges()).in_rows(s.nx), steps, None);
-        for jitter in [None, Some(2), Some(7)] {
-            let got = fields_after(&s, p.clone(), steps, jitter);
-            assert!(got == want, "{name} on {devices} devices, jitter {jitter:?}");
-        }
         assert_eq!(hazard::check_scenario(&s, &p).unwrap(), vec![], "{name}");
     }
 }

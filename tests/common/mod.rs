@@ -69,3 +69,40 @@ pub fn refused(dir: &Path, text: &str) -> String {
         .unwrap()
         .replace(&format!("{}", path.display()), "bad.halo")
 }
+
+/// `Ex` and `Hy` (as bits) after `steps` steps of `p` on the sim, with `jitter`.
+#[allow(dead_code)]
+pub fn fields_after(
+    s: &haloscope::scenario::Scenario,
+    p: haloscope::program::Program,
+    steps: u64,
+    jitter: Option<u64>,
+) -> (Vec<u32>, Vec<u32>) {
+    let mut rt = haloscope::runtime::sim::SimRuntime::new(s, p, jitter).unwrap();
+    rt.run_until(steps).unwrap();
+    let (ex, hy) = rt.fields().unwrap();
+    (bits(&ex), bits(&hy))
+}
+
+/// `mode` on built-in scenario `name` over `devices` devices gives the bits of `events`
+/// after `steps` steps, with no jitter and two jitters.
+#[allow(dead_code)]
+pub fn assert_bits_of_events_under_jitter(
+    mode: haloscope::program::Mode,
+    name: &str,
+    devices: usize,
+    steps: u64,
+) {
+    use haloscope::program::Mode;
+    let s = builtin(name).with_devices(devices).unwrap();
+    let p = mode.program(&s.ranges()).in_rows(s.nx);
+    let want = fields_after(&s, Mode::Events.program(&s.ranges()).in_rows(s.nx), steps, None);
+    for jitter in [None, Some(2), Some(7)] {
+        let got = fields_after(&s, p.clone(), steps, jitter);
+        assert!(
+            got == want,
+            "{} on {name}, {devices} devices, jitter {jitter:?}",
+            mode.name()
+        );
+    }
+}
