@@ -329,6 +329,7 @@ impl Dev {
         if self.pc == self.program.step[self.t].len() {
             self.pc = 0;
             self.step += self.program.steps_per_round;
+            self.shared.issued[self.t].store(self.step, Ordering::Release);
         }
     }
 
@@ -489,8 +490,15 @@ impl Dev {
         }
         let program = self.program.clone();
         let ops = &program.step[self.t];
+        let ahead = program
+            .waits_on_flags()
+            .then_some(RUN_AHEAD_ROUNDS * program.steps_per_round);
+        self.shared.issued[self.t].store(self.step, Ordering::Release);
         while self.step < to {
             let capture = self.step >= capture_from;
+            if let Some(ahead) = ahead.filter(|_| self.pc == 0) {
+                self.shared.hold_back(self.t, self.ctx.get(), self.step, ahead)?;
+            }
             while self.pc < ops.len() {
                 let pc = self.pc;
                 if capture {
@@ -506,6 +514,7 @@ impl Dev {
             }
             self.pc = 0;
             self.step += program.steps_per_round;
+            self.shared.issued[self.t].store(self.step, Ordering::Release);
         }
         sys::synchronize_context()?;
         ran.wall_us = t0.elapsed().as_secs_f64() * 1e6;

@@ -129,6 +129,7 @@ impl CudaRuntime {
             next_id: AtomicU64::new(0),
             first_local: place.local[0],
             nccl: super::watchdog::NcclShared::new(n, place.nccl_id, nccl_timeout),
+            issued: (0..n).map(|_| AtomicU64::new(0)).collect(),
         });
         let program = Arc::new(program);
         let coefficients = Coefficients::new(s)?;

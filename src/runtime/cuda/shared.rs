@@ -132,11 +132,51 @@ pub(super) struct Shared {
     /// The first device of this process (the one that resets shared tables).
     pub(super) first_local: usize,
     pub(super) nccl: super::watchdog::NcclShared,
+    /// The step each local device's thread has issued up to (its next round's first).
+    pub(super) issued: Vec<AtomicU64>,
 }
+
+/// Rounds a device's thread may issue ahead of another device's on the same GPU, in a
+/// program that waits on flags (no barrier keeps the threads together). The devices of a
+/// GPU share its context, and the driver's command buffer with it: a thread far ahead
+/// fills it with work that waits on flags the other thread has still to issue, and that
+/// thread's next call waits for room that never comes. Measured on one H200: `bench` with
+/// `fused-flags` on two devices hung in 2 of 5 runs, one thread 128 rounds ahead; held
+/// back to 8 rounds, in 0 of 5, at the same step times.
+pub(super) const RUN_AHEAD_ROUNDS: u64 = 8;
 
 impl Shared {
     pub(super) fn host_us(&self) -> f64 {
         self.epoch.elapsed().as_secs_f64() * 1e6
+    }
+
+    /// Waits until no other device on the context `ctx` of device `t` has issued fewer
+    /// than `step − ahead` steps (only local devices are counted); `Stopped` if the run
+    /// ends meanwhile.
+    pub(super) fn hold_back(
+        &self,
+        t: usize,
+        ctx: sys::Context,
+        step: u64,
+        ahead: u64,
+    ) -> Result<(), Failure> {
+        let peers: Vec<usize> = (0..self.contexts.len())
+            .filter(|&d| d != t && self.contexts[d].get() == Some(&ctx))
+            .collect();
+        loop {
+            let least = peers
+                .iter()
+                .map(|&d| self.issued[d].load(Ordering::Acquire))
+                .min()
+                .unwrap_or(u64::MAX);
+            if least.saturating_add(ahead) >= step {
+                return Ok(());
+            }
+            if self.barrier.broken.load(Ordering::SeqCst) {
+                return Err(Failure::Stopped);
+            }
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
     }
 }
 
