@@ -278,8 +278,9 @@ pub fn pass_tiles(
             (t1 + steps + 1).min(span.end),
         );
         // Own cells of the tile from `f`; the rest from the strip of the nearer cut.
-        let (w0, w1) = (t0.max(own.start).min(t1), t1.min(own.end).max(t0));
-        let (w0, w1) = (w0, w1.max(w0));
+        // The tile's own cells it reads from and writes back to `f` (maybe none).
+        let w0 = t0.max(own.start).min(t1);
+        let w1 = t1.min(own.end).max(w0);
         let cell = |g: usize| {
             if (w0..w1).contains(&g) {
                 (f.ex[g], f.hy[g])

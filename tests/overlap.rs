@@ -5,7 +5,7 @@
 //! file refused.
 
 mod common;
-use common::{assert_bits_of_events_under_jitter, builtin, fields_after, program, refused};
+use common::{assert_events_bits_under_jitter_and_no_hazard, builtin, fields_after, program, refused};
 
 use haloscope::hazard::{self, Kind};
 use haloscope::program::Mode;
@@ -22,12 +22,7 @@ fn fused_overlap_gives_the_bits_of_events_under_jitter_in_1d_and_2d_with_no_haza
         ("uneven", 4, 320),
         ("radiate", 3, 160),
     ];
-    for (name, devices, steps) in cases {
-        assert_bits_of_events_under_jitter(Mode::FusedOverlap, name, devices, steps);
-        let s = builtin(name).with_devices(devices).unwrap();
-        let p = Mode::FusedOverlap.program(&s.ranges()).in_rows(s.nx);
-        assert_eq!(hazard::check_scenario(&s, &p).unwrap(), vec![], "{name}");
-    }
+    assert_events_bits_under_jitter_and_no_hazard(Mode::FusedOverlap, &cases);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! checker; every misuse in a file refused; the program view's line.
 
 mod common;
-use common::{assert_bits_of_events_under_jitter, bits, builtin, fields_after, program, refused};
+use common::{assert_events_bits_under_jitter_and_no_hazard, bits, builtin, fields_after, program, refused};
 
 use haloscope::hazard::{self, Kind};
 use haloscope::program::Mode;
@@ -19,12 +19,7 @@ fn fused_p2p_gives_the_bits_of_events_under_jitter_in_1d_and_2d_with_no_hazard()
         ("radiate", 3, 160),
         ("radiate", 2, 96),
     ];
-    for (name, devices, steps) in cases {
-        assert_bits_of_events_under_jitter(Mode::FusedP2p, name, devices, steps);
-        let s = builtin(name).with_devices(devices).unwrap();
-        let p = Mode::FusedP2p.program(&s.ranges()).in_rows(s.nx);
-        assert_eq!(hazard::check_scenario(&s, &p).unwrap(), vec![], "{name}");
-    }
+    assert_events_bits_under_jitter_and_no_hazard(Mode::FusedP2p, &cases);
 }
 
 #[test]

@@ -97,8 +97,12 @@ impl DeviceState {
             Kernel::FusedPart { steps, part } => {
                 out.push(acc(Buffer::Margins, g(&r), false));
                 let own = self.owned_local();
+                // A store pass writes back only the owned cells of its tiles.
                 let cut = |o: &Range<usize>| match part {
-                    Part::Store => o.start.max(own.start)..o.end.min(own.end).max(o.start.max(own.start)),
+                    Part::Store => {
+                        let a = o.start.max(own.start);
+                        a..o.end.min(own.end).max(a)
+                    }
                     _ => o.clone(),
                 };
                 for o in fused::part_cells(&r, steps as usize, part).iter().map(cut) {

@@ -84,25 +84,27 @@ pub fn fields_after(
     (bits(&ex), bits(&hy))
 }
 
-/// `mode` on built-in scenario `name` over `devices` devices gives the bits of `events`
-/// after `steps` steps, with no jitter and two jitters.
+/// `mode` on each `(built-in scenario, devices, steps)` gives the bits of `events` after
+/// the steps, with no jitter and two jitters, and the checker finds no hazard in it.
 #[allow(dead_code)]
-pub fn assert_bits_of_events_under_jitter(
+pub fn assert_events_bits_under_jitter_and_no_hazard(
     mode: haloscope::program::Mode,
-    name: &str,
-    devices: usize,
-    steps: u64,
+    cases: &[(&str, usize, u64)],
 ) {
     use haloscope::program::Mode;
-    let s = builtin(name).with_devices(devices).unwrap();
-    let p = mode.program(&s.ranges()).in_rows(s.nx);
-    let want = fields_after(&s, Mode::Events.program(&s.ranges()).in_rows(s.nx), steps, None);
-    for jitter in [None, Some(2), Some(7)] {
-        let got = fields_after(&s, p.clone(), steps, jitter);
-        assert!(
-            got == want,
-            "{} on {name}, {devices} devices, jitter {jitter:?}",
-            mode.name()
-        );
+    for &(name, devices, steps) in cases {
+        let s = builtin(name).with_devices(devices).unwrap();
+        let p = mode.program(&s.ranges()).in_rows(s.nx);
+        let want = fields_after(&s, Mode::Events.program(&s.ranges()).in_rows(s.nx), steps, None);
+        for jitter in [None, Some(2), Some(7)] {
+            let got = fields_after(&s, p.clone(), steps, jitter);
+            assert!(
+                got == want,
+                "{} on {name}, {devices} devices, jitter {jitter:?}",
+                mode.name()
+            );
+        }
+        let found = haloscope::hazard::check_scenario(&s, &p).unwrap();
+        assert_eq!(found, vec![], "{} on {name}", mode.name());
     }
 }

@@ -384,11 +384,12 @@ impl Dev {
                     ),
                 });
             }
-            let views = (
-                self.field_view(d, Field::Ex, &c),
-                self.field_view(d, Field::Hy, &c),
-            );
-            *(if dir < 0 { &mut st.left } else { &mut st.right }) = Some(views);
+            let store = wide::Store {
+                ex: self.field_view(d, Field::Ex, &c),
+                hy: self.field_view(d, Field::Hy, &c),
+                cells: c,
+            };
+            *(if dir < 0 { &mut st.left } else { &mut st.right }) = Some(store);
         }
         Ok(Some(st))
     }
@@ -400,24 +401,16 @@ impl Dev {
         let Some(stores) = self.stores(kernel, cells)? else {
             return Ok(());
         };
-        let here = |c: &Range<usize>, f| self.field_view(self.t, f, c);
-        let sides = [(stores.left, -1isize), (stores.right, 1)];
-        for ((ez, h), dir) in sides.into_iter().filter_map(|(v, d)| v.map(|v| (v, d))) {
-            let lo = self.meta.lo;
-            let hi = lo + self.meta.cells();
-            let c = if dir < 0 {
-                lo..lo + stores.n
-            } else {
-                hi - stores.n..hi
-            };
-            let (a, b) = (here(&c, Field::Ex), here(&c, Field::Hy));
+        for side in [stores.left, stores.right].into_iter().flatten() {
+            let here = |f| self.field_view(self.t, f, &side.cells);
+            let (a, b) = (here(Field::Ex), here(Field::Hy));
             let floats = (a.floats() + b.floats()) as u32;
             let args = [
                 Ptr(a.ptr()),
-                Ptr(ez.ptr()),
+                Ptr(side.ex.ptr()),
                 I32(a.floats() as i32),
                 Ptr(b.ptr()),
-                Ptr(h.ptr()),
+                Ptr(side.hy.ptr()),
                 I32(b.floats() as i32),
             ];
             super::launch::launch(

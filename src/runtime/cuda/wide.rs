@@ -175,14 +175,23 @@ pub(super) fn launch_save(
 
 /// A `fused_store` pass's own cells and stores: the local cells it reads from and writes
 /// back to the fields (the rest of its span, its halos, from the strips), how many cells
-/// it stores at each end of them, and where: the left and right neighbours' `Ex` and `Hy`
-/// at those cells (peer memory), where there is a neighbour.
+/// it stores at each end of them, and where: the left and right neighbours' memory, where
+/// there is a neighbour.
 #[derive(Debug, Clone)]
 pub(super) struct Stores {
     pub own: Range<usize>,
     pub n: usize,
-    pub left: Option<(BufferView, BufferView)>,
-    pub right: Option<(BufferView, BufferView)>,
+    pub left: Option<Store>,
+    pub right: Option<Store>,
+}
+
+/// One side's store: its global cells (rows in 2D), and the neighbour's `Ex` and `Hy` at
+/// them (peer memory).
+#[derive(Debug, Clone)]
+pub(super) struct Store {
+    pub cells: Range<usize>,
+    pub ex: BufferView,
+    pub hy: BufferView,
 }
 
 /// `fused_steps` on the tiles `which` of a pass over `span`, margins from the strips;
@@ -223,7 +232,7 @@ pub(super) fn launch_tiles(
     let sources = sources_bytes(h, &span, steps, step);
     let (own, n) = stores.map_or(((0, len as i32), 0), |st| (rel(&st.own), st.n as i32));
     let null = super::owned::DevicePtr::NULL;
-    let side = |v: Option<&(BufferView, BufferView)>| v.map_or((null, null), |(e, h)| (e.ptr(), h.ptr()));
+    let side = |v: Option<&Store>| v.map_or((null, null), |v| (v.ex.ptr(), v.hy.ptr()));
     let (l, r) = (
         side(stores.and_then(|st| st.left.as_ref())),
         side(stores.and_then(|st| st.right.as_ref())),
