@@ -325,11 +325,11 @@ impl Mode {
             }
             Mode::FusedP2p => {
                 "Correct, and no copy at all. fused_store runs the round's tiles, then stores its k end\n\
-                 cells of both fields straight into the neighbours' halos (peer stores, over NVLink on\n\
-                 GPUs). Write after read: the neighbour must have read the halo first, so each round\n\
-                 begins with fused_save, which keeps the halos with the margins (the store reads them\n\
-                 there), and my store waits for the neighbour's save flag. Read after write: my next\n\
-                 save waits for its store flag. Flags, no host barrier, no copy stream; fused's bits."
+                 cells of both fields straight into the neighbours' halos (peer stores; NVLink between\n\
+                 GPUs). Write after read: the neighbour must have read its halo first, so each round\n\
+                 begins with fused_save, which keeps the halos (the store reads them there; in 2D the\n\
+                 save runs the pass, the store only stores), and my store waits for the neighbour's\n\
+                 save flag. Read after write: my next save waits for its store flag (rule 9); fused's bits."
             }
             _ => "",
         }
