@@ -544,7 +544,7 @@ fn conflict_finding(
             .to_string(),
         _ => String::new(),
     };
-    let fix = format!(
+    let mut fix = format!(
         "record an event on {} after call {} of thread {} and wait on it on {} before call {} of thread {}{barrier}",
         program.stream_name(s1),
         fc.index,
@@ -553,6 +553,15 @@ fn conflict_finding(
         sc.index,
         sc.thread
     );
+    // Where the host fixes neither order, which call was meant first is a guess (the
+    // write): say so, and the other way.
+    if !g.host_before(fc, sc) && !g.host_before(sc, fc) {
+        fix += &format!(
+            ". Which comes first is a guess (the host issues them in no fixed order): if call {} of \
+             thread {} is meant to come before call {} of thread {}, order them the other way round",
+            sc.index, sc.thread, fc.index, fc.thread
+        );
+    }
     Finding {
         kind,
         buffer: Some(buffer_name),
