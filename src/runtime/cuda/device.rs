@@ -251,12 +251,12 @@ impl Dev {
         dev.shared.barrier.wait()?;
         // Direct peer access to the neighbours on other GPUs, where the hardware allows.
         for (side, p) in [t.checked_sub(1), Some(t + 1)].into_iter().enumerate() {
-            let Some(&peer) = p.and_then(|p| dev.shared.contexts.get(p)).and_then(|c| c.get()) else {
+            let Some((p, &peer)) = p.and_then(|p| Some((p, dev.shared.contexts.get(p)?.get()?))) else {
                 continue;
             };
             dev.peer_ok[side] = peer == ctx;
             if peer != ctx {
-                let peer_dev = sys::device(dev.shared.gpus[p.unwrap_or(t)])?;
+                let peer_dev = sys::device(dev.shared.gpus[p])?;
                 if sys::can_access_peer(dev.ctx.device(), peer_dev)? {
                     sys::enable_peer_access(peer)?;
                     dev.peer_ok[side] = true;

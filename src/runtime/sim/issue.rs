@@ -211,8 +211,20 @@ impl Scheduler {
         let dur = self.cost.peer_copy_us(self.copy_bytes(field, cells) as f64, pull) * j;
         let (start, end) = self.enqueue(stream, c.after_call, dur);
         (rec.start_us, rec.end_us) = (start, end);
-        let tag = c.seq;
-        let cells = cells.clone();
+        self.push_copy(c, (field, src, dst), cells, (start, end), (c.seq, 0));
+    }
+
+    /// A copy's two effects for call `c`: its source read at `read_at`, its destination
+    /// written at `write_at`, the `sub`-th and the next of the call's effects at an
+    /// instant, the values carried under `tag`.
+    fn push_copy(
+        &mut self,
+        c: &Call,
+        (field, src, dst): (Field, usize, usize),
+        cells: &Range<usize>,
+        (read_at, write_at): (f64, f64),
+        (tag, sub): (u64, u8),
+    ) {
         let read = Effect::CopyRead {
             src,
             dst,
@@ -220,18 +232,14 @@ impl Scheduler {
             cells: cells.clone(),
             tag,
         };
-        self.push_effect(start, c.seq, c.at, read);
-        self.push_effect(
-            end,
-            c.seq,
-            c.at,
-            Effect::CopyWrite {
-                dst,
-                field,
-                cells,
-                tag,
-            },
-        );
+        self.push_effect_nth(read_at, (c.seq, sub), c.at, read);
+        let write = Effect::CopyWrite {
+            dst,
+            field,
+            cells: cells.clone(),
+            tag,
+        };
+        self.push_effect_nth(write_at, (c.seq, sub + 1), c.at, write);
     }
 
     /// A `fused_store` pass's stores into its neighbours' halos: both fields of its edge
@@ -257,22 +265,7 @@ impl Scheduler {
             for field in [Field::Ex, Field::Hy] {
                 // Tags apart from the copies' (theirs are the calls' sequence numbers).
                 let tag = (1 << 63) | (c.seq << 3) | u64::from(sub);
-                let cells = cells.clone();
-                let read = Effect::CopyRead {
-                    src: device,
-                    dst,
-                    field,
-                    cells: cells.clone(),
-                    tag,
-                };
-                self.push_effect_nth(end, (c.seq, sub), c.at, read);
-                let write = Effect::CopyWrite {
-                    dst,
-                    field,
-                    cells,
-                    tag,
-                };
-                self.push_effect_nth(end, (c.seq, sub + 1), c.at, write);
+                self.push_copy(c, (field, device, dst), &cells, (end, end), (tag, sub));
                 sub += 2;
             }
         }
