@@ -59,7 +59,7 @@ for mode in $broken_modes; do
     for r in 1 2 3 4 5; do
       json=$(run --headless --runtime cuda --gpus "$(gpus 2)" --scenario "$scenario" --mode $mode --steps "$n_steps" \
              --check-every 5 --json) || json='{}'
-      seen+="$(echo "$json" | field "['first_divergence_step']" 2>/dev/null || echo ERR) "
+      seen+="$(echo "$json" | field "['diverged_by_step']" 2>/dev/null || echo ERR) "
     done
     label=$([ "$scenario" = pulse ] && echo pulse || echo race)
     broken+=("$(printf '%-20s %-8s %s' "$mode" "$label" "$seen")")

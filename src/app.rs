@@ -31,11 +31,27 @@ pub fn main(cli: Cli) -> Result<()> {
         Watch::Ui(ui) => return watch(&plan, ui, None),
         Watch::Headless(h) => h,
     };
-    let summary = headless::run(&plan, h)?;
+    let summary = match headless::run(&plan, h) {
+        Ok(s) => s,
+        Err(e) if h.json => {
+            // One JSON document for every `--json` run: the failure's, with the run's setup.
+            let s = &plan.scenario;
+            crate::out::line(serde_json::json!({
+                "error": format!("{e:#}"),
+                "exit_code": exit_code(&e),
+                "scenario": s.name,
+                "devices": s.split.len(),
+                "mode": plan.file.as_ref().map_or(plan.mode.name(), |f| f.name.as_str()),
+                "runtime": plan.runtime.name(),
+            }))?;
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     if h.json {
-        println!("{}", serde_json::to_string(&summary)?);
+        crate::out::line(serde_json::to_string(&summary)?)?;
     } else {
-        print!("{}", summary.to_text());
+        crate::out::print(&summary.to_text())?;
     }
     Ok(())
 }
@@ -63,9 +79,9 @@ fn exercise(e: &crate::cli::ExerciseArgs) -> Result<()> {
     use std::io::IsTerminal;
     let all = crate::exercise::all();
     let Some(n) = e.number else {
-        println!("Exercises (haloscope exercise N starts one):");
+        crate::out::line("Exercises (haloscope exercise N starts one):")?;
         for (i, x) in all.iter().enumerate() {
-            println!("  {}. {:<20} {}", i + 1, x.name, x.title);
+            crate::out::line(format_args!("  {}. {:<20} {}", i + 1, x.name, x.title))?;
         }
         return Ok(());
     };
@@ -86,7 +102,7 @@ fn exercise(e: &crate::cli::ExerciseArgs) -> Result<()> {
             .map_err(|err| crate::error::UsageError(format!("cannot write {}: {err}", path.display())))?;
     }
     let wrap = |t: &str| textwrap::fill(t.trim(), 88);
-    println!(
+    crate::out::line(format_args!(
         "Exercise {n} of {}: {}
 
 {}
@@ -96,50 +112,50 @@ Goal: {}",
         ex.title,
         wrap(&ex.task),
         wrap(&ex.goal)
-    );
+    ))?;
     if e.hint {
-        println!(
+        crate::out::line(format_args!(
             "
 Hint: {}",
             wrap(&ex.hint)
-        );
+        ))?;
     }
     let kept = if fresh {
         "the broken program, copied"
     } else {
         "kept as it was"
     };
-    println!(
+    crate::out::line(format_args!(
         "
 Your file: {} ({kept}); edit it in any editor.",
         path.display()
-    );
-    let judge = || {
-        println!(
+    ))?;
+    let judge = || -> Result<bool> {
+        crate::out::line(format_args!(
             "
 == judging {} on {} devices, {} steps",
             path.display(),
             ex.devices,
             ex.steps
-        );
+        ))?;
         let v = crate::exercise::judge(ex, &path);
-        print!("{}", v.text());
-        v.solved()
+        crate::out::print(&v.text())?;
+        Ok(v.solved())
     };
-    if judge() {
+    if judge()? {
         return Ok(());
     }
     if e.once || !std::io::stdout().is_terminal() {
         if !e.hint {
-            println!("(haloscope exercise {n} --hint gives a hint)");
+            crate::out::line(format_args!("(haloscope exercise {n} --hint gives a hint)"))?;
         }
         return Err(crate::exercise::NotSolved.into());
     }
-    println!("Save the file to be judged again (Ctrl-C stops; --hint gives a hint).");
+    crate::out::line("Save the file to be judged again (Ctrl-C stops; --hint gives a hint).")?;
     let mut watch = crate::program::Watch::new(path.clone());
     loop {
         std::thread::sleep(std::time::Duration::from_millis(300));
-        if watch.changed(std::time::Duration::ZERO).is_some() && judge() {
+        if watch.changed(std::time::Duration::ZERO).is_some() && judge()? {
             return Ok(());
         }
     }
@@ -166,7 +182,7 @@ fn program(p: &crate::cli::ProgramArgs) -> Result<()> {
         }
     }
     match output {
-        None => print!("{text}"),
+        None => crate::out::print(&text)?,
         Some(path) => {
             use std::io::Write;
             let mut f = std::fs::OpenOptions::new()
@@ -191,9 +207,13 @@ fn tour(t: &crate::cli::TourArgs) -> Result<()> {
     if t.list {
         for (name, _) in crate::tour::BUILTIN {
             let tour = crate::tour::load(Some(name))?;
-            println!("{name}: {} ({} stops)", tour.title, tour.stops.len());
+            crate::out::line(format_args!(
+                "{name}: {} ({} stops)",
+                tour.title,
+                tour.stops.len()
+            ))?;
             for (i, s) in tour.stops.iter().enumerate() {
-                println!(
+                crate::out::line(format_args!(
                     "  {:>2}. {} — {} on {} devices of {}, to {}",
                     i + 1,
                     s.title,
@@ -201,7 +221,7 @@ fn tour(t: &crate::cli::TourArgs) -> Result<()> {
                     s.scenario.split.len(),
                     s.scenario.name,
                     s.goal.describe()
-                );
+                ))?;
             }
         }
         return Ok(());
@@ -226,7 +246,7 @@ fn tour(t: &crate::cli::TourArgs) -> Result<()> {
 fn watch(plan: &Plan, ui: &crate::plan::UiPlan, tour: Option<crate::tour::Tour>) -> Result<()> {
     match &ui.screen {
         Some((keys, size)) => {
-            print!("{}", crate::tui::screen(plan, ui, keys, size, tour)?);
+            crate::out::print(&crate::tui::screen(plan, ui, keys, size, tour)?)?;
             Ok(())
         }
         None => crate::tui::run(plan, ui, tour),
@@ -264,18 +284,21 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
             "devices": s.split.len(),
             "hazards": findings,
         });
-        println!("{report}");
+        crate::out::line(&report)?;
     } else {
-        println!(
+        crate::out::line(format_args!(
             "mode {name} on {} devices ({}): {} finding(s)",
             s.split.len(),
             s.name,
             findings.len()
-        );
-        print!("{}", crate::hazard::text(&findings));
+        ))?;
+        crate::out::print(&crate::hazard::text(&findings))?;
     }
     if findings.is_empty() {
         Ok(())
+    } else if c.json {
+        // The document says it all: nothing on standard error is "above".
+        Err(crate::error::Reported(1).into())
     } else {
         Err(anyhow::anyhow!(
             "mode {name} has {} hazard(s) (listed above)",
@@ -317,14 +340,14 @@ fn list(json: bool) -> Result<()> {
                 })
             })
             .collect();
-        println!(
+        crate::out::line(format_args!(
             "{}",
             serde_json::json!({ "scenarios": scenarios, "modes": modes })
-        );
+        ))?;
         return Ok(());
     }
     for (name, s) in &scenarios {
-        println!(
+        crate::out::line(format_args!(
             "{name:<10}{} ({}, {} devices)",
             s.description,
             if s.two_d() {
@@ -333,22 +356,34 @@ fn list(json: bool) -> Result<()> {
                 format!("{} cells", s.cells)
             },
             s.split.len()
-        );
+        ))?;
     }
-    println!();
+    crate::out::print("\n")?;
     for m in Mode::ALL {
         let verdict = if m.is_correct() { "correct" } else { "broken" };
-        println!("--mode {} ({verdict})", m.name());
+        crate::out::line(format_args!("--mode {} ({verdict})", m.name()))?;
         for line in m.lesson().lines() {
-            println!("    {line}");
+            crate::out::line(format_args!("    {line}"))?;
         }
     }
     Ok(())
 }
 
+/// Whether `e` ends the process without a message: the reader of standard output went
+/// away, or the failure was reported there already.
+pub fn is_quiet(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<crate::out::Closed>().is_some() || e.downcast_ref::<crate::error::Reported>().is_some()
+}
+
 /// The process exit code for an error: 128 + the signal for a signal, 2 for bad input,
 /// 1 otherwise.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<crate::out::Closed>().is_some() {
+        return crate::out::CLOSED_STATUS;
+    }
+    if let Some(crate::error::Reported(code)) = e.downcast_ref::<crate::error::Reported>() {
+        return *code;
+    }
     if let Some(crate::error::Signalled(s)) = e.downcast_ref::<crate::error::Signalled>() {
         return (128 + s).clamp(0, 255) as u8;
     }

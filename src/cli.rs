@@ -109,6 +109,18 @@ pub struct Cli {
     pub run: RunArgs,
 }
 
+impl Cli {
+    /// Whether the command prints JSON (`--json` on a run, `check` or `bench`).
+    pub fn wants_json(&self) -> bool {
+        match &self.command {
+            None => self.run.json,
+            Some(Command::Check(c)) => c.json,
+            Some(Command::Bench(b)) => b.json,
+            Some(_) => false,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Measure throughput: the runtime against a plain single-loop CPU stepper, in one run.

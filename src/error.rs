@@ -34,6 +34,19 @@ impl fmt::Display for Signalled {
 
 impl std::error::Error for Signalled {}
 
+/// A failure already reported on standard output (the `--json` document says what was
+/// found): exit with this code and print nothing more.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reported(pub u8);
+
+impl fmt::Display for Reported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "reported on standard output (exit {})", self.0)
+    }
+}
+
+impl std::error::Error for Reported {}
+
 /// A number as a message shows it: plain where short, in exponent form where huge or tiny
 /// (`1e308`, not 309 digits).
 pub fn num(x: f64) -> String {

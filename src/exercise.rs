@@ -196,7 +196,7 @@ pub fn judge(ex: &Exercise, path: &Path) -> Verdict {
             v.diverged = sum
                 .max_abs_diff
                 .filter(|d| *d > 0.0)
-                .map(|_| sum.first_divergence_step.unwrap_or(ex.steps))
+                .map(|_| sum.diverged_by_step.unwrap_or(ex.steps))
         }
         Err(e) => v.failed = Some(format!("{e:#}")),
     }

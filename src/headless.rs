@@ -36,9 +36,16 @@ pub struct Summary {
     pub max_abs_diff: Option<f32>,
     /// First cell where the run differs from the reference.
     pub first_diff_cell: Option<usize>,
-    /// The first step (a `--check-every` point, or the end) at which the run differed
-    /// from the reference.
+    /// The first step at which the run differed from the reference, when the run was
+    /// compared at every round before it (`--check-every` 1, or a round's steps); else
+    /// `None`: it lies after `identical_at_step` and by `diverged_by_step`.
     pub first_divergence_step: Option<u64>,
+    /// The first compared step (a `--check-every` point, or the end) at which the run
+    /// differed: an upper bound on the first step that did.
+    pub diverged_by_step: Option<u64>,
+    /// The last compared step at which the run was still identical (0: the start) when
+    /// it diverged.
+    pub identical_at_step: Option<u64>,
     /// Sim: modelled time per step, µs (when the last operation completes / steps).
     pub modelled_step_us: Option<f64>,
     /// Wall time per step, µs (on the cuda runtime, the GPUs' pace).
@@ -179,7 +186,9 @@ fn fields(rt: &mut dyn Runtime, steps: u64, nx: usize) -> Result<Gathered> {
 /// What the loop of a run leaves.
 struct Ran {
     wall_s: f64,
-    first_divergence_step: Option<u64>,
+    diverged_by: Option<u64>,
+    /// The last `--check-every` point at which the run was identical (0: the start).
+    identical_at: u64,
     copies: Vec<Window>,
     result: Result<()>,
 }
@@ -199,7 +208,8 @@ fn run_loop(
     let chunk = (s.steps / chunks).max(1).div_ceil(k) * k;
     let mut ran = Ran {
         wall_s: 0.0,
-        first_divergence_step: None,
+        diverged_by: None,
+        identical_at: 0,
         copies: vec![Window::default(); s.split.len()],
         result: Ok(()),
     };
@@ -215,12 +225,14 @@ fn run_loop(
         let check = n == next_check && n < s.steps;
         if check
             && ran.result.is_ok()
-            && ran.first_divergence_step.is_none()
+            && ran.diverged_by.is_none()
             && let Some(r) = reference.as_mut()
         {
             let tc = Instant::now();
             if r.compare(n, &fields(rt, n, s.nx)?, false)?.1.is_some() {
-                ran.first_divergence_step = Some(n);
+                ran.diverged_by = Some(n);
+            } else {
+                ran.identical_at = n;
             }
             compare_time += tc.elapsed();
         }
@@ -278,14 +290,17 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
     ran.result
         .with_context(|| format!("mode {} stopped", plan.program_name()))?;
     let gathered = fields(rt.as_mut(), s.steps, s.nx)?;
-    let (mut max_diff, mut first, mut first_divergence_step) = (None, None, ran.first_divergence_step);
+    let (mut max_diff, mut first, mut diverged_by) = (None, None, ran.diverged_by);
     if let Some(r) = reference.as_mut() {
         let (d, f) = r.compare(s.steps, &gathered, true)?;
         (max_diff, first) = (Some(d), f);
-        if first.is_some() && first_divergence_step.is_none() {
-            first_divergence_step = Some(s.steps);
+        if first.is_some() && diverged_by.is_none() {
+            diverged_by = Some(s.steps);
         }
     }
+    let identical_at = diverged_by.map(|_| ran.identical_at);
+    // Exact only when no round between the two comparisons went unobserved.
+    let first_divergence_step = diverged_by.filter(|by| by - ran.identical_at <= k);
     if let Some(dir) = &h.dump_fields {
         dump(dir, &s, &gathered)?;
     }
@@ -308,6 +323,8 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
         max_abs_diff: max_diff,
         first_diff_cell: first,
         first_divergence_step,
+        diverged_by_step: diverged_by,
+        identical_at_step: identical_at,
         modelled_step_us: rt
             .clock_is_modelled()
             .then(|| rt.clock_us() / s.steps.max(1) as f64),
@@ -438,8 +455,21 @@ impl Summary {
             ),
         ];
         let mut out: String = rows.iter().map(|(k, v)| format!("{k:<12}{v}\n")).collect();
-        if let (Some(step), Some(_)) = (self.first_divergence_step, self.first_diff_cell) {
-            out += &format!("{:<12}by step {step}\n", "diverged");
+        match (
+            self.first_divergence_step,
+            self.diverged_by_step,
+            self.identical_at_step,
+        ) {
+            (Some(step), _, _) => {
+                out += &format!("{:<12}at step {step} (compared at every round)\n", "diverged")
+            }
+            (None, Some(by), Some(at)) => {
+                out += &format!(
+                    "{:<12}after step {at} and by step {by} (--check-every narrows it)\n",
+                    "diverged"
+                )
+            }
+            _ => {}
         }
         for t in &self.topology {
             out += &format!("{:<12}{t}\n", "gpu");

@@ -18,6 +18,7 @@ pub mod headless;
 pub mod kernels;
 pub mod memory;
 pub mod npy;
+pub mod out;
 pub mod physics;
 pub mod plan;
 pub mod program;

@@ -5,11 +5,23 @@ use haloscope::cli::Cli;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let json = cli.wants_json();
     match haloscope::app::main(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            let code = haloscope::app::exit_code(&e);
+            if haloscope::app::is_quiet(&e) {
+                return ExitCode::from(code);
+            }
             eprintln!("error: {e:#}");
-            ExitCode::from(haloscope::app::exit_code(&e))
+            if json && !haloscope::out::wrote() {
+                // Every `--json` run prints one JSON document, a failure's included.
+                let doc = serde_json::json!({ "error": format!("{e:#}"), "exit_code": code });
+                if haloscope::out::line(doc).is_err() {
+                    return ExitCode::from(haloscope::out::CLOSED_STATUS);
+                }
+            }
+            ExitCode::from(code)
         }
     }
 }

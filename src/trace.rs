@@ -49,11 +49,15 @@ pub enum TraceSteps {
 
 /// Chrome Trace Event JSON in the array format, written as the run goes: one process per
 /// device, one thread (track) per stream plus one for the host thread, one complete event
-/// (`ph: X`) per call, a flow arrow from each record to every wait it released. A run cut
-/// short leaves a file without its closing `]`, which the format allows (Perfetto and
-/// chrome://tracing load it). `--trace-last N` keeps the last N steps' events in memory.
+/// (`ph: X`) per call, a flow arrow from each record to every wait it released. The file
+/// is valid JSON at every moment: each write puts its events and the closing `]` at the
+/// end in one call, and the next write starts over that `]`, so a run cut short by any
+/// signal (SIGKILL included) leaves a whole array. `--trace-last N` keeps the last N
+/// steps' events in memory.
 pub struct TraceWriter {
     out: std::fs::File,
+    /// Where the closing `]` starts: the next write begins there.
+    end: u64,
     /// Events not written yet: a record's events go to the file in one write, so a run
     /// killed at any moment leaves whole events.
     pending: Vec<u8>,
@@ -82,6 +86,7 @@ impl TraceWriter {
         let file = std::fs::File::create(path)?;
         let mut w = TraceWriter {
             out: file,
+            end: 0,
             pending: Vec::new(),
             path: path.to_path_buf(),
             first: true,
@@ -130,11 +135,17 @@ impl TraceWriter {
         Ok(())
     }
 
-    /// Writes the pending events with one call.
+    /// Writes the pending events and the closing `]` with one call, over the last one.
     fn commit(&mut self) -> std::io::Result<()> {
-        use std::io::Write;
-        let r = self.out.write_all(&self.pending);
+        use std::os::unix::fs::FileExt;
+        const CLOSE: &[u8] = b"\n]\n";
+        let events = self.pending.len() as u64;
+        self.pending.extend_from_slice(CLOSE);
+        let r = self.out.write_all_at(&self.pending, self.end);
         self.pending.clear();
+        if r.is_ok() {
+            self.end += events;
+        }
         r
     }
 
@@ -170,7 +181,6 @@ impl TraceWriter {
         for e in &kept {
             self.event(e)?;
         }
-        self.raw("\n]\n")?;
         self.commit()
     }
 }

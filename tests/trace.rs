@@ -94,27 +94,36 @@ fn a_failing_mode_still_writes_its_trace_up_to_the_failure() {
 }
 
 #[test]
-fn a_trace_cut_short_is_an_array_of_whole_events_without_its_end() {
-    // The trace streams as the run goes: killed halfway, the file holds whole events, and
-    // only the closing `]` is missing (the array format allows it).
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.json");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_haloscope"))
-        .args(["--headless", "--steps", "10000000", "--no-reference", "--trace"])
-        .arg(&path)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::fs::metadata(&path).map_or(0, |m| m.len()) < 2 << 20 {
-        assert!(std::time::Instant::now() < deadline, "the trace did not grow");
-        std::thread::sleep(std::time::Duration::from_millis(20));
+fn a_trace_cut_short_by_any_signal_is_still_valid_json() {
+    // The trace streams as the run goes, and every write ends it with `]`: cut short by
+    // SIGINT, SIGTERM or even SIGKILL, the file is a whole array that json.load reads.
+    for signal in ["INT", "TERM", "KILL"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+            .args(["--headless", "--steps", "10000000", "--no-reference", "--trace"])
+            .arg(&path)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::fs::metadata(&path).map_or(0, |m| m.len()) < 2 << 20 {
+            assert!(std::time::Instant::now() < deadline, "the trace did not grow");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "SIG{signal}: the run was cut short");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("SIG{signal}: not JSON: {e}"));
+        assert!(
+            events(&v).iter().filter(|e| e["ph"] == "X").count() > 1000,
+            "SIG{signal}"
+        );
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let mut text = std::fs::read_to_string(&path).unwrap();
-    assert!(!text.trim_end().ends_with(']'), "cut short: no closing bracket");
-    text.push(']');
-    let v: serde_json::Value = serde_json::from_str(&text).expect("whole events");
-    assert!(events(&v).iter().filter(|e| e["ph"] == "X").count() > 1000);
 }

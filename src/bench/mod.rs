@@ -20,25 +20,29 @@ use crate::error::UsageError;
 
 /// Runs the bench the arguments ask for and prints its table (or JSON).
 pub fn main(b: &BenchArgs) -> Result<()> {
-    let print = |json: String, table: String| {
+    let print = |json: String, table: String| -> Result<()> {
         if b.json {
-            println!("{json}");
+            crate::out::line(&json)
         } else {
-            print!("{table}");
+            crate::out::print(&table)
         }
     };
+    if b.repeat == 0 {
+        return Err(UsageError(
+            "bench --repeat 0: at least one repetition (the median of N is reported)".into(),
+        )
+        .into());
+    }
     if b.scenario.is_some() && !b.tui {
         return Err(UsageError("bench --scenario: applies to `bench --tui` only".into()).into());
     }
     if b.check {
         let rows = hazard::run(20)?;
-        print(serde_json::to_string_pretty(&rows)?, hazard::table(&rows));
-        return Ok(());
+        return print(serde_json::to_string_pretty(&rows)?, hazard::table(&rows));
     }
     if b.tui {
         let r = ui::tui(b)?;
-        print(serde_json::to_string_pretty(&r)?, r.table());
-        return Ok(());
+        return print(serde_json::to_string_pretty(&r)?, r.table());
     }
     if b.runtime == RuntimeKind::Cuda {
         let gpus = match &b.gpus {
@@ -52,12 +56,11 @@ pub fn main(b: &BenchArgs) -> Result<()> {
             if let Some(&n) = sizes.iter().find(|&&n| !(3..=65_535).contains(&n)) {
                 return Err(UsageError(format!("bench --plane {n}: a side of 3 to 65535 cells")).into());
             }
-            print!("{}", plane::run(&gpus, sizes, b.seconds.min(0.5))?);
+            crate::out::print(&plane::run(&gpus, sizes, b.seconds.min(0.5))?)?;
             return Ok(());
         }
         let r = cuda::run(&gpus, b.seconds.min(0.5), b.modes.as_deref())?;
-        print(serde_json::to_string_pretty(&r)?, r.table());
-        return Ok(());
+        return print(serde_json::to_string_pretty(&r)?, r.table());
     }
     for (set, what) in [
         (b.gpus.is_some(), "--gpus"),
@@ -72,6 +75,5 @@ pub fn main(b: &BenchArgs) -> Result<()> {
         }
     }
     let rows = sim::run(b)?;
-    print(serde_json::to_string_pretty(&rows)?, sim::table(&rows));
-    Ok(())
+    print(serde_json::to_string_pretty(&rows)?, sim::table(&rows))
 }
