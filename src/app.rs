@@ -96,6 +96,18 @@ fn exercise(e: &crate::cli::ExerciseArgs) -> Result<()> {
         .file
         .clone()
         .unwrap_or_else(|| format!("exercise-{n}-{}.halo", ex.name).into());
+    if path.is_dir() {
+        return Err(crate::error::UsageError(format!(
+            "exercise {n} --file {}: a directory; name the working file (default: ./exercise-{n}-{}.halo)",
+            path.display(),
+            ex.name
+        ))
+        .into());
+    }
+    // A file that cannot be read is refused before anything is printed or judged.
+    if path.exists() {
+        crate::scenario::read_text(&path, "program file", "")?;
+    }
     let fresh = !path.exists();
     if fresh {
         std::fs::write(&path, ex.broken())
@@ -269,13 +281,11 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
     let name = file
         .as_ref()
         .map_or(c.mode.name().to_string(), |f| f.name.clone());
+    if let Some(why) = crate::hazard::beyond_limits(&program) {
+        return Err(crate::error::UsageError(format!("check: {why}")).into());
+    }
     let Some(findings) = crate::hazard::check_scenario(&s, &program) else {
-        return Err(crate::error::UsageError(format!(
-            "check: {} devices: the checker takes at most {} (its memory grows with the square of the calls)",
-            s.split.len(),
-            crate::hazard::MAX_DEVICES
-        ))
-        .into());
+        unreachable!("a program within the checker's limits is checked")
     };
     if c.json {
         let report = serde_json::json!({

@@ -220,7 +220,13 @@ pub struct TourArgs {
     pub format: Format,
 
     /// Terminal size for --screen, as COLUMNSxROWS.
-    #[arg(long, value_name = "WxH", default_value = "160x48", requires = "screen")]
+    #[arg(
+        long,
+        value_name = "WxH",
+        default_value = "160x48",
+        requires = "screen",
+        conflicts_with = "headless"
+    )]
     pub size: String,
 }
 
@@ -378,8 +384,8 @@ pub struct RunArgs {
     pub jitter: Option<u64>,
 
     /// Write the timeline as Chrome Trace Event JSON (open in Perfetto or chrome://tracing),
-    /// streamed to FILE as the run goes: memory stays flat, and a run cut short leaves a
-    /// file that still loads (sim runtime).
+    /// streamed to FILE as the run goes: memory stays flat, and a run cut short (by any
+    /// signal) leaves valid JSON (sim runtime).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
 
@@ -393,11 +399,11 @@ pub struct RunArgs {
     pub trace_last: Option<u64>,
 
     /// Key bindings file for the UI (default: ~/.config/haloscope/keymap.toml if present).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "headless")]
     pub keymap: Option<PathBuf>,
 
     /// Start the UI paused (space runs, n steps, . issues one API call).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "headless")]
     pub paused: bool,
 
     /// Run the UI off-screen, no terminal needed: press KEYS in order (key names as in the
@@ -413,7 +419,13 @@ pub struct RunArgs {
     pub format: Format,
 
     /// Terminal size for --screen, as COLUMNSxROWS.
-    #[arg(long, value_name = "WxH", default_value = "160x48", requires = "screen")]
+    #[arg(
+        long,
+        value_name = "WxH",
+        default_value = "160x48",
+        requires = "screen",
+        conflicts_with = "headless"
+    )]
     pub size: String,
 
     /// Test hook: make a device thread panic at this step.

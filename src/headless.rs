@@ -56,7 +56,7 @@ pub struct Summary {
     pub copy_us_median: Vec<Option<f64>>,
     /// Hazards the checker finds in the program (`haloscope check` lists them): races
     /// the timing may not have shown. `None`: not checked (more than
-    /// `hazard::MAX_DEVICES` devices).
+    /// the checker's limits, `hazard::LIMITS`).
     pub hazards: Option<usize>,
     /// Cuda: each logical device's GPU and how it reaches its neighbours.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -442,10 +442,7 @@ impl Summary {
             (
                 "hazards",
                 match self.hazards {
-                    None => format!(
-                        "not checked (the checker takes at most {} devices)",
-                        crate::hazard::MAX_DEVICES
-                    ),
+                    None => format!("not checked ({})", crate::hazard::LIMITS),
                     Some(0) => "0 (the program orders every access)".to_string(),
                     Some(n) => format!(
                         "{n} (races whether or not they showed: haloscope check {} lists them)",

@@ -140,7 +140,11 @@ fn across_processes(
         }
         None => w.local_rank as i32,
     };
-    let scenario = scenario.with_devices(w.size)?;
+    // One device per process: a split that cannot be made blames the launcher's variable.
+    let scenario = scenario.with_devices(w.size).map_err(|mut e| {
+        e.origin = format!("{}={} ({} environment)", w.size_var, w.size, w.launcher);
+        e
+    })?;
     Ok((
         scenario,
         RuntimeChoice::Cuda {

@@ -231,6 +231,7 @@ mod tests {
             local_rank: rank,
             rendezvous: format!("127.0.0.1:{port}"),
             launcher: "env",
+            size_var: "WORLD_SIZE",
         }
     }
 

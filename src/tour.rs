@@ -86,15 +86,11 @@ pub fn load(spec: Option<&str>) -> Result<Tour, ScenarioError> {
     }
     let path = Path::new(spec);
     let names: Vec<_> = BUILTIN.iter().map(|(n, _)| *n).collect();
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-        origin: path.display().to_string(),
-        location: None,
-        field: None,
-        reason: format!(
-            "cannot read tour file: {e} (built-in tours: {})",
-            names.join(", ")
-        ),
-    })?;
+    let text = crate::scenario::read_text(
+        path,
+        "tour file",
+        &format!(" (built-in tours: {})", names.join(", ")),
+    )?;
     parse(&text, &path.display().to_string(), path.parent())
 }
 

@@ -48,6 +48,9 @@ pub struct World {
     pub rendezvous: String,
     /// Which launcher's variables these were (`torchrun`, `mpirun`, `srun`, `env`).
     pub launcher: &'static str,
+    /// The variable that gave the size (`WORLD_SIZE`, `SLURM_NTASKS`, …): what a message
+    /// about the number of processes names.
+    pub size_var: &'static str,
 }
 
 /// The variables of each launcher: rank, size, local rank.
@@ -91,6 +94,12 @@ impl World {
         if size <= 1 {
             return Ok(None);
         }
+        if size > crate::scenario::MAX_DEVICES {
+            return Err(UsageError(format!(
+                "{size_v}={size} ({launcher} environment): at most {} processes, one device each",
+                crate::scenario::MAX_DEVICES
+            )));
+        }
         if rank >= size {
             return Err(UsageError(format!(
                 "{rank_v}={rank} but {size_v}={size} ({launcher} environment): a rank is below the size"
@@ -132,6 +141,7 @@ impl World {
             local_rank,
             rendezvous,
             launcher,
+            size_var: size_v,
         }))
     }
 }

@@ -119,3 +119,233 @@ fn a_divergence_seen_only_at_the_end_is_reported_as_a_bound_not_a_first_step() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("after step 0 and by step 400"), "{text}");
 }
+
+mod common;
+
+/// A program whose step is `body`, and the same run's refusal (exit 2, one line).
+fn refused_step(body: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("program p;\ncudaStream_t compute;\nstep {{\n{body}\n}}\n");
+    common::refused(dir.path(), &text)
+}
+
+#[test]
+fn integer_overflow_is_a_refusal_at_the_operator() {
+    for (expr, col) in [
+        ("(-9223372036854775807 - 1) / -1", 36),
+        ("(-9223372036854775807 - 1) % -1", 36),
+        ("hi + 4294967296 * 4294967296", 25),
+        ("9223372036854775807 + 1", 29),
+        ("-(-9223372036854775807 - 1)", 9),
+    ] {
+        let e = refused_step(&format!("int z = {expr};\nupdate_h<<<compute>>>(lo, hi);"));
+        assert!(e.starts_with(&format!("bad.halo:4:{col}:")), "{expr}: {e}");
+        assert!(e.contains("overflows"), "{expr}: {e}");
+    }
+}
+
+#[test]
+fn deep_nesting_and_huge_expressions_are_refused_not_a_stack_overflow() {
+    let parens = format!("int z = {}1{};", "(".repeat(5000), ")".repeat(5000));
+    let ifs = format!("{}update_h<<<compute>>>(lo, hi);", "if (1) ".repeat(20_000));
+    let negs = format!("int z = {}1;", "-".repeat(20_000));
+    let nots = format!("int z = {}1;", "!".repeat(20_000));
+    let sum = format!("int z = {};", vec!["1"; 100_000].join(" + "));
+    let maxes = format!("int z = {}1{};", "max(1, ".repeat(5000), ")".repeat(5000));
+    for (what, body) in [
+        ("parens", parens),
+        ("ifs", ifs),
+        ("negs", negs),
+        ("nots", nots),
+        ("sum", sum),
+        ("maxes", maxes),
+    ] {
+        let e = refused_step(&body);
+        assert!(
+            e.contains("nested more than 64 deep") || e.contains("more than 1024 operands"),
+            "{what}: {e}"
+        );
+    }
+    // Within the bounds, deep is fine.
+    let ok = format!(
+        "int z = {}1{};\nupdate_h<<<compute>>>(lo, hi);\nupdate_e<<<compute>>>(lo, hi);",
+        "(".repeat(60),
+        ")".repeat(60)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ok.halo");
+    std::fs::write(
+        &path,
+        format!("program p;\ncudaStream_t compute;\nstep {{\n{ok}\n}}\n"),
+    )
+    .unwrap();
+    let (code, _, err) = common::haloscope(&["check", "--program", path.to_str().unwrap(), "--devices", "1"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn unbounded_loops_and_calls_are_refused_quickly_naming_the_bound() {
+    let t0 = std::time::Instant::now();
+    let e = refused_step("for (t = 0; t < 9223372036854775807; t++) { }");
+    assert!(
+        e.contains("more than 65536 statements and loop iterations"),
+        "{e}"
+    );
+    let e = refused_step("for (t = 0; t < 5000; t++) cudaDeviceSynchronize();");
+    assert!(e.contains("more than 4096 calls in one thread's step"), "{e}");
+    let e = refused_step("for (a = 0; a < 256; a++) for (b = 0; b < 255; b++) for (c = 0; c < 255; c++) { }");
+    assert!(e.contains("loop iterations"), "{e}");
+    assert!(t0.elapsed().as_secs() < 20, "{:?}", t0.elapsed());
+}
+
+/// The checker at the bounds: a program of the most calls a thread may make runs checked
+/// or is named as past the checker's limits, and the checker's memory stays under 256 MB.
+#[test]
+fn the_checker_at_the_call_bound_stays_under_256_mb() {
+    let dir = tempfile::tempdir().unwrap();
+    for (devices, body) in [
+        ("1", "for (t = 0; t < 4095; t++) cudaDeviceSynchronize();"),
+        ("1", "for (t = 0; t < 3300; t++) update_h<<<compute>>>(lo, hi);"),
+        ("1", "for (t = 0; t < 4095; t++) update_h<<<compute>>>(lo, hi);"),
+        ("2", "for (t = 0; t < 4095; t++) update_h<<<compute>>>(lo, hi);"),
+    ] {
+        let path = dir.path().join("big.halo");
+        std::fs::write(
+            &path,
+            format!(
+                "program p;\ncudaStream_t compute;\nstep {{\n{body}\nupdate_e<<<compute>>>(lo, hi);\n}}\n"
+            ),
+        )
+        .unwrap();
+        let out = Command::new("/usr/bin/time")
+            .args(["-f", "maxrss_kb=%M"])
+            .arg(env!("CARGO_BIN_EXE_haloscope"))
+            .args(["check", "--devices", devices, "--program"])
+            .arg(&path)
+            .output()
+            .expect("GNU time at /usr/bin/time");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let rss: u64 = err
+            .lines()
+            .find_map(|l| l.strip_prefix("maxrss_kb="))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{err}"));
+        assert!(rss < 256 * 1024, "{devices} devices, {body}: {rss} kB\n{err}");
+        let code = out.status.code();
+        assert!(
+            code == Some(0) || (code == Some(2) && err.contains("the checker takes at most 20000")),
+            "{devices} devices, {body}: {code:?} {err}"
+        );
+    }
+}
+
+#[test]
+fn input_files_are_read_at_most_16_mib_and_bad_bytes_have_a_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    for flag in ["--scenario", "--program"] {
+        let (code, _, err) = common::haloscope(&["--headless", flag, "/dev/zero"]);
+        assert_eq!(code, 2, "{flag}: {err}");
+        assert!(err.contains("larger than 16 MiB"), "{flag}: {err}");
+    }
+    let (code, _, err) = common::haloscope(&["tour", "/dev/zero", "--screen", "t"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("larger than 16 MiB"), "{err}");
+    let p = dir.path().join("bad.halo");
+    std::fs::write(&p, b"program p;\n// caf\xe9\n").unwrap();
+    let (code, _, err) = common::haloscope(&["--headless", "--program", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("bad.halo:2:7: cannot read program file: not UTF-8"),
+        "{err}"
+    );
+    let s = dir.path().join("bad.toml");
+    std::fs::write(&s, b"[grid]\ncells = 10 # \xff\n").unwrap();
+    let (code, _, err) = common::haloscope(&["--headless", "--scenario", s.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("bad.toml:2:14: cannot read scenario file: not UTF-8"),
+        "{err}"
+    );
+}
+
+#[test]
+fn device_counts_are_bounded_before_anything_grows_with_them() {
+    let dir = tempfile::tempdir().unwrap();
+    for (toml, want) in [
+        (
+            "[grid]\ncells = 2000\ncourant = 0.5\n[devices]\ncount = 1073741824\n",
+            "at most 4096",
+        ),
+        (
+            "[grid]\ncells = 134217728\ncourant = 0.5\n[devices]\ncount = 134217728\n",
+            "at most 4096",
+        ),
+        (
+            "[grid]\ncells = 2000\ncourant = 0.5\n[devices]\ncount = 1000000000000\n",
+            "at most 4096",
+        ),
+    ] {
+        let p = dir.path().join("s.toml");
+        std::fs::write(&p, toml).unwrap();
+        let t0 = std::time::Instant::now();
+        let (code, _, err) = common::haloscope(&["--headless", "--scenario", p.to_str().unwrap()]);
+        assert_eq!(code, 2, "{toml}: {err}");
+        assert!(
+            err.contains("`devices.count`") && err.contains(want),
+            "{toml}: {err}"
+        );
+        assert!(t0.elapsed().as_millis() < 2000, "{:?}", t0.elapsed());
+    }
+    let (code, _, err) = common::haloscope(&["--headless", "-s", "race", "--devices", "100000"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--devices: 100000 devices: at most 4096"), "{err}");
+}
+
+#[test]
+fn a_launchers_size_is_blamed_by_its_variable_not_by_a_flag() {
+    let out = bin()
+        .args(["--headless", "--runtime", "cuda", "--mode", "nccl"])
+        .env("SLURM_PROCID", "0")
+        .env("SLURM_NTASKS", "4000")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", "29999")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("SLURM_NTASKS=4000"), "{err}");
+    assert!(!err.contains("--devices"), "{err}");
+    let out = bin()
+        .args(["--headless", "--runtime", "cuda", "--mode", "nccl"])
+        .env("SLURM_PROCID", "0")
+        .env("SLURM_NTASKS", "5000")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", "29999")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("SLURM_NTASKS=5000 (srun environment): at most 4096"),
+        "{err}"
+    );
+}
+
+#[test]
+fn flags_that_do_nothing_are_refused() {
+    for args in [
+        &["bench", "--repeat", "0"][..],
+        &["--headless", "--keymap", "k.toml"],
+        &["--headless", "--paused"],
+        &["--headless", "--size", "80x24"],
+    ] {
+        let (code, _, err) = common::haloscope(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = common::haloscope_in(
+        Some(dir.path()),
+        &["exercise", "1", "--once", "--file", dir.path().to_str().unwrap()],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a directory"), "{err}");
+}

@@ -296,6 +296,11 @@ impl Graph {
         true
     }
 
+    /// How many nodes the graph has (what [`Graph::close`]'s bitsets grow with).
+    pub fn nodes(&self) -> usize {
+        self.succ.len()
+    }
+
     /// Whether node `a` happens before node `b` (after [`Graph::close`]).
     pub fn ordered(&self, a: usize, b: usize) -> bool {
         self.reach[b][a / 64] & (1 << (a % 64)) != 0

@@ -19,10 +19,37 @@ use crate::scenario::Scenario;
 /// about 20 MB for the widest mode on 32 devices).
 pub const MAX_DEVICES: usize = 32;
 
-/// The findings of `program` on the decomposition of `s` (no field memory is allocated);
-/// `None` past [`MAX_DEVICES`].
-pub fn check_scenario(s: &Scenario, program: &Program) -> Option<Vec<Finding>> {
+/// The most nodes of the unrolled graph the checker takes: every node keeps a bitset of
+/// the nodes before it, 20,000² bits = 50 MB (twice that for NCCL programs, which are
+/// checked a second time under stricter rules), so an accepted program stays far below
+/// 256 MB however its calls are made.
+pub const MAX_NODES: usize = 20_000;
+
+/// What the checker cannot take, in a sentence: both of its limits.
+pub const LIMITS: &str = "the checker takes at most 32 devices and 20,000 unrolled calls \
+     (its memory grows with the square of the calls)";
+
+/// Why `program` is past the checker's limits, or `None` when it can be checked.
+pub fn beyond_limits(program: &Program) -> Option<String> {
     if program.devices() > MAX_DEVICES {
+        return Some(format!(
+            "{} devices: the checker takes at most {MAX_DEVICES} (its memory grows with the square of the calls)",
+            program.devices()
+        ));
+    }
+    let nodes = graph::Graph::unroll(program).nodes();
+    (nodes > MAX_NODES).then(|| {
+        format!(
+            "{nodes} calls and their work unrolled over {ROUNDS} rounds: the checker takes at most \
+             {MAX_NODES} (its memory grows with their square)"
+        )
+    })
+}
+
+/// The findings of `program` on the decomposition of `s` (no field memory is allocated);
+/// `None` past the checker's limits ([`beyond_limits`] says which).
+pub fn check_scenario(s: &Scenario, program: &Program) -> Option<Vec<Finding>> {
+    if beyond_limits(program).is_some() {
         return None;
     }
     Some(check(program, &DeviceState::shapes(s)))

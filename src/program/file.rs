@@ -61,12 +61,7 @@ fn error(origin: &str, text: &str, span: &Range<usize>, reason: String) -> Scena
 impl ProgramFile {
     /// Reads and parses `path`.
     pub fn load(path: &Path) -> Result<ProgramFile, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-            origin: path.display().to_string(),
-            location: None,
-            field: None,
-            reason: format!("cannot read program file: {e}"),
-        })?;
+        let text = crate::scenario::read_text(path, "program file", "")?;
         ProgramFile::parse(path, text)
     }
 

@@ -154,6 +154,11 @@ pub struct Scenario {
 
 // ---- raw TOML shapes -------------------------------------------------------------------
 
+/// The most devices a run may have: a host thread and its buffers each, and the checker's
+/// and the instantiation's work grow with their number. Checked before anything that grows
+/// with it is allocated.
+pub const MAX_DEVICES: usize = 4096;
+
 /// Splits `cells` into `devices` parts whose sizes differ by at most one, larger first.
 pub fn even_split(cells: usize, devices: usize) -> Vec<usize> {
     let devices = devices.max(1);
@@ -231,6 +236,9 @@ impl Scenario {
         };
         if devices == 0 {
             return Err(err("0 devices: at least one is needed".into()));
+        }
+        if devices > MAX_DEVICES {
+            return Err(err(format!("{devices} devices: at most {MAX_DEVICES}")));
         }
         if devices > self.cells {
             let unit = self.units().0;

@@ -36,26 +36,12 @@ pub fn load(spec: Option<&str>) -> Result<Scenario, ScenarioError> {
 /// Reads and validates a scenario file.
 pub fn load_file(path: &Path) -> Result<Scenario, ScenarioError> {
     let origin = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| {
-        let names: Vec<_> = BUILTIN.iter().map(|(n, _)| *n).collect();
-        let hint = if e.kind() == std::io::ErrorKind::NotFound {
-            format!(" (built-in scenarios: {})", names.join(", "))
-        } else {
-            String::new()
-        };
-        ScenarioError {
-            origin: origin.clone(),
-            location: None,
-            field: None,
-            reason: format!("cannot read scenario file: {e}{hint}"),
-        }
-    })?;
-    let text = String::from_utf8(bytes).map_err(|e| ScenarioError {
-        origin: origin.clone(),
-        location: None,
-        field: None,
-        reason: format!("cannot read scenario file: not UTF-8 text ({e})"),
-    })?;
+    let names: Vec<_> = BUILTIN.iter().map(|(n, _)| *n).collect();
+    let text = super::read_text(
+        path,
+        "scenario file",
+        &format!(" (built-in scenarios: {})", names.join(", ")),
+    )?;
     parse(&text, &origin)
 }
 
@@ -341,6 +327,13 @@ pub(super) fn device_split(
                 format!("{} devices: at least one is needed", c.get_ref()),
             ));
         }
+        Some(c) if *c.get_ref() as u64 > super::MAX_DEVICES as u64 => {
+            return Err(cx.at(
+                c,
+                "devices.count",
+                format!("{} devices: at most {}", c.get_ref(), super::MAX_DEVICES),
+            ));
+        }
         Some(c) if *c.get_ref() as u64 > cells as u64 => {
             return Err(cx.at(
                 c,
@@ -369,6 +362,13 @@ pub(super) fn device_split(
                         sp,
                         "devices.split",
                         "an empty split: at least one device is needed",
+                    ));
+                }
+                if v.len() > super::MAX_DEVICES {
+                    return Err(cx.at(
+                        sp,
+                        "devices.split",
+                        format!("{} devices: at most {}", v.len(), super::MAX_DEVICES),
                     ));
                 }
                 if let Some((i, c)) = v.iter().enumerate().find(|(_, c)| **c < 1) {

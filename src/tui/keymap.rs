@@ -320,15 +320,12 @@ impl KeyMap {
         let Some(path) = path.map(Path::to_path_buf).or_else(KeyMap::user_path) else {
             return (defaults, None);
         };
-        let text = match std::fs::read_to_string(&path) {
+        if !explicit && !path.exists() {
+            return (defaults, None);
+        }
+        let text = match crate::scenario::read_text(&path, "keymap", "") {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => return (defaults, None),
-            Err(e) => {
-                return (
-                    defaults,
-                    Some(format!("keymap {}: {e}; using the default keys", path.display())),
-                );
-            }
+            Err(e) => return (defaults, Some(format!("{e}; using the default keys"))),
         };
         match KeyMap::parse(&text, &path.display().to_string(), Some(&defaults)) {
             Ok(k) => {

@@ -44,7 +44,28 @@ struct Instance<'a> {
     flags: Vec<FlagInfo>,
     /// Every stream memory operation made, with its thread and where it was written.
     flag_calls: Vec<(usize, Op, Range<usize>)>,
+    /// Statements run and calls made by the current thread, and by all threads.
+    work: Work,
 }
+
+/// Statements run (loop iterations included) and calls made: a file cannot make the
+/// instance, the checker or a runtime do unbounded work.
+#[derive(Default)]
+struct Work {
+    thread_statements: usize,
+    thread_calls: usize,
+    statements: usize,
+    calls: usize,
+}
+
+/// The most calls one host thread makes in a step.
+pub const MAX_CALLS_PER_STEP: usize = 4096;
+/// The most calls of a program, all threads together.
+pub const MAX_CALLS: usize = 1_000_000;
+/// The most statements one host thread runs to make its step (each loop iteration is one).
+pub const MAX_STATEMENTS_PER_STEP: usize = 1 << 16;
+/// The most statements all threads together run: the instance takes well under a second.
+pub const MAX_STATEMENTS: usize = 1 << 24;
 
 /// The program `src` on devices owning `ranges`, named `name`.
 pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<Program, InstanceError> {
@@ -64,6 +85,7 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
         group: None,
         flags: Vec::new(),
         flag_calls: Vec::new(),
+        work: Work::default(),
     };
     let steps_per_round = match &src.round {
         None => 1,
@@ -81,6 +103,8 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
     for d in 0..n {
         inst.d = d;
         inst.dev = d;
+        inst.work.thread_statements = 0;
+        inst.work.thread_calls = 0;
         let mut ops = Vec::new();
         inst.run(&src.step, &mut ops)?;
         inst.group_closed()?;
@@ -136,6 +160,9 @@ impl Instance<'_> {
 
     fn eval(&self, e: &Expr, at: &Range<usize>) -> Result<i64, InstanceError> {
         let v = |x: &Expr| self.eval(x, at);
+        let overflow = |span: &Range<usize>, what: String| {
+            self.fail(span, format!("{what} overflows: numbers are 64-bit integers"))
+        };
         Ok(match e {
             Expr::Num(n) => *n,
             Expr::Var(name, span) => match self.var(name) {
@@ -143,20 +170,30 @@ impl Instance<'_> {
                 None => return self.fail(span, format!("`{name}` has no value here")),
             },
             Expr::Not(x) => i64::from(v(x)? == 0),
-            Expr::Neg(x) => -v(x)?,
+            Expr::Neg(x, span) => {
+                let x = v(x)?;
+                match x.checked_neg() {
+                    Some(y) => y,
+                    None => return overflow(span, format!("-({x})")),
+                }
+            }
             Expr::Call(f, a, b) => {
                 let (a, b) = (v(a)?, v(b)?);
                 if *f == "max" { a.max(b) } else { a.min(b) }
             }
-            Expr::Bin(op, a, b) => {
+            Expr::Bin(op, a, b, span) => {
                 let (a, b) = (v(a)?, v(b)?);
+                let checked = |r: Option<i64>| match r {
+                    Some(r) => Ok(r),
+                    None => overflow(span, format!("{a} {op} {b}")),
+                };
                 match *op {
-                    "+" => a + b,
-                    "-" => a - b,
-                    "*" => a * b,
-                    "/" | "%" if b == 0 => return self.fail(at, "a division by 0".into()),
-                    "/" => a / b,
-                    "%" => a.rem_euclid(b),
+                    "+" => checked(a.checked_add(b))?,
+                    "-" => checked(a.checked_sub(b))?,
+                    "*" => checked(a.checked_mul(b))?,
+                    "/" | "%" if b == 0 => return self.fail(span, "a division by 0".into()),
+                    "/" => checked(a.checked_div(b))?,
+                    "%" => checked(a.checked_rem_euclid(b))?,
                     "<" => i64::from(a < b),
                     ">" => i64::from(a > b),
                     "<=" => i64::from(a <= b),
@@ -285,8 +322,34 @@ impl Instance<'_> {
         r
     }
 
+    /// Counts one statement run (or loop iteration) at `span`, and a call if `call`.
+    fn tick(&mut self, span: &Range<usize>, call: bool) -> Result<(), InstanceError> {
+        let w = &mut self.work;
+        w.thread_statements += 1;
+        w.statements += 1;
+        w.thread_calls += usize::from(call);
+        w.calls += usize::from(call);
+        let past = if w.thread_calls > MAX_CALLS_PER_STEP {
+            format!("more than {MAX_CALLS_PER_STEP} calls in one thread's step")
+        } else if w.calls > MAX_CALLS {
+            format!("more than {MAX_CALLS} calls in all threads' steps together")
+        } else if w.thread_statements > MAX_STATEMENTS_PER_STEP {
+            format!("more than {MAX_STATEMENTS_PER_STEP} statements and loop iterations in one thread's step")
+        } else if w.statements > MAX_STATEMENTS {
+            format!("more than {MAX_STATEMENTS} statements and loop iterations in all threads together")
+        } else {
+            return Ok(());
+        };
+        self.fail(span, format!("{past}: a step may not be that long"))
+    }
+
     fn one(&mut self, s: &Stmt, ops: &mut Vec<Op>) -> Result<(), InstanceError> {
         let span = &s.span;
+        let call = !matches!(
+            s.kind,
+            StmtKind::If(..) | StmtKind::For(..) | StmtKind::Graph(..) | StmtKind::Let(..)
+        );
+        self.tick(span, call)?;
         match &s.kind {
             StmtKind::If(c, then, otherwise) => {
                 if self.eval(c, span)? != 0 {
@@ -298,6 +361,7 @@ impl Instance<'_> {
             StmtKind::For(v, from, to, body) => {
                 let (from, to) = (self.eval(from, span)?, self.eval(to, span)?);
                 for t in from..to {
+                    self.tick(span, false)?;
                     self.loops.push((v.clone(), t));
                     let r = self.run(body, ops);
                     self.loops.pop();

@@ -21,10 +21,11 @@ use lex::{Tok, err, lex};
 pub enum Expr {
     Num(i64),
     Var(String, Range<usize>),
-    /// `op` is one of `+ - * / % < > <= >= == != && ||`.
-    Bin(&'static str, Box<Expr>, Box<Expr>),
+    /// `op` is one of `+ - * / % < > <= >= == != && ||`, written at the span.
+    Bin(&'static str, Box<Expr>, Box<Expr>, Range<usize>),
     Not(Box<Expr>),
-    Neg(Box<Expr>),
+    /// `-x`, the `-` written at the span.
+    Neg(Box<Expr>, Range<usize>),
     /// `max(a, b)` or `min(a, b)`.
     Call(&'static str, Box<Expr>, Box<Expr>),
 }
@@ -150,6 +151,15 @@ pub const KERNELS: [&str; 8] = [
 pub const FIELDS: [&str; 2] = ["ex", "hy"];
 pub const VARS: [&str; 6] = ["d", "n", "lo", "hi", "k", "dev"];
 
+/// How deep statements (`if`, `for`, graphs) and, separately, parentheses and unary
+/// operators may nest: deeper is refused, so that neither the parser nor the instance
+/// recurses without bound (20,000 nested `if (1)` would overflow the stack).
+pub const MAX_NESTING: usize = 64;
+
+/// The most operands and operators in one expression (a sum of 100,000 terms is a tree
+/// 100,000 deep).
+pub const MAX_EXPR_NODES: usize = 1024;
+
 struct Parser {
     toks: Vec<(Tok, Range<usize>)>,
     at: usize,
@@ -159,6 +169,11 @@ struct Parser {
     events: Vec<String>,
     flags: Vec<String>,
     loops: Vec<String>,
+    /// Statements and expressions open around the parser's position.
+    stmt_depth: usize,
+    expr_depth: usize,
+    /// Operands and operators of the expression being read.
+    expr_nodes: usize,
 }
 
 /// Parses a program file.
@@ -171,6 +186,9 @@ pub fn parse(text: &str) -> Result<Source, SyntaxError> {
         events: Vec::new(),
         flags: Vec::new(),
         loops: Vec::new(),
+        stmt_depth: 0,
+        expr_depth: 0,
+        expr_nodes: 0,
     };
     p.source()
 }
@@ -450,6 +468,19 @@ impl Parser {
     }
 
     fn stmt(&mut self) -> Result<Stmt, SyntaxError> {
+        if self.stmt_depth >= MAX_NESTING {
+            return err(
+                self.span(),
+                format!("statements nested more than {MAX_NESTING} deep: write it flatter"),
+            );
+        }
+        self.stmt_depth += 1;
+        let s = self.one_stmt();
+        self.stmt_depth -= 1;
+        s
+    }
+
+    fn one_stmt(&mut self) -> Result<Stmt, SyntaxError> {
         let start = self.span().start;
         if matches!(self.peek(), Some(Tok::Barrier)) {
             self.at += 1;
@@ -654,7 +685,37 @@ impl Parser {
     }
 
     fn expr(&mut self) -> Result<Expr, SyntaxError> {
-        self.binary(0)
+        self.whole(0)
+    }
+
+    /// An expression from precedence `level` on; its operands and operators are counted
+    /// from here when it is not inside another.
+    fn whole(&mut self, level: usize) -> Result<Expr, SyntaxError> {
+        if self.expr_depth == 0 {
+            self.expr_nodes = 0;
+        }
+        if self.expr_depth >= MAX_NESTING {
+            return err(
+                self.span(),
+                format!("parentheses and unary operators nested more than {MAX_NESTING} deep"),
+            );
+        }
+        self.expr_depth += 1;
+        let e = self.binary(level);
+        self.expr_depth -= 1;
+        e
+    }
+
+    /// Counts one operand or operator of the current expression.
+    fn node(&mut self) -> Result<(), SyntaxError> {
+        self.expr_nodes += 1;
+        if self.expr_nodes > MAX_EXPR_NODES {
+            return err(
+                self.span(),
+                format!("an expression of more than {MAX_EXPR_NODES} operands and operators"),
+            );
+        }
+        Ok(())
     }
 
     /// Precedence climbing: `||`, `&&`, comparisons, `+ -`, `* / %`.
@@ -674,29 +735,54 @@ impl Parser {
             let Some(op) = LEVELS[level].iter().find(|o| self.is_sym(o)) else {
                 return Ok(lhs);
             };
+            let span = self.span();
+            self.node()?;
             self.at += 1;
             let rhs = self.binary(level + 1)?;
-            lhs = Expr::Bin(op, Box::new(lhs), Box::new(rhs));
+            lhs = Expr::Bin(op, Box::new(lhs), Box::new(rhs), span);
         }
     }
 
     /// An operand of `+` in a cell pointer: a term (no `<` or `,` inside).
     fn term(&mut self) -> Result<Expr, SyntaxError> {
-        self.binary(4)
+        self.whole(4)
     }
 
     fn unary(&mut self) -> Result<Expr, SyntaxError> {
+        self.node()?;
+        if self.is_sym("!") || self.is_sym("-") || self.is_sym("(") {
+            // Each of these reads another expression inside this one.
+            if self.expr_depth >= MAX_NESTING {
+                return err(
+                    self.span(),
+                    format!("parentheses and unary operators nested more than {MAX_NESTING} deep"),
+                );
+            }
+            self.expr_depth += 1;
+            let e = self.nested();
+            self.expr_depth -= 1;
+            return e;
+        }
+        self.primary()
+    }
+
+    /// `!x`, `-x` or `(x)`.
+    fn nested(&mut self) -> Result<Expr, SyntaxError> {
         if self.eat_sym("!") {
             return Ok(Expr::Not(Box::new(self.unary()?)));
         }
+        let span = self.span();
         if self.eat_sym("-") {
-            return Ok(Expr::Neg(Box::new(self.unary()?)));
+            return Ok(Expr::Neg(Box::new(self.unary()?), span));
         }
-        if self.eat_sym("(") {
-            let e = self.expr()?;
-            self.expect(")", "to close the parenthesis")?;
-            return Ok(e);
-        }
+        self.expect("(", "")?;
+        let e = self.binary(0)?;
+        self.expect(")", "to close the parenthesis")?;
+        Ok(e)
+    }
+
+    /// A number, a name or `max`/`min` of two expressions.
+    fn primary(&mut self) -> Result<Expr, SyntaxError> {
         match self.peek().cloned() {
             Some(Tok::Num(n)) => {
                 self.at += 1;

@@ -282,6 +282,7 @@ mod tests {
             local_rank: 0,
             rendezvous: format!("127.0.0.1:{port}"),
             launcher: "env",
+            size_var: "WORLD_SIZE",
         }
     }
 

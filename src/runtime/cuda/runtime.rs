@@ -649,7 +649,7 @@ fn queues_enough(program: &Program, gpus: &[i32]) -> Result<(), UsageError> {
 /// watchdog to see: a program whose waits the hazard checker finds in a circle is refused
 /// before it runs (the sim runs it and names the circle as it forms).
 fn flags_never_hang(program: &Program, shapes: &[DeviceState]) -> Result<(), UsageError> {
-    if program.flags.is_empty() || program.devices() > crate::hazard::MAX_DEVICES {
+    if program.flags.is_empty() || crate::hazard::beyond_limits(program).is_some() {
         return Ok(());
     }
     let findings = crate::hazard::check(program, shapes);

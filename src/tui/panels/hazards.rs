@@ -28,8 +28,8 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
     let mut lines = Vec::new();
     if frame.hazards.is_none() {
         lines.push(Line::from(format!(
-            "Not checked: the checker takes at most {} devices (haloscope check, fewer devices).",
-            crate::hazard::MAX_DEVICES
+            "Not checked: {} (haloscope check names the limit; try fewer devices).",
+            crate::hazard::LIMITS
         )));
     } else if n == 0 {
         lines.push(Line::from(
