@@ -185,6 +185,24 @@ fn parse_stop(s: StopFile, i: usize, at: &At, dir: Option<&Path>) -> Result<Stop
         }
         v => v.as_ref().map(|v| *v.get_ref()),
     };
+    // A paced stop must reach its goal in reasonable time: refused with the time it takes.
+    if let (Some(sp), Some(v)) = (speed, &s.speed) {
+        let secs = goal.limit() as f64 / sp;
+        if secs > MAX_PACED_SECONDS {
+            return Err(at(
+                Some(v.span()),
+                field("speed"),
+                format!(
+                    "{sp} steps a second to {} (by step {}) would take up to {}; a stop may take \
+                     at most {} s: raise the speed, leave it out (as fast as possible) or give a lower limit",
+                    goal.describe(),
+                    goal.limit(),
+                    duration(secs),
+                    MAX_PACED_SECONDS
+                ),
+            ));
+        }
+    }
     let show = match &s.show {
         Some(p) => Some(PANELS.iter().copied().find(|n| n == p.get_ref()).ok_or_else(|| {
             at(
@@ -217,6 +235,20 @@ fn parse_stop(s: StopFile, i: usize, at: &At, dir: Option<&Path>) -> Result<Stop
         caption: s.caption.trim().to_string(),
         expect,
     })
+}
+
+/// The longest a stop may take to reach its goal at its speed, in seconds.
+pub const MAX_PACED_SECONDS: f64 = 120.0;
+
+/// `secs` in words: seconds, minutes or hours.
+fn duration(secs: f64) -> String {
+    if secs < 120.0 {
+        format!("{secs:.0} s")
+    } else if secs < 7200.0 {
+        format!("{:.0} min", secs / 60.0)
+    } else {
+        format!("{:.1} h", secs / 3600.0)
+    }
 }
 
 /// `step N`, `diverged` or `cell K` (the wave reaches cell K; on a 2D grid of rows of

@@ -349,3 +349,65 @@ fn flags_that_do_nothing_are_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("a directory"), "{err}");
 }
+
+/// A tour in `dir` whose one stop runs `run_to` at `speed` (steps a second) on `scenario`.
+fn one_stop_tour(dir: &std::path::Path, scenario: &str, run_to: &str, extra: &str) -> String {
+    let p = dir.join("t.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "title = \"t\"\n[[stop]]\ntitle = \"s\"\nscenario = \"{scenario}\"\nmode = \"events\"\n\
+             run_to = \"{run_to}\"\n{extra}\ncaption = \"c\"\nexpect = \"correct\"\n"
+        ),
+    )
+    .unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_paced_stop_that_would_take_hours_is_refused_with_the_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = one_stop_tour(dir.path(), "pulse", "step 100000", "limit = 100000\nspeed = 1");
+    let (code, _, err) = common::haloscope(&["tour", &t, "--screen", ""]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("`stop[1].speed`") && err.contains("would take up to 27.8 h"),
+        "{err}"
+    );
+}
+
+#[test]
+fn off_screen_a_stop_runs_to_its_goal_by_steps_not_by_its_pace() {
+    // 3000 steps at 30 a second is 100 s of pacing; off-screen it takes well under that.
+    let dir = tempfile::tempdir().unwrap();
+    let t = one_stop_tour(dir.path(), "pulse", "step 3000", "speed = 30");
+    let t0 = std::time::Instant::now();
+    let (code, out, err) = common::haloscope(&["tour", &t, "--screen", "", "--size", "120x34"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("step 3000"), "{out}");
+    assert!(t0.elapsed().as_secs() < 60, "{:?}", t0.elapsed());
+}
+
+#[test]
+fn a_stop_not_reached_is_not_printed() {
+    // A goal far on a big grid, with 1 s to reach it: exit 1 saying why, no screen.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("big.toml"),
+        "[grid]\ncells = 4000000\ncourant = 0.5\n[devices]\ncount = 4\n",
+    )
+    .unwrap();
+    let t = one_stop_tour(dir.path(), "big.toml", "step 100000", "limit = 100000");
+    let out = bin()
+        .args(["tour", &t, "--screen", "", "--size", "120x34"])
+        .env("HALOSCOPE_STOP_TIMEOUT_S", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        err.contains("tour stop 1 (s): step 100000 not reached within 1 s"),
+        "{err}"
+    );
+}

@@ -194,28 +194,15 @@ fn parse_size(size: &str) -> Result<Rect, UsageError> {
 }
 
 /// Takes frames: with `expect`, waits (up to 20 s: a runtime may be starting) for the
-/// frame answering the last control; while a tour's stop runs to its goal, until it is
-/// there (up to 60 s); then until none came for 100 ms, or for 300 ms after the first (a
-/// running engine never goes quiet).
+/// frame answering the last control; then until none came for 100 ms, or for 300 ms after
+/// the first (a running engine never goes quiet). A tour's stop is waited for by
+/// [`reach_stop`].
 fn settle(app: &mut App, engine: &Engine, expect: bool) {
     if expect
         && engine.ping.recv_timeout(Duration::from_secs(20)).is_ok()
         && let Some(f) = engine.take_frame()
     {
         app.set_frame(f);
-    }
-    let going = |app: &App| {
-        app.frame
-            .as_ref()
-            .is_some_and(|f| matches!(f.goal, Some(crate::engine::GoalState::Running(_))))
-    };
-    let t0 = std::time::Instant::now();
-    while going(app) && t0.elapsed() < Duration::from_secs(60) {
-        if engine.ping.recv_timeout(Duration::from_millis(100)).is_ok()
-            && let Some(f) = engine.take_frame()
-        {
-            app.set_frame(f);
-        }
     }
     let t0 = std::time::Instant::now();
     while t0.elapsed() < Duration::from_millis(300) {
@@ -229,17 +216,72 @@ fn settle(app: &mut App, engine: &Engine, expect: bool) {
 }
 
 /// The engine for the tour's current stop, sent to its goal; `None` when no tour moved.
-fn tour_engine(app: &mut App, plan: &Plan, screen: Rect) -> Result<Option<Engine>> {
+/// Off-screen (`paced` false) the stop runs to its goal by steps, as fast as it can; its
+/// speed is set once the goal is reached ([`reach_stop`]).
+fn tour_engine(app: &mut App, plan: &Plan, screen: Rect, paced: bool) -> Result<Option<Engine>> {
     if !std::mem::take(&mut app.restart) {
         return Ok(None);
     }
-    let Some((cfg, goal)) = app.enter_stop(&plan.runtime, screen) else {
+    let Some((mut cfg, goal)) = app.enter_stop(&plan.runtime, screen) else {
         return Ok(None);
     };
+    if !paced {
+        cfg.speed = None;
+    }
     app.frame = None;
     let engine = Engine::start(cfg)?;
     engine.send(Control::RunUntil(goal));
     Ok(Some(engine))
+}
+
+/// How long an off-screen tour stop may take to reach its goal, running as fast as it can
+/// (`HALOSCOPE_STOP_TIMEOUT_S` sets it, for tests).
+fn stop_timeout() -> Duration {
+    let secs = std::env::var("HALOSCOPE_STOP_TIMEOUT_S")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    Duration::from_secs(secs.unwrap_or(120))
+}
+
+/// Waits (off-screen) until the tour's current stop has reached, missed or failed its
+/// goal, then gives the engine the stop's speed.
+fn reach_stop(app: &mut App, engine: &Engine) {
+    let done = |app: &App| {
+        app.frame
+            .as_ref()
+            .and_then(|f| f.goal)
+            .is_some_and(|g| !matches!(g, crate::engine::GoalState::Running(_)))
+    };
+    let t0 = std::time::Instant::now();
+    while !done(app) && t0.elapsed() < stop_timeout() {
+        if engine.ping.recv_timeout(Duration::from_millis(100)).is_ok()
+            && let Some(f) = engine.take_frame()
+        {
+            app.set_frame(f);
+        }
+    }
+    if done(app) {
+        engine.send(Control::SetSpeed(SPEEDS[app.speed]));
+        settle(app, engine, false);
+    }
+}
+
+/// Why the screen of a tour cannot be printed: its stop's goal was not reached (a busy
+/// machine, a goal too far); `None` when it was, or when no tour plays.
+fn unreached_stop(app: &App) -> Option<String> {
+    let (tour, i) = app.tour.as_ref()?;
+    let stop = &tour.stops[*i];
+    let step = app.frame.as_ref().map_or(0, |f| f.step);
+    match app.frame.as_ref().and_then(|f| f.goal) {
+        Some(crate::engine::GoalState::Running(_)) | None => Some(format!(
+            "tour stop {} ({}): {} not reached within {} s (at step {step}); the screen is not printed",
+            i + 1,
+            stop.title,
+            stop.goal.describe(),
+            stop_timeout().as_secs()
+        )),
+        Some(_) => None,
+    }
 }
 
 /// Runs the UI off-screen: presses `keys`, then returns the screen as text. With `tour`,
@@ -260,15 +302,19 @@ pub fn screen(
     let mut engine = match tour {
         Some(t) => {
             app.start_tour(t);
-            tour_engine(&mut app, plan, area)?.expect("a tour's first stop")
+            let e = tour_engine(&mut app, plan, area, false)?.expect("a tour's first stop");
+            settle(&mut app, &e, true);
+            reach_stop(&mut app, &e);
+            e
         }
         None => {
             let cfg = engine_config(plan, ui, &app, app.plot_size(area));
             let (program, runtime) = start_runtime(&cfg)?;
-            Engine::start_with(cfg, program, runtime)?
+            let e = Engine::start_with(cfg, program, runtime)?;
+            settle(&mut app, &e, true);
+            e
         }
     };
-    settle(&mut app, &engine, true);
     for p in presses {
         match p {
             Press::Key(k) => {
@@ -282,9 +328,10 @@ pub fn screen(
                     open_for_edit(&mut app, &engine);
                     settle(&mut app, &engine, true);
                 }
-                if let Some(e) = tour_engine(&mut app, plan, area)? {
+                if let Some(e) = tour_engine(&mut app, plan, area, false)? {
                     engine = e;
                     settle(&mut app, &engine, true);
+                    reach_stop(&mut app, &engine);
                     continue;
                 }
                 let (columns, rows) = app.plot_size(area);
@@ -310,6 +357,9 @@ pub fn screen(
         }
     }
     settle(&mut app, &engine, false);
+    if let Some(why) = unreached_stop(&app) {
+        anyhow::bail!(why);
+    }
     let mut term = Terminal::new(TestBackend::new(area.width, area.height))?;
     term.draw(|f| f.render_widget(&app, f.area()))?;
     Ok(export::export(term.backend().buffer(), ui.format))
@@ -477,7 +527,7 @@ pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<
                             if app.restart {
                                 // The old engine first: a GPU's memory is not held twice.
                                 drop(engine);
-                                engine = tour_engine(&mut app, plan, screen)?.expect("a tour's stop");
+                                engine = tour_engine(&mut app, plan, screen, true)?.expect("a tour's stop");
                                 plot = app.plot_size(screen);
                             }
                             if std::mem::take(&mut app.save) {
