@@ -723,9 +723,25 @@ pub fn not_finite(step: u64, field: Field, cell: usize, v: f32, nx: usize) -> St
             format!("{name} at (x {}, y {row})", k % nx)
         }
     };
-    format!(
-        "the fields are not finite by step {step}: {at} is {v} (the scheme blew up: \
-         a resonant or unbounded source, or an unstable material)"
+    format!("the fields are not finite by step {step}: {at} is {v} ({PHYSICS_BLAME})")
+}
+
+/// What [`not_finite`] blames when nothing else is known about the run.
+const PHYSICS_BLAME: &str = "the scheme blew up: a resonant or unbounded source, or an unstable material";
+
+/// A failure's message, with a blown-up run blamed on its program's races first when the
+/// checker found any (`hazards`; `check` names how to list them): races write stale or
+/// half-updated cells, which the physics never would.
+pub fn blame_races(message: &str, hazards: usize, check: &str) -> String {
+    if hazards == 0 || !message.contains(PHYSICS_BLAME) {
+        return message.to_string();
+    }
+    message.replace(
+        PHYSICS_BLAME,
+        &format!(
+            "likely the program's races: the checker finds {hazards} hazard(s), `haloscope check {check}` \
+             lists them; a correct mode on the same scenario tells whether the physics is stable"
+        ),
     )
 }
 

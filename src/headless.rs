@@ -285,11 +285,26 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
     }
     rt.will_stop_at(s.steps);
     let mut reference = Reference::new(&s, &h)?;
-    let ran = run_loop(rt.as_mut(), &s, &h, k, &mut reference)?;
+    let check_args = match &plan.file {
+        Some(f) => format!("--program {}", f.path.display()),
+        None => format!("--mode {}", plan.mode.name()),
+    };
+    // A blown-up run of a racy program is blamed on its races before the physics.
+    let blame = |e: anyhow::Error| {
+        let message = format!("{e:#}");
+        let blamed = crate::decomp::blame_races(&message, hazards.unwrap_or(0), &check_args);
+        if blamed == message {
+            e
+        } else {
+            anyhow::anyhow!(blamed)
+        }
+    };
+    let ran = run_loop(rt.as_mut(), &s, &h, k, &mut reference).map_err(blame)?;
     close_trace(rt.as_mut(), ran.result.is_ok())?;
     ran.result
-        .with_context(|| format!("mode {} stopped", plan.program_name()))?;
-    let gathered = fields(rt.as_mut(), s.steps, s.nx)?;
+        .with_context(|| format!("mode {} stopped", plan.program_name()))
+        .map_err(blame)?;
+    let gathered = fields(rt.as_mut(), s.steps, s.nx).map_err(blame)?;
     let (mut max_diff, mut first, mut diverged_by) = (None, None, ran.diverged_by);
     if let Some(r) = reference.as_mut() {
         let (d, f) = r.compare(s.steps, &gathered, true)?;
@@ -313,10 +328,7 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
         split: s.split.clone(),
         steps: s.steps,
         mode: plan.program_name(),
-        check_args: match &plan.file {
-            Some(f) => format!("--program {}", f.path.display()),
-            None => format!("--mode {}", plan.mode.name()),
-        },
+        check_args,
         runtime: plan.runtime.name().into(),
         wall_s,
         mcells_per_s: s.total_cells() as f64 * s.steps as f64 / wall_s.max(1e-12) / 1e6,

@@ -411,3 +411,51 @@ fn a_stop_not_reached_is_not_printed() {
         "{err}"
     );
 }
+
+#[test]
+fn a_waveform_that_cannot_be_evaluated_is_refused_and_every_accepted_one_is_finite() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.toml");
+    std::fs::write(
+        &p,
+        "[grid]\ncells = 200\ncourant = 0.5\n[[sources]]\nkind = \"ricker\"\nposition = 50\ndelay = 1e300\nperiod = 20\n",
+    )
+    .unwrap();
+    let (code, _, err) = common::haloscope(&["--headless", "--scenario", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("`sources[0].delay`") && err.contains("at most 1e12"),
+        "{err}"
+    );
+    use haloscope::scenario::SourceKind;
+    for delay in [-1e12, -3.0, 0.0, 7.5, 1e12] {
+        for p in [2.0, 3.7, 1e9, f64::MAX] {
+            for kind in [
+                SourceKind::Ricker { delay, period: p },
+                SourceKind::Gaussian { delay, width: p },
+                SourceKind::Gaussian { delay, width: 1e-300 },
+                SourceKind::Sinusoid { period: p },
+            ] {
+                for t in [0.0, 1.0, 1e6, 2f64.powi(53), u64::MAX as f64] {
+                    let v = haloscope::physics::waveform(&kind, t);
+                    assert!(v.is_finite() && v.abs() <= 1.0, "{kind:?} at {t}: {v}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_blown_up_racy_run_is_blamed_on_its_races_first() {
+    use haloscope::decomp::{Field, blame_races, not_finite};
+    let m = not_finite(120, Field::Ex, 7, f32::NAN, 1);
+    assert!(m.contains("an unstable material"), "{m}");
+    let b = blame_races(&m, 18, "--mode no-wait");
+    assert!(
+        b.contains("likely the program's races: the checker finds 18 hazard(s)"),
+        "{b}"
+    );
+    assert!(b.contains("haloscope check --mode no-wait"), "{b}");
+    assert!(!b.contains("unstable material"), "{b}");
+    assert_eq!(blame_races(&m, 0, "--mode events"), m);
+}

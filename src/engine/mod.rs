@@ -555,7 +555,14 @@ impl Core {
         self.running = false;
         match e.downcast::<OpError>() {
             Ok(op) => self.error = Some(op),
-            Err(e) => self.failure = Some(format!("{e:#}")),
+            Err(e) => {
+                let n = self.hazards().map_or(0, |h| h.len());
+                let check = match &self.file {
+                    Some(f) => format!("--program {}", f.path.display()),
+                    None => format!("--mode {}", self.mode.name()),
+                };
+                self.failure = Some(crate::decomp::blame_races(&format!("{e:#}"), n, &check));
+            }
         }
     }
 

@@ -416,6 +416,10 @@ pub(super) fn device_split(
 /// Largest source amplitude: float32 fields hold up to about 3.4e38, and sources add up.
 pub const MAX_AMPLITUDE: f64 = 1e9;
 
+/// The largest |delay| of a pulse, in steps: every waveform is finite at every step a run
+/// can have (u64 steps) from the source's first to its last.
+pub const MAX_DELAY: f64 = 1e12;
+
 /// A source's waveform: a finite delay, a period the grid can carry.
 fn check_waveform(
     cx: &Ctx,
@@ -431,7 +435,22 @@ fn check_waveform(
         }
     };
     match *kind {
-        SourceKind::Gaussian { delay, .. } | SourceKind::Ricker { delay, .. } => finite(delay, "delay")?,
+        SourceKind::Gaussian { delay, .. } | SourceKind::Ricker { delay, .. } => {
+            finite(delay, "delay")?;
+            // Beyond this the waveform is not finite to evaluate (a Ricker's (1 − 2a²)·e^(−a²)
+            // is ∞ · 0) and its pulse never reaches any run anyway.
+            if delay.abs() > MAX_DELAY {
+                return Err(cx.at(
+                    s,
+                    &f("delay"),
+                    format!(
+                        "a delay of {} steps: at most {} either way (a pulse that far off never reaches the run)",
+                        crate::error::num(delay),
+                        crate::error::num(MAX_DELAY)
+                    ),
+                ));
+            }
+        }
         SourceKind::Sinusoid { .. } => {}
     }
     if let SourceKind::Ricker { period, .. } | SourceKind::Sinusoid { period } = *kind
