@@ -48,6 +48,11 @@ pub struct World {
     pub rendezvous: String,
     /// Which launcher's variables these were (`torchrun`, `mpirun`, `srun`, `env`).
     pub launcher: &'static str,
+    /// The variable that named the rendezvous (`HALOSCOPE_RENDEZVOUS` or `MASTER_ADDR`).
+    pub rendezvous_var: &'static str,
+    /// Whether the launcher says the ranks run on more than one host (its local size is
+    /// below the size, or it counts several nodes).
+    pub spans_hosts: bool,
     /// The variable that gave the size (`WORLD_SIZE`, `SLURM_NTASKS`, …): what a message
     /// about the number of processes names.
     pub size_var: &'static str,
@@ -108,6 +113,27 @@ impl World {
         let local_rank = number(local_v)?.unwrap_or(rank);
         // torchrun's own store listens on MASTER_PORT: haloscope takes the next port there.
         let torch_store = var("TORCHELASTIC_RUN_ID").is_some();
+        let rendezvous_var = if var("HALOSCOPE_RENDEZVOUS").is_some() {
+            "HALOSCOPE_RENDEZVOUS"
+        } else {
+            "MASTER_ADDR"
+        };
+        let several = |name: &str, more_than: usize| {
+            var(name)
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .is_some_and(|v| v > more_than)
+        };
+        let local_size = [
+            "LOCAL_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_SIZE",
+            "SLURM_NTASKS_PER_NODE",
+        ]
+        .into_iter()
+        .find_map(|n| var(n).and_then(|v| v.trim().parse::<usize>().ok()));
+        let spans_hosts = local_size.is_some_and(|l| l < size)
+            || several("SLURM_NNODES", 1)
+            || several("SLURM_JOB_NUM_NODES", 1)
+            || local_rank != rank;
         let rendezvous = match (
             var("HALOSCOPE_RENDEZVOUS"),
             var("MASTER_ADDR"),
@@ -141,6 +167,8 @@ impl World {
             local_rank,
             rendezvous,
             launcher,
+            rendezvous_var,
+            spans_hosts,
             size_var: size_v,
         }))
     }

@@ -138,9 +138,21 @@ fn place(d: usize, records: &mut [TraceRecord], offset: f64) {
     }
 }
 
-/// Rank 0's stand-in for device `d` in another process; `epoch` is rank 0's clock.
+/// Whether every device index a rank sent in its timed calls is one of the run's
+/// `devices`: they index rank 0's per-device tables.
+fn indices_valid(copies: &[(usize, usize, usize, f64)], records: &[TraceRecord], devices: usize) -> bool {
+    copies.iter().all(|c| c.0 < devices && c.1 < devices)
+        && records.iter().all(|r| {
+            r.thread < devices
+                && r.stream.is_none_or(|s| s.device < devices)
+                && r.peer.is_none_or(|(a, b, _)| a < devices && b < devices)
+        })
+}
+
+/// Rank 0's stand-in for device `d` of `devices` in another process; `epoch` is rank 0's
+/// clock.
 pub(super) fn proxy(
-    d: usize,
+    (d, devices): (usize, usize),
     mut link: Link,
     epoch: std::time::Instant,
     commands: Receiver<Cmd>,
@@ -158,6 +170,11 @@ pub(super) fn proxy(
                 wall_us,
                 now_us,
             } => {
+                if !indices_valid(&copies, &records, devices) {
+                    return Err(lost(anyhow!(
+                        "its timed calls name a device the run does not have"
+                    )));
+                }
                 place(d, &mut records, epoch.elapsed().as_secs_f64() * 1e6 - now_us);
                 Reply::Ran(Ran {
                     copies: copies
@@ -282,6 +299,8 @@ mod tests {
             local_rank: 0,
             rendezvous: format!("127.0.0.1:{port}"),
             launcher: "env",
+            rendezvous_var: "MASTER_ADDR",
+            spans_hosts: false,
             size_var: "WORLD_SIZE",
         }
     }
@@ -354,7 +373,7 @@ mod tests {
         let mut links = rendezvous::lead(&world(0, port), &[0; 128], Duration::from_secs(20)).unwrap();
         let (tx, rx) = crossbeam_channel::unbounded();
         let (rtx, replies) = crossbeam_channel::unbounded();
-        let p = std::thread::spawn(move || proxy(1, links.remove(0), epoch, rx, rtx));
+        let p = std::thread::spawn(move || proxy((1, 2), links.remove(0), epoch, rx, rtx));
         let next = || replies.recv_timeout(Duration::from_secs(20)).unwrap();
         assert!(matches!(next(), (1, Ok(Reply::Ready))));
         tx.send(Cmd::Run {

@@ -160,10 +160,10 @@ impl CudaRuntime {
                     .spawn(move || device_thread(Spec { t: d, gpu, meta, ch }, program, shared, rx, reply_tx))
             } else if let Some(k) = links.iter().position(|(r, _)| *r == d) {
                 let (_, link) = links.swap_remove(k);
-                let epoch = shared.epoch;
+                let (epoch, devices) = (shared.epoch, s.split.len());
                 std::thread::Builder::new()
                     .name(format!("rank-{d}"))
-                    .spawn(move || super::remote::proxy(d, link, epoch, rx, reply_tx))
+                    .spawn(move || super::remote::proxy((d, devices), link, epoch, rx, reply_tx))
             } else {
                 continue;
             }
