@@ -312,6 +312,12 @@ pub struct BenchArgs {
     /// Instead: the hazard checker's time per mode on 8 devices of the default scenario.
     #[arg(long)]
     pub check: bool,
+
+    /// Instead: the sim on a busy machine. 1D and 2D scenarios at 1, 4 and 7 devices,
+    /// each run alone and beside two busy processes (`yes`): wall times, their ratio, and
+    /// whether the fields are the same bits.
+    #[arg(long)]
+    pub contention: bool,
 }
 
 /// Options of a run (headless or interactive).

@@ -253,7 +253,7 @@ fn more_device_threads_than_the_machine_can_start_are_refused_not_a_panic() {
     let f = dir.path().join("many.toml");
     std::fs::write(&f, "[grid]\ncells = 400000\ncourant = 1.0\nsteps = 2\n").unwrap();
     let script = format!(
-        "ulimit -v 1000000 && MALLOC_ARENA_MAX=1 exec '{}' --headless --devices 4000 --scenario '{}'",
+        "ulimit -v 1000000 && MALLOC_ARENA_MAX=1 HALOSCOPE_SIM_THREADS=on exec '{}' --headless --devices 4000 --scenario '{}'",
         env!("CARGO_BIN_EXE_haloscope"),
         f.display()
     );

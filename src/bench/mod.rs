@@ -1,6 +1,7 @@
 //! `haloscope bench`: every measurement the product makes of itself, each as a table of
 //! ratios measured in one run. Nothing below this wing imports it.
 
+mod contention;
 mod cuda;
 mod hazard;
 mod plane;
@@ -35,6 +36,10 @@ pub fn main(b: &BenchArgs) -> Result<()> {
     }
     if b.scenario.is_some() && !b.tui {
         return Err(UsageError("bench --scenario: applies to `bench --tui` only".into()).into());
+    }
+    if b.contention {
+        let rows = contention::run(b.repeat)?;
+        return print(serde_json::to_string_pretty(&rows)?, contention::table(&rows));
     }
     if b.check {
         let rows = hazard::run(20)?;

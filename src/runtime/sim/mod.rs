@@ -31,6 +31,6 @@ mod sink;
 mod state;
 
 pub use backend::SimBackend;
-pub use runtime::{INLINE_BELOW_CELLS, SimRuntime};
+pub use runtime::{SimRuntime, THREADS_FROM_CELLS_PER_DEVICE, threaded};
 pub use scheduler::{EventState, Scheduler, Sink, TIMELINE_KEEP};
 pub use state::View;

@@ -13,8 +13,22 @@ use crate::program::Program;
 use crate::scenario::Scenario;
 use crate::snapshot::Partial;
 
-/// Grids smaller than this run on the calling thread (see [`Inline`]).
-pub const INLINE_BELOW_CELLS: usize = 32_768;
+/// Devices that own fewer cells than this on average run on the calling thread (see
+/// [`Inline`]); larger ones on a thread each. A device thread hands halos to its
+/// neighbours several times a step, and on a busy machine each hand-off waits for a
+/// scheduler slice (milliseconds): only a device with milliseconds of work between
+/// hand-offs gains from a thread of its own (`bench --contention` measures it).
+pub const THREADS_FROM_CELLS_PER_DEVICE: usize = 1 << 20;
+
+/// Whether the sim computes `s` on a thread per device: `HALOSCOPE_SIM_THREADS=on` or
+/// `off` decides, else the cells per device ([`THREADS_FROM_CELLS_PER_DEVICE`]).
+pub fn threaded(s: &Scenario) -> bool {
+    match std::env::var("HALOSCOPE_SIM_THREADS").as_deref() {
+        Ok("on") => true,
+        Ok("off") => false,
+        _ => s.total_cells() / s.split.len().max(1) >= THREADS_FROM_CELLS_PER_DEVICE,
+    }
+}
 
 /// The sim runtime: scheduler + executor for one scenario and one program.
 ///
@@ -37,10 +51,10 @@ pub struct SimRuntime {
 }
 
 impl SimRuntime {
-    /// Grids below [`INLINE_BELOW_CELLS`] are computed on the calling thread, larger ones
-    /// by one thread per device.
+    /// Small devices are computed on the calling thread, large ones by one thread each
+    /// ([`threaded`]).
     pub fn new(s: &Scenario, program: Program, jitter_seed: Option<u64>) -> anyhow::Result<Self> {
-        Self::with_threads(s, program, jitter_seed, s.total_cells() >= INLINE_BELOW_CELLS)
+        Self::with_threads(s, program, jitter_seed, threaded(s))
     }
 
     /// As [`SimRuntime::new`], choosing device threads (`true`) or the calling thread.
@@ -62,14 +76,7 @@ impl SimRuntime {
         jitter_seed: Option<u64>,
         base: u64,
     ) -> anyhow::Result<Self> {
-        Self::from_states_with(
-            s,
-            states,
-            program,
-            jitter_seed,
-            base,
-            s.total_cells() >= INLINE_BELOW_CELLS,
-        )
+        Self::from_states_with(s, states, program, jitter_seed, base, threaded(s))
     }
 
     pub(super) fn from_states_with(
