@@ -127,11 +127,11 @@ fn case(r: &mut Rng, i: usize, pulse: &scenario::Scenario) -> (&'static str, boo
     let scenarios: Vec<&str> = scenario::BUILTIN.iter().map(|(_, t)| *t).collect();
     let tour = haloscope::tour::BUILTIN[0].1;
     let keymap = include_str!("../assets/keymap.toml");
-    let malformed = i % 2 == 0;
+    let malformed = i.is_multiple_of(2);
     match i % 5 {
         0 => {
-            let text = match (i / 5).checked_sub(0).and_then(|k| reproducers().get(k).cloned()) {
-                Some(t) if i < 50 => t,
+            let text = match reproducers().get(i / 5).cloned() {
+                Some(t) => t,
                 _ => {
                     let base = r.pick(&programs);
                     if malformed {
@@ -148,7 +148,7 @@ fn case(r: &mut Rng, i: usize, pulse: &scenario::Scenario) -> (&'static str, boo
                         Ok(s) => match lang::instantiate(&src, "fuzz", &s.ranges()) {
                             Ok(p) => {
                                 // The checker is the costly part: one case in 25.
-                                if i % 25 == 0 {
+                                if i.is_multiple_of(25) {
                                     let _ = haloscope::hazard::check_scenario(&s, &p.in_rows(s.nx));
                                 }
                                 true

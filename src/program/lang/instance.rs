@@ -90,7 +90,7 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
     let steps_per_round = match &src.round {
         None => 1,
         Some((e, span)) => {
-            let v = inst.eval(e, span)?;
+            let v = inst.eval(e)?;
             if !(1..=HALO as i64).contains(&v) {
                 return Err(InstanceError {
                     span: span.clone(),
@@ -158,8 +158,8 @@ impl Instance<'_> {
         }
     }
 
-    fn eval(&self, e: &Expr, at: &Range<usize>) -> Result<i64, InstanceError> {
-        let v = |x: &Expr| self.eval(x, at);
+    fn eval(&self, e: &Expr) -> Result<i64, InstanceError> {
+        let v = |x: &Expr| self.eval(x);
         let overflow = |span: &Range<usize>, what: String| {
             self.fail(span, format!("{what} overflows: numbers are 64-bit integers"))
         };
@@ -223,7 +223,7 @@ impl Instance<'_> {
         } else {
             ("event", "be created")
         };
-        let i = self.eval(&e.index, &e.span)?;
+        let i = self.eval(&e.index)?;
         let n = self.ranges.len() as i64;
         if !(0..n).contains(&i) {
             return self.fail(
@@ -246,7 +246,7 @@ impl Instance<'_> {
             None => i,
             Some(on) => {
                 self.loops.push(("i".into(), i));
-                let v = self.eval(on, &decl.span);
+                let v = self.eval(on);
                 self.loops.pop();
                 v?
             }
@@ -352,14 +352,14 @@ impl Instance<'_> {
         self.tick(span, call)?;
         match &s.kind {
             StmtKind::If(c, then, otherwise) => {
-                if self.eval(c, span)? != 0 {
+                if self.eval(c)? != 0 {
                     self.run(then, ops)?;
                 } else {
                     self.run(otherwise, ops)?;
                 }
             }
             StmtKind::For(v, from, to, body) => {
-                let (from, to) = (self.eval(from, span)?, self.eval(to, span)?);
+                let (from, to) = (self.eval(from)?, self.eval(to)?);
                 for t in from..to {
                     self.tick(span, false)?;
                     self.loops.push((v.clone(), t));
@@ -405,11 +405,11 @@ impl Instance<'_> {
             }),
             StmtKind::DeviceSync => ops.push(Op::DeviceSync { device: self.dev }),
             StmtKind::Let(name, e) => {
-                let v = self.eval(e, span)?;
+                let v = self.eval(e)?;
                 self.loops.push((name.clone(), v));
             }
             StmtKind::SetDevice(e) => {
-                let dev = self.eval(e, span)?;
+                let dev = self.eval(e)?;
                 let n = self.ranges.len() as i64;
                 if !(0..n).contains(&dev) {
                     return self.fail(
@@ -458,10 +458,7 @@ impl Instance<'_> {
         args: &[Expr],
         span: &Range<usize>,
     ) -> Result<Op, InstanceError> {
-        let vals = args
-            .iter()
-            .map(|a| self.eval(a, span))
-            .collect::<Result<Vec<_>, _>>()?;
+        let vals = args.iter().map(|a| self.eval(a)).collect::<Result<Vec<_>, _>>()?;
         let cells = self.held(self.dev as i64, vals[0], vals[1], span, kernel)?;
         let third = vals.get(2).copied().unwrap_or(0);
         // A fused pass runs at least one step (its third argument is how many).
@@ -651,18 +648,18 @@ impl Instance<'_> {
                 ),
             );
         }
-        let (a, b) = (self.eval(&dst.offset, span)?, self.eval(&src.offset, span)?);
+        let (a, b) = (self.eval(&dst.offset)?, self.eval(&src.offset)?);
         if a != b {
             return self.fail(
                 span,
                 format!("a peer copy moves cells to the same cells of the other device: {a} and {b} differ"),
             );
         }
-        let count = self.eval(count, span)?;
+        let count = self.eval(count)?;
         if count < 1 {
             return self.fail(span, format!("a peer copy of {count} cells"));
         }
-        let (to, from) = (self.eval(dst_device, span)?, self.eval(src_device, span)?);
+        let (to, from) = (self.eval(dst_device)?, self.eval(src_device)?);
         if to == from {
             return self.fail(span, format!("a peer copy from dev{from} to itself"));
         }

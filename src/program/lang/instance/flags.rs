@@ -27,7 +27,7 @@ impl Instance<'_> {
     fn round_offset(&mut self, value: &Expr, span: &Range<usize>) -> Result<i64, InstanceError> {
         let mut at = |iter: i64| {
             self.loops.push(("iter".into(), iter));
-            let v = self.eval(value, span);
+            let v = self.eval(value);
             self.loops.pop();
             v
         };

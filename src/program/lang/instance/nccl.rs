@@ -70,12 +70,12 @@ impl Instance<'_> {
                 Some(_) => {}
             }
         }
-        let at = self.eval(&buf.offset, span)?;
-        let count = self.eval(count, span)?;
+        let at = self.eval(&buf.offset)?;
+        let count = self.eval(count)?;
         if count < 1 {
             return self.fail(span, format!("{call} of {count} cells"));
         }
-        let peer = self.eval(peer, span)?;
+        let peer = self.eval(peer)?;
         let n = self.ranges.len() as i64;
         if !(0..n).contains(&peer) {
             return self.fail(
