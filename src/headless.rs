@@ -381,6 +381,22 @@ fn blown_up(ex: &[f32], hy: &[f32], step: u64, nx: usize) -> Result<()> {
 }
 
 impl Summary {
+    /// When the run left the reference: the step, or the two steps it lies between.
+    fn divergence_line(&self) -> String {
+        match (
+            self.first_divergence_step,
+            self.diverged_by_step,
+            self.identical_at_step,
+        ) {
+            (Some(step), _, _) => format!("{:<12}at step {step} (compared at every round)\n", "diverged"),
+            (None, Some(by), Some(at)) => format!(
+                "{:<12}after step {at} and by step {by} (--check-every narrows it)\n",
+                "diverged"
+            ),
+            _ => String::new(),
+        }
+    }
+
     pub fn to_text(&self) -> String {
         let split = self
             .split
@@ -464,22 +480,7 @@ impl Summary {
             ),
         ];
         let mut out: String = rows.iter().map(|(k, v)| format!("{k:<12}{v}\n")).collect();
-        match (
-            self.first_divergence_step,
-            self.diverged_by_step,
-            self.identical_at_step,
-        ) {
-            (Some(step), _, _) => {
-                out += &format!("{:<12}at step {step} (compared at every round)\n", "diverged")
-            }
-            (None, Some(by), Some(at)) => {
-                out += &format!(
-                    "{:<12}after step {at} and by step {by} (--check-every narrows it)\n",
-                    "diverged"
-                )
-            }
-            _ => {}
-        }
+        out += &self.divergence_line();
         for t in &self.topology {
             out += &format!("{:<12}{t}\n", "gpu");
         }

@@ -186,22 +186,10 @@ fn parse_stop(s: StopFile, i: usize, at: &At, dir: Option<&Path>) -> Result<Stop
         v => v.as_ref().map(|v| *v.get_ref()),
     };
     // A paced stop must reach its goal in reasonable time: refused with the time it takes.
-    if let (Some(sp), Some(v)) = (speed, &s.speed) {
-        let secs = goal.limit() as f64 / sp;
-        if secs > MAX_PACED_SECONDS {
-            return Err(at(
-                Some(v.span()),
-                field("speed"),
-                format!(
-                    "{sp} steps a second to {} (by step {}) would take up to {}; a stop may take \
-                     at most {} s: raise the speed, leave it out (as fast as possible) or give a lower limit",
-                    goal.describe(),
-                    goal.limit(),
-                    duration(secs),
-                    MAX_PACED_SECONDS
-                ),
-            ));
-        }
+    if let (Some(sp), Some(v)) = (speed, &s.speed)
+        && let Some(why) = too_slow(sp, goal)
+    {
+        return Err(at(Some(v.span()), field("speed"), why));
     }
     let show = match &s.show {
         Some(p) => Some(PANELS.iter().copied().find(|n| n == p.get_ref()).ok_or_else(|| {
@@ -239,6 +227,21 @@ fn parse_stop(s: StopFile, i: usize, at: &At, dir: Option<&Path>) -> Result<Stop
 
 /// The longest a stop may take to reach its goal at its speed, in seconds.
 pub const MAX_PACED_SECONDS: f64 = 120.0;
+
+/// Why a stop at `sp` steps a second would take too long to reach `goal`, if it would.
+fn too_slow(sp: f64, goal: Goal) -> Option<String> {
+    let secs = goal.limit() as f64 / sp;
+    (secs > MAX_PACED_SECONDS).then(|| {
+        format!(
+            "{sp} steps a second to {} (by step {}) would take up to {}; a stop may take at most {} s: \
+             raise the speed, leave it out (as fast as possible) or give a lower limit",
+            goal.describe(),
+            goal.limit(),
+            duration(secs),
+            MAX_PACED_SECONDS
+        )
+    })
+}
 
 /// `secs` in words: seconds, minutes or hours.
 fn duration(secs: f64) -> String {

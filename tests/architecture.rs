@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 /// itself).
 const LAYERS: &[&str] = &[
     "error",
+    "out",
     "memory",
     "stats",
     "npy",

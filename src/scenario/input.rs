@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::ScenarioError;
+use super::model::ScenarioError;
 
 /// The largest input file: every real one is a few KiB.
 pub const MAX_INPUT_BYTES: u64 = 16 << 20;
@@ -43,7 +43,7 @@ pub fn read_text(path: &Path, what: &str, hint: &str) -> Result<String, Scenario
         // The prefix before the bad byte is valid UTF-8.
         let before = std::str::from_utf8(&bytes[..valid]).unwrap_or_default();
         refuse(
-            Some(super::line_col(before, valid)),
+            Some(super::raw::line_col(before, valid)),
             format!("cannot read {what}: not UTF-8 text (byte 0x{:02x})", bytes[valid]),
         )
     })

@@ -37,7 +37,7 @@ pub fn load(spec: Option<&str>) -> Result<Scenario, ScenarioError> {
 pub fn load_file(path: &Path) -> Result<Scenario, ScenarioError> {
     let origin = path.display().to_string();
     let names: Vec<_> = BUILTIN.iter().map(|(n, _)| *n).collect();
-    let text = super::read_text(
+    let text = super::input::read_text(
         path,
         "scenario file",
         &format!(" (built-in scenarios: {})", names.join(", ")),
@@ -327,11 +327,11 @@ pub(super) fn device_split(
                 format!("{} devices: at least one is needed", c.get_ref()),
             ));
         }
-        Some(c) if *c.get_ref() as u64 > super::MAX_DEVICES as u64 => {
+        Some(c) if *c.get_ref() as u64 > MAX_DEVICES as u64 => {
             return Err(cx.at(
                 c,
                 "devices.count",
-                format!("{} devices: at most {}", c.get_ref(), super::MAX_DEVICES),
+                format!("{} devices: at most {}", c.get_ref(), MAX_DEVICES),
             ));
         }
         Some(c) if *c.get_ref() as u64 > cells as u64 => {
@@ -364,11 +364,11 @@ pub(super) fn device_split(
                         "an empty split: at least one device is needed",
                     ));
                 }
-                if v.len() > super::MAX_DEVICES {
+                if v.len() > MAX_DEVICES {
                     return Err(cx.at(
                         sp,
                         "devices.split",
-                        format!("{} devices: at most {}", v.len(), super::MAX_DEVICES),
+                        format!("{} devices: at most {}", v.len(), MAX_DEVICES),
                     ));
                 }
                 if let Some((i, c)) = v.iter().enumerate().find(|(_, c)| **c < 1) {

@@ -65,7 +65,7 @@ pub const MAX_CALLS: usize = 1_000_000;
 /// The most statements one host thread runs to make its step (each loop iteration is one).
 pub const MAX_STATEMENTS_PER_STEP: usize = 1 << 16;
 /// The most statements all threads together run: the instance takes well under a second.
-pub const MAX_STATEMENTS: usize = 1 << 24;
+pub const MAX_STATEMENTS: usize = 1 << 23;
 
 /// The program `src` on devices owning `ranges`, named `name`.
 pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<Program, InstanceError> {
@@ -343,6 +343,26 @@ impl Instance<'_> {
         self.fail(span, format!("{past}: a step may not be that long"))
     }
 
+    /// `for (v = from; v < to; v++) body`, each iteration counted.
+    fn for_loop(
+        &mut self,
+        v: &str,
+        (from, to): (&Expr, &Expr),
+        body: &[Stmt],
+        span: &Range<usize>,
+        ops: &mut Vec<Op>,
+    ) -> Result<(), InstanceError> {
+        let (from, to) = (self.eval(from)?, self.eval(to)?);
+        for t in from..to {
+            self.tick(span, false)?;
+            self.loops.push((v.to_string(), t));
+            let r = self.run(body, ops);
+            self.loops.pop();
+            r?;
+        }
+        Ok(())
+    }
+
     fn one(&mut self, s: &Stmt, ops: &mut Vec<Op>) -> Result<(), InstanceError> {
         let span = &s.span;
         let call = !matches!(
@@ -358,16 +378,7 @@ impl Instance<'_> {
                     self.run(otherwise, ops)?;
                 }
             }
-            StmtKind::For(v, from, to, body) => {
-                let (from, to) = (self.eval(from)?, self.eval(to)?);
-                for t in from..to {
-                    self.tick(span, false)?;
-                    self.loops.push((v.clone(), t));
-                    let r = self.run(body, ops);
-                    self.loops.pop();
-                    r?;
-                }
-            }
+            StmtKind::For(v, from, to, body) => self.for_loop(v, (from, to), body, span, ops)?,
             StmtKind::Graph(stream, body) => {
                 let mut nodes = Vec::new();
                 self.run(body, &mut nodes)?;
