@@ -220,13 +220,7 @@ pub struct TourArgs {
     pub format: Format,
 
     /// Terminal size for --screen, as COLUMNSxROWS.
-    #[arg(
-        long,
-        value_name = "WxH",
-        default_value = "160x48",
-        requires = "screen",
-        conflicts_with = "headless"
-    )]
+    #[arg(long, value_name = "WxH", default_value = "160x48", requires = "screen")]
     pub size: String,
 }
 

@@ -223,11 +223,29 @@ pub(super) fn proxy(
     let _ = link.send(&WireCmd::Quit, &[]);
 }
 
+/// Whether a reduction rank 0 asks for is one this rank can make: columns' edges in
+/// order, and a reference (when sent) of the whole grid, `grid` floats of each field.
+fn reduce_valid(
+    line: &Option<Vec<usize>>,
+    rows: &[usize],
+    cols: &[usize],
+    ex: Option<usize>,
+    payload: usize,
+    grid: (usize, usize),
+) -> bool {
+    let sorted = |e: &[usize]| e.windows(2).all(|w| w[0] <= w[1]);
+    line.as_deref().is_none_or(sorted)
+        && sorted(rows)
+        && sorted(cols)
+        && ex.is_none_or(|ex| ex == grid.0 && payload == 4 * (grid.0 + grid.1))
+}
+
 /// A rank other than 0 (device `me`): serves rank 0's commands with `ask` (its one local
 /// device thread) until rank 0 hangs up; `build` makes the program a mode switch names;
-/// `now_us` reads the rank's host clock.
+/// `now_us` reads the rank's host clock; `grid` is how many floats of each field the
+/// whole grid holds (what a reference rank 0 sends must have).
 pub(super) fn serve(
-    me: usize,
+    (me, grid): (usize, (usize, usize)),
     now_us: &dyn Fn() -> f64,
     ask: &mut dyn FnMut(Cmd) -> Result<Reply>,
     link: &mut Link,
@@ -252,6 +270,17 @@ pub(super) fn serve(
                 }
             },
             WireCmd::Reduce { line, rows, cols, ex } => {
+                if !reduce_valid(&line, &rows, &cols, ex, payload.len(), grid) {
+                    let message = format!("rank {me}: rank 0 asked for a reduction this grid cannot make");
+                    link.send(
+                        &WireReply::Failed {
+                            usage: false,
+                            message: message.clone(),
+                        },
+                        &[],
+                    )?;
+                    return Err(anyhow!(message));
+                }
                 let edges = match line {
                     Some(e) => Edges::Line(e),
                     None => Edges::Plane { rows, cols },
@@ -366,7 +395,7 @@ mod tests {
             let build = |name: &str| -> Result<Program> { Err(anyhow!("no mode {name} here")) };
             // The rank's clock reads 0 when it replies: its records, timed before, are
             // negative there and land just before rank 0's reading on rank 0's clock.
-            serve(1, &|| 0.0, &mut ask, &mut link, &build)
+            serve((1, (3, 3)), &|| 0.0, &mut ask, &mut link, &build)
         });
         let epoch = std::time::Instant::now();
         std::thread::sleep(Duration::from_millis(1));
@@ -431,5 +460,16 @@ mod tests {
         drop(tx);
         p.join().unwrap();
         server.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn a_reduction_out_of_order_or_with_a_short_reference_is_refused() {
+        let g = (6, 12);
+        assert!(reduce_valid(&Some(vec![0, 2, 6]), &[], &[], Some(6), 4 * 18, g));
+        assert!(reduce_valid(&None, &[0, 1], &[0, 3], None, 0, g));
+        assert!(!reduce_valid(&Some(vec![0, 6, 2]), &[], &[], None, 0, g));
+        assert!(!reduce_valid(&None, &[1, 0], &[], None, 0, g));
+        assert!(!reduce_valid(&Some(vec![0, 6]), &[], &[], Some(5), 4 * 18, g));
+        assert!(!reduce_valid(&Some(vec![0, 6]), &[], &[], Some(6), 4 * 17, g));
     }
 }

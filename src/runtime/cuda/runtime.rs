@@ -228,8 +228,9 @@ impl CudaRuntime {
         let timeout = crate::world::process().nccl_timeout;
         let mut rt = CudaRuntime::start(s, program, &vec![gpu; n], place, timeout)?;
         let (me, shared) = (world.rank, rt.shared.clone());
+        let grid = (s.total_cells(), s.total_cells() * (1 + usize::from(s.two_d())));
         super::remote::serve(
-            me,
+            (me, grid),
             &|| shared.host_us(),
             &mut |cmd| rt.ask(0, cmd),
             &mut link,

@@ -15,6 +15,15 @@ impl Parser {
         if self.expr_depth == 0 {
             self.expr_nodes = 0;
         }
+        self.inside(|p| p.binary(level))
+    }
+
+    /// `read` one level deeper in the current expression: parentheses and unary operators
+    /// nest at most [`MAX_NESTING`] deep.
+    fn inside(
+        &mut self,
+        read: impl FnOnce(&mut Parser) -> Result<Expr, SyntaxError>,
+    ) -> Result<Expr, SyntaxError> {
         if self.expr_depth >= MAX_NESTING {
             return err(
                 self.span(),
@@ -22,7 +31,7 @@ impl Parser {
             );
         }
         self.expr_depth += 1;
-        let e = self.binary(level);
+        let e = read(self);
         self.expr_depth -= 1;
         e
     }
@@ -73,16 +82,7 @@ impl Parser {
         self.node()?;
         if self.is_sym("!") || self.is_sym("-") || self.is_sym("(") {
             // Each of these reads another expression inside this one.
-            if self.expr_depth >= MAX_NESTING {
-                return err(
-                    self.span(),
-                    format!("parentheses and unary operators nested more than {MAX_NESTING} deep"),
-                );
-            }
-            self.expr_depth += 1;
-            let e = self.nested();
-            self.expr_depth -= 1;
-            return e;
+            return self.inside(Parser::nested);
         }
         self.primary()
     }
