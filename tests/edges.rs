@@ -142,6 +142,12 @@ fn integer_overflow_is_a_refusal_at_the_operator() {
         assert!(e.starts_with(&format!("bad.halo:4:{col}:")), "{expr}: {e}");
         assert!(e.contains("overflows"), "{expr}: {e}");
     }
+    // A copy whose end passes i64::MAX (found by tests/edges_fuzz.rs: a debug build
+    // panicked adding its count) is outside every device.
+    let e = refused_step(
+        "if (d > 0) cudaMemcpyPeerAsync(hy + lo, d, hy + lo, d - 1, 9223372036854775807, compute);",
+    );
+    assert!(e.contains("outside what dev"), "{e}");
 }
 
 #[test]
@@ -274,7 +280,7 @@ fn device_counts_are_bounded_before_anything_grows_with_them() {
     for (toml, want) in [
         (
             "[grid]\ncells = 2000\ncourant = 0.5\n[devices]\ncount = 1073741824\n",
-            "at most 4096",
+            "more devices than cells",
         ),
         (
             "[grid]\ncells = 134217728\ncourant = 0.5\n[devices]\ncount = 134217728\n",
@@ -282,7 +288,7 @@ fn device_counts_are_bounded_before_anything_grows_with_them() {
         ),
         (
             "[grid]\ncells = 2000\ncourant = 0.5\n[devices]\ncount = 1000000000000\n",
-            "at most 4096",
+            "more devices than cells",
         ),
     ] {
         let p = dir.path().join("s.toml");
@@ -299,6 +305,9 @@ fn device_counts_are_bounded_before_anything_grows_with_them() {
     let (code, _, err) = common::haloscope(&["--headless", "-s", "race", "--devices", "100000"]);
     assert_eq!(code, 2);
     assert!(err.contains("--devices: 100000 devices: at most 4096"), "{err}");
+    let (code, _, err) = common::haloscope(&["--headless", "--devices", "5000"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("5000 devices but only 2000 cells"), "{err}");
 }
 
 #[test]

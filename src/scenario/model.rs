@@ -237,15 +237,15 @@ impl Scenario {
         if devices == 0 {
             return Err(err("0 devices: at least one is needed".into()));
         }
-        if devices > MAX_DEVICES {
-            return Err(err(format!("{devices} devices: at most {MAX_DEVICES}")));
-        }
         if devices > self.cells {
             let unit = self.units().0;
             return Err(err(format!(
                 "{devices} devices but only {} {unit}: more devices than {unit}",
                 self.cells
             )));
+        }
+        if devices > MAX_DEVICES {
+            return Err(err(format!("{devices} devices: at most {MAX_DEVICES}")));
         }
         self.split = even_split(self.cells, devices);
         check_split(&self).map_err(err)?;

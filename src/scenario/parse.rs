@@ -327,13 +327,6 @@ pub(super) fn device_split(
                 format!("{} devices: at least one is needed", c.get_ref()),
             ));
         }
-        Some(c) if *c.get_ref() as u64 > MAX_DEVICES as u64 => {
-            return Err(cx.at(
-                c,
-                "devices.count",
-                format!("{} devices: at most {}", c.get_ref(), MAX_DEVICES),
-            ));
-        }
         Some(c) if *c.get_ref() as u64 > cells as u64 => {
             return Err(cx.at(
                 c,
@@ -342,6 +335,13 @@ pub(super) fn device_split(
                     "{} devices but only {cells} {unit}: more devices than {unit}",
                     c.get_ref()
                 ),
+            ));
+        }
+        Some(c) if *c.get_ref() as u64 > MAX_DEVICES as u64 => {
+            return Err(cx.at(
+                c,
+                "devices.count",
+                format!("{} devices: at most {}", c.get_ref(), MAX_DEVICES),
             ));
         }
         Some(c) => Some(*c.get_ref() as usize),

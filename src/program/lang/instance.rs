@@ -674,8 +674,10 @@ impl Instance<'_> {
         if to == from {
             return self.fail(span, format!("a peer copy from dev{from} to itself"));
         }
-        let cells = self.held(from, a, a + count, span, "the copy's source")?;
-        self.held(to, a, a + count, span, "the copy's destination")?;
+        // Past i64::MAX the range is outside every device anyway: refused as such.
+        let end = a.saturating_add(count);
+        let cells = self.held(from, a, end, span, "the copy's source")?;
+        self.held(to, a, end, span, "the copy's destination")?;
         Ok(Op::PeerCopy {
             field: if dst.field == "ex" { Field::Ex } else { Field::Hy },
             src: from as usize,

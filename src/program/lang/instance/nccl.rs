@@ -89,7 +89,7 @@ impl Instance<'_> {
                 format!("{call} with rank {peer}, its own: a halo comes from a neighbour"),
             );
         }
-        let cells = self.held(self.dev as i64, at, at + count, span, call)?;
+        let cells = self.held(self.dev as i64, at, at.saturating_add(count), span, call)?;
         Ok(Op::Nccl {
             dir: if send { P2p::Send } else { P2p::Recv },
             field: if buf.field == "ex" { Field::Ex } else { Field::Hy },
