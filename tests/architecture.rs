@@ -622,3 +622,21 @@ fn the_checker_sees_what_it_must() {
     let got: Vec<String> = imports(&m).into_iter().map(|p| p.join("::")).collect();
     assert_eq!(got, ["runtime::sim::SimRuntime", "runtime::x::Y"]);
 }
+
+/// The README's numbered list of the rules is `program::rules::RULES`, every one of them:
+/// lessons and messages cite them by number.
+#[test]
+fn the_readme_lists_every_rule_by_its_number() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let flat = |t: &str| {
+        t.replace('`', "")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let readme = flat(&readme);
+    for (i, rule) in haloscope::program::rules::RULES.iter().enumerate() {
+        let want = format!("{}. {}", i + 1, flat(rule));
+        assert!(readme.contains(&want), "README lacks rule {}: {want}", i + 1);
+    }
+}

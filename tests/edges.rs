@@ -468,3 +468,22 @@ fn a_blown_up_racy_run_is_blamed_on_its_races_first() {
     assert!(!b.contains("unstable material"), "{b}");
     assert_eq!(blame_races(&m, 0, "--mode events"), m);
 }
+
+#[test]
+fn a_bad_keymap_is_reported_off_screen_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = dir.path().join("keys.toml");
+    std::fs::write(&k, "quit = [\"q\"\n").unwrap();
+    let out = bin()
+        .args(["--paused", "--screen", "n", "--size", "80x24", "--keymap"])
+        .arg(&k)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.starts_with("warning: ") && err.contains("keys.toml:"),
+        "{err}"
+    );
+    assert!(err.contains("using the default keys"), "{err}");
+}

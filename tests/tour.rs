@@ -189,3 +189,14 @@ fn haloscope_tour_plays_stops_lists_and_refuses_a_bad_file() {
         "{err}"
     );
 }
+
+#[test]
+fn a_stop_reached_shows_no_stale_rate() {
+    // The frame that says the goal is reached is the last until a key: paused, it shows
+    // no steps per second (it showed the run's last rate for as long as the stop lasted).
+    let s = haloscope::scenario::load(Some("pulse")).unwrap();
+    let f = run_to(&s, haloscope::program::Mode::Events, Goal::Step(400), None);
+    assert!(matches!(f.goal, Some(GoalState::Reached(..))), "{:?}", f.goal);
+    assert!(!f.running);
+    assert_eq!(f.steps_per_s, 0.0);
+}

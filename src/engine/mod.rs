@@ -674,7 +674,10 @@ impl Core {
         if step > st {
             self.step_us = (h - clock) / (step - st) as f64;
             self.steps_per_s = (step - st) as f64 / t.elapsed().as_secs_f64().max(1e-9);
-        } else if !self.running {
+        }
+        // Paused (a goal reached, a step taken): no rate, not the last one's, which no later
+        // frame would replace.
+        if !self.running {
             self.steps_per_s = 0.0;
         }
         self.rate_mark = (Instant::now(), step, h);

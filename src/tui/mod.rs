@@ -29,11 +29,41 @@ use crate::plan::{Plan, UiPlan};
 use app::{App, SPEEDS};
 use keymap::KeyMap;
 
+/// Held while a frame is drawn, and by a panic while it restores the terminal: no frame
+/// is drawn (the cursor hidden again) after the restore.
+static DRAWING: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+
+/// Draws `app` unless a panic has restored the terminal (then the process is ending).
+fn draw(terminal: &mut ratatui::DefaultTerminal, app: &App) -> Result<()> {
+    let restored = DRAWING.lock().unwrap_or_else(|p| p.into_inner());
+    if !*restored {
+        terminal
+            .draw(|f| f.render_widget(app, f.area()))
+            .context("drawing")?;
+    }
+    Ok(())
+}
+
 /// Restores the terminal, prints the panic, and ends the process: a panic in any thread
-/// (UI, engine or device) must not leave the UI drawing into a restored terminal.
+/// (UI, engine or device) must not leave the UI drawing into a restored terminal. A frame
+/// being drawn is waited for (briefly: the panicking thread may be the one drawing).
 fn install_panic_hook() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        let deadline = std::time::Instant::now() + Duration::from_millis(500);
+        let mut held = loop {
+            match DRAWING.try_lock() {
+                Ok(g) => break Some(g),
+                Err(std::sync::TryLockError::Poisoned(p)) => break Some(p.into_inner()),
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(_) => break None,
+            }
+        };
+        if let Some(g) = held.as_mut() {
+            **g = true;
+        }
         restore_terminal();
         previous(info);
         std::process::exit(101);
@@ -298,6 +328,10 @@ pub fn screen(
     install_screen_panic_hook();
     let area = parse_size(size)?;
     let (keymap, notice) = KeyMap::load(ui.keymap.as_deref());
+    // Off-screen no status bar is watched: a bad keymap is said on stderr too.
+    if let Some(n) = &notice {
+        eprintln!("warning: {n}");
+    }
     let mut app = App::new(plan.mode, keymap, notice);
     let mut engine = match tour {
         Some(t) => {
@@ -568,7 +602,7 @@ pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<
                             engine.send(Control::Columns(p.0));
                             engine.send(Control::Rows(p.1));
                         }
-                        terminal.draw(|f| f.render_widget(&app, f.area())).context("drawing")?;
+                        draw(&mut terminal, &app)?;
                     }
                 }
             }
