@@ -82,6 +82,7 @@ Examples:
   haloscope exercise 7                        fix a broken program; judged at every save
   haloscope bench --runtime sim               throughput table, sim runtime vs a plain loop
   haloscope bench --tui                       what the UI costs, and one frame's render time
+  haloscope bench --contention                the sim alone and beside two busy processes
   haloscope --runtime cuda --gpus 0,1         the UI on two real GPUs
   haloscope --headless --runtime cuda --gpus 0,0,1,1
                                               real GPUs, two logical devices per GPU
@@ -95,8 +96,9 @@ Examples:
 In the UI: space pause/resume, n one step, . one API call, m/M mode, +/- speed, r reset,
 tab/z focus/zoom a panel, 1-9 focus a device, l lesson, h hazards, t tour, ? help, q quit.
 
-Built-in scenarios: pulse (default), fresnel, cavity, uneven, race. A scenario file is TOML;
-see the README for every field. Keys can be rebound in ~/.config/haloscope/keymap.toml.";
+Built-in scenarios: pulse (default), fresnel, cavity, uneven, race; in 2D radiate, lens, box.
+A scenario file is TOML; see the README for every field. Keys can be rebound in
+~/.config/haloscope/keymap.toml.";
 
 /// Watch a 1D or 2D FDTD simulation split across devices, and learn how the halo exchange
 /// between them must be ordered.

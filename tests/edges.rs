@@ -487,3 +487,21 @@ fn a_bad_keymap_is_reported_off_screen_too() {
     );
     assert!(err.contains("using the default keys"), "{err}");
 }
+
+#[test]
+fn help_and_the_readme_name_every_built_in_scenario() {
+    let help = bin().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let row = readme
+        .lines()
+        .find(|l| l.starts_with("| `--scenario NAME"))
+        .unwrap();
+    for (name, _) in haloscope::scenario::BUILTIN {
+        assert!(help.contains(&format!(" {name}")), "--help lacks {name}");
+        assert!(
+            row.contains(&format!("`{name}`")),
+            "the README's --scenario row lacks {name}: {row}"
+        );
+    }
+}
