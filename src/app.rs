@@ -281,11 +281,9 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
     let name = file
         .as_ref()
         .map_or(c.mode.name().to_string(), |f| f.name.clone());
-    if let Some(why) = crate::hazard::beyond_limits(&program) {
-        return Err(crate::error::UsageError(format!("check: {why}")).into());
-    }
     let Some(findings) = crate::hazard::check_scenario(&s, &program) else {
-        unreachable!("a program within the checker's limits is checked")
+        let why = crate::hazard::beyond_limits(&program).unwrap_or_default();
+        return Err(crate::error::UsageError(format!("check: {why}")).into());
     };
     if c.json {
         let report = serde_json::json!({

@@ -56,7 +56,7 @@ pub struct Summary {
     pub copy_us_median: Vec<Option<f64>>,
     /// Hazards the checker finds in the program (`haloscope check` lists them): races
     /// the timing may not have shown. `None`: not checked (more than
-    /// the checker's limits, `hazard::LIMITS`).
+    /// the checker's limits, `hazard::limits`).
     pub hazards: Option<usize>,
     /// Cuda: each logical device's GPU and how it reaches its neighbours.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -285,10 +285,7 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
     }
     rt.will_stop_at(s.steps);
     let mut reference = Reference::new(&s, &h)?;
-    let check_args = match &plan.file {
-        Some(f) => format!("--program {}", f.path.display()),
-        None => format!("--mode {}", plan.mode.name()),
-    };
+    let check_args = crate::program::check_args(plan.mode, plan.file.as_deref());
     // A blown-up run of a racy program is blamed on its races before the physics.
     let blame = |e: anyhow::Error| {
         let message = format!("{e:#}");
@@ -470,7 +467,7 @@ impl Summary {
             (
                 "hazards",
                 match self.hazards {
-                    None => format!("not checked ({})", crate::hazard::LIMITS),
+                    None => format!("not checked ({})", crate::hazard::limits()),
                     Some(0) => "0 (the program orders every access)".to_string(),
                     Some(n) => format!(
                         "{n} (races whether or not they showed: haloscope check {} lists them)",

@@ -134,6 +134,11 @@ fn proof(secret: &[u8], role: &str, nc: &[u8], ns: &[u8], rank: usize, size: usi
     )
 }
 
+/// The other side's nonce, sent in hex: 32 bytes.
+fn nonce_of(text: &str) -> Option<Vec<u8>> {
+    unhex(text).filter(|n| n.len() == 32)
+}
+
 fn session_key(secret: &[u8], nc: &[u8], ns: &[u8]) -> [u8; 32] {
     mac(secret, &[PROTOCOL.as_bytes(), b"session", nc, ns])
         .finalize()
@@ -155,6 +160,17 @@ impl Link {
             writer: BufWriter::new(s),
             session: None,
         })
+    }
+
+    /// From here on every frame carries a MAC under the session key of `secret` and both
+    /// nonces; `me` is this side's role (0: rank 0, 1: another rank).
+    fn start_session(&mut self, secret: &[u8], nc: &[u8], ns: &[u8], me: u8) {
+        self.session = Some(Session {
+            key: session_key(secret, nc, ns),
+            me,
+            sent: 0,
+            received: 0,
+        });
     }
 
     fn stream(&self) -> &TcpStream {
@@ -418,9 +434,7 @@ fn handshake_lead(s: TcpStream, world: &World, secret: Option<&[u8]>, t: Duratio
     s.set_write_timeout(Some(t))?;
     let mut link = Link::new(s)?;
     let (hello, _): (Hello, _) = link.recv_at_most(MAX_HELLO)?;
-    let nc = unhex(&hello.nonce)
-        .filter(|n| n.len() == 32)
-        .ok_or_else(|| anyhow!("a bad nonce"))?;
+    let nc = nonce_of(&hello.nonce).ok_or_else(|| anyhow!("a bad nonce"))?;
     if hello.protocol != PROTOCOL {
         bail!("protocol `{}`, not `{PROTOCOL}`", hello.protocol);
     }
@@ -452,12 +466,7 @@ fn handshake_lead(s: TcpStream, world: &World, secret: Option<&[u8]>, t: Duratio
         proof(k, "rank", &nc, &ns, hello.rank, hello.size)
             .verify_slice(&theirs)
             .map_err(|_| anyhow!("a wrong proof of the token"))?;
-        link.session = Some(Session {
-            key: session_key(k, &nc, &ns),
-            me: 0,
-            sent: 0,
-            received: 0,
-        });
+        link.start_session(k, &nc, &ns, 0);
     }
     Ok((hello.rank, link))
 }
@@ -641,9 +650,7 @@ fn handshake_join(
                 None if format!("{e:#}").contains("closed the connection") => Retry(e),
                 None => stranger(&format!("{e:#}")),
             })?;
-    let ns = unhex(&c.nonce)
-        .filter(|n| n.len() == 32)
-        .ok_or_else(|| stranger("a bad nonce"))?;
+    let ns = nonce_of(&c.nonce).ok_or_else(|| stranger("a bad nonce"))?;
     let mine = match (secret, &c.proof) {
         (Some(k), Some(theirs)) => {
             let theirs = unhex(theirs).ok_or_else(|| stranger("a bad proof"))?;
@@ -667,12 +674,7 @@ fn handshake_join(
     };
     link.send(&Proof { proof: mine }, &[]).map_err(Fatal)?;
     if let Some(k) = secret {
-        link.session = Some(Session {
-            key: session_key(k, &nc, &ns),
-            me: 1,
-            sent: 0,
-            received: 0,
-        });
+        link.start_session(k, &nc, &ns, 1);
     }
     let (verdict, id): (Verdict, _) = link.recv().map_err(Fatal)?;
     if let Verdict::Refused(why) = verdict {

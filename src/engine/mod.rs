@@ -557,10 +557,7 @@ impl Core {
             Ok(op) => self.error = Some(op),
             Err(e) => {
                 let n = self.hazards().map_or(0, |h| h.len());
-                let check = match &self.file {
-                    Some(f) => format!("--program {}", f.path.display()),
-                    None => format!("--mode {}", self.mode.name()),
-                };
+                let check = crate::program::check_args(self.mode, self.file.as_deref());
                 self.failure = Some(crate::decomp::blame_races(&format!("{e:#}"), n, &check));
             }
         }

@@ -87,7 +87,15 @@ pub fn check(program: &Program, states: &[DeviceState]) -> Vec<Finding> {
 
 /// The program's happens-before graph (closed, unless it deadlocks) and its findings.
 pub(super) fn analyse(program: &Program, states: &[DeviceState]) -> (Graph, Vec<Finding>) {
-    let mut g = Graph::unroll(program);
+    analyse_unrolled(program, states, Graph::unroll(program))
+}
+
+/// [`analyse`] on `g`, the program already unrolled.
+pub(super) fn analyse_unrolled(
+    program: &Program,
+    states: &[DeviceState],
+    mut g: Graph,
+) -> (Graph, Vec<Finding>) {
     let mut findings = invalid_calls(program, &g);
     findings.extend(bind_waits(program, &mut g));
     // NCCL may make any send wait for its receive (it buffers only small ones): a program

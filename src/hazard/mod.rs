@@ -26,33 +26,49 @@ pub const MAX_DEVICES: usize = 32;
 pub const MAX_NODES: usize = 20_000;
 
 /// What the checker cannot take, in a sentence: both of its limits.
-pub const LIMITS: &str = "the checker takes at most 32 devices and 20,000 unrolled calls \
-     (its memory grows with the square of the calls)";
+pub fn limits() -> String {
+    format!(
+        "the checker takes at most {MAX_DEVICES} devices and {MAX_NODES} unrolled calls (its memory \
+         grows with the square of the calls)"
+    )
+}
 
-/// Why `program` is past the checker's limits, or `None` when it can be checked.
-pub fn beyond_limits(program: &Program) -> Option<String> {
+/// `program` unrolled for the checker, or why it is past the checker's limits (before
+/// anything that grows with their square is allocated).
+fn unrolled(program: &Program) -> Result<graph::Graph, String> {
     if program.devices() > MAX_DEVICES {
-        return Some(format!(
+        return Err(format!(
             "{} devices: the checker takes at most {MAX_DEVICES} (its memory grows with the square of the calls)",
             program.devices()
         ));
     }
-    let nodes = graph::Graph::unroll(program).nodes();
-    (nodes > MAX_NODES).then(|| {
-        format!(
-            "{nodes} calls and their work unrolled over {ROUNDS} rounds: the checker takes at most \
-             {MAX_NODES} (its memory grows with their square)"
-        )
-    })
+    let g = graph::Graph::unroll(program);
+    if g.nodes() > MAX_NODES {
+        return Err(format!(
+            "{} calls and their work unrolled over {ROUNDS} rounds: the checker takes at most \
+             {MAX_NODES} (its memory grows with their square)",
+            g.nodes()
+        ));
+    }
+    Ok(g)
+}
+
+/// Why `program` is past the checker's limits, or `None` when it can be checked.
+pub fn beyond_limits(program: &Program) -> Option<String> {
+    unrolled(program).err()
+}
+
+/// [`check`] where `program` is within the checker's limits; `None` past them
+/// ([`beyond_limits`] says which).
+pub fn check_within_limits(program: &Program, states: &[DeviceState]) -> Option<Vec<Finding>> {
+    let g = unrolled(program).ok()?;
+    Some(check::analyse_unrolled(program, states, g).1)
 }
 
 /// The findings of `program` on the decomposition of `s` (no field memory is allocated);
 /// `None` past the checker's limits ([`beyond_limits`] says which).
 pub fn check_scenario(s: &Scenario, program: &Program) -> Option<Vec<Finding>> {
-    if beyond_limits(program).is_some() {
-        return None;
-    }
-    Some(check(program, &DeviceState::shapes(s)))
+    check_within_limits(program, &DeviceState::shapes(s))
 }
 
 /// Whether `program` orders step call `a` before step call `b` through step call `via`

@@ -23,6 +23,14 @@ pub fn build(
     }
 }
 
+/// How `haloscope check` names a run's program: `--program FILE`, or `--mode M`.
+pub fn check_args(mode: Mode, file: Option<&ProgramFile>) -> String {
+    match file {
+        Some(f) => format!("--program {}", f.path.display()),
+        None => format!("--mode {}", mode.name()),
+    }
+}
+
 /// [`build`] for the devices of `s`, written for its grid (rows in 2D).
 pub fn build_for(
     mode: Mode,

@@ -9,6 +9,6 @@ mod ops;
 pub(crate) mod oracle;
 pub mod rules;
 
-pub use file::{ProgramFile, Watch, build, build_for};
+pub use file::{ProgramFile, Watch, build, build_for, check_args};
 pub use modes::Mode;
 pub use ops::*;

@@ -282,8 +282,8 @@ fn reach_stop(app: &mut App, engine: &Engine) {
             .and_then(|f| f.goal)
             .is_some_and(|g| !matches!(g, crate::engine::GoalState::Running(_)))
     };
-    let t0 = std::time::Instant::now();
-    while !done(app) && t0.elapsed() < stop_timeout() {
+    let (t0, timeout) = (std::time::Instant::now(), stop_timeout());
+    while !done(app) && t0.elapsed() < timeout {
         if engine.ping.recv_timeout(Duration::from_millis(100)).is_ok()
             && let Some(f) = engine.take_frame()
         {
@@ -294,6 +294,17 @@ fn reach_stop(app: &mut App, engine: &Engine) {
         engine.send(Control::SetSpeed(SPEEDS[app.speed]));
         settle(app, engine, false);
     }
+}
+
+/// Off-screen, the engine of the tour's current stop once it has reached its goal (or its
+/// time ran out); `None` when no tour moved.
+fn stop_off_screen(app: &mut App, plan: &Plan, screen: Rect) -> Result<Option<Engine>> {
+    let Some(e) = tour_engine(app, plan, screen, false)? else {
+        return Ok(None);
+    };
+    settle(app, &e, true);
+    reach_stop(app, &e);
+    Ok(Some(e))
 }
 
 /// Why the screen of a tour cannot be printed: its stop's goal was not reached (a busy
@@ -336,10 +347,7 @@ pub fn screen(
     let mut engine = match tour {
         Some(t) => {
             app.start_tour(t);
-            let e = tour_engine(&mut app, plan, area, false)?.expect("a tour's first stop");
-            settle(&mut app, &e, true);
-            reach_stop(&mut app, &e);
-            e
+            stop_off_screen(&mut app, plan, area)?.expect("a tour's first stop")
         }
         None => {
             let cfg = engine_config(plan, ui, &app, app.plot_size(area));
@@ -362,10 +370,8 @@ pub fn screen(
                     open_for_edit(&mut app, &engine);
                     settle(&mut app, &engine, true);
                 }
-                if let Some(e) = tour_engine(&mut app, plan, area, false)? {
+                if let Some(e) = stop_off_screen(&mut app, plan, area)? {
                     engine = e;
-                    settle(&mut app, &engine, true);
-                    reach_stop(&mut app, &engine);
                     continue;
                 }
                 let (columns, rows) = app.plot_size(area);

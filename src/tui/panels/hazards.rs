@@ -29,7 +29,7 @@ pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
     if frame.hazards.is_none() {
         lines.push(Line::from(format!(
             "Not checked: {} (haloscope check names the limit; try fewer devices).",
-            crate::hazard::LIMITS
+            crate::hazard::limits()
         )));
     } else if n == 0 {
         lines.push(Line::from(
