@@ -6,28 +6,22 @@ use std::ops::Range;
 
 pub use crate::fused::Part;
 
-/// Which field an operation touches.
+/// The two exchanged fields: what programs copy, the checker tracks and a device holds.
+/// `E` is `Ex` on a line and `Ez` on a plane; `H` is `Hy` on a line and, on a plane,
+/// `Hx` then `Hy` in one slice (so one copy of an `H` row moves both).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum Field {
-    Ex,
-    Hy,
+    E,
+    H,
 }
 
 impl Field {
-    /// Floats a cell (1D, `nx` = 1) or a row of `nx` cells (2D) of the field holds: a row
-    /// of `Ez` is `nx`, a row of `H` `2·nx` (`Hx` then `Hy`).
-    pub fn floats_per_row(self, nx: usize) -> usize {
-        match (self, nx) {
-            (_, 1) => 1,
-            (Field::Ex, nx) => nx,
-            (Field::Hy, nx) => 2 * nx,
-        }
-    }
-
+    /// The field's name in a program's calls (`cudaMemcpyPeerAsync(hy + …)`): the program
+    /// language writes the exchanged buffers `ex` and `hy` whatever the geometry.
     pub fn name(self) -> &'static str {
         match self {
-            Field::Ex => "ex",
-            Field::Hy => "hy",
+            Field::E => "ex",
+            Field::H => "hy",
         }
     }
 }
@@ -105,17 +99,6 @@ impl Kernel {
             Kernel::Fused { .. } => 24.0,     // ex, hy, ca, cb in; ex, hy out: once per pass
             Kernel::FusedSave { .. } => 0.0,  // 2·(steps + 1) cells of each field per tile
             Kernel::FusedPart { .. } => 24.0, // as fused_steps, on the part's cells
-        }
-    }
-
-    /// Steps a fused kernel runs in 2D, where the pass is not split in parts: a whole pass
-    /// and a split pass's save run the round's steps over their span (one 2D fused pass:
-    /// the save reads the halos before a neighbour may store into them), the parts none
-    /// (the same bits; no overlap in 2D). 0 for the kernels of one step.
-    pub fn steps_2d(self) -> u32 {
-        match self {
-            Kernel::Fused { steps } | Kernel::FusedSave { steps } => steps,
-            _ => 0,
         }
     }
 

@@ -10,59 +10,62 @@
 //! neighbours' cells too, and exchange once every few steps (src/fused.rs).
 
 use std::ops::Range;
-use std::sync::OnceLock;
 
-use crate::fused::{self, Held};
+use crate::fused::Held;
+use crate::geometry::{Grid, Pass, Share};
 
 pub use crate::access::{Access, Buffer, Field, Kernel, Part};
 
 mod split;
 
 use crate::memory::{OutOfMemory, filled, reserve};
-use crate::physics::{self, Coefficients, EndCondition, PlacedSource};
+use crate::physics::{Coefficients, EndCondition, PlacedSource};
 use crate::scenario::Scenario;
-use crate::tmz::{self, Slab};
 
 /// Halo cells on each side of every device's arrays: the most steps a wide-halo mode may
 /// run between exchanges.
 pub const HALO: usize = crate::fused::MAX_STEPS;
 
-/// `(Ex, Hy)` of every owned cell of the grid, in order.
-pub type Gathered = (Vec<f32>, Vec<f32>);
+/// The `E` and `H` fields of every owned slice of the grid, in order (each slice
+/// `Grid::width` floats: on a plane `Ez`, then `Hx` and `Hy`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Gathered {
+    pub e: Vec<f32>,
+    pub h: Vec<f32>,
+}
+
+impl Gathered {
+    pub fn field(&self, f: Field) -> &[f32] {
+        match f {
+            Field::E => &self.e,
+            Field::H => &self.h,
+        }
+    }
+}
 
 /// The reference's gathered fields, shared by the device threads that compare with them.
 pub type Reference = std::sync::Arc<Gathered>;
 
-/// Cells per tile of the fused pass on the CPU (the GPU's blocks take 2048): a tile's
-/// fields and coefficients stay in the L2 cache.
-const FUSED_TILE: usize = 8192;
-
 /// One device's share of the grid, with its own copy of the fields and coefficients.
+/// Everything here counts slices (cells of a line, rows of a plane); what a slice holds
+/// is the geometry's ([`Grid`], [`Share`]).
 #[derive(Debug, Clone)]
 pub struct DeviceState {
     pub index: usize,
-    /// Global range of owned cells.
+    /// Global range of owned slices.
     pub lo: usize,
     pub hi: usize,
-    /// Cells in the whole grid.
+    /// Slices in the whole grid.
     pub n: usize,
-    pub ex: Vec<f32>,
-    pub hy: Vec<f32>,
-    /// `(local start, local end, ca, cb)`: runs of cells with equal coefficients, so the
-    /// kernel streams only the fields (materials are a few regions, not per-cell data).
-    coef_runs: Vec<(usize, usize, f32, f32)>,
-    ch: f32,
+    pub grid: Grid,
+    /// The fields, `grid.width(f)` floats a slice, halos included.
+    pub e: Vec<f32>,
+    pub h: Vec<f32>,
+    /// The geometry's part of the device: coefficients, the ends' state, the kernels.
+    share: Share,
     sources: Vec<(usize, PlacedSource)>,
     left_end: Option<EndCondition>,
     right_end: Option<EndCondition>,
-    prev_left: f32,
-    prev_right: f32,
-    /// This device as the fused kernel sees it, built at its first pass.
-    held: OnceLock<Held>,
-    /// A 2D grid: rows of cells (`ex` is then `Ez`, `hy` the `H` rows: `Hx` then `Hy`).
-    slab: Option<Box<Slab>>,
-    /// The strips the last `fused_save` kept (made by the first one).
-    margins: Option<Box<fused::Margins>>,
 }
 
 /// The scenario's sources on the owned cells `cells` and `halo` cells each side, with
@@ -92,45 +95,14 @@ impl DeviceState {
         s: &Scenario,
         c: &Coefficients,
     ) -> Result<Self, OutOfMemory> {
-        let (lo, hi, n) = (cells.start, cells.end, s.cells);
-        let m = hi - lo;
-        let len = m + 2 * HALO;
-        let mut coef_runs: Vec<(usize, usize, f32, f32)> = Vec::new();
-        for i in 0..len {
-            let k = (lo + i).checked_sub(HALO).filter(|&k| k < n);
-            let (a, b) = k.map_or((0.0, 0.0), |k| (c.ca[k], c.cb[k]));
-            match coef_runs.last_mut() {
-                Some(run) if run.2.to_bits() == a.to_bits() && run.3.to_bits() == b.to_bits() => {
-                    run.1 = i + 1
-                }
-                _ => coef_runs.push((i, i + 1, a, b)),
-            }
-        }
-        let sources = place_sources(s, lo..hi, HALO);
-        let slab = s
-            .two_d()
-            .then(|| Slab::new(s, c, lo..hi, HALO).map(Box::new))
-            .transpose()?;
-        let nx = s.nx;
-        let h_width = if slab.is_some() { 2 * nx } else { 1 };
-        Ok(DeviceState {
-            index,
-            lo,
-            hi,
-            n,
-            ex: filled(len * nx, 0.0, "a device's fields")?,
-            hy: filled(len * h_width, 0.0, "a device's fields")?,
-            coef_runs: if slab.is_some() { Vec::new() } else { coef_runs },
-            ch: c.ch,
-            sources,
-            left_end: (lo == 0).then(|| EndCondition::new(s.left, c.mur_left)),
-            right_end: (hi == n).then(|| EndCondition::new(s.right, c.mur_right)),
-            prev_left: 0.0,
-            prev_right: 0.0,
-            held: OnceLock::new(),
-            slab,
-            margins: None,
-        })
+        let mut d = DeviceState::shape(index, cells.clone(), s);
+        let len = d.cells() + 2 * HALO;
+        d.e = filled(len * d.width(Field::E), 0.0, "a device's fields")?;
+        d.h = filled(len * d.width(Field::H), 0.0, "a device's fields")?;
+        d.share = Share::new(s, c, cells, HALO)?;
+        d.left_end = d.left_end.map(|_| EndCondition::new(s.left, c.mur_left));
+        d.right_end = d.right_end.map(|_| EndCondition::new(s.right, c.mur_right));
+        Ok(d)
     }
 
     /// The device without its memory: where it lies, its sources and its ends — all the
@@ -142,18 +114,13 @@ impl DeviceState {
             lo,
             hi,
             n,
-            ex: Vec::new(),
-            hy: Vec::new(),
-            coef_runs: Vec::new(),
-            ch: 0.0,
+            grid: Grid::of(s),
+            e: Vec::new(),
+            h: Vec::new(),
+            share: Share::shape(),
             sources: place_sources(s, lo..hi, HALO),
             left_end: (lo == 0).then(|| EndCondition::new(s.left, 0.0)),
             right_end: (hi == n).then(|| EndCondition::new(s.right, 0.0)),
-            prev_left: 0.0,
-            prev_right: 0.0,
-            held: OnceLock::new(),
-            slab: None,
-            margins: None,
         }
     }
 
@@ -174,34 +141,24 @@ impl DeviceState {
             lo: self.lo,
             hi: self.hi,
             n: self.n,
-            ex: self.ex.clone(),
-            hy: self.hy.clone(),
-            coef_runs: self.coef_runs.clone(),
-            ch: self.ch,
+            grid: self.grid,
+            e: self.e.clone(),
+            h: self.h.clone(),
+            share: self.share.fork(),
             sources: self.sources.clone(),
             left_end: self.left_end,
             right_end: self.right_end,
-            prev_left: self.prev_left,
-            prev_right: self.prev_right,
-            held: OnceLock::new(),
-            slab: self.slab.clone(),
-            margins: self.margins.clone(),
         }
     }
 
-    /// Floats per cell (1D) or row (2D) of a field: `Ez` has `nx` per row, `H` `2·nx`.
+    /// Floats per slice of a field.
     pub fn width(&self, f: Field) -> usize {
-        f.floats_per_row(self.nx())
+        self.grid.width(f)
     }
 
-    /// A 2D device's slab (its coefficients, sides and Mur rows); `None` in 1D.
-    pub fn slab(&self) -> Option<&Slab> {
-        self.slab.as_deref()
-    }
-
-    /// Cells per row: 1 in 1D.
-    pub fn nx(&self) -> usize {
-        self.slab.as_ref().map_or(1, |s| s.nx)
+    /// The geometry's part of the device (its GPU launches read it).
+    pub fn share(&self) -> &Share {
+        &self.share
     }
 
     /// Number of owned cells.
@@ -265,7 +222,7 @@ impl DeviceState {
     pub fn accesses(&self, kernel: Kernel, cells: &Range<usize>) -> Vec<Access> {
         let g = |r: Range<usize>| self.global(r.start)..self.global(r.start) + r.len();
         let acc = |buffer, cells, write| Access { buffer, cells, write };
-        let (ex, hy) = (Buffer::Field(Field::Ex), Buffer::Field(Field::Hy));
+        let (ex, hy) = (Buffer::Field(Field::E), Buffer::Field(Field::H));
         let mut out = Vec::new();
         match kernel {
             Kernel::FusedSave { .. } | Kernel::FusedPart { .. } => {
@@ -311,7 +268,7 @@ impl DeviceState {
     /// The ends among the local cells `r`: each reads its cell, its inner neighbour and
     /// its Mur state, and writes its cell and its Mur state.
     fn end_accesses(&self, r: &Range<usize>, out: &mut Vec<Access>) {
-        let ex = Buffer::Field(Field::Ex);
+        let ex = Buffer::Field(Field::E);
         let (l, e) = self.end_cells();
         let ends = [
             (self.left_end.is_some() && r.contains(&l), l..l + 2, l, 0),
@@ -356,40 +313,47 @@ impl DeviceState {
         (self.left_end, self.right_end)
     }
 
-    /// Per-cell `(ca, cb)` of the local array, halos included (zero outside the grid).
+    /// Per-float `(ca, cb)` of the local array, halos included (zero outside the grid).
     pub fn coefficient_arrays(&self) -> (Vec<f32>, Vec<f32>) {
-        let len = self.cells() + 2 * HALO;
-        let (mut ca, mut cb) = (vec![0.0; len], vec![0.0; len]);
-        for &(s, e, a, b) in &self.coef_runs {
-            ca[s..e].fill(a);
-            cb[s..e].fill(b);
+        self.share.coefficient_arrays(self.cells() + 2 * HALO)
+    }
+
+    /// The grid's ends this device holds, with their local slice.
+    fn held_ends(&self) -> [Option<(EndCondition, usize)>; 2] {
+        let (l, e) = self.end_cells();
+        [self.left_end.map(|c| (c, l)), self.right_end.map(|c| (c, e))]
+    }
+
+    /// What a fused launch of `kernel` over global `cells` covers, from step `step`.
+    pub fn pass(&self, kernel: Kernel, cells: &Range<usize>, step: u64) -> Pass<'_> {
+        let all = 0..usize::MAX;
+        let range = |k| self.kernel_range(k, cells);
+        Pass {
+            lo: self.lo,
+            hi: self.hi,
+            halo: HALO,
+            h_valid: self.kernel_range(Kernel::UpdateH, &all),
+            e_valid: self.kernel_range(Kernel::UpdateE, &all),
+            h: range(Kernel::UpdateH),
+            e: range(Kernel::UpdateE),
+            span: range(kernel),
+            sources: &self.sources,
+            ends: self.held_ends(),
+            steps: kernel.fused_steps().unwrap_or(0) as usize,
+            step,
         }
-        (ca, cb)
     }
 
     /// `update_h` over the held part of the global range `cells`.
     pub fn update_h(&mut self, cells: &Range<usize>) {
         let r = self.kernel_range(Kernel::UpdateH, cells);
-        if let Some(s) = &self.slab {
-            tmz::update_h(&self.ex, &mut self.hy, s.nx, r, self.ch, s.periodic);
-        } else if !r.is_empty() {
-            physics::update_h(&mut self.hy[r.clone()], &self.ex[r.start..r.end + 1], self.ch);
-        }
+        self.share.update_h(&self.e, &mut self.h, r);
     }
 
     /// `update_e` over the held part of the global range `cells`.
     pub fn update_e(&mut self, cells: &Range<usize>) {
         let r = self.kernel_range(Kernel::UpdateE, cells);
-        if let Some(s) = &self.slab {
-            tmz::update_e(&mut self.ex, &self.hy, s, r);
-        } else if !r.is_empty() {
-            for &(s, e, ca, cb) in &self.coef_runs {
-                let (a, b) = (s.max(r.start), e.min(r.end));
-                if a < b {
-                    physics::update_e(&mut self.ex[a..b], &self.hy[a - 1..b], ca, cb);
-                }
-            }
-        }
+        self.share.update_e(&mut self.e, &self.h, r);
     }
 
     /// Sources on the held part of `cells`, then the grid ends among them.
@@ -398,23 +362,9 @@ impl DeviceState {
         if r.is_empty() {
             return;
         }
-        if self.slab.is_some() {
-            return self.sources_boundaries_2d(r, step);
-        }
-        for (i, src) in &self.sources {
-            if r.contains(i) {
-                src.apply(&mut self.ex[*i], step);
-            }
-        }
-        let (l, e) = self.end_cells();
-        if let Some(cond) = self.left_end.filter(|_| r.contains(&l)) {
-            let inner = self.ex[l + 1];
-            physics::apply_end(cond, &mut self.ex[l], inner, &mut self.prev_left);
-        }
-        if let Some(cond) = self.right_end.filter(|_| r.contains(&e)) {
-            let inner = self.ex[e - 1];
-            physics::apply_end(cond, &mut self.ex[e], inner, &mut self.prev_right);
-        }
+        let ends = self.held_ends();
+        self.share
+            .sources_boundaries(&mut self.e, r, &self.sources, ends, step);
     }
 
     /// Runs one kernel.
@@ -423,76 +373,59 @@ impl DeviceState {
             Kernel::UpdateH => self.update_h(cells),
             Kernel::UpdateE => self.update_e(cells),
             Kernel::SourcesBoundaries => self.sources_boundaries(cells, step),
-            Kernel::Fused { steps } => self.fused(cells, steps as usize, step),
-            Kernel::FusedSave { steps } => self.fused_save(cells, steps as usize, step),
-            Kernel::FusedPart { steps, part } => self.fused_part(cells, steps as usize, step, part),
+            Kernel::Fused { .. } => self.fused(cells, kernel, step),
+            Kernel::FusedSave { .. } => self.fused_save(cells, kernel, step),
+            Kernel::FusedPart { part, .. } => self.fused_part(cells, kernel, step, part),
         }
     }
 
-    /// This device as the fused kernel sees it: coefficients per cell, where each kernel
-    /// is defined, sources and ends, in the local layout.
-    pub fn held(&self) -> &Held {
-        self.held.get_or_init(|| self.build_held())
+    /// This device as the 1D fused kernel sees it: coefficients per cell, where each
+    /// kernel is defined, sources and ends, in the local layout (`None` where the geometry's
+    /// pass takes its share itself).
+    pub fn held(&self) -> Option<&Held> {
+        let all = 0..usize::MAX;
+        self.share.held(&self.pass(Kernel::Fused { steps: 0 }, &all, 0))
     }
 
     /// [`DeviceState::held`], for a caller that needs nothing else of the device (the
     /// GPU bench, the fused algorithm's tests).
-    pub fn into_held(mut self) -> Held {
-        match self.held.take() {
-            Some(h) => h,
-            None => self.build_held(),
-        }
-    }
-
-    fn build_held(&self) -> Held {
-        let (ca, cb) = self.coefficient_arrays();
+    pub fn into_held(self) -> Option<Held> {
         let all = 0..usize::MAX;
-        let (l, r) = self.end_cells();
-        Held {
-            lo: self.lo,
-            hi: self.hi,
-            halo: HALO,
-            ch: self.ch,
-            ca,
-            cb,
-            h_valid: self.kernel_range(Kernel::UpdateH, &all),
-            e_valid: self.kernel_range(Kernel::UpdateE, &all),
-            sources: self.sources.clone(),
-            left: self.left_end.map(|c| (c, l)),
-            right: self.right_end.map(|c| (c, r)),
-        }
+        let share = self.share.fork();
+        share.into_held(&self.pass(Kernel::Fused { steps: 0 }, &all, 0))
     }
 
-    /// `steps` steps from step `step` over the held part of `cells` in one pass of tiles
-    /// (src/fused.rs): the cells within `steps` of the ends of that span come out stale.
-    pub fn fused(&mut self, cells: &Range<usize>, steps: usize, step: u64) {
-        let span = self.kernel_range(Kernel::Fused { steps: steps as u32 }, cells);
-        if span.is_empty() {
-            return;
-        }
-        if self.slab.is_some() {
-            return self.fused_2d(cells, steps, step);
-        }
-        let mut f = fused::Fields {
-            ex: std::mem::take(&mut self.ex),
-            hy: std::mem::take(&mut self.hy),
-            prev: [self.prev_left, self.prev_right],
-        };
-        fused::pass(self.held(), &mut f, span, steps, step, FUSED_TILE);
-        (self.ex, self.hy, [self.prev_left, self.prev_right]) = (f.ex, f.hy, f.prev);
+    /// A fused pass (`kernel`'s steps from step `step`) over the held part of `cells` in
+    /// one pass of tiles: the cells within `steps` of the ends of that span come out stale.
+    pub fn fused(&mut self, cells: &Range<usize>, kernel: Kernel, step: u64) {
+        self.with_share(|share, e, h, p| share.fused(e, h, p), kernel, cells, step);
+    }
+
+    /// Runs `f` on the share, the fields and the pass of `kernel` over `cells`.
+    fn with_share(
+        &mut self,
+        f: impl FnOnce(&mut Share, &mut Vec<f32>, &mut Vec<f32>, &Pass),
+        kernel: Kernel,
+        cells: &Range<usize>,
+        step: u64,
+    ) {
+        let (mut e, mut h) = (std::mem::take(&mut self.e), std::mem::take(&mut self.h));
+        let mut share = std::mem::replace(&mut self.share, Share::shape());
+        f(&mut share, &mut e, &mut h, &self.pass(kernel, cells, step));
+        (self.share, self.e, self.h) = (share, e, h);
     }
 
     pub fn field(&self, f: Field) -> &[f32] {
         match f {
-            Field::Ex => &self.ex,
-            Field::Hy => &self.hy,
+            Field::E => &self.e,
+            Field::H => &self.h,
         }
     }
 
     pub fn field_mut(&mut self, f: Field) -> &mut [f32] {
         match f {
-            Field::Ex => &mut self.ex,
-            Field::Hy => &mut self.hy,
+            Field::E => &mut self.e,
+            Field::H => &mut self.h,
         }
     }
 
@@ -514,75 +447,12 @@ impl DeviceState {
         &self.field(f)[o.start * w..o.end * w]
     }
 
-    /// Sets the owned part of both fields (tests, initial conditions).
-    pub fn set_owned(&mut self, ex: &[f32], hy: &[f32]) {
-        let o = self.owned_local();
-        let (we, wh) = (self.width(Field::Ex), self.width(Field::Hy));
-        self.ex[o.start * we..o.end * we].copy_from_slice(&ex[self.lo * we..self.hi * we]);
-        self.hy[o.start * wh..o.end * wh].copy_from_slice(&hy[self.lo * wh..self.hi * wh]);
-    }
-
-    /// What a 2D fused pass over the held rows of `cells` updates: each one-kernel
-    /// launch's rows, the end rows and sources among them (for the sim's pass and the GPU's).
-    pub fn pass_2d(&self, cells: &Range<usize>) -> tmz::fused::Pass {
-        let range = |k| self.kernel_range(k, cells);
-        let sr = range(Kernel::SourcesBoundaries);
-        let (l, e) = self.end_cells();
-        let end = |c: Option<EndCondition>, row: usize| c.filter(|_| sr.contains(&row)).map(|c| (c, row));
-        tmz::fused::Pass {
-            h: range(Kernel::UpdateH),
-            e: range(Kernel::UpdateE),
-            ends: [end(self.left_end, l), end(self.right_end, e)],
-            sources: self
-                .sources
-                .iter()
-                .filter(|(row, _)| sr.contains(row))
-                .cloned()
-                .collect(),
-            s: sr,
-            ch: self.ch,
-        }
-    }
-
-    /// A 2D fused pass over the held rows of `cells`: the GPU's tiles and passes
-    /// (src/tmz/fused.rs, with kernels/fdtd2d.cu's sizes), the bits of the one-kernel steps.
-    fn fused_2d(&mut self, cells: &Range<usize>, steps: usize, step: u64) {
-        let p = self.pass_2d(cells);
-        let tiling = tmz::fused::Tiling {
-            x: crate::kernels::TILE_2D_X,
-            y: crate::kernels::TILE_2D_Y,
-            steps: crate::kernels::STEPS_2D,
-        };
-        if let Some(s) = self.slab.as_mut() {
-            tmz::fused::pass(s, &mut self.ex, &mut self.hy, &p, steps, step, tiling);
-        }
-    }
-
-    /// Sources, the end rows and the sides of a 2D slab over the local rows `r`.
-    fn sources_boundaries_2d(&mut self, r: Range<usize>, step: u64) {
-        let Some(s) = self.slab.as_mut() else {
-            return;
-        };
-        let nx = s.nx;
-        for (row, src) in &self.sources {
-            if r.contains(row) {
-                for col in src.columns.clone() {
-                    src.apply(&mut self.ex[row * nx + col], step);
-                }
-            }
-        }
-        let (l, e) = (HALO, HALO + self.hi - self.lo - 1);
-        if let Some(cond) = self.left_end.filter(|_| r.contains(&l)) {
-            let mur =
-                matches!(cond, EndCondition::Mur(_)).then_some((&s.mur_bottom[..], &mut s.prev_bottom[..]));
-            tmz::apply_end_row(&mut self.ex, nx, l, l + 1, mur);
-        }
-        if let Some(cond) = self.right_end.filter(|_| r.contains(&e)) {
-            let mur = matches!(cond, EndCondition::Mur(_)).then_some((&s.mur_top[..], &mut s.prev_top[..]));
-            tmz::apply_end_row(&mut self.ex, nx, e, e - 1, mur);
-        }
-        if !s.periodic {
-            tmz::pec_sides(&mut self.ex, nx, r);
+    /// Sets the owned part of both fields from the whole grid's (tests, initial conditions).
+    pub fn set_owned(&mut self, g: &Gathered) {
+        for f in [Field::E, Field::H] {
+            let (o, w) = (self.owned_local(), self.width(f));
+            let (lo, hi) = (self.lo * w, self.hi * w);
+            self.field_mut(f)[o.start * w..o.end * w].copy_from_slice(&g.field(f)[lo..hi]);
         }
     }
 }
@@ -603,8 +473,8 @@ impl Interface {
     pub fn copy(&self, f: Field) -> (usize, usize, usize, usize) {
         let k = self.last_of_left;
         match f {
-            Field::Hy => (self.left, k, self.left + 1, k),
-            Field::Ex => (self.left + 1, k + 1, self.left, k + 1),
+            Field::H => (self.left, k, self.left + 1, k),
+            Field::E => (self.left + 1, k + 1, self.left, k + 1),
         }
     }
 }
@@ -658,7 +528,7 @@ impl Domain {
             d.update_h(&(d.lo..d.hi));
         }
         for &i in &faces {
-            self.copy_halo(i, Field::Hy);
+            self.copy_halo(i, Field::H);
         }
         for d in &mut self.devices {
             let owned = d.lo..d.hi;
@@ -666,30 +536,27 @@ impl Domain {
             d.sources_boundaries(&owned, step);
         }
         for &i in &faces {
-            self.copy_halo(i, Field::Ex);
+            self.copy_halo(i, Field::E);
         }
     }
 
-    /// The whole field, owned cells of every device in order.
+    /// The whole field, owned slices of every device in order.
     pub fn gather(&self, f: Field) -> Result<Vec<f32>, OutOfMemory> {
-        let cells = self.devices.iter().map(|d| d.cells()).sum();
+        let floats = self.devices.iter().map(|d| d.owned(f).len()).sum();
         let mut out = Vec::new();
-        reserve(&mut out, cells, "the gathered fields")?;
+        reserve(&mut out, floats, "the gathered fields")?;
         for d in &self.devices {
             out.extend_from_slice(d.owned(f));
         }
         Ok(out)
     }
 
-    /// Sets both fields everywhere, halos included (initial conditions).
-    pub fn set_fields(&mut self, ex: &[f32], hy: &[f32]) {
-        for d in &mut self.devices {
-            d.set_owned(ex, hy);
-        }
-        for i in self.interfaces() {
-            self.copy_halo(i, Field::Hy);
-            self.copy_halo(i, Field::Ex);
-        }
+    /// Both fields, gathered.
+    pub fn gathered(&self) -> Result<Gathered, OutOfMemory> {
+        Ok(Gathered {
+            e: self.gather(Field::E)?,
+            h: self.gather(Field::H)?,
+        })
     }
 }
 
@@ -709,20 +576,10 @@ pub fn first_non_finite(v: &[f32]) -> Option<usize> {
     None
 }
 
-/// The one line a blown-up run ends with.
-/// `cell` indexes the gathered field: in 2D (`nx > 1`) row-major, `nx` floats per row of
-/// `Ez` and `2·nx` (`Hx` then `Hy`) per row of `H`.
-pub fn not_finite(step: u64, field: Field, cell: usize, v: f32, nx: usize) -> String {
-    let at = match (field, nx) {
-        (Field::Ex, 1) => format!("Ex at cell {cell}"),
-        (Field::Hy, 1) => format!("Hy at cell {cell}"),
-        (Field::Ex, _) => format!("Ez at (x {}, y {})", cell % nx, cell / nx),
-        (Field::Hy, _) => {
-            let (row, k) = (cell / (2 * nx), cell % (2 * nx));
-            let name = if k < nx { "Hx" } else { "Hy" };
-            format!("{name} at (x {}, y {row})", k % nx)
-        }
-    };
+/// The one line a blown-up run ends with: `i` indexes the gathered field `field` of
+/// `grid`.
+pub fn not_finite(step: u64, field: Field, i: usize, v: f32, grid: Grid) -> String {
+    let at = grid.at(field, i);
     format!("the fields are not finite by step {step}: {at} is {v} ({PHYSICS_BLAME})")
 }
 

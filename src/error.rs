@@ -1,5 +1,5 @@
 //! Errors a caller must tell apart: bad input (exit code 2) versus failures (exit code 1);
-//! `app::exit_code` maps them.
+//! `dispatch::exit_code` maps them.
 
 use std::fmt;
 

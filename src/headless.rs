@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use crate::decomp::{Domain, Field, Gathered, max_abs_diff, not_finite};
 use crate::error::UsageError;
+use crate::geometry::Grid;
 use crate::physics::Coefficients;
 use crate::plan::{HeadlessPlan, Plan};
 use crate::runtime::{Runtime, RuntimeChoice};
@@ -18,10 +19,12 @@ use crate::trace;
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub scenario: String,
-    /// Cells of the whole grid (2D: rows × `nx`).
+    /// Cells (points) of the whole grid.
     pub cells: usize,
-    /// Cells per row: 1 for a 1D grid.
-    pub nx: usize,
+    /// The grid's shape, slowest axis first: `[cells]` on a line, `[ny, nx]` on a plane.
+    pub shape: Vec<usize>,
+    #[serde(skip)]
+    pub grid: Grid,
     pub devices: usize,
     pub split: Vec<usize>,
     pub steps: u64,
@@ -157,12 +160,15 @@ impl Reference {
         if let Some(b) = bar {
             b.finish_and_clear();
         }
-        let (de, fe) = max_abs_diff(&fields.0, &self.domain.gather(Field::Ex)?);
-        let (dh, fh) = max_abs_diff(&fields.1, &self.domain.gather(Field::Hy)?);
-        // In 2D a row of H holds Hx then Hy: its index as the cell's (row · nx + column).
-        let nx = self.domain.devices[0].nx();
-        let fh = fh.map(|k| k / Field::Hy.floats_per_row(nx) * nx + k % nx);
-        Ok((de.max(dh), [fe, fh].into_iter().flatten().min()))
+        let grid = self.domain.devices[0].grid;
+        let mut diff = (0.0f32, None);
+        for f in [Field::E, Field::H] {
+            let (d, first) = max_abs_diff(fields.field(f), &self.domain.gather(f)?);
+            // The first differing point, whichever component differs.
+            let first = first.map(|i| grid.point_of(f, i));
+            diff = (diff.0.max(d), [diff.1, first].into_iter().flatten().min());
+        }
+        Ok(diff)
     }
 }
 
@@ -177,10 +183,10 @@ fn run_to(rt: &mut dyn Runtime, n: u64) -> Result<()> {
 
 /// The fields after `steps` steps, checked for NaN and ∞ (the cuda runtime's only check;
 /// on the sim a second look at what its observation saw).
-fn fields(rt: &mut dyn Runtime, steps: u64, nx: usize) -> Result<Gathered> {
-    let (ex, hy) = rt.fields()?;
-    blown_up(&ex, &hy, steps, nx)?;
-    Ok((ex, hy))
+fn fields(rt: &mut dyn Runtime, steps: u64, grid: Grid) -> Result<Gathered> {
+    let g = rt.fields()?;
+    blown_up(&g, steps, grid)?;
+    Ok(g)
 }
 
 /// What the loop of a run leaves.
@@ -229,7 +235,7 @@ fn run_loop(
             && let Some(r) = reference.as_mut()
         {
             let tc = Instant::now();
-            if r.compare(n, &fields(rt, n, s.nx)?, false)?.1.is_some() {
+            if r.compare(n, &fields(rt, n, Grid::of(s))?, false)?.1.is_some() {
                 ran.diverged_by = Some(n);
             } else {
                 ran.identical_at = n;
@@ -274,7 +280,7 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
             return Err(UsageError("--trace: traces are written by the sim runtime only".into()).into());
         }
         Some((path, steps)) => Some(
-            trace::TraceWriter::create(path, &program, "sim", steps.clone())
+            trace::TraceWriter::create(path, &program, (plan.runtime.name(), true), steps.clone())
                 .map_err(|e| UsageError(format!("--trace {}: cannot write: {e}", path.display())))?,
         ),
         None => None,
@@ -301,7 +307,7 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
     ran.result
         .with_context(|| format!("mode {} stopped", plan.program_name()))
         .map_err(blame)?;
-    let gathered = fields(rt.as_mut(), s.steps, s.nx).map_err(blame)?;
+    let gathered = fields(rt.as_mut(), s.steps, Grid::of(&s)).map_err(blame)?;
     let (mut max_diff, mut first, mut diverged_by) = (None, None, ran.diverged_by);
     if let Some(r) = reference.as_mut() {
         let (d, f) = r.compare(s.steps, &gathered, true)?;
@@ -320,7 +326,8 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
     Ok(Summary {
         scenario: s.name.clone(),
         cells: s.total_cells(),
-        nx: s.nx,
+        shape: Grid::of(&s).shape(s.cells),
+        grid: Grid::of(&s),
         devices: s.split.len(),
         split: s.split.clone(),
         steps: s.steps,
@@ -344,34 +351,25 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
     })
 }
 
-/// `--dump-fields DIR`: `ex.npy` and `hy.npy` (1D), or `ez.npy`, `hx.npy` and `hy.npy` of
-/// shape `(ny, nx)` (2D).
-fn dump(dir: &std::path::Path, s: &Scenario, (e, h): &Gathered) -> Result<()> {
-    let write = |name: &str, data: &[f32], shape: &[usize]| {
+/// `--dump-fields DIR`: one `.npy` per component, named and shaped by the grid
+/// ([`Grid::dump`]: `ex.npy` and `hy.npy` on a line; `ez.npy`, `hx.npy` and `hy.npy` of
+/// shape `(ny, nx)` on a plane).
+fn dump(dir: &std::path::Path, s: &Scenario, g: &Gathered) -> Result<()> {
+    for (name, data, shape) in Grid::of(s).dump(s.cells, (&g.e, &g.h)) {
         let path = dir.join(name);
-        crate::npy::write_f32_shaped(&path, data, shape)
-            .with_context(|| format!("writing {}", path.display()))
-    };
-    if !s.two_d() {
-        write("ex.npy", e, &[e.len()])?;
-        return write("hy.npy", h, &[h.len()]);
+        crate::npy::write_f32_shaped(&path, &data, &shape)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
-    let (nx, ny) = (s.nx, s.cells);
-    let (hx, hy): (Vec<f32>, Vec<f32>) = (
-        h.chunks(2 * nx).flat_map(|r| r[..nx].to_vec()).collect(),
-        h.chunks(2 * nx).flat_map(|r| r[nx..].to_vec()).collect(),
-    );
-    write("ez.npy", e, &[ny, nx])?;
-    write("hx.npy", &hx, &[ny, nx])?;
-    write("hy.npy", &hy, &[ny, nx])
+    Ok(())
 }
 
 /// A run whose fields hold NaN or ±∞ stops here (exit 1): it is never "bit-identical".
-fn blown_up(ex: &[f32], hy: &[f32], step: u64, nx: usize) -> Result<()> {
+fn blown_up(g: &Gathered, step: u64, grid: Grid) -> Result<()> {
     use crate::decomp::first_non_finite;
-    for (field, f) in [(Field::Ex, ex), (Field::Hy, hy)] {
+    for field in [Field::E, Field::H] {
+        let f = g.field(field);
         if let Some(k) = first_non_finite(f) {
-            anyhow::bail!(not_finite(step, field, k, f[k], nx));
+            anyhow::bail!(not_finite(step, field, k, f[k], grid));
         }
     }
     Ok(())
@@ -404,14 +402,7 @@ impl Summary {
         let diff = match (self.max_abs_diff, self.first_diff_cell) {
             (None, _) => "not computed (--no-reference)".to_string(),
             (Some(_), None) => "0 (bit-identical to the single-domain reference)".to_string(),
-            (Some(d), Some(k)) if self.nx > 1 => {
-                format!(
-                    "{d:e} (first differing cell: x {}, y {})",
-                    k % self.nx,
-                    k / self.nx
-                )
-            }
-            (Some(d), Some(k)) => format!("{d:e} (first differing cell: {k})"),
+            (Some(d), Some(k)) => format!("{d:e} (first differing cell: {})", self.grid.coordinates(k)),
         };
         let copies = self
             .copy_us_median
@@ -434,21 +425,10 @@ impl Summary {
         );
         let rows = [
             ("scenario", self.scenario.clone()),
-            (
-                "cells",
-                if self.nx > 1 {
-                    format!("{} ({} rows of {})", self.cells, self.cells / self.nx, self.nx)
-                } else {
-                    self.cells.to_string()
-                },
-            ),
+            ("cells", self.grid.size(self.split.iter().sum())),
             (
                 "devices",
-                format!(
-                    "{} ({split} {})",
-                    self.devices,
-                    if self.nx > 1 { "rows" } else { "cells" }
-                ),
+                format!("{} ({split} {})", self.devices, self.grid.units().many),
             ),
             ("steps", self.steps.to_string()),
             ("mode", self.mode.clone()),
@@ -489,10 +469,27 @@ impl Summary {
 mod tests {
     #[test]
     fn a_blown_up_field_stops_the_run_naming_the_step_and_cell() {
-        let e = super::blown_up(&[0.0, 1.0], &[0.5, f32::NAN], 120, 1)
+        use crate::decomp::Gathered;
+        use crate::geometry::Grid;
+        let g = |e: &[f32], h: &[f32]| Gathered {
+            e: e.to_vec(),
+            h: h.to_vec(),
+        };
+        let e = super::blown_up(&g(&[0.0, 1.0], &[0.5, f32::NAN]), 120, Grid::Line)
             .unwrap_err()
             .to_string();
         assert!(e.contains("by step 120: Hy at cell 1 is NaN"), "{e}");
-        assert!(super::blown_up(&[0.0], &[0.0], 1, 1).is_ok());
+        assert!(super::blown_up(&g(&[0.0], &[0.0]), 1, Grid::Line).is_ok());
+        // On a plane of rows of 3: H float 4 of row 1 is Hx at column 1; float 10, Hy at 1.
+        let plane = Grid::Plane {
+            nx: 3,
+            periodic: false,
+        };
+        let mut h = vec![0.0; 12];
+        h[10] = f32::INFINITY;
+        let e = super::blown_up(&g(&[0.0; 6], &h), 7, plane)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Hy at (x 1, y 1) is inf"), "{e}");
     }
 }

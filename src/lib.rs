@@ -3,16 +3,17 @@
 #![deny(unsafe_code)]
 
 pub mod access;
-pub mod app;
 pub mod bench;
 pub mod cli;
 pub mod constants;
 pub mod cost;
 pub mod decomp;
+pub mod dispatch;
 pub mod engine;
 pub mod error;
 pub mod exercise;
 pub mod fused;
+pub mod geometry;
 pub mod hazard;
 pub mod headless;
 pub mod kernels;
@@ -27,7 +28,7 @@ pub mod runtime;
 pub mod scenario;
 pub mod snapshot;
 pub mod stats;
-pub mod tmz;
+
 pub mod tour;
 pub mod trace;
 pub mod tui;

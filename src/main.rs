@@ -6,11 +6,11 @@ use haloscope::cli::Cli;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let json = cli.wants_json();
-    match haloscope::app::main(cli) {
+    match haloscope::dispatch::main(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let code = haloscope::app::exit_code(&e);
-            if haloscope::app::is_quiet(&e) {
+            let code = haloscope::dispatch::exit_code(&e);
+            if haloscope::dispatch::is_quiet(&e) {
                 return ExitCode::from(code);
             }
             eprintln!("error: {e:#}");

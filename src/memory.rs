@@ -21,15 +21,6 @@ pub const RUN_BYTES_PER_CELL_2D: u64 = 80;
 /// it builds (8, from 16 of f64) and the fields it gathers (12).
 pub const REFERENCE_BYTES_PER_CELL_2D: u64 = 56;
 
-/// Bytes a cell costs: `(run, reference)` of a 1D or a 2D grid.
-pub fn per_cell(two_d: bool) -> (u64, u64) {
-    if two_d {
-        (RUN_BYTES_PER_CELL_2D, REFERENCE_BYTES_PER_CELL_2D)
-    } else {
-        (RUN_BYTES_PER_CELL, REFERENCE_BYTES_PER_CELL)
-    }
-}
-
 /// The limit and where it comes from.
 pub fn available() -> Option<(u64, &'static str)> {
     if let Some(v) = std::env::var(OVERRIDE).ok().and_then(|v| v.trim().parse().ok()) {
@@ -85,11 +76,9 @@ pub fn address_space_left() -> Option<u64> {
     Some(soft.saturating_sub(used_kb * 1024))
 }
 
-/// Bytes a run of `cells` cells needs, with or without the reference; `None` past 2^64.
-pub fn need(cells: usize, reference: bool, two_d: bool) -> Option<u64> {
-    let (run, with) = per_cell(two_d);
-    let per = run + if reference { with } else { 0 };
-    (cells as u64).checked_mul(per)
+/// Bytes `cells` cells need at `per_cell` bytes each; `None` past 2^64.
+pub fn need(cells: usize, per_cell: u64) -> Option<u64> {
+    (cells as u64).checked_mul(per_cell)
 }
 
 /// An allocation the machine refused (after the estimate said it would fit): an error
@@ -170,10 +159,14 @@ mod tests {
 
     #[test]
     fn the_need_grows_with_cells_and_the_reference_and_never_overflows() {
-        assert_eq!(need(1000, false, false), Some(48_000));
-        assert_eq!(need(1000, true, false), Some(64_000));
-        assert_eq!(need(1000, true, true), Some(136_000));
-        assert_eq!(need(usize::MAX, true, false), None);
+        let with = RUN_BYTES_PER_CELL + REFERENCE_BYTES_PER_CELL;
+        assert_eq!(need(1000, RUN_BYTES_PER_CELL), Some(48_000));
+        assert_eq!(need(1000, with), Some(64_000));
+        assert_eq!(
+            need(1000, RUN_BYTES_PER_CELL_2D + REFERENCE_BYTES_PER_CELL_2D),
+            Some(136_000)
+        );
+        assert_eq!(need(usize::MAX, with), None);
         assert_eq!(bytes(3 << 30), "3.0 GiB");
         assert_eq!(bytes(1), "1 B");
         assert_eq!(bytes(5 << 20), "5 MiB");

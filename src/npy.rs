@@ -4,11 +4,6 @@
 use std::io::Write;
 use std::path::Path;
 
-/// The bytes of a `.npy` file holding `data` as a little-endian float32 vector.
-pub fn encode_f32(data: &[f32]) -> Vec<u8> {
-    encode_f32_shaped(data, &[data.len()])
-}
-
 /// The bytes of a `.npy` file holding `data` as a little-endian float32 array of `shape`
 /// (C order: the last index varies fastest).
 pub fn encode_f32_shaped(data: &[f32], shape: &[usize]) -> Vec<u8> {
@@ -45,7 +40,7 @@ mod tests {
 
     #[test]
     fn header_is_padded_to_64_bytes_and_data_follows_little_endian() {
-        let bytes = encode_f32(&[1.0, -2.5]);
+        let bytes = encode_f32_shaped(&[1.0, -2.5], &[2]);
         assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
         let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
         assert_eq!((10 + hlen) % 64, 0);

@@ -107,17 +107,16 @@ fn across_processes(
     scenario: Scenario,
     w: &crate::world::World,
 ) -> Result<(Scenario, RuntimeChoice)> {
-    // A program file is checked when it runs (it may hold NCCL calls).
-    if args.program.is_none() && !args.mode.uses_nccl() {
-        return Err(UsageError(format!(
-            "mode {}: the launcher ({} environment) started {} processes, and across processes \
-             only NCCL modes run (nccl, nccl-overlap, nccl-mismatch): peer copies need every \
-             device in one process",
-            args.mode.name(),
-            w.launcher,
-            w.size
-        ))
-        .into());
+    // A program file is checked when it runs (it is read later); a mode now.
+    if args.program.is_none() {
+        let program = args.mode.program(&scenario.ranges());
+        if let Err(why) = program.across_processes() {
+            return Err(UsageError(format!(
+                "the launcher ({} environment) started {} processes: {why}",
+                w.launcher, w.size
+            ))
+            .into());
+        }
     }
     if let Some(n) = args.devices.filter(|&n| n != w.size) {
         return Err(UsageError(format!(

@@ -65,25 +65,25 @@ pub const HEAT_GUTTER: usize = 5;
 /// screen cell `(band, bucket)` is entry `band · buckets + bucket` of a snapshot.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Edges {
-    Line(Vec<usize>),
-    Plane { rows: Vec<usize>, cols: Vec<usize> },
+    Columns(Vec<usize>),
+    Map { rows: Vec<usize>, cols: Vec<usize> },
 }
 
 impl Edges {
     /// A heat map's `(buckets, bands)`; `None` for a 1D plot.
     pub fn heat(&self) -> Option<(usize, usize)> {
         match self {
-            Edges::Line(_) => None,
-            Edges::Plane { rows, cols } => Some((cols.len() - 1, rows.len() - 1)),
+            Edges::Columns(_) => None,
+            Edges::Map { rows, cols } => Some((cols.len() - 1, rows.len() - 1)),
         }
     }
 
-    /// The screen cell holding cell `k` (`row · nx + column` in 2D).
-    pub fn index_of(&self, k: usize, nx: usize) -> usize {
+    /// The screen cell holding the point at `(slice, index within the slice)`.
+    pub fn index_of(&self, (slice, within): (usize, usize)) -> usize {
         match self {
-            Edges::Line(e) => edge_index(e, k),
-            Edges::Plane { rows, cols } => {
-                edge_index(rows, k / nx) * (cols.len() - 1) + edge_index(cols, k % nx)
+            Edges::Columns(e) => edge_index(e, slice),
+            Edges::Map { rows, cols } => {
+                edge_index(rows, slice) * (cols.len() - 1) + edge_index(cols, within)
             }
         }
     }
@@ -91,8 +91,8 @@ impl Edges {
     /// Entries of a snapshot with these edges.
     pub fn len(&self) -> usize {
         match self {
-            Edges::Line(e) => e.len() - 1,
-            Edges::Plane { rows, cols } => (rows.len() - 1) * (cols.len() - 1),
+            Edges::Columns(e) => e.len() - 1,
+            Edges::Map { rows, cols } => (rows.len() - 1) * (cols.len() - 1),
         }
     }
 
@@ -105,7 +105,7 @@ impl Edges {
 /// `h` `2·nx` (`Hx` then `Hy`); `reference` the whole grid's. A screen cell keeps the
 /// extremes of `Ez` (`ex`) and of both `H` components (`hy`), and the largest difference
 /// at any of its cells; `first_diff` is the first differing `Ez` cell, row-major.
-pub fn reduce_plane(
+pub fn reduce_map(
     rows: Range<usize>,
     nx: usize,
     (ez, h): (&[f32], &[f32]),

@@ -170,8 +170,12 @@ fn parse_stop(s: StopFile, i: usize, at: &At, dir: Option<&Path>) -> Result<Stop
             )
         })
     })?;
-    let goal = parse_goal(s.run_to.get_ref(), limit, (sc.total_cells(), sc.nx))
-        .map_err(|reason| at(Some(s.run_to.span()), field("run_to"), reason))?;
+    let goal = parse_goal(
+        s.run_to.get_ref(),
+        limit,
+        (sc.cells, crate::geometry::Grid::of(&sc)),
+    )
+    .map_err(|reason| at(Some(s.run_to.span()), field("run_to"), reason))?;
     let speed = match &s.speed {
         Some(v) if !(v.get_ref().is_finite() && (1.0..=1e6).contains(v.get_ref())) => {
             return Err(at(
@@ -254,9 +258,14 @@ fn duration(secs: f64) -> String {
     }
 }
 
-/// `step N`, `diverged` or `cell K` (the wave reaches cell K; on a 2D grid of rows of
-/// `nx`, K is `row · nx + column`).
-fn parse_goal(text: &str, limit: u64, (cells, nx): (usize, usize)) -> Result<Goal, String> {
+/// `step N`, `diverged` or `cell K` (the wave reaches point K of the grid of `slices`
+/// slices: on a 2D grid, K is `row · nx + column`).
+fn parse_goal(
+    text: &str,
+    limit: u64,
+    (slices, grid): (usize, crate::geometry::Grid),
+) -> Result<Goal, String> {
+    let cells = grid.points(slices);
     let words: Vec<&str> = text.split_whitespace().collect();
     let number = |w: &str| {
         w.parse::<u64>()
@@ -270,11 +279,11 @@ fn parse_goal(text: &str, limit: u64, (cells, nx): (usize, usize)) -> Result<Goa
         ["diverged"] => Ok(Goal::Diverged { limit }),
         ["cell", k] => match number(k)? as usize {
             k if k < cells => Ok(Goal::Reaches { cell: k, limit }),
-            k if nx > 1 => Err(format!(
-                "cell {k}: the scenario has cells 0 to {} (on its 2D grid, row · {nx} + column)",
-                cells - 1
+            k => Err(format!(
+                "cell {k}: the scenario has cells 0 to {}{}",
+                cells - 1,
+                grid.numbering().map_or(String::new(), |n| format!(" ({n})"))
             )),
-            k => Err(format!("cell {k}: the scenario has cells 0 to {}", cells - 1)),
         },
         _ => Err(format!(
             "`{text}`: write `step N`, `diverged` (|Δ| leaves 0) or `cell K` (the wave reaches cell K)"
@@ -286,16 +295,22 @@ fn parse_goal(text: &str, limit: u64, (cells, nx): (usize, usize)) -> Result<Goa
 mod tests {
     use super::*;
 
+    /// `radiate`'s grid: 240 rows of 320.
+    const PLANE: crate::geometry::Grid = crate::geometry::Grid::Plane {
+        nx: 320,
+        periodic: false,
+    };
+
     #[test]
     fn a_cell_goal_on_a_2d_grid_counts_every_cell_row_by_row() {
         assert_eq!(
-            parse_goal("cell 3000", 100, (76_800, 320)),
+            parse_goal("cell 3000", 100, (240, PLANE)),
             Ok(Goal::Reaches {
                 cell: 3000,
                 limit: 100
             })
         );
-        let e = parse_goal("cell 80000", 100, (76_800, 320)).unwrap_err();
+        let e = parse_goal("cell 80000", 100, (240, PLANE)).unwrap_err();
         assert!(
             e.contains("cells 0 to 76799 (on its 2D grid, row · 320 + column)"),
             "{e}"

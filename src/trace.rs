@@ -80,7 +80,7 @@ impl TraceWriter {
     pub fn create(
         path: &std::path::Path,
         program: &Program,
-        runtime: &str,
+        (runtime, modelled): (&str, bool),
         steps: TraceSteps,
     ) -> std::io::Result<TraceWriter> {
         let file = std::fs::File::create(path)?;
@@ -94,9 +94,10 @@ impl TraceWriter {
             last: Default::default(),
         };
         w.raw("[\n")?;
-        let clock = match runtime {
-            "sim" => "simulated µs from the first call; every device shares one clock",
-            _ => "µs on the host clock",
+        let clock = if modelled {
+            "simulated µs from the first call; every device shares one clock"
+        } else {
+            "µs on the host clock"
         };
         w.event(&json!({"ph": "M", "name": "haloscope", "pid": 0, "tid": 0,
                         "args": {"mode": program.name, "runtime": runtime, "clock": clock}}))?;

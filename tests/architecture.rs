@@ -21,9 +21,9 @@ const LAYERS: &[&str] = &[
     "cost",
     "scenario",
     "physics",
-    "tmz",
     "fused",
     "access",
+    "geometry",
     "decomp",
     "program",
     "hazard",
@@ -40,7 +40,7 @@ const LAYERS: &[&str] = &[
     "tour",
     "tui",
     "bench",
-    "app",
+    "dispatch",
 ];
 
 const MAX_FILE_LINES: usize = 800;
@@ -639,4 +639,103 @@ fn the_readme_lists_every_rule_by_its_number() {
         let want = format!("{}. {}", i + 1, flat(rule));
         assert!(readme.contains(&want), "README lacks rule {}: {want}", i + 1);
     }
+}
+
+/// Names that ask which geometry a grid is, or reach into one: only `src/geometry/` (and
+/// `kernels/`, which is not Rust) may use them; everything else asks `Grid` and `Share`.
+const GEOMETRY_NAMES: &[&str] = &[
+    "nx",
+    "ny",
+    "two_d",
+    "is_2d",
+    "Slab",
+    "LineShare",
+    "PlaneShare",
+    "Grid::Line",
+    "Grid::Plane",
+    "Share::Line",
+    "Share::Plane",
+    "geometry::line",
+    "geometry::plane",
+    "plane()",
+];
+
+/// Files outside `src/geometry/` that still name a geometry, and why each may (a shrinking
+/// list: a file leaves it when it stops, and no file joins it). The scenario reads the
+/// TOML's own keys (`nx`, `ny`); the rest are the GPU's 2D launches and the 2D bench.
+const STILL_NAMING_A_GEOMETRY: &[&str] = &[
+    "src/scenario/model.rs",
+    "src/scenario/parse.rs",
+    "src/scenario/plane.rs",
+    "src/scenario/raw.rs",
+    "src/physics.rs",
+    "src/snapshot.rs",
+    "src/tui/app.rs",
+    "src/tui/panels/heat.rs",
+    "src/runtime/cuda/buffers.rs",
+    "src/runtime/cuda/exec.rs",
+    "src/runtime/cuda/plane.rs",
+    "src/runtime/cuda/snapshot.rs",
+];
+
+/// The files outside `src/geometry/` whose code (comments and strings aside) uses one of
+/// [`GEOMETRY_NAMES`] as a whole word.
+fn files_naming_a_geometry() -> BTreeSet<String> {
+    let word = |code: &str, name: &str| {
+        let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+        code.match_indices(name).any(|(at, _)| {
+            let before = code[..at].chars().next_back();
+            let after = code[at + name.len()..].chars().next();
+            let ends_in_ident = name.chars().next_back().is_some_and(is_ident);
+            let joined = before.is_some_and(is_ident) || (ends_in_ident && after.is_some_and(is_ident));
+            !joined
+        })
+    };
+    let srcs = sources();
+    // Modules compiled only for tests (`#[cfg(test)] mod name;` in their parent).
+    let test_only = |s: &Source| {
+        let Some((name, parent)) = s.module.split_last() else {
+            return false;
+        };
+        srcs.iter().filter(|p| p.module == parent).any(|p| {
+            let code: String = p.code.split_whitespace().collect::<Vec<_>>().join(" ");
+            code.contains(&format!("#[cfg(test)] mod {name};"))
+        })
+    };
+    // Product code only: unit tests may build whichever grid they test.
+    let product = |s: &Source| {
+        let mut code = s.code.clone();
+        for r in test_blocks(&s.code).into_iter().rev() {
+            code.replace_range(r, "");
+        }
+        code
+    };
+    srcs.iter()
+        .filter(|s| s.module.first().is_none_or(|m| m != "geometry"))
+        .filter(|s| !test_only(s))
+        .filter(|s| GEOMETRY_NAMES.iter().any(|n| word(&product(s), n)))
+        .map(|s| {
+            s.path
+                .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+                .unwrap()
+                .display()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn only_the_geometry_module_names_a_geometry() {
+    let naming = files_naming_a_geometry();
+    let allowed: BTreeSet<String> = STILL_NAMING_A_GEOMETRY.iter().map(|s| s.to_string()).collect();
+    let new: Vec<_> = naming.difference(&allowed).collect();
+    assert!(
+        new.is_empty(),
+        "these files name a geometry (one of {GEOMETRY_NAMES:?}); ask `Grid` or `Share` instead: {new:?}"
+    );
+    let gone: Vec<_> = allowed.difference(&naming).collect();
+    assert!(
+        gone.is_empty(),
+        "these files no longer name a geometry: take them off STILL_NAMING_A_GEOMETRY: {gone:?}"
+    );
 }

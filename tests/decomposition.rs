@@ -39,18 +39,12 @@ fn assert_identical(s: &Scenario, steps: u64) {
         reference.step(n);
         split.step(n);
     }
-    for f in [Field::Ex, Field::Hy] {
+    for f in [Field::E, Field::H] {
         let (diff, first) = max_abs_diff(&reference.gather(f).unwrap(), &split.gather(f).unwrap());
         assert_eq!(first, None, "{f:?} differs by {diff} (split {:?})", s.split);
     }
     // Not trivially zero.
-    assert!(
-        reference
-            .gather(Field::Ex)
-            .unwrap()
-            .iter()
-            .any(|v| v.abs() > 1e-3)
-    );
+    assert!(reference.gather(Field::E).unwrap().iter().any(|v| v.abs() > 1e-3));
 }
 
 #[test]
@@ -96,7 +90,7 @@ fn a_missing_halo_exchange_is_detected() {
             d.update_h(&all);
         }
         for i in split.interfaces() {
-            split.copy_halo(i, Field::Hy);
+            split.copy_halo(i, Field::H);
         }
         for d in &mut split.devices {
             d.update_e(&all);
@@ -104,8 +98,8 @@ fn a_missing_halo_exchange_is_detected() {
         }
     }
     let (diff, first) = max_abs_diff(
-        &reference.gather(Field::Ex).unwrap(),
-        &split.gather(Field::Ex).unwrap(),
+        &reference.gather(Field::E).unwrap(),
+        &split.gather(Field::E).unwrap(),
     );
     assert!(diff > 0.0 && first.is_some());
 }

@@ -457,7 +457,7 @@ fn a_waveform_that_cannot_be_evaluated_is_refused_and_every_accepted_one_is_fini
 #[test]
 fn a_blown_up_racy_run_is_blamed_on_its_races_first() {
     use haloscope::decomp::{Field, blame_races, not_finite};
-    let m = not_finite(120, Field::Ex, 7, f32::NAN, 1);
+    let m = not_finite(120, Field::E, 7, f32::NAN, haloscope::geometry::Grid::Line);
     assert!(m.contains("an unstable material"), "{m}");
     let b = blame_races(&m, 18, "--mode no-wait");
     assert!(

@@ -149,7 +149,7 @@ fn case(r: &mut Rng, i: usize, pulse: &scenario::Scenario) -> (&'static str, boo
                             Ok(p) => {
                                 // The checker is the costly part: one case in 25.
                                 if i.is_multiple_of(25) {
-                                    let _ = haloscope::hazard::check_scenario(&s, &p.in_rows(s.nx));
+                                    let _ = haloscope::hazard::check_scenario(&s, &p.on(&s));
                                 }
                                 true
                             }

@@ -24,7 +24,7 @@ fn the_flag_modes_meet_no_barrier_and_give_the_bits_of_events_under_jitter_in_1d
     ];
     for (mode, name, devices, steps) in cases {
         let s = builtin(name).with_devices(devices).unwrap();
-        let p = mode.program(&s.ranges()).in_rows(s.nx);
+        let p = mode.program(&s.ranges()).on(&s);
         assert!(!p.step.iter().flatten().any(|op| matches!(op, Op::HostBarrier)));
         assert!(
             p.step
@@ -32,7 +32,7 @@ fn the_flag_modes_meet_no_barrier_and_give_the_bits_of_events_under_jitter_in_1d
                 .flatten()
                 .any(|op| matches!(op, Op::FlagWait { .. }))
         );
-        let want = fields_after(&s, Mode::Events.program(&s.ranges()).in_rows(s.nx), steps, None);
+        let want = fields_after(&s, Mode::Events.program(&s.ranges()).on(&s), steps, None);
         for jitter in [None, Some(1), Some(9)] {
             let got = fields_after(&s, p.clone(), steps, jitter);
             assert!(

@@ -26,7 +26,12 @@ fn held(s: &Scenario) -> Vec<Held> {
     let c = Coefficients::new(s).unwrap();
     let ranges = s.ranges().into_iter().enumerate();
     ranges
-        .map(|(d, r)| DeviceState::new(d, r, s, &c).unwrap().into_held())
+        .map(|(d, r)| {
+            DeviceState::new(d, r, s, &c)
+                .unwrap()
+                .into_held()
+                .expect("a line")
+        })
         .collect()
 }
 
@@ -99,8 +104,8 @@ fn check_with(s: &Scenario, k: usize, steps: u64, run: impl Fn(&Held, &mut Field
         }
         done += n;
         let (ex, hy) = (
-            reference.gather(Field::Ex).unwrap(),
-            reference.gather(Field::Hy).unwrap(),
+            reference.gather(Field::E).unwrap(),
+            reference.gather(Field::H).unwrap(),
         );
         for (h, f) in held.iter().zip(&fields) {
             let o = h.owned();
@@ -221,7 +226,7 @@ fn leaves_the_reference(
             reference.step(t);
         }
     }
-    let ex = reference.gather(Field::Ex).unwrap();
+    let ex = reference.gather(Field::E).unwrap();
     let h = &held[0];
     ex[h.lo..h.hi]
         .iter()

@@ -1,12 +1,12 @@
-//! The 2D fused pass on the CPU (src/tmz/fused.rs, the algorithm of kernels/fdtd2d.cu's
-//! `fused_steps_2d`) against the one-kernel steps of src/tmz.rs, bit for bit.
+//! The 2D fused pass on the CPU (src/geometry/plane/fused.rs, the algorithm of kernels/fdtd2d.cu's
+//! `fused_steps_2d`) against the one-kernel steps of src/geometry/plane.rs, bit for bit.
 
 use std::ops::Range;
 
+use haloscope::geometry::plane::fused::{Rows, Tiling, pass};
+use haloscope::geometry::plane::{self, PlaneShare};
 use haloscope::physics::{EndCondition, PlacedSource};
 use haloscope::scenario::{Injection, SourceKind};
-use haloscope::tmz::fused::{Pass, Tiling, pass};
-use haloscope::tmz::{self, Slab};
 use proptest::prelude::*;
 
 /// A device's rows as a test draws them.
@@ -39,10 +39,11 @@ fn values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
         .collect()
 }
 
-fn slab(c: &Case) -> Slab {
+fn slab(c: &Case) -> PlaneShare {
     let n = c.nx * c.held;
-    Slab {
+    PlaneShare {
         nx: c.nx,
+        ch: 0.5,
         periodic: c.periodic,
         ca: values(c.seed + 1, n, 2.0).iter().map(|v| 0.5 + v.abs()).collect(),
         cb: values(c.seed + 2, n, 1.0),
@@ -83,14 +84,14 @@ fn ends(c: &Case) -> [Option<(EndCondition, usize)>; 2] {
 
 /// The one-kernel steps: what the GPU's `update_h_2d`, `update_e_2d`, `apply_source_2d`,
 /// `end_rows_2d` and `pec_sides_2d` do, step after step.
-fn plain(c: &Case, s: &mut Slab, ez: &mut [f32], h: &mut [f32], srcs: &[(usize, PlacedSource)]) {
+fn plain(c: &Case, s: &mut PlaneShare, ez: &mut [f32], h: &mut [f32], srcs: &[(usize, PlacedSource)]) {
     let [hr, er, sr] = c.rows.clone();
     for t in 0..c.steps as u64 {
         if !hr.is_empty() {
-            tmz::update_h(ez, h, c.nx, hr.clone(), 0.5, c.periodic);
+            plane::update_h(ez, h, c.nx, hr.clone(), 0.5, c.periodic);
         }
         if !er.is_empty() {
-            tmz::update_e(ez, h, s, er.clone());
+            plane::update_e(ez, h, s, er.clone());
         }
         for (row, src) in srcs.iter().filter(|(row, _)| sr.contains(row)) {
             for col in src.columns.clone() {
@@ -101,14 +102,14 @@ fn plain(c: &Case, s: &mut Slab, ez: &mut [f32], h: &mut [f32], srcs: &[(usize, 
         if let Some((cond, row)) = bottom {
             let mur =
                 matches!(cond, EndCondition::Mur(_)).then_some((&s.mur_bottom[..], &mut s.prev_bottom[..]));
-            tmz::apply_end_row(ez, c.nx, row, row + 1, mur);
+            plane::apply_end_row(ez, c.nx, row, row + 1, mur);
         }
         if let Some((cond, row)) = top {
             let mur = matches!(cond, EndCondition::Mur(_)).then_some((&s.mur_top[..], &mut s.prev_top[..]));
-            tmz::apply_end_row(ez, c.nx, row, row - 1, mur);
+            plane::apply_end_row(ez, c.nx, row, row - 1, mur);
         }
         if !c.periodic && !sr.is_empty() {
-            tmz::pec_sides(ez, c.nx, sr.clone());
+            plane::pec_sides(ez, c.nx, sr.clone());
         }
     }
 }
@@ -122,7 +123,7 @@ fn both(c: &Case) -> ([Vec<f32>; 4], [Vec<f32>; 4]) {
     let (mut ez_a, mut h_a) = (ez0.clone(), h0.clone());
     plain(c, &mut a, &mut ez_a, &mut h_a, &srcs);
     let (mut ez_b, mut h_b) = (ez0, h0);
-    let p = Pass {
+    let p = Rows {
         h: c.rows[0].clone(),
         e: c.rows[1].clone(),
         s: c.rows[2].clone(),

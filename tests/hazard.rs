@@ -81,13 +81,13 @@ fn identical_under_jitter(s: &Scenario, program: &Program, steps: u64, seeds: u6
     for n in 0..steps {
         d.step(n);
     }
-    let (ex, hy) = (d.gather(Field::Ex).unwrap(), d.gather(Field::Hy).unwrap());
+    let (ex, hy) = (d.gather(Field::E).unwrap(), d.gather(Field::H).unwrap());
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     (0..seeds).all(|seed| {
         let mut rt = SimRuntime::new(s, program.clone(), Some(seed)).unwrap();
         match rt.run_until(steps) {
             Ok(()) => {
-                let (e, h) = rt.fields().unwrap();
+                let haloscope::decomp::Gathered { e, h } = rt.fields().unwrap();
                 bits(&e) == bits(&ex) && bits(&h) == bits(&hy)
             }
             Err(_) => false,
@@ -336,10 +336,10 @@ fn a_race_the_sim_never_shows_on_the_default_scenario_is_flagged() {
     }
     let mut rt = SimRuntime::new(&s, p, None).unwrap();
     rt.run_until(steps).unwrap();
-    let (ex, hy) = rt.fields().unwrap();
+    let haloscope::decomp::Gathered { e: ex, h: hy } = rt.fields().unwrap();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    assert_eq!(bits(&ex), bits(&d.gather(Field::Ex).unwrap()));
-    assert_eq!(bits(&hy), bits(&d.gather(Field::Hy).unwrap()));
+    assert_eq!(bits(&ex), bits(&d.gather(Field::E).unwrap()));
+    assert_eq!(bits(&hy), bits(&d.gather(Field::H).unwrap()));
 }
 
 #[test]
@@ -370,7 +370,7 @@ fn the_declared_accesses_are_what_the_kernels_touch() {
             ] {
                 let fresh = || {
                     let mut st = DeviceState::new(d, range.clone(), &s, &c).unwrap();
-                    for f in [Field::Ex, Field::Hy] {
+                    for f in [Field::E, Field::H] {
                         for (i, v) in st.field_mut(f).iter_mut().enumerate() {
                             *v = ((i * 7 + f as usize * 3) % 11) as f32 * 0.1 - 0.5;
                         }
@@ -385,10 +385,10 @@ fn the_declared_accesses_are_what_the_kernels_touch() {
                 let lo = range.start as isize - haloscope::decomp::HALO as isize;
                 let global = |i: usize| (lo + i as isize) as usize;
                 let mut plain = fresh();
-                let before = [plain.field(Field::Ex).to_vec(), plain.field(Field::Hy).to_vec()];
+                let before = [plain.field(Field::E).to_vec(), plain.field(Field::H).to_vec()];
                 plain.run(kernel, &cells, 5);
                 let mut poisoned = fresh();
-                for f in [Field::Ex, Field::Hy] {
+                for f in [Field::E, Field::H] {
                     for (i, v) in poisoned.field_mut(f).iter_mut().enumerate() {
                         if lo + (i as isize) < 0 || !declared(f, false, global(i)) {
                             *v = f32::NAN;
@@ -396,7 +396,7 @@ fn the_declared_accesses_are_what_the_kernels_touch() {
                     }
                 }
                 poisoned.run(kernel, &cells, 5);
-                for (k, f) in [Field::Ex, Field::Hy].into_iter().enumerate() {
+                for (k, f) in [Field::E, Field::H].into_iter().enumerate() {
                     for (i, (&a, &b)) in plain.field(f).iter().zip(poisoned.field(f)).enumerate() {
                         let g = lo + i as isize;
                         let written = g >= 0 && declared(f, true, g as usize);
@@ -458,7 +458,7 @@ fn an_event_used_after_its_destruction_in_host_order_is_invalid() {
             Op::EventDestroy { event: e },
         ]],
         steps_per_round: 1,
-        row: 1,
+        grid: haloscope::geometry::Grid::Line,
         cells: 0,
     };
     let f = hazard::check_scenario(&s, &program).unwrap();

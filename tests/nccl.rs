@@ -7,7 +7,7 @@ mod common;
 use common::{bits, builtin, haloscope, program};
 
 use haloscope::hazard::{self, Kind};
-use haloscope::program::{Mode, ProgramFile};
+use haloscope::program::{Mode, ProgramFile, StreamId};
 use haloscope::runtime::sim::SimRuntime;
 use haloscope::scenario::Scenario;
 use haloscope::trace::TraceRecord;
@@ -17,22 +17,22 @@ use std::sync::{Arc, Mutex};
 /// to the single-domain reference elsewhere).
 fn same_bits_as_events(s: &Scenario, mode: Mode, steps: u64, jitter: Option<u64>) {
     let run = |m: Mode| {
-        let p = m.program(&s.ranges()).in_rows(s.nx);
+        let p = m.program(&s.ranges()).on(s);
         let mut rt = SimRuntime::new(s, p, jitter).unwrap();
         rt.run_until(steps).unwrap();
         rt.fields().unwrap()
     };
     let (a, b) = (run(mode), run(Mode::Events));
     assert_eq!(
-        bits(&a.0),
-        bits(&b.0),
+        bits(&a.e),
+        bits(&b.e),
         "{} E on {} devices",
         mode.name(),
         s.split.len()
     );
     assert_eq!(
-        bits(&a.1),
-        bits(&b.1),
+        bits(&a.h),
+        bits(&b.h),
         "{} H on {} devices",
         mode.name(),
         s.split.len()
@@ -134,10 +134,10 @@ fn a_synchronize_behind_nccl_work_waits_for_it_and_a_barrier_behind_a_receive_de
     assert_eq!(hazard::check_scenario(&s, &p).unwrap(), vec![]);
     let mut rt = SimRuntime::new(&s, p, Some(3)).unwrap();
     rt.run_until(300).unwrap();
-    let (ex, _) = rt.fields().unwrap();
+    let haloscope::decomp::Gathered { e: ex, h: _ } = rt.fields().unwrap();
     let mut reference = SimRuntime::new(&s, Mode::Events.program(&s.ranges()), None).unwrap();
     reference.run_until(300).unwrap();
-    assert_eq!(bits(&ex), bits(&reference.fields().unwrap().0));
+    assert_eq!(bits(&ex), bits(&reference.fields().unwrap().e));
     // Rank 0 synchronizes on a receive whose send rank 1 issues only after a barrier
     // that rank 0 cannot reach.
     let stuck = "cudaStream_t compute;
@@ -213,10 +213,17 @@ fn memory_stays_flat_while_the_host_runs_ahead_of_blocked_streams() {
     // queue's depth, not by the length of the run.
     let s = builtin("pulse").with_devices(4).unwrap();
     let mut rt = SimRuntime::new(&s, Mode::NcclOverlap.program(&s.ranges()), None).unwrap();
+    // Calls deferred on every stream (a program has at most a few streams a device).
+    let backlog = |rt: &SimRuntime| -> usize {
+        (0..4)
+            .flat_map(|device| (0..8).map(move |index| StreamId { device, index }))
+            .map(|s| rt.scheduler.nccl_deferred(s).len())
+            .sum()
+    };
     rt.run_until(2_000).unwrap();
-    let early = rt.scheduler.nccl_backlog();
+    let early = backlog(&rt);
     rt.run_until(20_000).unwrap();
-    let late = rt.scheduler.nccl_backlog();
+    let late = backlog(&rt);
     assert!(
         late <= early + 8,
         "deferred calls {early} at step 2000, {late} at step 20000"

@@ -46,7 +46,7 @@ fn run(s: &Scenario, mode: Mode, jitter: Option<u64>, points: &[u64], micro: usi
         }
     }
     rt.observe(N).unwrap();
-    let (ex, hy) = rt.fields().unwrap();
+    let haloscope::decomp::Gathered { e: ex, h: hy } = rt.fields().unwrap();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect();
     let mut records = records.lock().unwrap().clone();
     records.sort();

@@ -34,7 +34,7 @@ fn the_stores_leave_the_halos_as_a_pulled_exchange_does() {
         let states = rt.states().unwrap();
         let mut rt = SimRuntime::from_states(&s, states, then.program(&s.ranges()), None, 96).unwrap();
         rt.run_until(192).unwrap();
-        let (ex, hy) = rt.fields().unwrap();
+        let haloscope::decomp::Gathered { e: ex, h: hy } = rt.fields().unwrap();
         assert!(
             (bits(&ex), bits(&hy)) == want,
             "{} then {}",

@@ -48,8 +48,8 @@ fn reference(s: &Scenario, steps: u64) -> (Vec<u32>, Vec<u32>) {
         d.step(n);
     }
     (
-        bits(&d.gather(Field::Ex).unwrap()),
-        bits(&d.gather(Field::Hy).unwrap()),
+        bits(&d.gather(Field::E).unwrap()),
+        bits(&d.gather(Field::H).unwrap()),
     )
 }
 
@@ -60,7 +60,7 @@ fn bits(v: &[f32]) -> Vec<u32> {
 fn run(s: &Scenario, mode: Mode, steps: u64) -> (Vec<u32>, Vec<u32>) {
     let mut rt = SimRuntime::new(s, mode.program(&s.ranges()), None).unwrap();
     rt.run_until(steps).unwrap();
-    let (e, h) = rt.fields().unwrap();
+    let haloscope::decomp::Gathered { e, h } = rt.fields().unwrap();
     (bits(&e), bits(&h))
 }
 
@@ -81,8 +81,8 @@ fn the_plain_exchange_of_a_2d_split_is_bit_identical() {
                 d.step(k);
             }
             let got = (
-                bits(&d.gather(Field::Ex).unwrap()),
-                bits(&d.gather(Field::Hy).unwrap()),
+                bits(&d.gather(Field::E).unwrap()),
+                bits(&d.gather(Field::H).unwrap()),
             );
             assert!(got == want, "{n} devices, {b}");
             let got = run(&s, Mode::Events, 300);

@@ -58,7 +58,7 @@ fn program(events: &[(&str, usize)], step: Vec<Vec<Op>>) -> Program {
         setup,
         step,
         steps_per_round: 1,
-        row: 1,
+        grid: haloscope::geometry::Grid::Line,
         cells: 0,
     }
 }
@@ -283,7 +283,7 @@ fn copy_program(wait: bool) -> Program {
         });
     }
     t0.push(Op::PeerCopy {
-        field: Field::Ex,
+        field: Field::E,
         src: 1,
         dst: 0,
         cells: 4..5,
@@ -309,10 +309,10 @@ fn copy_program(wait: bool) -> Program {
 #[test]
 fn rule5_a_copy_that_does_not_wait_reads_its_source_before_the_producer_wrote_it() {
     let (rt, _) = run_one(copy_program(false));
-    let halo = rt.device_local(0, Field::Ex).unwrap()[HALO + 4]; // global cell 4
+    let halo = rt.device_local(0, Field::E).unwrap()[HALO + 4]; // global cell 4
     assert_eq!(halo, 0.0, "stale: the copy read Ex[4] before the kernel wrote it");
     let (rt, _) = run_one(copy_program(true));
-    let halo = rt.device_local(0, Field::Ex).unwrap()[HALO + 4]; // global cell 4
+    let halo = rt.device_local(0, Field::E).unwrap()[HALO + 4]; // global cell 4
     assert_eq!(halo, 1.0, "with the wait the copy reads the produced value");
 }
 
@@ -329,7 +329,7 @@ fn rule5_a_kernel_that_completes_before_the_copy_lands_uses_the_old_halo() {
                 event: EventId(0),
             },
             Op::PeerCopy {
-                field: Field::Ex,
+                field: Field::E,
                 src: 1,
                 dst: 0,
                 cells: 4..5,
@@ -364,7 +364,7 @@ fn rule5_a_kernel_that_completes_before_the_copy_lands_uses_the_old_halo() {
     };
     let hy3 = |ordered| {
         let (rt, _) = run_one(make(ordered));
-        rt.device_local(0, Field::Hy).unwrap()[HALO + 3] // global cell 3
+        rt.device_local(0, Field::H).unwrap()[HALO + 3] // global cell 3
     };
     assert_eq!(hy3(false), 0.0, "the consumer ran before the halo landed");
     assert_eq!(
@@ -477,7 +477,7 @@ fn rule8_a_pulled_copy_takes_three_queue_slots_a_pushed_one_one() {
     s.cost.peer_pull_latency_us = 100.0;
     s.cost.peer_push_latency_us = 100.0;
     let copy = |stream| Op::PeerCopy {
-        field: Field::Ex,
+        field: Field::E,
         src: 1,
         dst: 0,
         cells: 4..5,

@@ -6,7 +6,7 @@ use common::haloscope;
 
 use std::time::{Duration, Instant};
 
-use haloscope::engine::{Control, Engine, EngineConfig, Frame, Goal, GoalState, REACHED};
+use haloscope::engine::{Control, Engine, EngineConfig, Goal, GoalState, Picture, REACHED};
 use haloscope::runtime::RuntimeChoice;
 use haloscope::scenario::Scenario;
 use haloscope::tour::{self, Expect};
@@ -18,7 +18,7 @@ fn run_to(
     mode: haloscope::program::Mode,
     goal: Goal,
     inspect: Option<usize>,
-) -> Box<Frame> {
+) -> Box<Picture> {
     let engine = Engine::start(EngineConfig {
         file: None,
         scenario: scenario.clone(),
@@ -147,7 +147,7 @@ fn reaches_stops_at_the_first_step_the_wave_is_at_the_cell() {
     let Some(GoalState::Reached(_, step)) = f.goal else {
         panic!("{:?}", f.goal)
     };
-    let ex = |f: &Frame| f.inspected.as_ref().unwrap().fields.0.abs();
+    let ex = |f: &Picture| f.inspected.as_ref().unwrap().values[0].1.abs();
     assert!(ex(&f) >= REACHED, "at step {step}: {}", ex(&f));
     let before = run_to(&s, mode, Goal::Step(step - 1), Some(1000));
     assert_eq!(before.step, step - 1);

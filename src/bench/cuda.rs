@@ -390,7 +390,7 @@ fn snapshot_cost(gpus: &[i32], only: Option<&[Mode]>) -> Result<Vec<SnapshotCost
         let mut rt = crate::runtime::start(&one, &s, Arc::new(Mode::Events.program(&s.ranges())), false)?;
         rt.run_to(2)?;
         let columns = 200;
-        let edges = Arc::new(snapshot::Edges::Line(snapshot::column_edges(cells, columns)));
+        let edges = Arc::new(snapshot::Edges::Columns(snapshot::column_edges(cells, columns)));
         rt.reduce(&edges, None)?;
         let mut samples = Vec::new();
         for _ in 0..20 {

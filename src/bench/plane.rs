@@ -31,7 +31,7 @@ pub fn plane_scenario(n: usize, devices: usize) -> Result<Scenario> {
 /// Median µs per step of `program` on `s` over `gpus` (one device each), for `seconds`.
 fn step_us(s: &Scenario, program: Program, gpus: &[i32], seconds: f64) -> Result<f64> {
     let cuda = RuntimeChoice::Cuda { gpus: gpus.to_vec() };
-    let mut rt = crate::runtime::start(&cuda, s, Arc::new(program.in_rows(s.nx)), false)?;
+    let mut rt = crate::runtime::start(&cuda, s, Arc::new(program.on(s)), false)?;
     let run = |rt: &mut dyn Runtime, steps: u64| -> Result<f64> {
         let (from, t0) = (rt.step(), Instant::now());
         rt.run_to(from + steps)?;
@@ -51,19 +51,20 @@ fn step_us(s: &Scenario, program: Program, gpus: &[i32], seconds: f64) -> Result
 fn reduction_agrees(gpu: i32) -> Result<(usize, usize)> {
     let s = plane_scenario(700, 3)?;
     let cuda = RuntimeChoice::Cuda { gpus: vec![gpu; 3] };
-    let program = Mode::Events.program(&s.ranges()).in_rows(s.nx);
+    let program = Mode::Events.program(&s.ranges()).on(&s);
     let mut rt = crate::runtime::start(&cuda, &s, Arc::new(program), false)?;
     rt.run_to(300)?;
-    let edges = Arc::new(Edges::Plane {
+    let edges = Arc::new(Edges::Map {
         rows: snapshot::column_edges(s.cells, 61),
-        cols: snapshot::column_edges(s.nx, 97),
+        cols: snapshot::column_edges(crate::geometry::Grid::of(&s).per_slice(), 97),
     });
     let (gpu_cols, ..) = snapshot::merge(&rt.reduce(&edges, None)?, edges.len());
-    let (ez, h) = rt.fields()?;
-    let Edges::Plane { rows, cols } = &*edges else {
+    let g = rt.fields()?;
+    let Edges::Map { rows, cols } = &*edges else {
         unreachable!("a plane")
     };
-    let cpu = snapshot::reduce_plane(0..s.cells, s.nx, (&ez, &h), None, (rows, cols));
+    let across = crate::geometry::Grid::of(&s).per_slice();
+    let cpu = snapshot::reduce_map(0..s.cells, across, (&g.e, &g.h), None, (rows, cols));
     let (cpu_cols, ..) = snapshot::merge(&[cpu], edges.len());
     let bits = |c: &snapshot::Column| [c.ex.0, c.ex.1, c.hy.0, c.hy.1].map(f32::to_bits);
     let equal = gpu_cols

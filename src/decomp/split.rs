@@ -3,55 +3,33 @@
 
 use std::ops::Range;
 
-use super::{Access, Buffer, DeviceState, FUSED_TILE, Field, Kernel, Part};
+use super::{Access, Buffer, DeviceState, Field, Kernel, Part};
 use crate::fused;
 
 impl DeviceState {
     /// `fused_save` over `cells`: the fields next to every cut between the tiles of both
     /// parts, and the Mur state, as they are (the GPU's strips), for the parts to read their
-    /// margins from. In 2D, where the pass is not split (its own snapshot is the whole
-    /// region), the whole round's pass, from step `step`: it reads the halos now, before a
-    /// neighbour may store into them, and the parts run nothing.
-    pub fn fused_save(&mut self, cells: &Range<usize>, steps: usize, step: u64) {
-        if self.slab.is_some() {
-            return self.fused(cells, steps, step);
-        }
-        let span = self.kernel_range(Kernel::FusedSave { steps: steps as u32 }, cells);
-        let cuts = fused::split_cuts(&span, steps, FUSED_TILE);
-        let prev = [self.prev_left, self.prev_right];
-        let m = self.margins.get_or_insert_with(Box::default);
-        m.save((&self.ex, &self.hy), prev, &span, cuts, steps);
+    /// margins from — or, where the geometry does not split a pass, the whole round's pass
+    /// ([`crate::geometry::Share::fused_save`]).
+    pub fn fused_save(&mut self, cells: &Range<usize>, kernel: Kernel, step: u64) {
+        self.with_share(|share, e, h, p| share.fused_save(e, h, p), kernel, cells, step);
     }
 
-    /// The tiles of `part` of a split pass of `steps` steps over the held part of `cells`
-    /// (src/fused.rs [`fused::pass_tiles`]), their margins from the last `fused_save` (zeros
-    /// before any, as the GPU's strips). A `fused_store` pass reads its halo cells from the
-    /// save too and writes back only the owned cells (its stores into the neighbours are
-    /// the runtime's: [`DeviceState::stores`]). In 2D, where the pass is not split, the
-    /// save ran the whole pass: the parts run nothing (the same bits).
-    pub fn fused_part(&mut self, cells: &Range<usize>, steps: usize, step: u64, part: Part) {
-        let kernel = Kernel::FusedPart {
-            steps: steps as u32,
-            part,
-        };
-        let span = self.kernel_range(kernel, cells);
-        if self.slab.is_some() || span.is_empty() {
-            return;
-        }
+    /// The tiles of `part` of a split pass over the held part of `cells` (src/fused.rs
+    /// [`fused::pass_tiles`]), their margins from the last `fused_save`. A `fused_store`
+    /// pass writes back only the owned cells (its stores into the neighbours are the
+    /// runtime's: [`DeviceState::stores`]).
+    pub fn fused_part(&mut self, cells: &Range<usize>, kernel: Kernel, step: u64, part: Part) {
         let own = match part {
             Part::Store => self.owned_local(),
-            _ => span.clone(),
+            _ => self.kernel_range(kernel, cells),
         };
-        let before = self.margins.take().unwrap_or_default();
-        let mut f = fused::Fields {
-            ex: std::mem::take(&mut self.ex),
-            hy: std::mem::take(&mut self.hy),
-            prev: [self.prev_left, self.prev_right],
-        };
-        let tiles = fused::part_tiles(&span, steps, part, FUSED_TILE);
-        fused::pass_tiles(self.held(), &mut f, &before, &span, &own, tiles, steps, step);
-        (self.ex, self.hy, [self.prev_left, self.prev_right]) = (f.ex, f.hy, f.prev);
-        self.margins = Some(before);
+        self.with_share(
+            |share, e, h, p| share.fused_part(e, h, p, part, own),
+            kernel,
+            cells,
+            step,
+        );
     }
 
     /// What `fused_save` and the parts touch, for the hazard checker: the save reads the
@@ -67,8 +45,8 @@ impl DeviceState {
         }
         let g = |r: &Range<usize>| self.global(r.start)..self.global(r.start) + r.len();
         let acc = |buffer, cells, write| Access { buffer, cells, write };
-        let fields = [Buffer::Field(Field::Ex), Buffer::Field(Field::Hy)];
-        if self.slab.is_some() {
+        let fields = [Buffer::Field(Field::E), Buffer::Field(Field::H)];
+        if !self.grid.splits_pass() {
             if let Kernel::FusedSave { steps } = kernel {
                 out.extend(self.accesses(Kernel::Fused { steps }, cells));
             }

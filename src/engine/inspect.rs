@@ -3,11 +3,12 @@
 
 use super::{CellInfo, Core};
 use crate::decomp::Field;
+use crate::geometry::Grid;
 use crate::snapshot::Edges;
 use crate::trace::TraceRecord;
 
 impl Core {
-    /// The inspected cell (`row · nx + column` in 2D), if one is; `edges`: where the
+    /// The inspected point, if one is; `edges`: where the
     /// frame's screen cells lie.
     pub(super) fn inspected(
         &mut self,
@@ -17,16 +18,18 @@ impl Core {
     ) -> Option<CellInfo> {
         let k = self.inspect?;
         let s = &self.cfg.scenario;
-        let (row, col) = (k / s.nx, k % s.nx);
+        let grid = Grid::of(s);
+        let row = grid.locate(k).0;
         let ranges = s.ranges();
         let device = ranges.iter().position(|r| r.contains(&row))?;
-        let fields = self.backend.cell(k, s.nx).ok()?;
+        let values = self.backend.cell(k, grid).ok()?;
         let reference = (self.reference_step == step).then(|| {
             let d = &self.reference.devices[0];
             let rows = row..row + 1;
-            (d.read(Field::Ex, &rows)[col], d.read(Field::Hy, &rows)[col])
+            let (e, h) = (d.read(Field::E, &rows), d.read(Field::H, &rows));
+            grid.values(k, e, h).into_iter().map(|(_, v)| v).collect()
         });
-        let column = edges.index_of(k, s.nx);
+        let column = edges.index_of(grid.locate(k));
         let states = crate::decomp::DeviceState::shapes(s);
         let writes = |op: &crate::program::Op| {
             crate::hazard::op_accesses(op, &states).iter().any(|(d, a)| {
@@ -50,9 +53,15 @@ impl Core {
             });
         Some(CellInfo {
             cell: k,
+            place: grid.point(k),
             device,
-            fields,
+            values,
             reference,
+            screen_cell: if grid.map(s.cells).is_some() {
+                "screen cell"
+            } else {
+                "column"
+            },
             first_seen_diff: self.first_diff_seen.get(column).copied().flatten(),
             written_by,
         })

@@ -1,5 +1,5 @@
 //! The engine thread: owns the runtime and the reference run, obeys a control channel, and
-//! publishes the latest [`Frame`] for the UI. It never waits for the UI: a frame replaces
+//! publishes the latest [`Picture`] for the UI. It never waits for the UI: a frame replaces
 //! the previous one if the UI has not taken it yet.
 
 use anyhow::Result;
@@ -79,9 +79,13 @@ impl CopyHistory {
 
 /// Everything the UI draws, as of one instant.
 #[derive(Debug, Clone)]
-pub struct Frame {
+pub struct Picture {
     pub scenario: String,
+    /// The runtime's name, as the status line shows it.
     pub runtime: &'static str,
+    /// Whether the times shown are the runtime's model (the sim) rather than measured:
+    /// the runtime says ([`Runtime::clock_is_modelled`]); no panel asks which it is.
+    pub clock_modelled: bool,
     pub cells: usize,
     pub split: Vec<usize>,
     pub mode: Mode,
@@ -97,8 +101,8 @@ pub struct Frame {
     pub heat: Option<(usize, usize)>,
     /// The plot size this frame was made for: `(columns, rows)` as last sent.
     pub plot: (usize, usize),
-    /// Cells per row (1 in 1D).
-    pub nx: usize,
+    /// The grid: what a point and a slice are, how a point is named.
+    pub grid: crate::geometry::Grid,
     /// Largest |value| seen so far, for a steady vertical scale.
     pub scale: f32,
     /// `None` while a step is half issued (micro-stepping): no fair comparison then.
@@ -136,7 +140,7 @@ pub struct Frame {
     pub refused_mode: Option<Mode>,
 }
 
-impl Frame {
+impl Picture {
     /// The running program's name: the mode's, or the program file's.
     pub fn program_name(&self) -> &str {
         self.file.as_ref().map_or(self.mode.name(), |f| f.name.as_str())
@@ -152,13 +156,17 @@ impl Frame {
 /// One cell as the inspector shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CellInfo {
-    /// The cell: its index in 1D; in 2D `row · nx + column`.
+    /// The point's index in the grid (a plane's is `row · nx + column`).
     pub cell: usize,
+    /// The point as messages name it: `cell 5`, `(x 3, y 4)`.
+    pub place: String,
     pub device: usize,
-    /// `(Ex, Hy)` of the run (2D: `(Ez, Hx)`), and of the reference when it is at the
-    /// same step.
-    pub fields: (f32, f32),
-    pub reference: Option<(f32, f32)>,
+    /// Every component's value in the run (`Ex`, `Hy`; `Ez`, `Hx`, `Hy`), and the
+    /// reference's, in the same order, when it is at the same step.
+    pub values: Vec<(&'static str, f32)>,
+    pub reference: Option<Vec<f32>>,
+    /// What one screen cell of the plot is: `column` (a line's), `screen cell` (a map's).
+    pub screen_cell: &'static str,
     /// The first step at which the cell's screen column was seen to differ from the
     /// reference (the run is compared at frames, not every step).
     pub first_seen_diff: Option<u64>,
@@ -188,7 +196,7 @@ pub struct Engine {
     control: Sender<Control>,
     /// A message arrives here whenever a new frame is waiting.
     pub ping: Receiver<()>,
-    mailbox: Arc<Mutex<Option<Box<Frame>>>>,
+    mailbox: Arc<Mutex<Option<Box<Picture>>>>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -206,7 +214,7 @@ impl Engine {
                 (p, started)
             }
             Err(e) => {
-                let p = cfg.mode.program(&cfg.scenario.ranges()).in_rows(cfg.scenario.nx);
+                let p = cfg.mode.program(&cfg.scenario.ranges()).on(&cfg.scenario);
                 (Arc::new(p), Err(e.into()))
             }
         };
@@ -258,7 +266,7 @@ impl Engine {
     }
 
     /// The newest frame, if one arrived since the last call.
-    pub fn take_frame(&self) -> Option<Box<Frame>> {
+    pub fn take_frame(&self) -> Option<Box<Picture>> {
         self.mailbox.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 }
@@ -355,7 +363,7 @@ impl Core {
         self.error.is_some() || self.failure.is_some()
     }
 
-    fn run(&mut self, control: Receiver<Control>, mut publish: impl FnMut(Frame)) {
+    fn run(&mut self, control: Receiver<Control>, mut publish: impl FnMut(Picture)) {
         publish(self.frame());
         let mut last_publish = Instant::now();
         // What building the last frame took (the reference catching up, the reduction):
@@ -504,9 +512,7 @@ impl Core {
 
     /// Continues from the current fields under another mode (from step 0 after a failure).
     fn switch_mode(&mut self, mode: Mode) {
-        let program = mode
-            .program(&self.cfg.scenario.ranges())
-            .in_rows(self.cfg.scenario.nx);
+        let program = mode.program(&self.cfg.scenario.ranges()).on(&self.cfg.scenario);
         self.switch_program(mode, None, program);
     }
 
@@ -516,7 +522,7 @@ impl Core {
         match file.instantiate(&self.cfg.scenario.ranges()) {
             Ok(program) => {
                 self.refusal = None;
-                let program = program.in_rows(self.cfg.scenario.nx);
+                let program = program.on(&self.cfg.scenario);
                 self.switch_program(self.mode, Some(file), program);
             }
             Err(e) => self.refusal = Some(e.to_string()),
@@ -626,7 +632,7 @@ impl Core {
         });
     }
 
-    fn frame(&mut self) -> Frame {
+    fn frame(&mut self) -> Picture {
         let step = self.step();
         let boundary = self.backend.at_boundary();
         // The reference follows the run to every step boundary. It runs on the CPU: beside
@@ -686,9 +692,10 @@ impl Core {
         }
         let inspected = self.inspected(step, &edges, &timeline);
         let s = &self.cfg.scenario;
-        Frame {
+        Picture {
             scenario: s.name.clone(),
             runtime: self.backend.name(),
+            clock_modelled: self.backend.clock_is_modelled(),
             cells: s.cells,
             split: s.split.clone(),
             mode: self.mode,
@@ -699,7 +706,7 @@ impl Core {
             columns,
             heat: edges.heat(),
             plot: (self.columns, self.rows),
-            nx: s.nx,
+            grid: crate::geometry::Grid::of(s),
             scale: self.scale,
             max_diff: if boundary { self.last_max_diff } else { None },
             first_diff: self.last_first_diff,
@@ -801,7 +808,7 @@ mod tests {
     }
 
     /// Waits for a frame satisfying `ok`.
-    fn wait_for(e: &Engine, ok: impl Fn(&Frame) -> bool) -> Box<Frame> {
+    fn wait_for(e: &Engine, ok: impl Fn(&Picture) -> bool) -> Box<Picture> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let _ = e.ping.recv_timeout(Duration::from_millis(50));
@@ -1104,7 +1111,7 @@ mod tests {
             (p.name == "nccl").then(|| "NCCL refuses two ranks on one GPU".to_string())
         }
         fn fields(&mut self) -> Result<crate::decomp::Gathered> {
-            Ok((Vec::new(), Vec::new()))
+            Ok(crate::decomp::Gathered::default())
         }
         fn reduce(
             &mut self,

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::Core;
-use crate::decomp::{Field, Reference};
-use crate::memory::OutOfMemory;
+use crate::decomp::Reference;
+use crate::geometry::Grid;
 use crate::snapshot::{self, Column, Edges};
 
 /// What a frame's fields are: where its screen cells lie (a 1D plot's columns or a 2D
@@ -25,12 +25,7 @@ impl Core {
             self.reference_step += 1;
         }
         let gathered = (self.reference_step == step)
-            .then(|| {
-                Ok::<_, OutOfMemory>((
-                    self.reference.gather(Field::Ex)?,
-                    self.reference.gather(Field::Hy)?,
-                ))
-            })
+            .then(|| self.reference.gathered())
             .transpose();
         match gathered {
             Ok(r) => r.map(Arc::new),
@@ -45,15 +40,15 @@ impl Core {
     /// a runtime that cannot is the run's failure (empty columns).
     pub(super) fn reduce_fields(&mut self, reference: Option<&Reference>) -> Reduced {
         let s = &self.cfg.scenario;
-        let edges = Arc::new(if s.two_d() {
+        let edges = Arc::new(if let Some((across, slices)) = Grid::of(s).map(s.cells) {
             let width = (self.columns / 2).saturating_sub(snapshot::HEAT_GUTTER + 1);
-            let (buckets, bands) = snapshot::heat_size(s.nx, s.cells, width, self.rows);
-            Edges::Plane {
-                rows: snapshot::column_edges(s.cells, bands),
-                cols: snapshot::column_edges(s.nx, buckets),
+            let (buckets, bands) = snapshot::heat_size(across, slices, width, self.rows);
+            Edges::Map {
+                rows: snapshot::column_edges(slices, bands),
+                cols: snapshot::column_edges(across, buckets),
             }
         } else {
-            Edges::Line(snapshot::column_edges(s.cells, self.columns))
+            Edges::Columns(snapshot::column_edges(s.cells, self.columns))
         });
         let merged = match self.backend.reduce(&edges, reference) {
             Ok(parts) => snapshot::merge(&parts, edges.len()),

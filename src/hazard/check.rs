@@ -395,7 +395,7 @@ pub fn op_accesses(op: &Op, states: &[DeviceState]) -> Vec<(usize, Access)> {
                     let Some(n) = d.checked_add_signed(dir).filter(|&n| n < states.len()) else {
                         continue;
                     };
-                    for f in [Field::Ex, Field::Hy] {
+                    for f in [Field::E, Field::H] {
                         let (buffer, cells) = (Buffer::Field(f), cells.clone());
                         out.push((
                             n,

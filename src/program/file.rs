@@ -37,7 +37,7 @@ pub fn build_for(
     file: Option<&ProgramFile>,
     s: &crate::scenario::Scenario,
 ) -> Result<Program, ScenarioError> {
-    build(mode, file, &s.ranges()).map(|p| p.in_rows(s.nx))
+    build(mode, file, &s.ranges()).map(|p| p.on(s))
 }
 
 /// A parsed program file.

@@ -232,29 +232,25 @@ pub struct Program {
     /// Steps one round of `step` advances (1, except for modes that exchange halos once
     /// every few steps).
     pub steps_per_round: u64,
-    /// Cells per row of the grid it runs on: 1 in 1D; in 2D its "cells" are rows of this
-    /// many cells, and the calls are written so ([`Program::in_rows`]).
-    pub row: usize,
+    /// The grid it runs on: its ranges count the grid's slices (cells of a line, rows of
+    /// a plane), and the calls are written so ([`Program::on`]).
+    #[serde(skip)]
+    pub grid: crate::geometry::Grid,
     /// Cells (rows in 2D) of the grid it was made for: a launch past the grid's end works
     /// on the cells before it.
     pub cells: usize,
 }
 
 impl Program {
-    /// The program on a 2D grid of rows of `nx` cells (1: a 1D grid).
-    pub fn in_rows(mut self, nx: usize) -> Program {
-        self.row = nx.max(1);
+    /// The program on the grid of scenario `s`.
+    pub fn on(mut self, s: &crate::scenario::Scenario) -> Program {
+        self.grid = crate::geometry::Grid::of(s);
         self
     }
 
-    /// A field's name as the calls write it: in 2D the exchanged `E` field is `Ez` and a
-    /// row of `H` holds `Hx` and `Hy`.
+    /// A field's name as the calls write it (`ex`, `hy` on a line; `ez`, `h` on a plane).
     pub fn field_name(&self, f: crate::decomp::Field) -> &'static str {
-        match (self.row, f) {
-            (1, f) => f.name(),
-            (_, crate::decomp::Field::Ex) => "ez",
-            (_, crate::decomp::Field::Hy) => "h",
-        }
+        self.grid.field_word(f)
     }
 
     /// The cells a part of a split pass over `cells` writes (its tiles), as the program
@@ -275,19 +271,19 @@ impl Program {
         }
     }
 
-    /// What the launch ranges count: cells (1D) or rows (2D).
+    /// What the launch ranges count: cells of a line, rows of a plane.
     fn unit(&self) -> &'static str {
-        if self.row > 1 { "rows" } else { "cells" }
+        self.grid.units().many
     }
 
-    /// One of what the ranges count: `cell` (1D) or `row` (2D).
+    /// One of what the ranges count: `cell`, `row`.
     pub fn cell_word(&self) -> &'static str {
-        if self.row > 1 { "row" } else { "cell" }
+        self.grid.units().one
     }
 
-    /// Bytes a copy of `count` cells (rows) of `f` moves.
+    /// Bytes a copy of `count` slices of `f` moves.
     pub fn copy_bytes(&self, f: crate::decomp::Field, count: usize) -> usize {
-        4 * count * f.floats_per_row(self.row)
+        4 * count * self.grid.width(f)
     }
 
     /// The index of cell (1D) or row (2D) `at`'s first float in `f`'s buffer.
@@ -297,6 +293,43 @@ impl Program {
 
     pub fn devices(&self) -> usize {
         self.step.len()
+    }
+
+    /// Whether the program makes NCCL calls.
+    pub fn uses_nccl(&self) -> bool {
+        self.step
+            .iter()
+            .chain(&self.setup)
+            .flatten()
+            .any(|op| matches!(op, Op::Nccl { .. } | Op::NcclGroupStart | Op::NcclGroupEnd))
+    }
+
+    /// Why the program cannot run with each device in a process of its own — the rule,
+    /// said once: across processes only NCCL joins devices; a peer copy, a host barrier, or
+    /// an event or flag of another device needs every device in one process.
+    pub fn across_processes(&self) -> Result<(), String> {
+        if !self.uses_nccl() {
+            return Err(format!(
+                "mode {}: across processes only NCCL modes run (nccl, nccl-overlap, nccl-mismatch); \
+                 peer copies need every device in one process",
+                self.name
+            ));
+        }
+        let op = self.step.iter().chain(&self.setup).flatten().find(|op| {
+            matches!(op, Op::PeerCopy { .. } | Op::HostBarrier)
+                || matches!(op, Op::Record { event, stream } | Op::Wait { event, stream }
+                    if self.events[event.0].device != stream.device)
+                || matches!(op, Op::FlagWrite { flag, stream, .. } | Op::FlagWait { stream, flag, .. }
+                    if self.flags[flag.0].device != stream.device)
+        });
+        match op {
+            Some(op) => Err(format!(
+                "`{}`: across processes a program may use only NCCL between devices (a peer copy, a \
+                 host barrier or another device's event needs one process)",
+                self.render(op)
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Whether a stream waits on a flag (rule 9): on GPUs such a program needs a hardware
@@ -420,7 +453,7 @@ impl Program {
                 substep,
             } => {
                 let what = match kernel {
-                    Kernel::FusedPart { steps, part } if self.row == 1 => {
+                    Kernel::FusedPart { steps, part } if self.grid.splits_pass() => {
                         format!(", {steps} steps: {}", self.part_cells(cells, *steps, *part))
                     }
                     k if k.fused_steps().is_some() => format!(", {} steps", k.fused_steps().unwrap_or(0)),

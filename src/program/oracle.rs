@@ -93,7 +93,7 @@ impl<'a> Builder<'a> {
             setup: self.setup,
             step: self.step,
             steps_per_round: self.steps_per_round,
-            row: 1,
+            grid: crate::geometry::Grid::default(),
             cells: self.ranges.last().map_or(0, |r| r.end),
         }
     }
@@ -187,13 +187,13 @@ impl<'a> Builder<'a> {
     /// Pull `d`'s left `Hy` halo from `d − 1`, issued by `d` on `stream`.
     fn pull_hy(&mut self, d: usize, stream: usize) {
         let k = self.ranges[d].start - 1;
-        self.peer_copy(d, Field::Hy, (d - 1, d), k, stream);
+        self.peer_copy(d, Field::H, (d - 1, d), k, stream);
     }
 
     /// Pull `d`'s right `Ex` halo from `d + 1`, issued by `d` on `stream`.
     fn pull_ex(&mut self, d: usize, stream: usize) {
         let k = self.ranges[d].end;
-        self.peer_copy(d, Field::Ex, (d + 1, d), k, stream);
+        self.peer_copy(d, Field::E, (d + 1, d), k, stream);
     }
 
     fn has_left(&self, d: usize) -> bool {
@@ -351,7 +351,7 @@ impl<'a> Builder<'a> {
             self.wait(d, COPY, hb); // RAW: Hy[hi-1] is written
             let eb = self.ev("e_boundary", d + 1);
             self.wait(d, COPY, eb); // WAR: the neighbour's last reader of its Hy halo is done
-            self.send(d, d + 1, Field::Hy, hi - 1, COPY);
+            self.send(d, d + 1, Field::H, hi - 1, COPY);
             let sent = self.ev("hy_sent", d);
             self.record(d, sent, COPY);
         }
@@ -366,7 +366,7 @@ impl<'a> Builder<'a> {
             self.wait(d, COPY, eb); // RAW: Ex[lo] is written
             let hb = self.ev("h_boundary", d - 1);
             self.wait(d, COPY, hb); // WAR: the neighbour's reader of its Ex halo is done
-            self.send(d, d - 1, Field::Ex, lo, COPY);
+            self.send(d, d - 1, Field::E, lo, COPY);
             let sent = self.ev("ex_sent", d);
             self.record(d, sent, COPY);
         }
@@ -481,7 +481,7 @@ impl<'a> Builder<'a> {
         {
             let ready = self.ev("done", nb);
             self.wait(d, COMPUTE, ready); // RAW: the neighbour's cells are computed
-            for f in [Field::Ex, Field::Hy] {
+            for f in [Field::E, Field::H] {
                 self.peer_copy_cells(d, f, (nb, d), cells.clone(), COMPUTE);
             }
         }
@@ -508,12 +508,12 @@ impl<'a> Builder<'a> {
         self.launch(d, Kernel::UpdateH, lo..hi, COMPUTE);
         if self.has_right(d) {
             // Push Hy[hi-1] into the right neighbour's halo, behind the kernel that wrote it.
-            self.send(d, d + 1, Field::Hy, hi - 1, COMPUTE);
+            self.send(d, d + 1, Field::H, hi - 1, COMPUTE);
         }
         self.push(d, Op::HostBarrier);
         self.e_phase(d, lo..hi);
         if self.has_left(d) {
-            self.send(d, d - 1, Field::Ex, lo, COMPUTE);
+            self.send(d, d - 1, Field::E, lo, COMPUTE);
         }
         self.push(d, Op::HostBarrier);
     }

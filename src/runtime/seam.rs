@@ -6,7 +6,8 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::decomp::{Gathered, HALO, Reference};
+use crate::decomp::{Field, Gathered, HALO, Reference};
+use crate::geometry::Grid;
 use crate::program::Program;
 use crate::snapshot::{Edges, Partial};
 use crate::trace::{TraceRecord, TraceWriter};
@@ -101,12 +102,16 @@ pub trait Runtime: Send {
     }
     /// The owned cells of every device, in order, at the latest step run to.
     fn fields(&mut self) -> Result<Gathered>;
-    /// `(Ex, Hy)` of global cell `k` (for the inspector); on a 2D grid of rows of `nx`,
-    /// `(Ez, Hx)` of cell `row · nx + column`.
-    fn cell(&mut self, k: usize, nx: usize) -> Result<(f32, f32)> {
-        let (ex, hy) = self.fields()?;
-        let h = k / nx * crate::decomp::Field::Hy.floats_per_row(nx) + k % nx;
-        Ok((ex[k], hy[h]))
+    /// Every component's value at point `k` of `grid` (for the inspector): `Ex`, `Hy`
+    /// on a line; `Ez`, `Hx`, `Hy` on a plane.
+    fn cell(&mut self, k: usize, grid: Grid) -> Result<Vec<(&'static str, f32)>> {
+        let g = self.fields()?;
+        let slice = grid.locate(k).0;
+        let of = |f: Field| {
+            let w = grid.width(f);
+            &g.field(f)[slice * w..(slice + 1) * w]
+        };
+        Ok(grid.values(k, of(Field::E), of(Field::H)))
     }
     /// The owned cells reduced to the screen cells of `edges` (a 1D plot's columns or a
     /// 2D heat map's cells), compared with `reference`.

@@ -262,14 +262,19 @@ impl Scenario {
             field: Some(self.units().1.into()),
             reason,
         };
-        let (run, with) = memory::per_cell(self.two_d());
+        // Bytes a cell costs, `(run, reference)`: a plane's cell holds three components.
+        let (run, with) = if self.two_d() {
+            (memory::RUN_BYTES_PER_CELL_2D, memory::REFERENCE_BYTES_PER_CELL_2D)
+        } else {
+            (memory::RUN_BYTES_PER_CELL, memory::REFERENCE_BYTES_PER_CELL)
+        };
         let what = if reference {
             format!("{} B per cell for the run and the reference", run + with)
         } else {
             format!("{run} B per cell for the run")
         };
         let cells = self.total_cells();
-        let Some(need) = memory::need(cells, reference, self.two_d()) else {
+        let Some(need) = memory::need(cells, if reference { run + with } else { run }) else {
             return Err(err(format!("{cells} cells need more than 2^64 bytes ({what})")));
         };
         if let Some((limit, from)) = memory::available()

@@ -5,7 +5,7 @@ use ratatui::layout::{Position, Rect};
 
 use super::keymap::{Action, KeyMap};
 use super::layout::{self, Panel};
-use crate::engine::{Control, EngineConfig, Frame, Goal};
+use crate::engine::{Control, EngineConfig, Goal, Picture};
 use crate::program::Mode;
 use crate::tour::Tour;
 
@@ -39,7 +39,7 @@ pub const SPEEDS: [Option<f64>; 13] = [
 pub const DEFAULT_SPEED: usize = 6;
 
 pub struct App {
-    pub frame: Option<Box<Frame>>,
+    pub frame: Option<Box<Picture>>,
     pub focus: Panel,
     /// The panel shown beside the fields in the compact layout (the last focused one).
     pub secondary: Panel,
@@ -147,7 +147,7 @@ impl App {
     }
 
     /// Takes a new frame from the engine.
-    pub fn set_frame(&mut self, f: Box<Frame>) {
+    pub fn set_frame(&mut self, f: Box<Picture>) {
         // After a refused switch, `m` goes on from the mode refused.
         self.mode = f.refused_mode.unwrap_or(f.mode);
         if self.hazard >= f.hazards.as_ref().map_or(0, |h| h.len()) {
@@ -197,7 +197,7 @@ impl App {
             && let Some((buckets, bands)) = f.heat
         {
             // 2D: the arrows move a heat map's cell (a bucket of columns, a band of rows).
-            let (nx, ny) = (f.nx, f.cells);
+            let (nx, ny) = (f.grid.per_slice(), f.cells);
             let (row, col) = (k / nx, k % nx);
             let (dx, dy) = ((nx / buckets).max(1), (ny / bands).max(1));
             let (row, col) = match e.code {
@@ -235,9 +235,30 @@ impl App {
             None => self
                 .frame
                 .as_ref()
-                .map(|f| f.first_diff.unwrap_or(f.cells / 2 * f.nx + f.nx / 2)),
+                .map(|f| f.first_diff.unwrap_or(f.grid.middle(f.cells))),
         };
         vec![Control::Inspect(self.cursor)]
+    }
+
+    /// The mode after (or before) the current one among those that may run here: across
+    /// processes, those the rule lets run there ([`crate::program::Program::across_processes`]).
+    fn next_mode(&self, forward: bool) -> Mode {
+        let across = crate::world::process().world.is_some();
+        let ranges = self.frame.as_ref().map(|f| {
+            let starts = f.split.iter().scan(0, |lo, &c| {
+                *lo += c;
+                Some(*lo - c..*lo)
+            });
+            starts.collect::<Vec<_>>()
+        });
+        let runs = |m: &Mode| match &ranges {
+            Some(r) if across => m.program(r).across_processes().is_ok(),
+            _ => true,
+        };
+        let modes: Vec<Mode> = Mode::ALL.into_iter().filter(runs).collect();
+        let i = modes.iter().position(|m| *m == self.mode).unwrap_or(0);
+        let n = modes.len();
+        modes[if forward { (i + 1) % n } else { (i + n - 1) % n }]
     }
 
     /// Applies a key; returns what the engine must do.
@@ -271,20 +292,7 @@ impl App {
             Action::Step => vec![Control::Step],
             Action::MicroStep => vec![Control::MicroStep],
             Action::NextMode | Action::PrevMode => {
-                // Across processes only NCCL modes run.
-                let across = crate::world::process().world.is_some();
-                let modes: Vec<Mode> = Mode::ALL
-                    .into_iter()
-                    .filter(|m| !across || m.uses_nccl())
-                    .collect();
-                let i = modes.iter().position(|m| *m == self.mode).unwrap_or(0);
-                let n = modes.len();
-                let j = if action == Action::NextMode {
-                    (i + 1) % n
-                } else {
-                    (i + n - 1) % n
-                };
-                self.mode = modes[j];
+                self.mode = self.next_mode(action == Action::NextMode);
                 vec![Control::SetMode(self.mode)]
             }
             Action::Faster | Action::Slower => {
@@ -433,7 +441,7 @@ impl App {
 /// The cell (`row · nx + column`) under a click at `at` on a heat map drawn in the Fields
 /// panel `panel` (inside its frame: the legend row, then the map right of the gutter, two
 /// bands a row, the top band first); `None` off the map.
-fn heat_cell(f: &crate::engine::Frame, panel: Rect, at: Position) -> Option<usize> {
+fn heat_cell(f: &crate::engine::Picture, panel: Rect, at: Position) -> Option<usize> {
     use crate::snapshot::{HEAT_GUTTER, column_edges};
     let (buckets, bands) = f.heat?;
     let (x0, y0) = (panel.x + 1 + HEAT_GUTTER as u16, panel.y + 2);
@@ -445,7 +453,8 @@ fn heat_cell(f: &crate::engine::Frame, panel: Rect, at: Position) -> Option<usiz
     if x >= buckets {
         return None;
     }
-    Some(column_edges(f.cells, bands)[band] * f.nx + column_edges(f.nx, buckets)[x])
+    let across = f.grid.per_slice();
+    Some(column_edges(f.cells, bands)[band] * across + column_edges(across, buckets)[x])
 }
 
 #[cfg(test)]

@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::engine::Frame;
+use crate::engine::Picture;
 
 /// The file `e` edits: the running program file, or the built-in mode written to
 /// `dir/MODE.halo` (kept as it is when it exists: it may hold the user's work).
-pub fn file_to_edit(frame: &Frame, dir: &Path) -> Result<PathBuf, String> {
+pub fn file_to_edit(frame: &Picture, dir: &Path) -> Result<PathBuf, String> {
     if let Some(f) = &frame.file {
         return Ok(f.path.clone());
     }

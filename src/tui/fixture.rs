@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::engine::{CopyHistory, Frame};
+use crate::engine::{CopyHistory, Picture};
 use crate::program::Mode;
 use crate::runtime::MicroView;
 use crate::runtime::sim::Scheduler;
@@ -11,11 +11,11 @@ use crate::trace::TraceRecord;
 
 /// A frame as the engine would send it, built without threads: a pulse crossing the
 /// dev1/dev2 boundary, the timeline of one scheduled step, synthetic copy histories.
-pub fn fixture_frame() -> Frame {
+pub fn fixture_frame() -> Picture {
     fixture(Mode::Events, 4)
 }
 
-pub fn fixture(mode: Mode, devices: usize) -> Frame {
+pub fn fixture(mode: Mode, devices: usize) -> Picture {
     let cells = 2000;
     let split = crate::scenario::even_split(cells, devices);
     let mut lo = 0;
@@ -57,9 +57,10 @@ pub fn fixture(mode: Mode, devices: usize) -> Frame {
             [h(7.3), h(7.5)]
         })
         .collect();
-    Frame {
+    Picture {
         scenario: "pulse".into(),
         runtime: "sim",
+        clock_modelled: true,
         cells,
         split,
         mode,
@@ -70,7 +71,7 @@ pub fn fixture(mode: Mode, devices: usize) -> Frame {
         columns,
         heat: None,
         plot: (160, 12),
-        nx: 1,
+        grid: crate::geometry::Grid::default(),
         scale: 1.0,
         max_diff: Some(1e-3),
         first_diff: Some(1240),
@@ -95,11 +96,11 @@ pub fn fixture(mode: Mode, devices: usize) -> Frame {
 /// A frame of a 2D grid (96 × 64 cells) on `devices` slabs, its heat map fitted to a
 /// field plot of `(columns, rows)`: a ring of `Ez` around the middle, positive outside and
 /// negative inside, and a patch that differs from the reference.
-pub fn heat_fixture(devices: usize, (columns, rows): (usize, usize)) -> Frame {
+pub fn heat_fixture(devices: usize, (columns, rows): (usize, usize)) -> Picture {
     let (nx, ny) = (96, 64);
     let mut f = fixture(Mode::Events, devices);
     f.cells = ny;
-    f.nx = nx;
+    f.grid = crate::geometry::Grid::Plane { nx, periodic: false };
     f.split = crate::scenario::even_split(ny, devices);
     f.scenario = "radiate".into();
     let ranges: Vec<_> = f
@@ -110,7 +111,9 @@ pub fn heat_fixture(devices: usize, (columns, rows): (usize, usize)) -> Frame {
             Some(*lo - c..*lo)
         })
         .collect();
-    f.program = Arc::new(Mode::Events.program(&ranges).in_rows(nx));
+    let mut program = Mode::Events.program(&ranges);
+    program.grid = f.grid;
+    f.program = Arc::new(program);
     let width = (columns / 2).saturating_sub(crate::snapshot::HEAT_GUTTER + 1);
     let (buckets, bands) = crate::snapshot::heat_size(nx, ny, width, rows);
     f.heat = Some((buckets, bands));
@@ -139,9 +142,10 @@ pub fn heat_fixture(devices: usize, (columns, rows): (usize, usize)) -> Frame {
 }
 
 /// A frame as the cuda runtime sends it: the GPU clock, and the machine's notes.
-pub fn cuda_fixture(devices: usize) -> Frame {
+pub fn cuda_fixture(devices: usize) -> Picture {
     let mut f = fixture(Mode::Events, devices);
     f.runtime = "cuda";
+    f.clock_modelled = false;
     f.notes = (0..devices)
         .map(|d| format!("dev{d} on GPU {}: NVIDIA H200; peers: direct", d * 2 / devices))
         .chain([

@@ -9,12 +9,12 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 use super::app::{App, Overlay};
 use super::layout::{MIN_SIZE, Panel, panel_areas};
 use super::panels::{self, Look};
-use crate::engine::Frame;
+use crate::engine::Picture;
 
 /// A panel's title.
-type Title = fn(&Frame, &Look) -> String;
+type Title = fn(&Picture, &Look) -> String;
 /// A panel's body.
-type Render = fn(&Frame, &Look, Rect, &mut Buffer);
+type Render = fn(&Picture, &Look, Rect, &mut Buffer);
 
 impl Widget for &App {
     fn render(self, area: Rect, buf: &mut Buffer) {
@@ -88,7 +88,7 @@ pub mod tests {
         t
     }
 
-    fn app_with(frame: Frame) -> App {
+    fn app_with(frame: Picture) -> App {
         let mut a = App::new(frame.mode, KeyMap::default(), None);
         a.set_frame(Box::new(frame));
         a
@@ -415,9 +415,11 @@ pub mod tests {
         let mut f = fixture(Mode::NoWait, 4);
         f.inspected = Some(crate::engine::CellInfo {
             cell: 1240,
+            place: "cell 1240".into(),
             device: 2,
-            fields: (0.5, -0.25),
-            reference: Some((0.5, -0.125)),
+            values: vec![("Ex", 0.5), ("Hy", -0.25)],
+            reference: Some(vec![0.5, -0.125]),
+            screen_cell: "column",
             first_seen_diff: Some(1200),
             written_by: Some("update_e 1000..1500 (thread 2, call 5, step 1233)".into()),
         });
@@ -590,6 +592,8 @@ pub mod tests {
             let mut f = fixture(Mode::NoWait, devices);
             f.inspected = Some(crate::engine::CellInfo {
                 cell: 1240,
+                place: "cell 1240".into(),
+                screen_cell: "column",
                 device: f
                     .split
                     .iter()
@@ -599,8 +603,8 @@ pub mod tests {
                     })
                     .position(|hi| hi > 1240)
                     .unwrap(),
-                fields: (0.5, -0.25),
-                reference: Some((0.5, -0.125)),
+                values: vec![("Ex", 0.5), ("Hy", -0.25)],
+                reference: Some(vec![0.5, -0.125]),
                 first_seen_diff: Some(1200),
                 written_by: Some("update_e 1000..1500 (thread 2, call 5, step 1233)".into()),
             });

@@ -52,7 +52,7 @@ pub fn program(s: &haloscope::scenario::Scenario, text: &str) -> haloscope::prog
     use haloscope::program::lang;
     lang::instantiate(&lang::parse(text).unwrap(), "test", &s.ranges())
         .unwrap()
-        .in_rows(s.nx)
+        .on(s)
 }
 
 /// `text` as a program file in `dir`, refused: its one line of error (exit 2), with the
@@ -80,7 +80,7 @@ pub fn fields_after(
 ) -> (Vec<u32>, Vec<u32>) {
     let mut rt = haloscope::runtime::sim::SimRuntime::new(s, p, jitter).unwrap();
     rt.run_until(steps).unwrap();
-    let (ex, hy) = rt.fields().unwrap();
+    let haloscope::decomp::Gathered { e: ex, h: hy } = rt.fields().unwrap();
     (bits(&ex), bits(&hy))
 }
 
@@ -94,8 +94,8 @@ pub fn assert_events_bits_under_jitter_and_no_hazard(
     use haloscope::program::Mode;
     for &(name, devices, steps) in cases {
         let s = builtin(name).with_devices(devices).unwrap();
-        let p = mode.program(&s.ranges()).in_rows(s.nx);
-        let want = fields_after(&s, Mode::Events.program(&s.ranges()).in_rows(s.nx), steps, None);
+        let p = mode.program(&s.ranges()).on(&s);
+        let want = fields_after(&s, Mode::Events.program(&s.ranges()).on(&s), steps, None);
         for jitter in [None, Some(2), Some(7)] {
             let got = fields_after(&s, p.clone(), steps, jitter);
             assert!(

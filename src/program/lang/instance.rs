@@ -132,7 +132,7 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
         setup: inst.setup,
         step: inst.step,
         steps_per_round,
-        row: 1,
+        grid: crate::geometry::Grid::default(),
         cells: ranges.last().map_or(0, |r| r.end),
     })
 }
@@ -679,7 +679,7 @@ impl Instance<'_> {
         let cells = self.held(from, a, end, span, "the copy's source")?;
         self.held(to, a, end, span, "the copy's destination")?;
         Ok(Op::PeerCopy {
-            field: if dst.field == "ex" { Field::Ex } else { Field::Hy },
+            field: if dst.field == "ex" { Field::E } else { Field::H },
             src: from as usize,
             dst: to as usize,
             cells,

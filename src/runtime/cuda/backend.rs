@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::runtime::CudaRuntime;
 use super::shared::CopyTime;
 use crate::decomp::{Gathered, Reference};
+use crate::geometry::Grid;
 use crate::program::Program;
 use crate::runtime::seam::{GPU_CLOCK_NOTE, GPU_OBSERVE_NOTE, MicroView, Runtime, TIMELINE_STEPS};
 use crate::scenario::Scenario;
@@ -36,7 +37,7 @@ pub struct CudaBackend {
     /// to find where.
     suspect: bool,
     /// Cells per row (1 in 1D), to say where a value is not a number.
-    nx: usize,
+    grid: Grid,
 }
 
 impl CudaBackend {
@@ -50,7 +51,7 @@ impl CudaBackend {
             last_capture: None,
             epoch: Instant::now(),
             suspect: false,
-            nx: s.nx,
+            grid: Grid::of(s),
         })
     }
 
@@ -174,13 +175,14 @@ impl Runtime for CudaBackend {
         if !self.suspect {
             return None;
         }
-        let (ex, hy) = self.rt.fields().ok()?;
+        let g = self.rt.fields().ok()?;
         let step = self.rt.step();
-        [(crate::decomp::Field::Ex, &ex), (crate::decomp::Field::Hy, &hy)]
+        [crate::decomp::Field::E, crate::decomp::Field::H]
             .into_iter()
-            .find_map(|(f, v)| {
+            .find_map(|f| {
+                let v = g.field(f);
                 let k = crate::decomp::first_non_finite(v)?;
-                Some(crate::decomp::not_finite(step, f, k, v[k], self.nx))
+                Some(crate::decomp::not_finite(step, f, k, v[k], self.grid))
             })
     }
 

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::buffers::Buffers;
 use super::launch::ChainGraph;
 use super::owned::{DeviceBuffer, EventArena, LoadedModule, OwnedStream, Pinned, PrimaryContext};
 use super::shared::*;
 use super::sys::{self, DriverError};
-use super::wide;
 use crate::decomp::DeviceState;
 use crate::program::{Op, OpKind, Program};
 use crate::trace::TraceRecord;
@@ -161,7 +161,7 @@ pub(super) struct Dev {
     pub(super) snap: Option<Snap>,
     /// `ex, hy, ca, cb, prev`, and for the fused kernel `prev_in, strip_ex, strip_hy`; in
     /// 2D `ez, h, ca, cb`, the Mur rows' `prev` and coefficients, two unused.
-    pub(super) buffers: Vec<DeviceBuffer>,
+    pub(super) buffers: Buffers<DeviceBuffer>,
     /// Words for the program's flags that live on this device, zeroed when it starts, and
     /// the step it started at (flag values count its rounds).
     pub(super) flag_words: DeviceBuffer,
@@ -211,7 +211,7 @@ impl Dev {
             reduce_plane: f(1, "reduce_plane")?,
         };
         super::owned::allow_shared(k.fused_steps_2d, crate::kernels::shared_2d())?;
-        let buffers = buffers(&meta, ctx, (t, gpu))?;
+        let buffers = Buffers::new(&meta, ctx, (t, gpu))?;
         let flag_words = DeviceBuffer::zeroed(FLAG_WORDS, ctx)?;
         let dev = Dev {
             t,
@@ -246,7 +246,7 @@ impl Dev {
         };
         let mut dev = dev;
         let _ = dev.shared.contexts[t].set(ctx);
-        let _ = dev.shared.fields[t].set((dev.buffers[0].view(), dev.buffers[1].view()));
+        let _ = dev.shared.fields[t].set((dev.buffers.e.view(), dev.buffers.h.view()));
         let _ = dev.shared.flag_words[t].set(dev.flag_words.view());
         dev.shared.barrier.wait()?;
         // Direct peer access to the neighbours on other GPUs, where the hardware allows.
@@ -311,9 +311,9 @@ impl Dev {
                 Reply::Done
             }
             Cmd::Reduce(edges, reference) => Reply::Reduced(match &*edges {
-                crate::snapshot::Edges::Line(e) => self.reduce(e, reference.as_deref())?,
-                crate::snapshot::Edges::Plane { rows, cols } => {
-                    self.reduce_plane((rows, cols), reference.as_deref())?
+                crate::snapshot::Edges::Columns(e) => self.reduce(e, reference.as_deref())?,
+                crate::snapshot::Edges::Map { rows, cols } => {
+                    self.reduce_map((rows, cols), reference.as_deref())?
                 }
             }),
             Cmd::Micro => Reply::Micro(self.micro()?),
@@ -563,58 +563,4 @@ impl Dev {
         self.pc = 0;
         self.start_program()
     }
-}
-
-/// A device's buffers, their coefficients uploaded: `ex, hy, ca, cb, prev`, and for the
-/// fused kernel `prev_in, strip_ex, strip_hy`. 2D: `ez` and `h` (two floats a cell),
-/// `ca`, `cb`, then the Mur rows' state and coefficients (bottom then top), and for the
-/// fused kernel the snapshot a pass reads: `ez` then the Mur state, and `h`.
-fn buffers(
-    meta: &DeviceState,
-    ctx: sys::Context,
-    (t, gpu): (usize, i32),
-) -> Result<Vec<DeviceBuffer>, Failure> {
-    let len = meta.ex.len();
-    let (ca, cb, floats, mur) = match meta.slab() {
-        Some(s) => {
-            let mur = [s.mur_bottom.clone(), s.mur_top.clone()].concat();
-            let n = 2 * s.nx;
-            (
-                s.ca.clone(),
-                s.cb.clone(),
-                [len, 2 * len, len, len, n, n, len + n, 2 * len],
-                mur,
-            )
-        }
-        None => {
-            let (ca, cb) = meta.coefficient_arrays();
-            let strip = wide::strip_floats(len);
-            (
-                ca,
-                cb,
-                [len, len, len, len, 2, wide::PREV_IN_FLOATS, strip, strip],
-                Vec::new(),
-            )
-        }
-    };
-    let mut buffers = Vec::new();
-    let total: usize = floats.iter().sum();
-    for (i, floats) in floats.into_iter().enumerate() {
-        let b = DeviceBuffer::zeroed(floats, ctx).map_err(|e| {
-            Failure::Usage(format!(
-                "dev{t} (GPU {gpu}): {e}: out of device memory for {} cells ({} MiB of arrays \
-                 on this device); use fewer cells per device or more devices",
-                meta.cells() * meta.nx(),
-                (4 * total) >> 20
-            ))
-        })?;
-        match i {
-            2 => b.upload(&ca)?,
-            3 => b.upload(&cb)?,
-            5 if !mur.is_empty() => b.upload(&mur)?,
-            _ => {}
-        }
-        buffers.push(b);
-    }
-    Ok(buffers)
 }

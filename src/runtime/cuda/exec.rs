@@ -3,6 +3,7 @@
 use anyhow::Result;
 use std::ops::Range;
 
+use super::buffers::{Buffers, PassBuffers};
 use super::device::*;
 use super::launch::{Arg, ChainGraph, Launch};
 use super::owned::{BufferView, copy_peer, wait_value, write_value};
@@ -16,9 +17,9 @@ use crate::runtime::OpError;
 use crate::scenario::Injection;
 
 impl Dev {
-    /// Views of the device's buffers (see `Dev::buffers`).
-    pub(super) fn views(&self) -> Vec<BufferView> {
-        self.buffers.iter().map(|b| b.view()).collect()
+    /// Views of the device's buffers.
+    pub(super) fn views(&self) -> Buffers<BufferView> {
+        self.buffers.view()
     }
 
     pub(super) fn event(&self, e: usize) -> Option<sys::Event> {
@@ -250,7 +251,7 @@ impl Dev {
         let sh = &self.shared;
         let w = self.meta.width(field);
         let (ex, hy) = *sh.fields[d].get().expect("published before the first step");
-        let base = if field == Field::Ex { ex } else { hy };
+        let base = if field == Field::E { ex } else { hy };
         let at = (cells.start + HALO - sh.ranges[d].start) * w;
         base.slice(at..at + cells.len() * w)
     }
@@ -267,7 +268,7 @@ impl Dev {
             let Some(&ctx) = sh.contexts[o].get() else {
                 continue;
             };
-            for f in [Field::Ex, Field::Hy] {
+            for f in [Field::E, Field::H] {
                 copy_peer(
                     self.field_view(self.t, f, &cells),
                     my_ctx,
@@ -307,9 +308,10 @@ impl Dev {
         step: u64,
         steps: u32,
     ) -> Result<(), DriverError> {
-        if self.meta.slab().is_some() {
-            if kernel.steps_2d() > 0 {
-                self.launch_fused_2d(cells, st, step, kernel.steps_2d())?;
+        if !self.meta.grid.splits_pass() {
+            let steps = self.meta.grid.steps_run(kernel);
+            if steps > 0 {
+                self.launch_fused_2d(kernel, cells, st, step, steps)?;
             }
             return self.store_rows(kernel, cells, st);
         }
@@ -317,21 +319,29 @@ impl Dev {
         if r.is_empty() {
             return Ok(());
         }
-        let views = self.views();
-        let [ex, hy, ca, cb, prev, prev_in, strip_ex, strip_hy] = views[..] else {
-            unreachable!("eight buffers")
+        let v = self.views();
+        let (
+            PassBuffers::Line {
+                prev_in,
+                strip_e,
+                strip_h,
+            },
+            Some(h),
+        ) = (v.pass, self.meta.held())
+        else {
+            unreachable!("a split pass's buffers and view: a line's")
         };
         let bufs = wide::FusedBufs {
-            ex,
-            hy,
-            ca,
-            cb,
-            prev,
+            ex: v.e,
+            hy: v.h,
+            ca: v.ca,
+            cb: v.cb,
+            prev: v.prev,
             prev_in,
-            strip_ex,
-            strip_hy,
+            strip_ex: strip_e,
+            strip_hy: strip_h,
         };
-        let (h, k) = (self.meta.held(), steps as usize);
+        let k = steps as usize;
         match kernel {
             Kernel::FusedSave { .. } => wide::launch_save(self.k.fused_edges, st, bufs, r, k, true),
             Kernel::FusedPart { part, .. } => {
@@ -385,8 +395,8 @@ impl Dev {
                 });
             }
             let store = wide::Store {
-                ex: self.field_view(d, Field::Ex, &c),
-                hy: self.field_view(d, Field::Hy, &c),
+                ex: self.field_view(d, Field::E, &c),
+                hy: self.field_view(d, Field::H, &c),
                 cells: c,
             };
             *(if dir < 0 { &mut st.left } else { &mut st.right }) = Some(store);
@@ -403,7 +413,7 @@ impl Dev {
         };
         for side in [stores.left, stores.right].into_iter().flatten() {
             let here = |f| self.field_view(self.t, f, &side.cells);
-            let (a, b) = (here(Field::Ex), here(Field::Hy));
+            let (a, b) = (here(Field::E), here(Field::H));
             let floats = (a.floats() + b.floats()) as u32;
             let args = [
                 Ptr(a.ptr()),
@@ -432,13 +442,17 @@ impl Dev {
         if r.is_empty() {
             return Some(Vec::new());
         }
-        if self.meta.slab().is_some() {
+        if self.meta.share().plane().is_some() {
             return self.launches_2d(kernel, r, step);
         }
-        let views = self.views();
-        let [ex, hy, ca, cb, prev, ..] = views[..] else {
-            unreachable!("eight buffers")
-        };
+        let Buffers {
+            e: ex,
+            h: hy,
+            ca,
+            cb,
+            prev,
+            ..
+        } = self.views();
         let grid = ((r.len() as u32).div_ceil(BLOCK), 1);
         let (start, count) = (Arg::U32(r.start as u32), Arg::U32(r.len() as u32));
         let one = |f, args: &[Arg]| Launch::new(f, (1, 1), 1, args);

@@ -9,6 +9,7 @@
 //! with a pair of timing events around each; every other event is ordering-only.
 
 mod backend;
+mod buffers;
 mod device;
 mod exec;
 #[allow(unsafe_code)]

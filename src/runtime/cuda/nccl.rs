@@ -15,23 +15,13 @@ use super::watchdog::{Entry, Group};
 use crate::error::UsageError;
 use crate::program::{Op, P2p, Program};
 
-/// A program with NCCL calls.
-pub(super) fn uses_nccl(program: &Program) -> bool {
-    program
-        .step
-        .iter()
-        .chain(&program.setup)
-        .flatten()
-        .any(|op| matches!(op, Op::Nccl { .. } | Op::NcclGroupStart | Op::NcclGroupEnd))
-}
-
 /// NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): an NCCL program needs
 /// as many distinct GPUs as devices in this process.
 pub(super) fn distinct_gpus(program: &Program, gpus: &[i32]) -> Result<(), UsageError> {
     let mut seen = Vec::new();
     for (d, g) in gpus.iter().enumerate() {
         if let Some(e) = seen.iter().position(|x| x == g)
-            && uses_nccl(program)
+            && program.uses_nccl()
         {
             return Err(UsageError(format!(
                 "mode {}: dev{e} and dev{d} would both be on GPU {g}, and NCCL refuses two ranks on \
@@ -60,7 +50,7 @@ impl Dev {
     /// Makes this device's communicator if the program needs one and it has none
     /// (blocks until every rank has joined), and connects it to the program's peers.
     pub(super) fn ensure_comm(&mut self) -> Result<(), Failure> {
-        if self.comm.is_some() || !uses_nccl(&self.program) {
+        if self.comm.is_some() || !self.program.uses_nccl() {
             return Ok(());
         }
         let nccl = &self.shared.nccl;

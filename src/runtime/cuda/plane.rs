@@ -2,12 +2,14 @@
 
 use std::ops::Range;
 
+use super::buffers::PassBuffers;
 use super::device::*;
 use super::launch::{Arg, Launch};
 use super::owned::{BufferView, copy};
 use super::shared::BLOCK;
 use super::sys::{self, DriverError};
 use crate::decomp::Kernel;
+use crate::geometry::plane::fused::{self, Rows};
 use crate::kernels::{MAX_SOURCES, STEPS_2D, THREADS_2D, TILE_2D_X, TILE_2D_Y, shared_2d};
 use crate::physics::EndCondition;
 use crate::scenario::Injection;
@@ -23,24 +25,31 @@ impl Dev {
     /// kernel takes: the one-kernel steps themselves.
     pub(super) fn launch_fused_2d(
         &self,
+        kernel: Kernel,
         cells: &Range<usize>,
         st: sys::Stream,
         step: u64,
         steps: u32,
     ) -> Result<(), DriverError> {
-        let Some(slab) = self.meta.slab() else {
+        let Some(slab) = self.meta.share().plane() else {
             return Ok(());
         };
-        let p = self.meta.pass_2d(cells);
-        let Some(Range { start: w0, end: w1 }) = crate::tmz::fused::written(&[&p.h, &p.e, &p.s]) else {
+        let p = Rows::of(&self.meta.pass(kernel, cells, step), slab.ch);
+        let Some(Range { start: w0, end: w1 }) = fused::written(&[&p.h, &p.e, &p.s]) else {
             return Ok(());
         };
         if p.sources.len() > MAX_SOURCES {
             return self.launch_steps_2d(cells, st, step, steps);
         }
-        let views = self.views();
-        let [ez, h, ca, cb, prev, mur, ez_s, h_s] = views[..] else {
-            unreachable!("eight buffers")
+        let v = self.views();
+        let (ez, h, ca, cb, prev) = (v.e, v.h, v.ca, v.cb, v.prev);
+        let PassBuffers::Plane {
+            mur,
+            snap_e: ez_s,
+            snap_h: h_s,
+        } = v.pass
+        else {
+            unreachable!("a plane's buffers")
         };
         let nx = slab.nx;
         let held = ez.floats() / nx;
@@ -130,10 +139,11 @@ impl Dev {
     /// The launches of one of the step's kernels over the local rows `r` of a 2D device
     /// in step `step`; `None` for the fused kernel (run as its steps, see `launch`).
     pub(super) fn launches_2d(&self, kernel: Kernel, r: Range<usize>, step: u64) -> Option<Vec<Launch>> {
-        let slab = self.meta.slab()?;
-        let views = self.views();
-        let [ez, h, ca, cb, prev, mur, ..] = views[..] else {
-            unreachable!("eight buffers")
+        let slab = self.meta.share().plane()?;
+        let v = self.views();
+        let (ez, h, ca, cb, prev) = (v.e, v.h, v.ca, v.cb, v.prev);
+        let PassBuffers::Plane { mur, .. } = v.pass else {
+            unreachable!("a plane's buffers")
         };
         let nx = slab.nx as u32;
         let periodic = Arg::I32(i32::from(slab.periodic));

@@ -108,10 +108,13 @@ fn from_wire_partials(parts: Vec<(Vec<WireColumn>, u32, Option<usize>)>) -> Vec<
         .collect()
 }
 
-fn split(payload: &[u8], ex: usize) -> (Vec<f32>, Vec<f32>) {
+fn split(payload: &[u8], ex: usize) -> crate::decomp::Gathered {
     let v = bytes_to_floats(payload);
     let ex = ex.min(v.len());
-    (v[..ex].to_vec(), v[ex..].to_vec())
+    crate::decomp::Gathered {
+        e: v[..ex].to_vec(),
+        h: v[ex..].to_vec(),
+    }
 }
 
 fn joined(e: &[f32], h: &[f32]) -> Vec<u8> {
@@ -187,7 +190,7 @@ pub(super) fn proxy(
             }
             WireReply::Reduced(p) => Reply::Reduced(from_wire_partials(p)),
             WireReply::Fields { ex } => {
-                let (e, h) = split(&payload, ex);
+                let crate::decomp::Gathered { e, h } = split(&payload, ex);
                 Reply::Fields(e, h)
             }
             WireReply::Failed { usage: true, message } => return Err(Failure::Usage(message)),
@@ -202,11 +205,11 @@ pub(super) fn proxy(
             Cmd::Fields => (WireCmd::Fields, Vec::new()),
             Cmd::Reduce(edges, reference) => {
                 let (line, rows, cols) = match &*edges {
-                    Edges::Line(e) => (Some(e.clone()), Vec::new(), Vec::new()),
-                    Edges::Plane { rows, cols } => (None, rows.clone(), cols.clone()),
+                    Edges::Columns(e) => (Some(e.clone()), Vec::new(), Vec::new()),
+                    Edges::Map { rows, cols } => (None, rows.clone(), cols.clone()),
                 };
-                let ex = reference.as_ref().map(|r| r.0.len());
-                let payload = reference.map(|r| joined(&r.0, &r.1)).unwrap_or_default();
+                let ex = reference.as_ref().map(|r| r.e.len());
+                let payload = reference.map(|r| joined(&r.e, &r.h)).unwrap_or_default();
                 (WireCmd::Reduce { line, rows, cols, ex }, payload)
             }
             Cmd::Micro | Cmd::Issue | Cmd::PassBarrier => {
@@ -282,8 +285,8 @@ pub(super) fn serve(
                     return Err(anyhow!(message));
                 }
                 let edges = match line {
-                    Some(e) => Edges::Line(e),
-                    None => Edges::Plane { rows, cols },
+                    Some(e) => Edges::Columns(e),
+                    None => Edges::Map { rows, cols },
                 };
                 let reference = ex.map(|ex| Arc::new(split(&payload, ex)));
                 Cmd::Reduce(Arc::new(edges), reference)
@@ -372,7 +375,7 @@ mod tests {
                         diff: 0.0,
                     },
                 )],
-                max_diff: r.map_or(-1.0, |r| r.0[0]),
+                max_diff: r.map_or(-1.0, |r| r.e[0]),
                 first_diff: Some(7),
             }]),
             Cmd::SetProgram(_) => Reply::Done,
@@ -431,8 +434,11 @@ mod tests {
             }
             _ => panic!("the fields"),
         }
-        let reference = Arc::new((vec![0.25f32; 3], vec![0.5f32; 3]));
-        tx.send(Cmd::Reduce(Arc::new(Edges::Line(vec![0, 3])), Some(reference)))
+        let reference = Arc::new(crate::decomp::Gathered {
+            e: vec![0.25f32; 3],
+            h: vec![0.5f32; 3],
+        });
+        tx.send(Cmd::Reduce(Arc::new(Edges::Columns(vec![0, 3])), Some(reference)))
             .unwrap();
         match next() {
             (1, Ok(Reply::Reduced(p))) => {
@@ -452,7 +458,7 @@ mod tests {
             setup: Vec::new(),
             step: Vec::new(),
             steps_per_round: 1,
-            row: 1,
+            grid: Default::default(),
             cells: 0,
         };
         tx.send(Cmd::SetProgram(Arc::new(program))).unwrap();

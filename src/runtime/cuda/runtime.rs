@@ -13,8 +13,9 @@ use super::nccl;
 use super::nccl_sys::{self, UniqueId};
 use super::shared::*;
 use super::sys::{self, DriverError};
-use crate::decomp::{DeviceState, HALO};
+use crate::decomp::{DeviceState, Field, HALO};
 use crate::error::UsageError;
+use crate::geometry::Grid;
 use crate::physics::Coefficients;
 use crate::program::{Op, Program};
 use crate::rendezvous::{self, Link};
@@ -133,12 +134,13 @@ impl CudaRuntime {
         });
         let program = Arc::new(program);
         let coefficients = Coefficients::new(s)?;
-        // In 2D a fused pass with more sources than its kernel takes runs its steps as
-        // one-kernel launches (src/runtime/cuda/plane.rs): nothing to refuse.
+        // Where a fused pass with more sources than its kernel takes runs its steps as
+        // one-kernel launches (a plane's, src/runtime/cuda/plane.rs): nothing to refuse.
+        let limited = usize::from(Grid::of(s).fused_sources_limited());
         let held_sources: Vec<usize> = s
             .ranges()
             .into_iter()
-            .map(|r| crate::decomp::place_sources(s, r, HALO).len() * usize::from(!s.two_d()))
+            .map(|r| crate::decomp::place_sources(s, r, HALO).len() * limited)
             .collect();
         check_fused(&program, &held_sources)?;
         check_flags(&program, gpus)?;
@@ -191,7 +193,7 @@ impl CudaRuntime {
                 .ok_or_else(|| anyhow!("unexpected reply"))
         })?;
         rt.topology = topology(gpus, &names, &place.local);
-        if nccl::uses_nccl(&rt.program)
+        if rt.program.uses_nccl()
             && let Ok((path, version)) = nccl_sys::version()
         {
             rt.topology
@@ -228,7 +230,8 @@ impl CudaRuntime {
         let timeout = crate::world::process().nccl_timeout;
         let mut rt = CudaRuntime::start(s, program, &vec![gpu; n], place, timeout)?;
         let (me, shared) = (world.rank, rt.shared.clone());
-        let grid = (s.total_cells(), s.total_cells() * (1 + usize::from(s.two_d())));
+        let g = Grid::of(s);
+        let grid = (s.cells * g.width(Field::E), s.cells * g.width(Field::H));
         super::remote::serve(
             (me, grid),
             &|| shared.host_us(),
@@ -400,7 +403,7 @@ impl CudaRuntime {
         if let Some(w) = crate::world::process().world {
             across_processes(program, w.size, self.pos.len())?;
         }
-        if nccl::uses_nccl(program) {
+        if program.uses_nccl() {
             nccl_sys::version().map_err(|e| UsageError(format!("mode {}: {e}", program.name)))?;
         }
         Ok(())
@@ -458,14 +461,14 @@ impl CudaRuntime {
             }
             _ => Err(anyhow!("unexpected reply")),
         })?;
-        let (mut ex, mut hy) = (Vec::new(), Vec::new());
+        let mut g = crate::decomp::Gathered::default();
         for (e, h) in parts.into_iter().flatten() {
-            crate::memory::grow(&mut ex, e.len(), "the gathered fields")?;
-            crate::memory::grow(&mut hy, h.len(), "the gathered fields")?;
-            ex.extend(e);
-            hy.extend(h);
+            crate::memory::grow(&mut g.e, e.len(), "the gathered fields")?;
+            crate::memory::grow(&mut g.h, h.len(), "the gathered fields")?;
+            g.e.extend(e);
+            g.h.extend(h);
         }
-        Ok((ex, hy))
+        Ok(g)
     }
 }
 
@@ -510,8 +513,8 @@ fn check_gpus(program: &Program, gpus: &[i32], n: usize, local: &[usize]) -> Res
     Ok(names)
 }
 
-/// Across processes only NCCL programs run: peer copies, host barriers and events shared
-/// between devices need one process. The world's size is the number of devices.
+/// A program run as one rank a device ([`Program::across_processes`] says the rule). The
+/// world's size is the number of devices.
 fn across_processes(program: &Program, size: usize, devices: usize) -> Result<(), UsageError> {
     if size != devices {
         return Err(UsageError(format!(
@@ -519,28 +522,7 @@ fn across_processes(program: &Program, size: usize, devices: usize) -> Result<()
              one device (leave out --devices, or give --devices {size})"
         )));
     }
-    if !nccl::uses_nccl(program) {
-        return Err(UsageError(format!(
-            "mode {}: across processes only NCCL modes run (nccl, nccl-overlap, nccl-mismatch); \
-             peer copies need every device in one process",
-            program.name
-        )));
-    }
-    let op = program.step.iter().chain(&program.setup).flatten().find(|op| {
-        matches!(op, Op::PeerCopy { .. } | Op::HostBarrier)
-            || matches!(op, Op::Record { event, stream } | Op::Wait { event, stream }
-                if program.events[event.0].device != stream.device)
-            || matches!(op, Op::FlagWrite { flag, stream, .. } | Op::FlagWait { stream, flag, .. }
-                if program.flags[flag.0].device != stream.device)
-    });
-    match op {
-        Some(op) => Err(UsageError(format!(
-            "`{}`: across processes a program may use only NCCL between devices (a peer copy, a \
-             host barrier or another device's event needs one process)",
-            program.render(op)
-        ))),
-        None => Ok(()),
-    }
+    program.across_processes().map_err(UsageError)
 }
 
 /// One line per logical device: its GPU (or its rank in another process) and how it

@@ -66,7 +66,7 @@ impl Dev {
     pub(super) fn reduce(
         &mut self,
         edges: &[usize],
-        reference: Option<&(Vec<f32>, Vec<f32>)>,
+        reference: Option<&crate::decomp::Gathered>,
     ) -> Result<Vec<Partial>, Failure> {
         let cells = self.meta.lo..self.meta.hi;
         let m = cells.len();
@@ -91,7 +91,7 @@ impl Dev {
             self.snap = Some(self.snap_buffers(local, (chunks, ncols * chunks), floats)?);
         }
         let snap_stream = self.snap_after_all()?;
-        let (ex, hy) = (self.buffers[0].view(), self.buffers[1].view());
+        let (ex, hy) = (self.buffers.e.view(), self.buffers.h.view());
         let snap = self.snap.as_mut().expect("set above");
         let args = [
             Arg::Ptr(ex.ptr()),
@@ -131,7 +131,7 @@ impl Dev {
             max_diff: 0.0,
             first_diff: None,
         }];
-        if let Some((re, rh)) = reference {
+        if let Some(crate::decomp::Gathered { e: re, h: rh }) = reference {
             let (e, h) = host[ex_at..].split_at(m);
             parts.push(snapshot::differences(cells, e, h, (re, rh), edges));
         }
@@ -183,11 +183,11 @@ impl Dev {
     pub(super) fn fields(&mut self) -> Result<(Vec<f32>, Vec<f32>), Failure> {
         sys::synchronize_context()?;
         let o = self.meta.owned_local();
-        let (we, wh) = (self.meta.width(Field::Ex), self.meta.width(Field::Hy));
-        let mut ex = vec![0.0; self.meta.ex.len()];
-        let mut hy = vec![0.0; self.meta.hy.len()];
-        self.buffers[0].download(&mut ex)?;
-        self.buffers[1].download(&mut hy)?;
+        let (we, wh) = (self.meta.width(Field::E), self.meta.width(Field::H));
+        let mut ex = vec![0.0; self.meta.e.len()];
+        let mut hy = vec![0.0; self.meta.h.len()];
+        self.buffers.e.download(&mut ex)?;
+        self.buffers.h.download(&mut hy)?;
         Ok((
             ex[o.start * we..o.end * we].to_vec(),
             hy[o.start * wh..o.end * wh].to_vec(),
@@ -197,13 +197,13 @@ impl Dev {
     /// A 2D device's owned rows reduced on the GPU to the heat map's cells of `rows` (global
     /// rows, bands) × `cols` (a row's cells, buckets); with a reference, the owned rows are
     /// read back and compared on the host as in 1D.
-    pub(super) fn reduce_plane(
+    pub(super) fn reduce_map(
         &mut self,
         (rows, cols): (&[usize], &[usize]),
-        reference: Option<&(Vec<f32>, Vec<f32>)>,
+        reference: Option<&crate::decomp::Gathered>,
     ) -> Result<Vec<Partial>, Failure> {
         let owned = self.meta.lo..self.meta.hi;
-        let (m, nx) = (owned.len(), self.meta.nx());
+        let (m, nx) = (owned.len(), self.meta.grid.per_slice());
         if m == 0 {
             return Ok(Vec::new());
         }
@@ -226,7 +226,7 @@ impl Dev {
             self.snap = Some(self.snap_buffers(key, (1, cells), floats)?);
         }
         let snap_stream = self.snap_after_all()?;
-        let (ez, h) = (self.buffers[0].view(), self.buffers[1].view());
+        let (ez, h) = (self.buffers.e.view(), self.buffers.h.view());
         let snap = self.snap.as_mut().expect("set above");
         let args = [
             Arg::Ptr(ez.ptr()),
@@ -266,9 +266,9 @@ impl Dev {
             max_diff: 0.0,
             first_diff: None,
         }];
-        if let Some((re, rh)) = reference {
+        if let Some(crate::decomp::Gathered { e: re, h: rh }) = reference {
             let (e, hh) = host[ez_at..ez_at + 3 * m * nx].split_at(m * nx);
-            parts.push(snapshot::reduce_plane(
+            parts.push(snapshot::reduce_map(
                 owned,
                 nx,
                 (e, hh),

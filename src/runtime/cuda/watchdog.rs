@@ -252,7 +252,7 @@ mod tests {
             setup: vec![Vec::new(); 2],
             step: vec![Vec::new(); 2],
             steps_per_round: 1,
-            row: 1,
+            grid: Default::default(),
             cells: 0,
         };
         let contexts: Vec<OnceLock<sys::Context>> = (0..2).map(|_| OnceLock::new()).collect();

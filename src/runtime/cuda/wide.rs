@@ -318,7 +318,9 @@ impl WideRun {
         let c = Coefficients::new(s)?;
         let mut out = Vec::new();
         for (d, (r, &g)) in ranges.into_iter().zip(gpus).enumerate() {
-            let held = DeviceState::new(d, r, s, &c)?.into_held();
+            let held = DeviceState::new(d, r, s, &c)?
+                .into_held()
+                .ok_or_else(|| anyhow!("the fused runner runs a line"))?;
             if held.sources.len() > MAX_SOURCES {
                 return Err(anyhow!("more than {MAX_SOURCES} sources on one GPU"));
             }
@@ -431,16 +433,16 @@ impl WideRun {
     /// Both fields' owned cells of every GPU, in grid order.
     pub fn fields(&self) -> Result<crate::decomp::Gathered> {
         self.synchronize()?;
-        let (mut ex, mut hy) = (Vec::new(), Vec::new());
+        let mut out = crate::decomp::Gathered::default();
         for g in &self.gpus {
             sys::set_current(g.ctx.get())?;
             let mut buf = vec![0.0; g.held.len()];
-            for (f, out) in [(&g.buffers[0], &mut ex), (&g.buffers[1], &mut hy)] {
+            for (f, v) in [(&g.buffers[0], &mut out.e), (&g.buffers[1], &mut out.h)] {
                 f.download(&mut buf)?;
-                out.extend_from_slice(&buf[g.held.owned()]);
+                v.extend_from_slice(&buf[g.held.owned()]);
             }
         }
-        Ok((ex, hy))
+        Ok(out)
     }
 
     /// Runs `passes` passes and compares with the CPU reference run as many steps from
@@ -452,7 +454,7 @@ impl WideRun {
         for _ in 0..passes {
             self.pass()?;
         }
-        let (ex, hy) = self.fields()?;
+        let crate::decomp::Gathered { e: ex, h: hy } = self.fields()?;
         let c = Coefficients::new(s)?;
         let mut r = Domain::reference(s, &c)?;
         for t in 0..self.step {
@@ -464,7 +466,7 @@ impl WideRun {
                 .filter(|(x, y)| x.to_bits() != y.to_bits())
                 .count()
         };
-        Ok(differ(&ex, &r.gather(Field::Ex)?) + differ(&hy, &r.gather(Field::Hy)?))
+        Ok(differ(&ex, &r.gather(Field::E)?) + differ(&hy, &r.gather(Field::H)?))
     }
 
     /// Wall-clock µs per step over `passes` passes (issued, then waited for).

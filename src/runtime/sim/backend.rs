@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use super::runtime::SimRuntime;
 use super::scheduler::EventState;
 use crate::decomp::{Field, Gathered, Reference};
+use crate::geometry::Grid;
 use crate::program::{OpKind, Program, StreamId};
 use crate::runtime::seam::{MicroView, Runtime, TIMELINE_STEPS};
 use crate::scenario::Scenario;
@@ -156,18 +157,23 @@ impl Runtime for SimBackend {
     }
 
     /// Reads only the cell's device (the default gathers the whole grid).
-    fn cell(&mut self, k: usize, nx: usize) -> Result<(f32, f32)> {
-        let (row, col) = (k / nx, k % nx);
+    fn cell(&mut self, k: usize, grid: Grid) -> Result<Vec<(&'static str, f32)>> {
+        let slice = grid.locate(k).0;
         let ranges = self.scenario.ranges();
         let d = ranges
             .iter()
-            .position(|r| r.contains(&row))
-            .ok_or_else(|| anyhow::anyhow!("cell {k} is outside the grid"))?;
-        let local = row - ranges[d].start + crate::decomp::HALO;
-        let at = |f: Field| local * f.floats_per_row(nx) + col;
-        let ex = self.rt.device_local(d, Field::Ex)?[at(Field::Ex)];
-        let hy = self.rt.device_local(d, Field::Hy)?[at(Field::Hy)];
-        Ok((ex, hy))
+            .position(|r| r.contains(&slice))
+            .ok_or_else(|| anyhow::anyhow!("{} is outside the grid", grid.point(k)))?;
+        let local = slice - ranges[d].start + crate::decomp::HALO;
+        let (e, h) = (
+            self.rt.device_local(d, Field::E)?,
+            self.rt.device_local(d, Field::H)?,
+        );
+        let of = |v: &[f32], f: Field| {
+            let w = grid.width(f);
+            v[local * w..(local + 1) * w].to_vec()
+        };
+        Ok(grid.values(k, &of(&e, Field::E), &of(&h, Field::H)))
     }
 
     fn reduce(&mut self, edges: &Arc<Edges>, reference: Option<&Reference>) -> Result<Vec<Partial>> {
@@ -276,7 +282,7 @@ impl Runtime for SimBackend {
 
     fn non_finite(&mut self) -> Option<String> {
         let (step, f, k, v) = self.rt.non_finite().ok()??;
-        Some(crate::decomp::not_finite(step, f, k, v, self.scenario.nx))
+        Some(crate::decomp::not_finite(step, f, k, v, Grid::of(&self.scenario)))
     }
 
     fn inject_panic(&self, d: usize) {

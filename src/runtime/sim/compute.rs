@@ -109,7 +109,7 @@ impl Executor {
                                 let _ = reply.send(slot.view(v).fork());
                             }
                             Command::Reduce(v, edges, reference, reply) => {
-                                let r = reference.as_deref().map(|(e, h)| (e.as_slice(), h.as_slice()));
+                                let r = reference.as_deref().map(|g| (g.e.as_slice(), g.h.as_slice()));
                                 let _ = reply.send(reduce_state(slot.view(v), r, &edges));
                             }
                             Command::NonFinite(v, reply) => {
@@ -184,11 +184,11 @@ pub(super) fn reduce_state(
     reference: Option<(&[f32], &[f32])>,
     edges: &snapshot::Edges,
 ) -> Partial {
-    let fields = (st.owned(Field::Ex), st.owned(Field::Hy));
+    let fields = (st.owned(Field::E), st.owned(Field::H));
     match edges {
-        snapshot::Edges::Line(e) => snapshot::reduce(st.lo..st.hi, fields.0, fields.1, reference, e),
-        snapshot::Edges::Plane { rows, cols } => {
-            snapshot::reduce_plane(st.lo..st.hi, st.nx(), fields, reference, (rows, cols))
+        snapshot::Edges::Columns(e) => snapshot::reduce(st.lo..st.hi, fields.0, fields.1, reference, e),
+        snapshot::Edges::Map { rows, cols } => {
+            snapshot::reduce_map(st.lo..st.hi, st.grid.per_slice(), fields, reference, (rows, cols))
         }
     }
 }
@@ -276,7 +276,7 @@ pub(super) fn apply_one(slot: &mut Slot, at: u64, e: &Effect, io: &mut Io) -> Re
 /// the sources over every owned cell, all of one step.
 pub(super) fn fusable(state: &DeviceState, items: &[Item]) -> Option<usize> {
     let (lo, hi) = (state.lo, state.hi);
-    if hi - lo < 2 * TILE || state.nx() > 1 {
+    if hi - lo < 2 * TILE || !state.grid.tiles_a_step() {
         return None;
     }
     let effect = |k: usize| match items.get(k)? {
@@ -298,19 +298,19 @@ pub(super) fn fusable(state: &DeviceState, items: &[Item]) -> Option<usize> {
     let mut k = 1;
     loop {
         match effect(k)? {
-            Effect::CopyRead { field: Field::Hy, .. } => {}
+            Effect::CopyRead { field: Field::H, .. } => {}
             Effect::CopyRead {
-                field: Field::Ex,
+                field: Field::E,
                 cells,
                 ..
             }
             | Effect::CopyWrite {
-                field: Field::Ex,
+                field: Field::E,
                 cells,
                 ..
             } if late(cells) => {}
             Effect::CopyWrite {
-                field: Field::Hy,
+                field: Field::H,
                 cells,
                 ..
             } if cells.end <= lo || cells.start >= hi => {}

@@ -171,7 +171,8 @@ mod tests {
             // Nine flags waited on (three per boundary side and direction), each keeping the
             // write of this round and perhaps the last.
             assert!(kept <= 2 * 9, "{kept} writes kept at step {steps}");
-            pending.push((sched.nccl.records.len(), sched.nccl_backlog()));
+            let backlog: usize = sched.nccl.blocked.values().map(|b| b.items.len()).sum();
+            pending.push((sched.nccl.records.len(), backlog));
         }
         // The host runs ahead of its streams (no barrier) as far as their queues let it
         // (1022 slots each): then waits bound to writes not yet placed, and the calls

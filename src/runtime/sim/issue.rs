@@ -4,7 +4,7 @@ use std::ops::Range;
 
 use super::pending::Call;
 use super::scheduler::*;
-use crate::cost::{FUSED_2D_BYTES_PER_CELL, PULL_QUEUE_SLOTS};
+use crate::cost::PULL_QUEUE_SLOTS;
 use crate::decomp::{Field, HALO, Kernel, Part};
 use crate::program::{Op, StreamId};
 use crate::runtime::OpError;
@@ -262,7 +262,7 @@ impl Scheduler {
         let mut sub = 1;
         for (dir, cells) in crate::fused::stores(lo, hi, steps as usize, sides) {
             let dst = device.wrapping_add_signed(dir);
-            for field in [Field::Ex, Field::Hy] {
+            for field in [Field::E, Field::H] {
                 // Tags apart from the copies' (theirs are the calls' sequence numbers).
                 let tag = (1 << 63) | (c.seq << 3) | u64::from(sub);
                 self.push_copy(c, (field, device, dst), &cells, (end, end), (tag, sub));
@@ -367,22 +367,12 @@ impl Scheduler {
 
     /// Bytes a copy of `cells` (rows in 2D) of `field` moves: `H` rows carry `Hx` and `Hy`.
     pub(super) fn copy_bytes(&self, field: Field, cells: &Range<usize>) -> usize {
-        4 * cells.len() * field.floats_per_row(self.nx)
+        4 * cells.len() * self.grid.width(field)
     }
 
-    /// Bytes a kernel moves per owned cell (1D) or row (2D): in 2D `update_h` reads `Ez`
-    /// and updates `Hx` and `Hy` (20 B a cell), `update_e` reads both and `ca`, `cb` and
-    /// updates `Ez` (24 B).
+    /// Bytes a kernel moves per owned slice ([`Grid::bytes_per_slice`]).
     pub(super) fn bytes_per_cell(&self, kernel: Kernel) -> f64 {
-        let per = match (self.nx, kernel) {
-            (1, k) => return k.bytes_per_cell(),
-            (_, Kernel::UpdateH) => 20.0,
-            (_, Kernel::UpdateE) => 24.0,
-            (_, Kernel::SourcesBoundaries) => 0.0,
-            // A fused kernel: the steps it runs in 2D, as measured on an H200.
-            (_, k) => FUSED_2D_BYTES_PER_CELL * f64::from(k.steps_2d()),
-        };
-        per * self.nx as f64
+        self.grid.bytes_per_slice(kernel)
     }
 
     /// Owned cells a launch of `kernel` over `cells` works on: a part of a split pass
@@ -391,8 +381,8 @@ impl Scheduler {
         let Kernel::FusedPart { steps, part } = kernel else {
             return self.owned_in(device, cells);
         };
-        if self.nx > 1 {
-            return if kernel.steps_2d() > 0 {
+        if !self.grid.splits_pass() {
+            return if self.grid.steps_run(kernel) > 0 {
                 self.owned_in(device, cells)
             } else {
                 0

@@ -22,12 +22,6 @@ use crate::runtime::OpError;
 use crate::trace::TraceRecord;
 
 impl Scheduler {
-    /// Calls deferred behind NCCL work and not yet placed (bounded by the queues' depth:
-    /// a test watches it stay flat).
-    pub fn nccl_backlog(&self) -> usize {
-        self.nccl.blocked.values().map(|b| b.items.len()).sum()
-    }
-
     /// The trace ids of the calls deferred on stream `s`, in order (a group: its calls).
     pub fn nccl_deferred(&self, s: StreamId) -> Vec<u64> {
         let Some(b) = self.nccl.blocked.get(&s) else {

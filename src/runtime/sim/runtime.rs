@@ -8,6 +8,7 @@ use super::compute::*;
 use super::scheduler::*;
 use super::state::*;
 use crate::decomp::{DeviceState, Domain, Field, HALO};
+use crate::geometry::Grid;
 use crate::physics::Coefficients;
 use crate::program::Program;
 use crate::scenario::Scenario;
@@ -47,7 +48,7 @@ pub struct SimRuntime {
     pub(super) view: View,
     /// Owned cells (1D) or rows (2D) of each device, and cells per row.
     split: Vec<usize>,
-    nx: usize,
+    grid: Grid,
 }
 
 impl SimRuntime {
@@ -88,7 +89,7 @@ impl SimRuntime {
         threads: bool,
     ) -> anyhow::Result<Self> {
         let mut scheduler =
-            Scheduler::new(program, s.cost.clone(), s.split.clone(), jitter_seed).with_rows_of(s.nx);
+            Scheduler::new(program, s.cost.clone(), s.split.clone(), jitter_seed).on(Grid::of(s));
         scheduler.set_base_step(base);
         let n = states.len();
         let compute = if threads {
@@ -106,7 +107,7 @@ impl SimRuntime {
             floor: 0,
             view: View::At(0),
             split: s.split.clone(),
-            nx: s.nx,
+            grid: Grid::of(s),
         })
     }
 
@@ -267,7 +268,7 @@ impl SimRuntime {
         let x = match &self.compute {
             Compute::Threads(x) => x,
             Compute::Inline(i) => {
-                let r = reference.map(|r| (r.0.as_slice(), r.1.as_slice()));
+                let r = reference.map(|r| (r.e.as_slice(), r.h.as_slice()));
                 return Ok(i
                     .slots
                     .iter()
@@ -340,19 +341,19 @@ impl SimRuntime {
 
     /// The owned cells of every device, in order, as the queries see them.
     pub fn fields(&self) -> anyhow::Result<crate::decomp::Gathered> {
-        let (mut ex, mut hy) = (Vec::new(), Vec::new());
+        let mut g = crate::decomp::Gathered::default();
         for d in 0..self.devices() {
-            for (f, out) in [(Field::Ex, &mut ex), (Field::Hy, &mut hy)] {
+            for (f, out) in [(Field::E, &mut g.e), (Field::H, &mut g.h)] {
                 let v = self.device_local(d, f)?;
-                // Floats per cell (1D) or row (2D) of this field.
-                let w = f.floats_per_row(self.nx);
+                // Floats per slice of this field.
+                let w = self.grid.width(f);
                 debug_assert_eq!(v.len(), (self.split[d] + 2 * HALO) * w);
                 let owned = &v[HALO * w..v.len() - HALO * w];
                 crate::memory::grow(out, owned.len(), "the gathered fields")?;
                 out.extend_from_slice(owned);
             }
         }
-        Ok((ex, hy))
+        Ok(g)
     }
 }
 
@@ -376,7 +377,7 @@ mod tests {
     }
 
     fn bits(s: &DeviceState) -> Vec<u32> {
-        [Field::Ex, Field::Hy]
+        [Field::E, Field::H]
             .iter()
             .flat_map(|f| s.field(*f).iter().map(|x| x.to_bits()))
             .collect()
@@ -390,22 +391,22 @@ mod tests {
         let wave: Vec<f32> = (0..8)
             .map(|i| 0.1 * i as f32 * if i % 2 == 0 { 1.0 } else { -0.5 })
             .collect();
-        start.write(Field::Hy, 0, &wave);
-        start.write(Field::Ex, 0, &wave);
+        start.write(Field::H, 0, &wave);
+        start.write(Field::E, 0, &wave);
         let mut slot = Slot::new(start.fork());
         let mut expect = start;
         let k = |st: &mut DeviceState, kernel, step| st.run(kernel, &(0..8), step);
         k(&mut slot.real, Kernel::UpdateH, 0);
         k(&mut expect, Kernel::UpdateH, 0);
         slot.fork_at(1);
-        slot.write(1, Field::Ex, 8, &[0.25]); // halo, step 1: not in the fork
-        slot.write(1, Field::Ex, 5, &[9.0]); // owned cell, step 1: not in the fork
-        slot.write(0, Field::Hy, 0, &[0.5]); // late, step 0: in the fork
-        expect.write(Field::Hy, 0, &[0.5]);
+        slot.write(1, Field::E, 8, &[0.25]); // halo, step 1: not in the fork
+        slot.write(1, Field::E, 5, &[9.0]); // owned cell, step 1: not in the fork
+        slot.write(0, Field::H, 0, &[0.5]); // late, step 0: in the fork
+        expect.write(Field::H, 0, &[0.5]);
         slot.kernel(0, Kernel::UpdateE, &(0..8), 0); // late: writes cell 5 again
         k(&mut expect, Kernel::UpdateE, 0);
-        slot.write(0, Field::Ex, 8, &[0.75]); // late halo write after step 1's
-        expect.write(Field::Ex, 8, &[0.75]);
+        slot.write(0, Field::E, 8, &[0.75]); // late halo write after step 1's
+        expect.write(Field::E, 8, &[0.75]);
         slot.kernel(1, Kernel::UpdateH, &(0..8), 1); // step 1 on the device
         slot.settle_fork(1);
         assert_eq!(bits(slot.view(View::At(1))), bits(&expect));
@@ -413,10 +414,10 @@ mod tests {
         let mut slot = Slot::new(device());
         let mut expect = device();
         slot.fork_at(2);
-        slot.write(2, Field::Ex, 8, &[0.25]);
-        slot.write(1, Field::Ex, 8, &[0.5]);
-        expect.write(Field::Ex, 8, &[0.5]);
-        slot.write(3, Field::Hy, 0, &[1.5]);
+        slot.write(2, Field::E, 8, &[0.25]);
+        slot.write(1, Field::E, 8, &[0.5]);
+        expect.write(Field::E, 8, &[0.5]);
+        slot.write(3, Field::H, 0, &[1.5]);
         slot.settle_fork(2);
         assert_eq!(bits(slot.view(View::At(2))), bits(&expect));
         assert!(
@@ -429,7 +430,7 @@ mod tests {
     fn a_state_that_is_not_finite_is_found_at_the_observation() {
         let s = crate::scenario::load(None).unwrap();
         let mut states = Domain::new(&s, &Coefficients::new(&s).unwrap()).unwrap().devices;
-        states[2].write(Field::Hy, 1100, &[f32::INFINITY]);
+        states[2].write(Field::H, 1100, &[f32::INFINITY]);
         for threads in [false, true] {
             let p = crate::program::Mode::Events.program(&s.ranges());
             let mut rt = SimRuntime::from_states_with(&s, states.clone(), p, None, 0, threads).unwrap();

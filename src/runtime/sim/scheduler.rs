@@ -125,7 +125,7 @@ pub struct Scheduler {
     pub(super) starts: Vec<usize>,
     pub(super) cells: Vec<usize>,
     /// Cells per row: 1 in 1D; a 2D grid's kernels and copies move whole rows.
-    pub(super) nx: usize,
+    pub(super) grid: crate::geometry::Grid,
     pub(super) threads: Vec<HostThread>,
     /// Step number of this scheduler's step 0 (a run continued under another mode).
     pub(super) base_step: u64,
@@ -194,9 +194,9 @@ pub(super) fn take_one(m: &mut BTreeMap<u64, usize>, k: u64) {
 pub const TIMELINE_KEEP: u64 = 8;
 
 impl Scheduler {
-    /// A 2D grid's rows of `nx` cells: kernels and copies cost what whole rows move.
-    pub fn with_rows_of(mut self, nx: usize) -> Self {
-        self.nx = nx.max(1);
+    /// The grid's slices: kernels and copies cost what whole slices move.
+    pub fn on(mut self, grid: crate::geometry::Grid) -> Self {
+        self.grid = grid;
         self
     }
 
@@ -216,7 +216,7 @@ impl Scheduler {
             jitter_seed,
             starts,
             cells,
-            nx: 1,
+            grid: crate::geometry::Grid::default(),
             threads: vec![
                 HostThread {
                     step: None,

@@ -235,14 +235,14 @@ pub(super) fn first_bad(st: &DeviceState, step: u64, cells: &Range<usize>) -> Op
     if r.is_empty() {
         return None;
     }
-    let v = st.read(Field::Ex, &r);
-    let at = r.start * st.width(Field::Ex);
-    crate::decomp::first_non_finite(v).map(|k| (step, Field::Ex, at + k, v[k]))
+    let v = st.read(Field::E, &r);
+    let at = r.start * st.width(Field::E);
+    crate::decomp::first_non_finite(v).map(|k| (step, Field::E, at + k, v[k]))
 }
 
 /// The first owned cell of `st` (global index) holding NaN or ±∞, and its field.
 pub(super) fn non_finite(st: &DeviceState) -> Option<(Field, usize, f32)> {
-    [Field::Ex, Field::Hy].into_iter().find_map(|f| {
+    [Field::E, Field::H].into_iter().find_map(|f| {
         let v = st.owned(f);
         let at = st.lo * st.width(f);
         crate::decomp::first_non_finite(v).map(|k| (f, at + k, v[k]))
@@ -257,7 +257,7 @@ pub(super) fn refresh_halos(states: &mut [DeviceState]) {
     let owned: Vec<Range<usize>> = states.iter().map(|s| s.lo..s.hi).collect();
     for d in 0..states.len() {
         for (o, cells) in crate::runtime::halo_owners(&owned, d) {
-            for f in [Field::Ex, Field::Hy] {
+            for f in [Field::E, Field::H] {
                 let v = states[o].read(f, &cells).to_vec();
                 states[d].write(f, cells.start, &v);
             }

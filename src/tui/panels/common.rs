@@ -5,7 +5,7 @@ use ratatui::style::{Color, Style};
 use ratatui::text::Span;
 use ratatui::widgets::{Block, BorderType, Borders};
 
-use crate::engine::Frame;
+use crate::engine::Picture;
 
 pub(crate) const EX_COLOR: Color = Color::Yellow;
 pub(crate) const HY_COLOR: Color = Color::Cyan;
@@ -17,18 +17,11 @@ pub(crate) const SYNC_COLOR: Color = Color::Yellow;
 
 /// The Fields panel's word on |Δ|: 0 everywhere, the largest and where it first is
 /// (a cell in 1D, `(x, y)` in 2D), or n/a mid-step.
-pub(crate) fn diff_span(frame: &Frame) -> Span<'static> {
+pub(crate) fn diff_span(frame: &Picture) -> Span<'static> {
     match frame.max_diff {
         Some(0.0) => Span::styled("|Δ| = 0 everywhere", Style::new().fg(Color::Green)),
         Some(d) => {
-            let nx = frame.nx.max(1);
-            let at = frame.first_diff.map_or("?".into(), |k| {
-                if nx > 1 {
-                    format!("(x {}, y {})", k % nx, k / nx)
-                } else {
-                    format!("cell {k}")
-                }
-            });
+            let at = frame.first_diff.map_or("?".into(), |k| frame.grid.point(k));
             Span::styled(
                 format!("|Δ| ≤ {d:.2e}, first at {at}"),
                 Style::new().fg(DIFF_COLOR).bold(),
@@ -56,8 +49,8 @@ pub(crate) fn block<'a>(title: String, focused: bool) -> Block<'a> {
         .title(Span::styled(title, style))
 }
 
-pub(crate) fn clock_name(frame: &Frame) -> &'static str {
-    if frame.runtime == "sim" { "modelled" } else { "GPU" }
+pub(crate) fn clock_name(frame: &Picture) -> &'static str {
+    if frame.clock_modelled { "modelled" } else { "GPU" }
 }
 
 /// Global cell → plot x for `cols` columns over `cells` cells.
@@ -110,7 +103,7 @@ pub(crate) struct Bindings {
 }
 
 impl Bindings {
-    pub(crate) fn new(frame: &Frame) -> Bindings {
+    pub(crate) fn new(frame: &Picture) -> Bindings {
         let first = frame.timeline.iter().filter_map(|r| r.step).min();
         Bindings {
             step_of: frame.timeline.iter().map(|r| (r.id, r.step)).collect(),

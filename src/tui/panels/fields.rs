@@ -10,15 +10,15 @@ use ratatui::widgets::Widget;
 use ratatui::widgets::canvas::{Canvas, Context, Line as CLine};
 
 use super::common::*;
-use crate::engine::Frame;
+use crate::engine::Picture;
 
-pub fn title(frame: &Frame, look: &Look) -> String {
+pub fn title(frame: &Picture, look: &Look) -> String {
     let device = look.device;
     let dev = device.map_or(String::new(), |d| format!(" · dev{d} focused"));
     if frame.heat.is_some() {
         return format!(
             " Fields: Ez on {}×{} cells, {} slabs of rows{dev} ",
-            frame.nx,
+            frame.grid.per_slice(),
             frame.cells,
             frame.split.len()
         );
@@ -30,7 +30,7 @@ pub fn title(frame: &Frame, look: &Look) -> String {
     )
 }
 
-pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
+pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     let device = look.device;
 
     if area.height < 4 || area.width < 10 {
@@ -65,7 +65,7 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
         ));
     }
     match &frame.inspected {
-        Some(info) => super::inspector::line(info, 1, legend, buf),
+        Some(info) => super::inspector::line(info, legend, buf),
         None => Line::from(spans).render(legend, buf),
     }
     let [ex_area, hy_area] =
@@ -92,7 +92,7 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
     }
 }
 
-pub(crate) fn plot_field(frame: &Frame, device: Option<usize>, area: Rect, buf: &mut Buffer, ex: bool) {
+pub(crate) fn plot_field(frame: &Picture, device: Option<usize>, area: Rect, buf: &mut Buffer, ex: bool) {
     let cols = frame.columns.len();
     if cols == 0 || area.height == 0 {
         return;
@@ -176,7 +176,7 @@ pub(crate) fn plot_field(frame: &Frame, device: Option<usize>, area: Rect, buf: 
 
 /// |Δ|: red bars from the bottom, up to a third of the plot, height by the order of
 /// magnitude of the difference (1e-12 … 1).
-fn paint_diffs(ctx: &mut Context<'_>, frame: &Frame, scale: f64) {
+fn paint_diffs(ctx: &mut Context<'_>, frame: &Picture, scale: f64) {
     for (i, c) in frame.columns.iter().enumerate() {
         if c.diff > 0.0 {
             let rel = ((f64::from(c.diff).log10() + 12.0) / 12.0).clamp(0.05, 1.0) * 0.66;

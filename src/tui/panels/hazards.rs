@@ -7,10 +7,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Widget, Wrap};
 
 use super::common::*;
-use crate::engine::Frame;
+use crate::engine::Picture;
 use crate::tui::app::App;
 
-pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
+pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
     let r = centered(
         area,
         area.width.saturating_sub(8).max(40),

@@ -10,7 +10,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::common::*;
-use crate::engine::Frame;
+use crate::engine::Picture;
 use crate::snapshot::{Column, HEAT_GUTTER, column_edges, edge_index};
 
 /// The colour map: diverging, purple below zero, green above (red stays free for |Δ|).
@@ -31,7 +31,7 @@ fn value(c: &Column) -> Option<f32> {
     (lo <= hi).then(|| if hi.abs() >= lo.abs() { hi } else { lo })
 }
 
-pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer, (buckets, bands): (usize, usize)) {
+pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer, (buckets, bands): (usize, usize)) {
     if area.height < 4 || area.width < HEAT_GUTTER as u16 + 4 {
         return;
     }
@@ -42,7 +42,7 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer, (buckets
         (bands.div_ceil(2) as u16).min(area.height - 2),
     );
     match &frame.inspected {
-        Some(info) => super::inspector::line(info, frame.nx, Rect::new(area.x, area.y, area.width, 1), buf),
+        Some(info) => super::inspector::line(info, Rect::new(area.x, area.y, area.width, 1), buf),
         None => legend(frame, Rect::new(area.x, area.y, area.width, 1), buf),
     }
     // This frame's largest |Ez|: a wave that spreads keeps its contrast as it weakens.
@@ -82,11 +82,11 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer, (buckets
     colour_bar(scale, Rect::new(area.x, map.bottom(), area.width, 1), buf);
 }
 
-fn legend(frame: &Frame, area: Rect, buf: &mut Buffer) {
+fn legend(frame: &Picture, area: Rect, buf: &mut Buffer) {
     let diff = diff_span(frame);
     let spans = [
         Span::styled("Ez", Style::new().fg(EX_COLOR).bold()),
-        Span::raw(format!(" {}×{}  ", frame.nx, frame.cells)),
+        Span::raw(format!(" {}×{}  ", frame.grid.per_slice(), frame.cells)),
         Span::styled("█ |Δ|", Style::new().fg(DIFF_COLOR)),
         Span::raw("  "),
         diff,
@@ -95,7 +95,7 @@ fn legend(frame: &Frame, area: Rect, buf: &mut Buffer) {
 }
 
 /// Each slab's first row marked `━` beside the map, and its device's name halfway up.
-fn slabs(frame: &Frame, look: &Look, map: Rect, area: Rect, buf: &mut Buffer, bands: usize) {
+fn slabs(frame: &Picture, look: &Look, map: Rect, area: Rect, buf: &mut Buffer, bands: usize) {
     let edges = column_edges(frame.cells, bands);
     // The screen row showing grid row `k`.
     let row_of = |k: usize| {
@@ -136,8 +136,8 @@ fn slabs(frame: &Frame, look: &Look, map: Rect, area: Rect, buf: &mut Buffer, ba
 }
 
 /// The inspected cell marked `┼` on the map (white on the cell's colour).
-fn cursor(frame: &Frame, cell: usize, map: Rect, (buckets, bands): (usize, usize), buf: &mut Buffer) {
-    let nx = frame.nx.max(1);
+fn cursor(frame: &Picture, cell: usize, map: Rect, (buckets, bands): (usize, usize), buf: &mut Buffer) {
+    let nx = frame.grid.per_slice();
     let band = edge_index(&column_edges(frame.cells, bands), cell / nx) as i64;
     let bucket = edge_index(&column_edges(nx, buckets), cell % nx) as u16;
     let r = ((bands as i64 - 1 - band) / 2) as u16;

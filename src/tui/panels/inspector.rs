@@ -9,20 +9,23 @@ use ratatui::widgets::Widget;
 
 use super::common::*;
 
-/// The inspected cell in one line: whole items, as many as fit. `nx`: cells per row
-/// (2D: the cell is `(x, y)`, its fields `Ez` and `Hx`).
-pub(crate) fn line(info: &crate::engine::CellInfo, nx: usize, area: Rect, buf: &mut Buffer) {
-    let (ex, hy) = info.fields;
+/// The inspected point in one line: whole items, as many as fit.
+pub(crate) fn line(info: &crate::engine::CellInfo, area: Rect, buf: &mut Buffer) {
     let gray = Style::new().fg(Color::Gray);
     let value = |v: f32, r: Option<f32>| match r {
         Some(r) if r.to_bits() == v.to_bits() => format!("{v:.4e}"),
         Some(r) => format!("{v:.4e} (reference {r:.4e})"),
         None => format!("{v:.4e}"),
     };
-    let delta = match info.reference {
-        Some((re, rh)) => {
-            let d = (ex - re).abs().max((hy - rh).abs());
-            if ex.to_bits() == re.to_bits() && hy.to_bits() == rh.to_bits() {
+    let reference = |i: usize| info.reference.as_ref().and_then(|r| r.get(i).copied());
+    let delta = match &info.reference {
+        Some(r) => {
+            let pairs = info.values.iter().zip(r);
+            let d = pairs
+                .clone()
+                .map(|((_, v), r)| (v - r).abs())
+                .fold(0.0f32, f32::max);
+            if pairs.clone().all(|((_, v), r)| v.to_bits() == r.to_bits()) {
                 Span::styled("|Δ| 0", Style::new().fg(Color::Green))
             } else {
                 Span::styled(format!("|Δ| {d:.2e}"), Style::new().fg(DIFF_COLOR).bold())
@@ -30,39 +33,18 @@ pub(crate) fn line(info: &crate::engine::CellInfo, nx: usize, area: Rect, buf: &
         }
         None => Span::styled("|Δ| n/a", gray),
     };
-    let mut items = vec![
-        Span::styled(
-            if nx > 1 {
-                format!(
-                    "▼ (x {}, y {}) (dev{})",
-                    info.cell % nx,
-                    info.cell / nx,
-                    info.device
-                )
-            } else {
-                format!("▼ cell {} (dev{})", info.cell, info.device)
-            },
-            Style::new().bold(),
-        ),
-        Span::raw(format!(
-            "  {} {}",
-            if nx > 1 { "Ez" } else { "Ex" },
-            value(ex, info.reference.map(|r| r.0))
-        )),
-        Span::raw(format!(
-            "  {} {}",
-            if nx > 1 { "Hx" } else { "Hy" },
-            value(hy, info.reference.map(|r| r.1))
-        )),
-        Span::raw("  "),
-        delta,
-    ];
+    let mut items = vec![Span::styled(
+        format!("▼ {} (dev{})", info.place, info.device),
+        Style::new().bold(),
+    )];
+    for (i, (name, v)) in info.values.iter().enumerate() {
+        items.push(Span::raw(format!("  {name} {}", value(*v, reference(i)))));
+    }
+    items.push(Span::raw("  "));
+    items.push(delta);
     if let Some(s) = info.first_seen_diff {
         items.push(Span::styled(
-            format!(
-                "  its {} first differed at step {s}",
-                if nx > 1 { "screen cell" } else { "column" }
-            ),
+            format!("  its {} first differed at step {s}", info.screen_cell),
             Style::new().fg(DIFF_COLOR),
         ));
     }

@@ -7,9 +7,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Widget, Wrap};
 
 use super::common::*;
-use crate::engine::Frame;
+use crate::engine::Picture;
 
-pub fn render(frame: &Frame, area: Rect, buf: &mut Buffer) {
+pub fn render(frame: &Picture, area: Rect, buf: &mut Buffer) {
     let mode = frame.mode;
     let verdict = match frame.verdict() {
         Some(true) => Span::styled("correct", Style::new().fg(Color::Green).bold()),

@@ -8,17 +8,17 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::common::*;
-use crate::engine::Frame;
+use crate::engine::Picture;
 use crate::program::{Op, OpKind};
 
-pub fn title(frame: &Frame, _look: &Look) -> String {
+pub fn title(frame: &Picture, _look: &Look) -> String {
     match &frame.file {
         Some(f) => format!(" Program: {} ({}) ", f.name, f.path.display()),
         None => format!(" Program: {} ", frame.mode.name()),
     }
 }
 
-pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
+pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     let device = look.device;
 
     if area.height == 0 {
@@ -147,7 +147,7 @@ fn setup_lines(p: &crate::program::Program, thread: usize) -> Vec<Line<'static>>
 }
 
 /// Streams' queued operations and events' states, while micro-stepping.
-pub(crate) fn render_micro_state(frame: &Frame, device: Option<usize>, area: Rect, buf: &mut Buffer) {
+pub(crate) fn render_micro_state(frame: &Picture, device: Option<usize>, area: Rect, buf: &mut Buffer) {
     let mut lines = vec![Line::styled(
         format!("at {:.1} µs ({})", frame.micro.now_us, clock_name(frame)),
         Style::new().bold(),
@@ -184,7 +184,7 @@ pub(crate) fn render_micro_state(frame: &Frame, device: Option<usize>, area: Rec
 
 /// The waits of the latest step with any issued, each with the record it bound to (rule
 /// 3: the most recent one issued before it) — of which step — or none.
-fn bindings(frame: &Frame, device: Option<usize>) -> Vec<Line<'static>> {
+fn bindings(frame: &Picture, device: Option<usize>) -> Vec<Line<'static>> {
     let is_wait = |r: &&crate::trace::TraceRecord| r.label.starts_with("wait");
     let Some(last) = frame.timeline.iter().filter(is_wait).filter_map(|r| r.step).max() else {
         return Vec::new();

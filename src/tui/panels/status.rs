@@ -7,10 +7,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::common::*;
-use crate::engine::Frame;
+use crate::engine::Picture;
 use crate::tui::app::{App, SPEEDS};
 
-pub fn render(frame: &Frame, app: &App, area: Rect, buf: &mut Buffer) {
+pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
     let run = if frame.error.is_some() || frame.failure.is_some() {
         Span::styled(" STOPPED ", Style::new().fg(Color::White).bg(Color::Red).bold())
     } else if frame.running {
@@ -135,7 +135,7 @@ fn fit<'a>(mut items: Vec<Item<'a>>, room: usize, sep: impl Fn() -> Span<'a>) ->
 }
 
 /// Time per step and steps per second.
-fn rates<'a>(frame: &Frame, speed: &str, narrow: bool) -> Vec<Item<'a>> {
+fn rates<'a>(frame: &Picture, speed: &str, narrow: bool) -> Vec<Item<'a>> {
     let mut out: Vec<Item<'a>> = Vec::new();
     if narrow {
         out.push((5, false, vec![Span::raw(format!("{:.1}µs/step", frame.step_us))]));

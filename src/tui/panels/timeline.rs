@@ -8,11 +8,11 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
 use super::common::*;
-use crate::engine::Frame;
+use crate::engine::Picture;
 use crate::program::OpKind;
 use crate::trace::TraceRecord;
 
-pub fn title(frame: &Frame, look: &Look) -> String {
+pub fn title(frame: &Picture, look: &Look) -> String {
     let zoomed = look.zoomed;
 
     match frame.timeline_step {
@@ -43,7 +43,7 @@ pub(crate) fn lane_color(kind: OpKind) -> Color {
     }
 }
 
-pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
+pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     let device = look.device;
     let zoomed = look.zoomed;
 
@@ -255,7 +255,7 @@ fn tick_label(t: f64, step: f64) -> String {
 
 /// The time axis on row `y`: the clock's name, ticks with their times in µs, and how the
 /// devices are aligned.
-fn draw_axis(frame: &Frame, clock: &Clock, (x, y, label_w, width): (u16, u16, u16, u16), buf: &mut Buffer) {
+fn draw_axis(frame: &Picture, clock: &Clock, (x, y, label_w, width): (u16, u16, u16, u16), buf: &mut Buffer) {
     let dim = Style::new().fg(Color::DarkGray);
     buf.set_stringn(x, y, format!("{} µs", clock_name(frame)), label_w as usize, dim);
     let mut row: Vec<char> = vec![' '; usize::from(width)];
@@ -272,7 +272,7 @@ fn draw_axis(frame: &Frame, clock: &Clock, (x, y, label_w, width): (u16, u16, u1
             format!("own starts, {d:.0} µs apart"),
             "own starts".to_string(),
         ],
-        None if frame.runtime == "sim" => vec!["one clock for all devices".to_string()],
+        None if frame.clock_modelled => vec!["one clock for all devices".to_string()],
         None => vec!["devices aligned by anchor events (±few µs)".to_string()],
     };
     // The ticks keep at least 40 columns, unless the lanes need the note to be read.
@@ -354,7 +354,7 @@ type Lane = (String, usize, Option<usize>);
 
 /// Lanes: each device's streams, then its host thread (only `device`'s when one is
 /// focused), fitted to `rows`: host lanes go first, then copy lanes, when short of rows.
-fn lanes(frame: &Frame, device: Option<usize>, rows: usize) -> Vec<Lane> {
+fn lanes(frame: &Picture, device: Option<usize>, rows: usize) -> Vec<Lane> {
     let p = &frame.program;
     let mut lanes: Vec<Lane> = Vec::new();
     for d in 0..p.devices() {
@@ -425,7 +425,7 @@ fn draw_lane(
 
 /// Waits that bound to a record of an earlier step (rule 3: the most recent record issued
 /// before them) — on the cuda runtime too, where the runtime logs the order of issue.
-fn stale_waits(frame: &Frame) -> std::collections::HashSet<u64> {
+fn stale_waits(frame: &Picture) -> std::collections::HashSet<u64> {
     let bindings = Bindings::new(frame);
     frame
         .timeline
@@ -444,7 +444,7 @@ mod tests {
     use crate::program::Mode;
     use crate::tui::fixture::fixture;
 
-    fn draw(frame: &Frame, w: u16, h: u16) -> Vec<String> {
+    fn draw(frame: &Picture, w: u16, h: u16) -> Vec<String> {
         let area = Rect::new(0, 0, w, h);
         let mut buf = Buffer::empty(area);
         let look = Look {

@@ -8,11 +8,11 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Widget, Wrap};
 
 use super::common::rows;
-use crate::engine::{Frame, GoalState};
+use crate::engine::{GoalState, Picture};
 use crate::tui::app::App;
 use crate::tui::keymap::Action;
 
-pub fn render(frame: Option<&Frame>, app: &App, area: Rect, buf: &mut Buffer) {
+pub fn render(frame: Option<&Picture>, app: &App, area: Rect, buf: &mut Buffer) {
     let Some((tour, i)) = &app.tour else { return };
     let stop = &tour.stops[*i];
     let width = area.width;

@@ -7,9 +7,9 @@ use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::common::*;
-use crate::engine::{CopyHistory, Frame};
+use crate::engine::{CopyHistory, Picture};
 
-pub fn title(_frame: &Frame, _look: &Look) -> String {
+pub fn title(_frame: &Picture, _look: &Look) -> String {
     " Transfers: halo copies per device ".to_string()
 }
 
@@ -29,7 +29,7 @@ pub(crate) fn sparkline(v: &std::collections::VecDeque<f64>, width: usize) -> St
         .collect()
 }
 
-pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
+pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     let device = look.device;
 
     let spark_w = (area.width as usize).saturating_sub(60).clamp(4, 40);
@@ -90,7 +90,7 @@ pub fn render(frame: &Frame, look: &Look, area: Rect, buf: &mut Buffer) {
     if n < 2 {
         lines.push(Line::from("one device: no halo to exchange"));
     }
-    let how = if frame.runtime == "sim" {
+    let how = if frame.clock_modelled {
         "durations from the modelled clock"
     } else {
         "durations from CUDA timing events around each copy"

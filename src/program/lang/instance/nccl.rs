@@ -92,7 +92,7 @@ impl Instance<'_> {
         let cells = self.held(self.dev as i64, at, at.saturating_add(count), span, call)?;
         Ok(Op::Nccl {
             dir: if send { P2p::Send } else { P2p::Recv },
-            field: if buf.field == "ex" { Field::Ex } else { Field::Hy },
+            field: if buf.field == "ex" { Field::E } else { Field::H },
             cells,
             peer: peer as usize,
             stream,

@@ -358,11 +358,7 @@ fn list(json: bool) -> Result<()> {
         crate::out::line(format_args!(
             "{name:<10}{} ({}, {} devices)",
             s.description,
-            if s.two_d() {
-                format!("{}×{} cells", s.nx, s.cells)
-            } else {
-                format!("{} cells", s.cells)
-            },
+            crate::geometry::Grid::of(s).extent(s.cells),
             s.split.len()
         ))?;
     }

@@ -5,7 +5,7 @@
 //! A pass of `k` steps reads a snapshot of the fields taken before it and writes the
 //! fields. Each tile (`tiling.y` rows by `tiling.x` columns of the rows the pass writes)
 //! loads its cells and `m = k + 1` rows and columns around them — its region — from the
-//! snapshot, runs the `k` steps of [`crate::tmz`] on the region and writes back only its
+//! snapshot, runs the `k` steps of [`super`] on the region and writes back only its
 //! own cells (and the Mur state of its own columns). Tiles read only the snapshot and write
 //! only their own cells, so their order does not matter (on the GPU they run at once). A
 //! cell at the region's edge that lacks a neighbour keeps its value: it goes wrong, and a
@@ -24,19 +24,41 @@
 
 use std::ops::Range;
 
-use super::Slab;
+use super::PlaneShare;
+use crate::geometry::pass::Pass;
 use crate::physics::{EndCondition, PlacedSource};
 
 /// What one device's pass updates, in local rows: `update_h` on `h`, `update_e` on `e`,
 /// sources, end rows and PEC sides on `s` (each one-kernel launch's rows); the end rows
 /// there (`(condition, row)` of the bottom and the top one) and the sources on `s`.
-pub struct Pass {
+pub struct Rows {
     pub h: Range<usize>,
     pub e: Range<usize>,
     pub s: Range<usize>,
     pub ends: [Option<(EndCondition, usize)>; 2],
     pub sources: Vec<(usize, PlacedSource)>,
     pub ch: f32,
+}
+
+impl Rows {
+    /// The rows a launch described by `p` updates.
+    pub fn of(p: &Pass, ch: f32) -> Rows {
+        let s = p.span.clone();
+        let end = |e: Option<(EndCondition, usize)>| e.filter(|(_, row)| s.contains(row));
+        Rows {
+            h: p.h.clone(),
+            e: p.e.clone(),
+            ends: p.ends.map(end),
+            sources: p
+                .sources
+                .iter()
+                .filter(|(row, _)| s.contains(row))
+                .cloned()
+                .collect(),
+            s,
+            ch,
+        }
+    }
 }
 
 /// Tile columns and rows, and steps per pass (src/kernels.rs for the GPU's).
@@ -50,10 +72,10 @@ pub struct Tiling {
 /// `steps` steps from step `step` of `p` on the fields `ez` and `h` of `slab`'s device, by
 /// passes of at most `tiling.steps` steps.
 pub fn pass(
-    slab: &mut Slab,
+    slab: &mut PlaneShare,
     ez: &mut [f32],
     h: &mut [f32],
-    p: &Pass,
+    p: &Rows,
     steps: usize,
     step: u64,
     tiling: Tiling,
@@ -118,7 +140,7 @@ struct Region {
 
 impl Region {
     fn load(
-        slab: &Slab,
+        slab: &PlaneShare,
         snap: &Snapshot,
         own: (Range<usize>, Range<usize>),
         k: usize,
@@ -185,7 +207,7 @@ impl Region {
     }
 
     /// One step: `update_h`, `update_e`, the sources, the end rows, the PEC sides.
-    fn step(&mut self, slab: &Slab, p: &Pass, step: u64) {
+    fn step(&mut self, slab: &PlaneShare, p: &Rows, step: u64) {
         let (nx, w, ra, rows) = (slab.nx, self.col.len(), self.ra, self.rows);
         let local = |r: &Range<usize>| r.start.max(ra) - ra..r.end.min(ra + rows).max(ra) - ra;
         let ch = p.ch;
@@ -257,7 +279,7 @@ impl Region {
 
     /// The bottom end row (inner neighbour above) and the top one (below), column by
     /// column: PEC zero, Mur from the state and the inner neighbour's new value.
-    fn end_rows(&mut self, slab: &Slab, p: &Pass) {
+    fn end_rows(&mut self, slab: &PlaneShare, p: &Rows) {
         let (w, ra, rz) = (self.col.len(), self.ra, self.ra + self.rows);
         for (side, end) in p.ends.iter().enumerate() {
             let Some((cond, row)) = *end else { continue };
@@ -287,7 +309,7 @@ impl Region {
 
     /// The tile's own cells into the fields, and the Mur state of its own columns where
     /// it holds a Mur end row.
-    fn store(&self, slab: &mut Slab, ez: &mut [f32], h: &mut [f32], p: &Pass) {
+    fn store(&self, slab: &mut PlaneShare, ez: &mut [f32], h: &mut [f32], p: &Rows) {
         let (nx, w) = (slab.nx, self.col.len());
         let lc_of = |g: usize| (g as isize - self.cs) as usize;
         // Own columns are never wrapped: one slice of each row.

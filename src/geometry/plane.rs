@@ -31,11 +31,15 @@ use std::ops::Range;
 
 pub mod fused;
 
-/// One device's slab as the kernels see it: row width, side condition and coefficients
+use crate::physics::{EndCondition, PlacedSource};
+
+/// One device's share of a plane (a slab of rows) as the kernels see it: row width, side condition and coefficients
 /// of every held row (halo rows included; zero outside the grid).
 #[derive(Debug, Clone)]
-pub struct Slab {
+pub struct PlaneShare {
     pub nx: usize,
+    /// The `H` curl coefficient (the Courant number).
+    pub ch: f32,
     pub periodic: bool,
     /// `ca`, `cb` per `Ez` cell, row-major over the held rows.
     pub ca: Vec<f32>,
@@ -49,7 +53,7 @@ pub struct Slab {
     pub mur_top: Vec<f32>,
 }
 
-impl Slab {
+impl PlaneShare {
     /// The slab of a device owning the rows `rows` with `halo` halo rows a side:
     /// coefficients of its held rows (zero outside the grid), its Mur rows.
     pub fn new(
@@ -57,7 +61,7 @@ impl Slab {
         c: &crate::physics::Coefficients,
         rows: Range<usize>,
         halo: usize,
-    ) -> Result<Slab, crate::memory::OutOfMemory> {
+    ) -> Result<PlaneShare, crate::memory::OutOfMemory> {
         use crate::memory::filled;
         let (nx, lo, hi) = (s.nx, rows.start, rows.end);
         let len = (hi - lo + 2 * halo) * nx;
@@ -67,8 +71,9 @@ impl Slab {
         let at = (first + halo - lo) * nx;
         ca[at..at + (last - first) * nx].copy_from_slice(&c.ca[first * nx..last * nx]);
         cb[at..at + (last - first) * nx].copy_from_slice(&c.cb[first * nx..last * nx]);
-        Ok(Slab {
+        Ok(PlaneShare {
             nx,
+            ch: c.ch,
             periodic: s.sides == crate::scenario::Sides::Periodic,
             ca,
             cb,
@@ -77,6 +82,41 @@ impl Slab {
             mur_bottom: c.mur_rows.0.clone(),
             mur_top: c.mur_rows.1.clone(),
         })
+    }
+}
+
+impl PlaneShare {
+    /// Sources, the end rows and the sides over the local rows `r`.
+    pub fn sources_boundaries(
+        &mut self,
+        ez: &mut [f32],
+        r: Range<usize>,
+        sources: &[(usize, PlacedSource)],
+        ends: [Option<(EndCondition, usize)>; 2],
+        step: u64,
+    ) {
+        let nx = self.nx;
+        for (row, src) in sources {
+            if r.contains(row) {
+                for col in src.columns.clone() {
+                    src.apply(&mut ez[row * nx + col], step);
+                }
+            }
+        }
+        let [bottom, top] = ends;
+        if let Some((cond, l)) = bottom.filter(|(_, l)| r.contains(l)) {
+            let mur = matches!(cond, EndCondition::Mur(_))
+                .then_some((&self.mur_bottom[..], &mut self.prev_bottom[..]));
+            apply_end_row(ez, nx, l, l + 1, mur);
+        }
+        if let Some((cond, e)) = top.filter(|(_, e)| r.contains(e)) {
+            let mur =
+                matches!(cond, EndCondition::Mur(_)).then_some((&self.mur_top[..], &mut self.prev_top[..]));
+            apply_end_row(ez, nx, e, e - 1, mur);
+        }
+        if !self.periodic {
+            pec_sides(ez, nx, r);
+        }
     }
 }
 
@@ -99,7 +139,7 @@ pub fn update_h(ez: &[f32], h: &mut [f32], nx: usize, rows: Range<usize>, ch: f3
 }
 
 /// `update_e` over the local rows `rows` (row `rows.start − 1` of `h` must exist).
-pub fn update_e(ez: &mut [f32], h: &[f32], s: &Slab, rows: Range<usize>) {
+pub fn update_e(ez: &mut [f32], h: &[f32], s: &PlaneShare, rows: Range<usize>) {
     let nx = s.nx;
     for j in rows {
         let (below, row) = (&h[2 * (j - 1) * nx..2 * j * nx], &h[2 * j * nx..2 * (j + 1) * nx]);
@@ -153,9 +193,10 @@ pub use crate::physics::staggered_energy;
 mod tests {
     use super::*;
 
-    fn slab(nx: usize, rows: usize, periodic: bool) -> Slab {
-        Slab {
+    fn slab(nx: usize, rows: usize, periodic: bool) -> PlaneShare {
+        PlaneShare {
             nx,
+            ch: 0.5,
             periodic,
             ca: vec![1.0; nx * rows],
             cb: vec![0.5; nx * rows],

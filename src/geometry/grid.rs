@@ -1,0 +1,303 @@
+//! A grid's shape as everything above the kernels sees it: which geometry, the fields it
+//! exchanges and the components each holds, how a point is named, how the gathered fields
+//! are laid out and dumped. The one place (with `line.rs`, `plane.rs` and `share.rs`) that
+//! knows which geometries there are.
+//!
+//! Every geometry is split across devices along one axis into *slices*: a slice is a cell
+//! of a line, a row of a plane. The decomposition, the programs, the checker, the
+//! scheduler and the observation model count slices and never ask what one holds; a
+//! field's slice is `width(field)` floats, its components side by side.
+
+pub use crate::access::Field;
+use crate::access::Kernel;
+use crate::cost::FUSED_2D_BYTES_PER_CELL;
+use crate::scenario::{Scenario, Sides};
+
+/// Which grid: a line of cells (1D, `Ex` and `Hy`) or a TMz plane of rows (`Ez`, `Hx`,
+/// `Hy`). Plain data; what differs between them is in this module's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Grid {
+    #[default]
+    Line,
+    Plane {
+        nx: usize,
+        periodic: bool,
+    },
+}
+
+/// One named component of a field, as it lies in the field's slice: `floats` from `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Component {
+    pub name: &'static str,
+    pub field: Field,
+    pub at: usize,
+    pub floats: usize,
+}
+
+/// How messages name what the devices split: `(plural, the TOML key, singular)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Units {
+    pub many: &'static str,
+    pub key: &'static str,
+    pub one: &'static str,
+}
+
+impl Grid {
+    /// The scenario's grid.
+    pub fn of(s: &Scenario) -> Grid {
+        match s.nx {
+            0 | 1 => Grid::Line,
+            nx => Grid::Plane {
+                nx,
+                periodic: s.sides == Sides::Periodic,
+            },
+        }
+    }
+
+    /// Floats of field `f` in one slice.
+    pub fn width(self, f: Field) -> usize {
+        self.components()
+            .iter()
+            .filter(|c| c.field == f)
+            .map(|c| c.floats)
+            .sum()
+    }
+
+    /// Points (cells of the grid) in one slice.
+    pub fn per_slice(self) -> usize {
+        self.width(Field::E)
+    }
+
+    /// Points of a grid of `slices` slices.
+    pub fn points(self, slices: usize) -> usize {
+        slices.saturating_mul(self.per_slice())
+    }
+
+    /// The fields' components, in the order the snapshot and the inspector show them.
+    pub fn components(self) -> Vec<Component> {
+        let c = |name, field, at, floats| Component {
+            name,
+            field,
+            at,
+            floats,
+        };
+        match self {
+            Grid::Line => vec![c("Ex", Field::E, 0, 1), c("Hy", Field::H, 0, 1)],
+            Grid::Plane { nx, .. } => vec![
+                c("Ez", Field::E, 0, nx),
+                c("Hx", Field::H, 0, nx),
+                c("Hy", Field::H, nx, nx),
+            ],
+        }
+    }
+
+    /// The lowercase name of a field as a whole, as the Program panel writes copies of it:
+    /// on a line the component's (`ex`, `hy`); on a plane `ez` and `h` (both components).
+    pub fn field_word(self, f: Field) -> &'static str {
+        match (self, f) {
+            (Grid::Line, f) => f.name(),
+            (Grid::Plane { .. }, Field::E) => "ez",
+            (Grid::Plane { .. }, Field::H) => "h",
+        }
+    }
+
+    /// The slice holding point `k` and the point's index within the slice.
+    pub fn locate(self, k: usize) -> (usize, usize) {
+        let w = self.per_slice();
+        (k / w, k % w)
+    }
+
+    /// Point `k` as messages name it: `cell 5`, `(x 3, y 4)`.
+    pub fn point(self, k: usize) -> String {
+        match self {
+            Grid::Line => format!("cell {k}"),
+            Grid::Plane { nx, .. } => format!("(x {}, y {})", k % nx, k / nx),
+        }
+    }
+
+    /// Point `k`'s coordinates alone: `5`, `x 3, y 4`.
+    pub fn coordinates(self, k: usize) -> String {
+        match self {
+            Grid::Line => k.to_string(),
+            Grid::Plane { nx, .. } => format!("x {}, y {}", k % nx, k / nx),
+        }
+    }
+
+    /// How points are numbered, where it needs saying: on a plane `on its 2D grid,
+    /// row · nx + column`; `None` on a line.
+    pub fn numbering(self) -> Option<String> {
+        match self {
+            Grid::Line => None,
+            Grid::Plane { nx, .. } => Some(format!("on its 2D grid, row · {nx} + column")),
+        }
+    }
+
+    /// The component and point of index `i` of gathered field `f` (slices of
+    /// `width(f)` floats, in order): `Ex at cell 5`, `Hx at (x 3, y 4)`.
+    pub fn at(self, f: Field, i: usize) -> String {
+        let w = self.width(f);
+        let (slice, k) = (i / w, i % w);
+        let c = self
+            .components()
+            .into_iter()
+            .find(|c| c.field == f && (c.at..c.at + c.floats).contains(&k))
+            .expect("every float of a slice is a component's");
+        let point = slice * self.per_slice() + (k - c.at);
+        format!("{} at {}", c.name, self.point(point))
+    }
+
+    /// The point of index `i` of gathered field `f`, whichever component it is.
+    pub fn point_of(self, f: Field, i: usize) -> usize {
+        let w = self.width(f);
+        (i / w) * self.per_slice() + (i % w) % self.per_slice()
+    }
+
+    /// The grid's shape, slowest axis first: `[cells]`, `[ny, nx]`.
+    pub fn shape(self, slices: usize) -> Vec<usize> {
+        match self {
+            Grid::Line => vec![slices],
+            Grid::Plane { nx, .. } => vec![slices, nx],
+        }
+    }
+
+    /// The gathered field's index of point `k`'s first component of `f`.
+    pub fn index(self, f: Field, k: usize) -> usize {
+        let (slice, i) = self.locate(k);
+        slice * self.width(f) + i
+    }
+
+    /// Every component's value at point `k`, from slices `e` and `h` of the point's slice.
+    pub fn values(self, k: usize, e: &[f32], h: &[f32]) -> Vec<(&'static str, f32)> {
+        let i = self.locate(k).1;
+        self.components()
+            .into_iter()
+            .map(|c| {
+                let slice = if c.field == Field::E { e } else { h };
+                (c.name, slice[c.at + i])
+            })
+            .collect()
+    }
+
+    /// What the devices split, as messages say it.
+    pub fn units(self) -> Units {
+        match self {
+            Grid::Line => Units {
+                many: "cells",
+                key: "grid.cells",
+                one: "cell",
+            },
+            Grid::Plane { .. } => Units {
+                many: "rows",
+                key: "grid.ny",
+                one: "row",
+            },
+        }
+    }
+
+    /// The two ends of the split axis: `(first, last)`.
+    pub fn end_names(self) -> (&'static str, &'static str) {
+        match self {
+            Grid::Line => ("left", "right"),
+            Grid::Plane { .. } => ("bottom", "top"),
+        }
+    }
+
+    /// A grid of `slices` slices in words: `4096`, `16384 (128 rows of 128)`.
+    pub fn size(self, slices: usize) -> String {
+        match self {
+            Grid::Line => slices.to_string(),
+            Grid::Plane { nx, .. } => format!("{} ({slices} rows of {nx})", self.points(slices)),
+        }
+    }
+
+    /// A grid of `slices` slices, short: `4096 cells`, `128×128 cells`.
+    pub fn extent(self, slices: usize) -> String {
+        match self {
+            Grid::Line => format!("{slices} cells"),
+            Grid::Plane { nx, .. } => format!("{nx}×{slices} cells"),
+        }
+    }
+
+    /// `--dump-fields`: each component of the gathered fields `(e, h)` of `slices`
+    /// slices as `(file name, values, shape)` — `ex.npy`, `hy.npy` of `(cells)` on a line;
+    /// `ez.npy`, `hx.npy`, `hy.npy` of `(ny, nx)` on a plane.
+    pub fn dump(self, slices: usize, (e, h): (&[f32], &[f32])) -> Vec<(String, Vec<f32>, Vec<usize>)> {
+        let shape = self.shape(slices);
+        self.components()
+            .into_iter()
+            .map(|c| {
+                let (data, w) = if c.field == Field::E {
+                    (e, self.width(Field::E))
+                } else {
+                    (h, self.width(Field::H))
+                };
+                let values = data
+                    .chunks(w)
+                    .flat_map(|s| s[c.at..c.at + c.floats].iter().copied())
+                    .collect();
+                (format!("{}.npy", c.name.to_lowercase()), values, shape.clone())
+            })
+            .collect()
+    }
+
+    /// Whether a fused pass runs in parts (`fused_save`, then its tiles in any launches):
+    /// on a line; a plane's pass is one (its save runs it, its parts nothing).
+    pub fn splits_pass(self) -> bool {
+        matches!(self, Grid::Line)
+    }
+
+    /// Bytes a kernel moves per owned slice, for the cost model: on a line
+    /// [`Kernel::bytes_per_cell`]; on a plane `update_h` reads `Ez` and updates `Hx` and
+    /// `Hy` (20 B a cell), `update_e` reads both and `ca`, `cb` and updates `Ez` (24 B), a
+    /// fused pass runs its round's steps at the measured 22 B a cell a step (its save does;
+    /// its parts run nothing).
+    pub fn bytes_per_slice(self, kernel: Kernel) -> f64 {
+        let per = match (self, kernel) {
+            (Grid::Line, k) => return k.bytes_per_cell(),
+            (_, Kernel::UpdateH) => 20.0,
+            (_, Kernel::UpdateE) => 24.0,
+            (_, Kernel::SourcesBoundaries) => 0.0,
+            (_, Kernel::Fused { steps } | Kernel::FusedSave { steps }) => {
+                FUSED_2D_BYTES_PER_CELL * f64::from(steps)
+            }
+            (_, Kernel::FusedPart { .. }) => 0.0,
+        };
+        per * self.per_slice() as f64
+    }
+
+    /// Steps a fused launch runs where a pass is not split (a whole pass and a save: the
+    /// round's; a part: none); every fused launch's where it is.
+    pub fn steps_run(self, kernel: Kernel) -> u32 {
+        match (self.splits_pass(), kernel) {
+            (false, Kernel::FusedPart { .. }) => 0,
+            (_, k) => k.fused_steps().unwrap_or(0),
+        }
+    }
+
+    /// Whether the sim's device threads may run a whole step as one cache-blocked pass
+    /// (`update_h`, `update_e` and the sources, tile by tile): on a line.
+    pub fn tiles_a_step(self) -> bool {
+        matches!(self, Grid::Line)
+    }
+
+    /// The point in the middle of a grid of `slices` slices (of a plane: the middle
+    /// point of the middle row).
+    pub fn middle(self, slices: usize) -> usize {
+        slices / 2 * self.per_slice() + self.per_slice() / 2
+    }
+
+    /// Whether a fused pass refuses more sources on a device than its kernel takes (a
+    /// line's); a plane's runs its steps as one-kernel launches then.
+    pub fn fused_sources_limited(self) -> bool {
+        matches!(self, Grid::Line)
+    }
+
+    /// The heat map's `(columns, rows)` of points, where the plot is a map; `None` where
+    /// it is a line of columns.
+    pub fn map(self, slices: usize) -> Option<(usize, usize)> {
+        match self {
+            Grid::Line => None,
+            Grid::Plane { nx, .. } => Some((nx, slices)),
+        }
+    }
+}
