@@ -1,4 +1,5 @@
-//! With the `cuda` feature: compiles kernels/*.cu to PTX with nvcc (`--fmad=false`, so the
+//! Lists the modes' files (assets/programs/*.halo) for `include_str!`, so that a mode is
+//! its file. With the `cuda` feature: compiles kernels/*.cu to PTX with nvcc (`--fmad=false`, so the
 //! GPU matches the CPU bit for bit) into OUT_DIR, where `include_str!` embeds them.
 
 use std::path::{Path, PathBuf};
@@ -27,8 +28,37 @@ fn nvcc() -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
+/// Writes `OUT_DIR/modes.rs`: `FILES`, every `assets/programs/*.halo` as `(name, text)`,
+/// by name.
+fn modes(out: &Path) {
+    let dir =
+        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it")).join("assets/programs");
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            (p.extension()? == "halo").then(|| p.file_stem()?.to_str().map(String::from))?
+        })
+        .collect();
+    names.sort();
+    let mut text = String::from("/// Every mode's file, `(name, text)`, by name (written by build.rs).\n");
+    text.push_str("pub(super) const FILES: &[(&str, &str)] = &[\n");
+    for n in &names {
+        let path = dir.join(format!("{n}.halo"));
+        text.push_str(&format!(
+            "    ({n:?}, include_str!({:?})),\n",
+            path.display().to_string()
+        ));
+    }
+    text.push_str("];\n");
+    std::fs::write(out.join("modes.rs"), text).expect("writing OUT_DIR/modes.rs");
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    modes(&out);
     if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;
     }
@@ -48,7 +78,6 @@ fn main() {
         .iter()
         .map(|(name, value)| format!("-D{name}={value}"))
         .collect();
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     for k in KERNELS {
         let src = Path::new("kernels").join(format!("{k}.cu"));
         println!("cargo:rerun-if-changed={}", src.display());

@@ -9,8 +9,12 @@ pub use crate::program::Mode;
 /// (the core's `Mode` knows nothing of clap).
 fn mode_parser() -> impl clap::builder::TypedValueParser<Value = Mode> {
     use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-    PossibleValuesParser::new(Mode::ALL.map(|m| PossibleValue::new(m.name()).help(m.summary())))
-        .map(|name| Mode::from_name(&name).expect("a listed mode"))
+    PossibleValuesParser::new(
+        Mode::all()
+            .iter()
+            .map(|m| PossibleValue::new(m.name()).help(m.summary())),
+    )
+    .map(|name| Mode::from_name(&name).expect("a listed mode"))
 }
 
 /// Which runtime executes the step programs.

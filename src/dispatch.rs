@@ -336,7 +336,7 @@ fn list(json: bool) -> Result<()> {
                 })
             })
             .collect();
-        let modes: Vec<_> = Mode::ALL
+        let modes: Vec<_> = Mode::all()
             .iter()
             .map(|m| {
                 serde_json::json!({
@@ -363,7 +363,7 @@ fn list(json: bool) -> Result<()> {
         ))?;
     }
     crate::out::print("\n")?;
-    for m in Mode::ALL {
+    for &m in Mode::all() {
         let verdict = if m.is_correct() { "correct" } else { "broken" };
         crate::out::line(format_args!("--mode {} ({verdict})", m.name()))?;
         for line in m.lesson().lines() {

@@ -133,7 +133,7 @@ type At<'a> = dyn Fn(Option<Range<usize>>, String, String) -> ScenarioError + 'a
 fn parse_stop(s: StopFile, i: usize, at: &At, dir: Option<&Path>) -> Result<Stop, ScenarioError> {
     let field = |name: &str| format!("stop[{}].{name}", i + 1);
     let mode = Mode::from_name(s.mode.get_ref()).ok_or_else(|| {
-        let names: Vec<_> = Mode::ALL.iter().map(|m| m.name()).collect();
+        let names: Vec<_> = Mode::all().iter().map(|m| m.name()).collect();
         at(
             Some(s.mode.span()),
             field("mode"),

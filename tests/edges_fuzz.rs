@@ -123,7 +123,7 @@ fn scenario_reproducers() -> Vec<String> {
 
 /// What one case does, in this process: read, parse, make concrete, check.
 fn case(r: &mut Rng, i: usize, pulse: &scenario::Scenario) -> (&'static str, bool) {
-    let programs: Vec<&str> = Mode::ALL.iter().map(|m| m.source()).collect();
+    let programs: Vec<&str> = Mode::all().iter().map(|m| m.source()).collect();
     let scenarios: Vec<&str> = scenario::BUILTIN.iter().map(|(_, t)| *t).collect();
     let tour = haloscope::tour::BUILTIN[0].1;
     let keymap = include_str!("../assets/keymap.toml");

@@ -47,7 +47,7 @@ fn correct_modes_have_no_findings_on_2_3_4_8_devices_and_uneven_splits() {
         .collect();
     cases.push(builtin("uneven"));
     for s in &cases {
-        for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
+        for mode in Mode::all().iter().copied().filter(|m| m.is_correct()) {
             let f = findings(s, mode);
             assert!(
                 f.is_empty(),
@@ -159,7 +159,7 @@ fn original(call: usize, thread: usize, removed: &[(usize, usize)]) -> usize {
 fn every_single_deletion_is_flagged_at_what_it_ordered_or_proven_harmless_by_the_sim() {
     let (mut total, mut flagged, mut harmless) = (0, 0, 0);
     let mut report = Vec::new();
-    for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
+    for mode in Mode::all().iter().copied().filter(|m| m.is_correct()) {
         let s = busy(3);
         let p = mode.program(&s.ranges());
         let states = haloscope::decomp::DeviceState::shapes(&s);
@@ -302,7 +302,7 @@ fn each_broken_mode_has_exactly_the_findings_its_lesson_describes() {
     assert!(f.iter().all(|x| x.kind == Kind::War), "{}", hazard::text(&f));
     assert_eq!(f.len(), 16 * 2 * 2 * 2);
     // Every broken mode is covered.
-    let broken = Mode::ALL.into_iter().filter(|m| !m.is_correct()).count();
+    let broken = Mode::all().iter().copied().filter(|m| !m.is_correct()).count();
     assert_eq!(broken, expect.len() + 1);
 }
 

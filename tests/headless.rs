@@ -251,8 +251,8 @@ fn list_as_json_names_every_mode_with_its_verdict_for_scripts() {
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     let modes = v["modes"].as_array().unwrap();
-    assert_eq!(modes.len(), haloscope::program::Mode::ALL.len());
-    for m in haloscope::program::Mode::ALL {
+    assert_eq!(modes.len(), haloscope::program::Mode::all().len());
+    for &m in haloscope::program::Mode::all() {
         let j = modes
             .iter()
             .find(|j| j["name"] == m.name())

@@ -48,7 +48,7 @@ fn correct_modes_are_bit_identical_after_10000_steps_on_2_3_4_8_devices_and_unev
     cases.push(builtin("uneven"));
     for s in &cases {
         let (ex_ref, hy_ref) = reference(s, 10_000);
-        for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
+        for mode in Mode::all().iter().copied().filter(|m| m.is_correct()) {
             let (ex, hy) = run(s, mode, 10_000, None);
             assert_eq!(
                 bits(&ex),
@@ -72,8 +72,9 @@ fn correct_modes_are_bit_identical_after_10000_steps_on_2_3_4_8_devices_and_unev
 fn broken_modes_diverge_within_100_steps_on_the_default_scenario_the_same_way_twice() {
     let s = builtin("pulse");
     let (ex_ref, _) = reference(&s, 100);
-    for mode in Mode::ALL
-        .into_iter()
+    for mode in Mode::all()
+        .iter()
+        .copied()
         .filter(|m| !m.is_correct() && !m.fails() && *m != Mode::WriteAfterRead)
     {
         let (ex, hy) = run(&s, mode, 100, None);
@@ -101,7 +102,7 @@ fn correct_modes_stay_bit_identical_under_20_jitter_seeds() {
     // A multiple of 16: the wide-halo modes stop at the end of a round of 16 steps.
     let (ex_ref, hy_ref) = reference(&s, 608);
     for seed in 0..20 {
-        for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
+        for mode in Mode::all().iter().copied().filter(|m| m.is_correct()) {
             let (ex, hy) = run(&s, mode, 608, Some(seed));
             assert_eq!(bits(&ex), bits(&ex_ref), "{} seed {seed}", mode.name());
             assert_eq!(bits(&hy), bits(&hy_ref), "{} seed {seed}", mode.name());
@@ -191,7 +192,7 @@ fn the_cache_blocked_fused_step_gives_the_same_bits_as_kernels_one_by_one_in_eve
     s.split = vec![40_000, 50_000, 30_000];
     s.sources[0].position = 39_950;
     s.materials.clear();
-    for mode in Mode::ALL.into_iter().filter(|m| !m.fails()) {
+    for mode in Mode::all().iter().copied().filter(|m| !m.fails()) {
         for jitter in [None, Some(1), Some(2)] {
             let run = |fuse: bool| {
                 let mut rt = SimRuntime::new(&s, mode.program(&s.ranges()), jitter).unwrap();
@@ -210,7 +211,7 @@ fn the_cache_blocked_fused_step_gives_the_same_bits_as_kernels_one_by_one_in_eve
 #[test]
 fn computing_on_the_calling_thread_gives_the_same_bits_as_device_threads_in_every_mode() {
     let s = builtin("uneven");
-    for mode in Mode::ALL.into_iter().filter(|m| !m.fails()) {
+    for mode in Mode::all().iter().copied().filter(|m| !m.fails()) {
         for jitter in [None, Some(9)] {
             let run = |threads: bool| {
                 let mut rt =
@@ -377,9 +378,10 @@ fn every_performance_claim_of_a_lesson_holds_in_the_model_on_its_scenario() {
         assert!(f < p, "{} cells: fused-flags {f}, fused-push {p}", s.cells);
         let q = t(s, Mode::FusedP2p);
         assert!(q < f, "{} cells: fused-p2p {q}, fused-flags {f}", s.cells);
-        for m in Mode::ALL
-            .into_iter()
-            .filter(|m| m.is_correct() && !matches!(m, Mode::FusedPush | Mode::FusedFlags | Mode::FusedP2p))
+        for m in Mode::all()
+            .iter()
+            .copied()
+            .filter(|m| m.is_correct() && !matches!(*m, Mode::FusedPush | Mode::FusedFlags | Mode::FusedP2p))
         {
             assert!(
                 p < t(s, m),

@@ -269,12 +269,14 @@ fn the_checker_names_a_missing_wait_on_a_receive_and_the_timeline_shows_the_mess
 fn each_nccl_mistake_in_a_file_is_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let good = Mode::Nccl.source().replace("program nccl;", "program mine;");
+    // The mode's header (its `//!` lines) comes before the program's line 17.
+    let header = good.lines().take_while(|l| l.starts_with("//!")).count();
+    let first = format!(
+        "bad.halo:{}:5: on 4 devices: ncclGroupStart inside an open group",
+        17 + header
+    );
     let cases: [(&str, &str, &str); 8] = [
-        (
-            "ncclGroupEnd();\n    update_e",
-            "update_e",
-            "bad.halo:17:5: on 4 devices: ncclGroupStart inside an open group",
-        ),
+        ("ncclGroupEnd();\n    update_e", "update_e", &first),
         (
             "    ncclGroupStart();\n    if (d > 0) ncclRecv(hy",
             "    ncclGroupStart();\n    ncclGroupStart();\n    if (d > 0) ncclRecv(hy",

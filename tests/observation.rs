@@ -60,7 +60,7 @@ fn run(s: &Scenario, mode: Mode, jitter: Option<u64>, points: &[u64], micro: usi
 #[test]
 fn every_mode_shows_the_same_bits_copy_times_and_timeline_however_it_is_observed() {
     let s = scenario_small();
-    for mode in Mode::ALL.into_iter().filter(|m| !m.fails()) {
+    for mode in Mode::all().iter().copied().filter(|m| !m.fails()) {
         for jitter in [None, Some(3), Some(11)] {
             let once = run(&s, mode, jitter, &[], 0);
             assert!(!once.records.is_empty());

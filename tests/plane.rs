@@ -110,7 +110,7 @@ fn every_correct_mode_is_bit_identical_in_2d_on_2_3_4_8_slabs_and_uneven_splits_
         cases.push(uneven);
         for s in &cases {
             let want = reference(s, 3120);
-            for mode in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
+            for mode in Mode::all().iter().copied().filter(|m| m.is_correct()) {
                 let got = run(s, mode, 3120);
                 assert!(got.0 == want.0, "{} Ez, split {:?}, {b}", mode.name(), s.split);
                 assert!(got.1 == want.1, "{} H, split {:?}, {b}", mode.name(), s.split);

@@ -10,7 +10,7 @@ use haloscope::program::{Mode, ProgramFile};
 #[test]
 fn every_mode_exported_runs_as_a_file_with_the_same_program_and_the_same_bits() {
     let dir = tempfile::tempdir().unwrap();
-    for mode in Mode::ALL {
+    for &mode in Mode::all() {
         let path = dir.path().join(format!("{}.halo", mode.name()));
         let p = path.to_str().unwrap();
         let (code, _, err) = haloscope(&["program", "export", mode.name(), "--output", p]);

@@ -401,7 +401,7 @@ fn rule6_a_stream_synchronize_blocks_the_host_until_the_stream_is_done() {
 
 #[test]
 fn rule7_ordering_only_events_are_created_without_timing_in_every_mode() {
-    for mode in Mode::ALL {
+    for &mode in Mode::all() {
         let p = mode.program(&[0..10, 10..20, 20..30]);
         for op in p.setup.iter().flatten() {
             let code = p.render(op);

@@ -312,8 +312,9 @@ fn modes(
     let mut modes = Vec::new();
     let mut scaling = Vec::new();
     for cells in [1usize << 16, 1 << 26] {
-        for mode in Mode::ALL
-            .into_iter()
+        for mode in Mode::all()
+            .iter()
+            .copied()
             .filter(|m| m.is_correct() && only.is_none_or(|o| o.contains(m)))
         {
             // NCCL refuses two ranks on one GPU: its modes run on the sets without repeats

@@ -22,7 +22,7 @@ pub struct CheckRow {
 pub fn run(repeat: usize) -> Result<Vec<CheckRow>> {
     let s = crate::scenario::load(None)?.with_devices(8)?;
     let mut rows = Vec::new();
-    for mode in Mode::ALL {
+    for &mode in Mode::all() {
         let program = mode.program(&s.ranges());
         let mut samples = Vec::new();
         let mut findings = 0;

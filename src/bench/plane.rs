@@ -116,7 +116,11 @@ pub fn run(gpus: &[i32], sizes: &[usize], seconds: f64) -> Result<String> {
             seconds,
         )?;
         let gbs = (n * n) as f64 * BYTES_PER_CELL_2D / interior / 1e3;
-        for mode in Mode::ALL.into_iter().filter(|m| m.is_correct() && !m.uses_nccl()) {
+        for mode in Mode::all()
+            .iter()
+            .copied()
+            .filter(|m| m.is_correct() && !m.uses_nccl())
+        {
             let mut t = Vec::new();
             for &k in &counts {
                 let s = plane_scenario(n, k)?;

@@ -1015,7 +1015,7 @@ mod tests {
     fn any_correct_mode_continues_a_run_mid_way_bit_identically() {
         // At step 100 the pulse has crossed device boundaries: a halo cell the old mode
         // never kept fresh (a wide halo after a one-cell mode) would show.
-        for to in Mode::ALL.into_iter().filter(|m| m.is_correct()) {
+        for to in Mode::all().iter().copied().filter(|m| m.is_correct()) {
             let mut c = core(Mode::Push, None);
             c.advance_to(100);
             c.control(Control::SetMode(to));

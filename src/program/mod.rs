@@ -3,6 +3,7 @@
 
 pub mod file;
 pub mod lang;
+pub mod meta;
 pub mod modes;
 mod ops;
 #[cfg(test)]

@@ -61,7 +61,11 @@ mod tests {
         );
         assert_eq!(cited("no rules here, rule 10 neither"), Vec::<usize>::new());
         // Every broken mode's lesson names the rule it breaks.
-        for m in crate::program::Mode::ALL.into_iter().filter(|m| !m.is_correct()) {
+        for m in crate::program::Mode::all()
+            .iter()
+            .copied()
+            .filter(|m| !m.is_correct())
+        {
             assert!(!cited(m.lesson()).is_empty(), "{}", m.name());
         }
     }

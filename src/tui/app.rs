@@ -255,7 +255,7 @@ impl App {
             Some(r) if across => m.program(r).across_processes().is_ok(),
             _ => true,
         };
-        let modes: Vec<Mode> = Mode::ALL.into_iter().filter(runs).collect();
+        let modes: Vec<Mode> = Mode::all().iter().copied().filter(runs).collect();
         let i = modes.iter().position(|m| *m == self.mode).unwrap_or(0);
         let n = modes.len();
         modes[if forward { (i + 1) % n } else { (i + n - 1) % n }]
@@ -489,7 +489,7 @@ mod tests {
         let mut a = app();
         assert_eq!(a.on_key(key('m')), vec![Control::SetMode(Mode::HostSync)]);
         assert_eq!(a.on_key(key('M')), vec![Control::SetMode(Mode::Events)]);
-        let last = Mode::ALL[Mode::ALL.len() - 1];
+        let last = Mode::all()[Mode::all().len() - 1];
         assert_eq!(a.on_key(key('M')), vec![Control::SetMode(last)]);
         assert_eq!(a.mode, last);
     }
