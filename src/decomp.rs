@@ -18,8 +18,9 @@ pub use crate::access::{Access, Buffer, Field, Kernel, Part};
 
 mod split;
 
+use crate::geometry::Coefficients;
 use crate::memory::{OutOfMemory, filled, reserve};
-use crate::physics::{Coefficients, EndCondition, PlacedSource};
+use crate::physics::{EndCondition, PlacedSource};
 use crate::scenario::Scenario;
 
 /// Halo cells on each side of every device's arrays: the most steps a wide-halo mode may

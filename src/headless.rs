@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use crate::decomp::{Domain, Field, Gathered, max_abs_diff, not_finite};
 use crate::error::UsageError;
+use crate::geometry::Coefficients;
 use crate::geometry::Grid;
-use crate::physics::Coefficients;
 use crate::plan::{HeadlessPlan, Plan};
 use crate::runtime::{Runtime, RuntimeChoice};
 use crate::scenario::Scenario;

@@ -1,7 +1,7 @@
 //! Stepping a decomposed grid with the plain exchange is bit-identical to one domain.
 
 use haloscope::decomp::{Domain, Field, max_abs_diff};
-use haloscope::physics::Coefficients;
+use haloscope::geometry::Coefficients;
 use haloscope::scenario::{Scenario, parse};
 use proptest::prelude::*;
 

@@ -3,7 +3,7 @@
 use haloscope::bench::bench_scenario;
 use haloscope::decomp::{DeviceState, Domain, Field};
 use haloscope::fused::{Fields, Held, Margins, Part, exchange, part_tiles, pass, pass_tiles, split_cuts};
-use haloscope::physics::Coefficients;
+use haloscope::geometry::Coefficients;
 use haloscope::scenario::{self, Scenario};
 
 fn scenario(text: &str) -> Scenario {

@@ -2,8 +2,8 @@
 //! wrong with never diverges, and what it flags is what a deleted call used to order.
 
 use haloscope::decomp::{Domain, Field};
+use haloscope::geometry::Coefficients;
 use haloscope::hazard::{self, Finding, Kind};
-use haloscope::physics::Coefficients;
 use haloscope::program::{Mode, Op, Program};
 use haloscope::runtime::sim::SimRuntime;
 use haloscope::scenario::{self, Scenario};

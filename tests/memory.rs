@@ -95,7 +95,7 @@ fn memory_does_not_grow_with_the_number_of_steps() {
         loop {
             let _ = e.ping.recv_timeout(Duration::from_millis(20));
             if let Some(f) = e.take_frame()
-                && f.step >= steps
+                && f.run.step >= steps
             {
                 drop(f);
                 return live();

@@ -2,7 +2,7 @@
 //! broken ones diverge (or fail) deterministically.
 
 use haloscope::decomp::{Domain, Field, max_abs_diff};
-use haloscope::physics::Coefficients;
+use haloscope::geometry::Coefficients;
 use haloscope::program::Mode;
 use haloscope::runtime::sim::{Scheduler, SimRuntime};
 use haloscope::scenario::{self, Scenario};

@@ -1,7 +1,8 @@
 //! The 1D Yee physics against closed-form results.
 
 use haloscope::decomp::{Domain, Field};
-use haloscope::physics::{Coefficients, staggered_energy};
+use haloscope::geometry::Coefficients;
+use haloscope::physics::staggered_energy;
 use haloscope::scenario::{Scenario, parse};
 
 fn scenario(text: &str) -> Scenario {

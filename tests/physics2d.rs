@@ -2,7 +2,7 @@
 //! Fresnel reflection, the lowest cavity resonance and the conserved discrete energy.
 
 use haloscope::decomp::{Domain, Field};
-use haloscope::physics::Coefficients;
+use haloscope::geometry::Coefficients;
 use haloscope::physics::staggered_energy;
 use haloscope::scenario::{Scenario, parse};
 use std::f64::consts::PI;

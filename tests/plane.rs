@@ -3,7 +3,7 @@
 mod common;
 
 use haloscope::decomp::{Domain, Field};
-use haloscope::physics::Coefficients;
+use haloscope::geometry::Coefficients;
 use haloscope::program::Mode;
 use haloscope::runtime::sim::SimRuntime;
 use haloscope::scenario::{Scenario, parse};

@@ -39,7 +39,7 @@ fn run_to(
         if engine.ping.recv_timeout(Duration::from_millis(200)).is_ok()
             && let Some(f) = engine.take_frame()
         {
-            let done = f.goal.is_some_and(|g| !matches!(g, GoalState::Running(_)));
+            let done = f.run.goal.is_some_and(|g| !matches!(g, GoalState::Running(_)));
             last = Some(f);
             if done {
                 return last.unwrap();
@@ -48,7 +48,7 @@ fn run_to(
     }
     panic!(
         "{mode:?} never got to {goal:?}: last frame at step {:?}",
-        last.map(|f| f.step)
+        last.map(|f| f.run.step)
     );
 }
 
@@ -58,34 +58,43 @@ fn every_stop_of_every_built_in_tour_is_true_on_the_sim() {
         let t = tour::load(Some(name)).unwrap();
         for (i, stop) in t.stops.iter().enumerate() {
             let f = run_to(&stop.scenario, stop.mode, stop.goal, None);
-            let at = format!("tour {name}, stop {} ({}), at step {}", i + 1, stop.title, f.step);
-            let hazards = f.hazards.as_ref().map_or(0, |h| h.len());
+            let at = format!(
+                "tour {name}, stop {} ({}), at step {}",
+                i + 1,
+                stop.title,
+                f.run.step
+            );
+            let hazards = f.code.hazards.as_ref().map_or(0, |h| h.len());
             match stop.expect {
                 Expect::Correct => {
                     assert!(
-                        matches!(f.goal, Some(GoalState::Reached(..))),
+                        matches!(f.run.goal, Some(GoalState::Reached(..))),
                         "{at}: {:?}",
-                        f.goal
+                        f.run.goal
                     );
-                    assert_eq!(f.max_diff, Some(0.0), "{at}");
+                    assert_eq!(f.plot.max_diff, Some(0.0), "{at}");
                     assert_eq!(hazards, 0, "{at}");
                 }
                 Expect::Diverges => {
                     assert!(
-                        matches!(f.goal, Some(GoalState::Reached(..))),
+                        matches!(f.run.goal, Some(GoalState::Reached(..))),
                         "{at}: {:?}",
-                        f.goal
+                        f.run.goal
                     );
-                    assert!(f.max_diff.is_some_and(|d| d > 0.0), "{at}: {:?}", f.max_diff);
+                    assert!(
+                        f.plot.max_diff.is_some_and(|d| d > 0.0),
+                        "{at}: {:?}",
+                        f.plot.max_diff
+                    );
                     assert!(hazards > 0, "{at}");
                 }
                 Expect::Fails => {
                     assert!(
-                        matches!(f.goal, Some(GoalState::Failed(..))),
+                        matches!(f.run.goal, Some(GoalState::Failed(..))),
                         "{at}: {:?}",
-                        f.goal
+                        f.run.goal
                     );
-                    assert!(f.error.is_some(), "{at}");
+                    assert!(f.run.error.is_some(), "{at}");
                 }
             }
             // A stop that names a mode's verdict agrees with the mode.
@@ -103,8 +112,8 @@ fn diverged_stops_at_the_first_step_a_check_every_step_finds() {
         Goal::Diverged { limit: 3000 },
         None,
     );
-    let Some(GoalState::Reached(_, step)) = f.goal else {
-        panic!("{:?}", f.goal)
+    let Some(GoalState::Reached(_, step)) = f.run.goal else {
+        panic!("{:?}", f.run.goal)
     };
     let (code, out, err) = haloscope(&[
         "--headless",
@@ -128,7 +137,10 @@ fn diverged_stops_at_the_first_step_a_check_every_step_finds() {
         Goal::Diverged { limit: 40 },
         None,
     );
-    assert_eq!(f.goal, Some(GoalState::Missed(Goal::Diverged { limit: 40 }, 40)));
+    assert_eq!(
+        f.run.goal,
+        Some(GoalState::Missed(Goal::Diverged { limit: 40 }, 40))
+    );
 }
 
 #[test]
@@ -144,13 +156,13 @@ fn reaches_stops_at_the_first_step_the_wave_is_at_the_cell() {
         },
         Some(1000),
     );
-    let Some(GoalState::Reached(_, step)) = f.goal else {
-        panic!("{:?}", f.goal)
+    let Some(GoalState::Reached(_, step)) = f.run.goal else {
+        panic!("{:?}", f.run.goal)
     };
-    let ex = |f: &Picture| f.inspected.as_ref().unwrap().values[0].1.abs();
+    let ex = |f: &Picture| f.plot.inspected.as_ref().unwrap().values[0].1.abs();
     assert!(ex(&f) >= REACHED, "at step {step}: {}", ex(&f));
     let before = run_to(&s, mode, Goal::Step(step - 1), Some(1000));
-    assert_eq!(before.step, step - 1);
+    assert_eq!(before.run.step, step - 1);
     assert!(ex(&before) < REACHED, "at step {}: {}", step - 1, ex(&before));
 }
 
@@ -196,7 +208,11 @@ fn a_stop_reached_shows_no_stale_rate() {
     // no steps per second (it showed the run's last rate for as long as the stop lasted).
     let s = haloscope::scenario::load(Some("pulse")).unwrap();
     let f = run_to(&s, haloscope::program::Mode::Events, Goal::Step(400), None);
-    assert!(matches!(f.goal, Some(GoalState::Reached(..))), "{:?}", f.goal);
-    assert!(!f.running);
-    assert_eq!(f.steps_per_s, 0.0);
+    assert!(
+        matches!(f.run.goal, Some(GoalState::Reached(..))),
+        "{:?}",
+        f.run.goal
+    );
+    assert!(!f.run.running);
+    assert_eq!(f.run.steps_per_s, 0.0);
 }

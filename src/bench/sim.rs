@@ -10,7 +10,7 @@ use super::scenario::bench_scenario;
 use crate::cli::BenchArgs;
 use crate::decomp::Domain;
 use crate::error::UsageError;
-use crate::physics::Coefficients;
+use crate::geometry::Coefficients;
 use crate::program::Mode;
 use crate::runtime::sim::SimRuntime;
 use crate::scenario::Scenario;

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::cli::BenchArgs;
 use crate::decomp::Domain;
-use crate::physics::Coefficients;
+use crate::geometry::Coefficients;
 use crate::program::Mode;
 use crate::runtime::sim::SimRuntime;
 use crate::scenario;
@@ -114,7 +114,7 @@ pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
         while t0.elapsed() < budget {
             let _ = ticks.recv();
             if let Some(f) = engine.take_frame() {
-                let step = f.step;
+                let step = f.run.step;
                 app.set_frame(f);
                 if draw {
                     let t = Instant::now();

@@ -4,26 +4,28 @@
 
 use anyhow::Result;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
-use std::collections::VecDeque;
+
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::decomp::Domain;
+use crate::geometry::Coefficients;
 use crate::memory::OutOfMemory;
-use crate::physics::Coefficients;
 use crate::program::{Mode, Program, ProgramFile};
 use crate::runtime::{MicroView, OpError, Runtime, RuntimeChoice, start};
 use crate::scenario::Scenario;
-use crate::snapshot::{Column, Partial};
+use crate::snapshot::Partial;
 use crate::trace::TraceRecord;
 
 mod goal;
 mod inspect;
 mod pace;
+mod picture;
 mod plot;
 mod to_goal;
 pub use goal::{Goal, GoalState, REACHED};
+pub use picture::{CellInfo, CodePart, CopyHistory, Picture, PlotPart, RunPart, TracePart};
 
 /// What the UI can ask of the engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,125 +55,6 @@ pub enum Control {
     /// A program file that could not be read, in one line (the run goes on).
     FileError(String),
     Quit,
-}
-
-/// Copy-time history of one device and direction.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CopyHistory {
-    /// Recent copy durations, µs, oldest first.
-    pub recent_us: VecDeque<f64>,
-    pub bytes: usize,
-    pub count: u64,
-}
-
-impl CopyHistory {
-    pub const KEEP: usize = 64;
-
-    fn push(&mut self, us: f64, bytes: usize) {
-        if self.recent_us.len() == Self::KEEP {
-            self.recent_us.pop_front();
-        }
-        self.recent_us.push_back(us);
-        self.bytes = bytes;
-        self.count += 1;
-    }
-}
-
-/// Everything the UI draws, as of one instant.
-#[derive(Debug, Clone)]
-pub struct Picture {
-    pub scenario: String,
-    /// The runtime's name, as the status line shows it.
-    pub runtime: &'static str,
-    /// Whether the times shown are the runtime's model (the sim) rather than measured:
-    /// the runtime says ([`Runtime::clock_is_modelled`]); no panel asks which it is.
-    pub clock_modelled: bool,
-    pub cells: usize,
-    pub split: Vec<usize>,
-    pub mode: Mode,
-    pub program: Arc<Program>,
-    /// Steps completed.
-    pub step: u64,
-    pub running: bool,
-    /// Steps per second asked for (`None`: as fast as possible).
-    pub speed: Option<f64>,
-    pub columns: Vec<Column>,
-    /// A 2D grid: `columns` is a heat map of `(buckets, bands)` — `bands` rows of screen
-    /// cells from the grid's bottom row up, `buckets` each ([`crate::snapshot::Edges`]).
-    pub heat: Option<(usize, usize)>,
-    /// The plot size this frame was made for: `(columns, rows)` as last sent.
-    pub plot: (usize, usize),
-    /// The grid: what a point and a slice are, how a point is named.
-    pub grid: crate::geometry::Grid,
-    /// Largest |value| seen so far, for a steady vertical scale.
-    pub scale: f32,
-    /// `None` while a step is half issued (micro-stepping): no fair comparison then.
-    pub max_diff: Option<f32>,
-    pub first_diff: Option<usize>,
-    /// Operations of the latest `TIMELINE_STEPS` steps with any, for the timeline.
-    pub timeline: Vec<TraceRecord>,
-    pub timeline_step: Option<u64>,
-    /// Per device: copies arriving from the left and from the right neighbour.
-    pub copies: Vec<[CopyHistory; 2]>,
-    /// Modelled µs per step over the last frame interval.
-    pub step_us: f64,
-    /// Real steps per second over the last frame interval.
-    pub steps_per_s: f64,
-    pub micro: MicroView,
-    /// The call that failed, if the run stopped on an error.
-    pub error: Option<OpError>,
-    /// Any other failure, in words.
-    pub failure: Option<String>,
-    /// Facts about the machine: links, clock alignment (empty on the sim runtime).
-    pub notes: Vec<String>,
-    /// What the hazard checker finds in the program (races whether or not they show);
-    /// `None`: not checked (too many devices).
-    pub hazards: Option<Arc<Vec<crate::hazard::Finding>>>,
-    /// The cell under the inspector's cursor, when one is.
-    pub inspected: Option<CellInfo>,
-    /// The goal the run was last sent to, and how far it has come.
-    pub goal: Option<GoalState>,
-    /// The program file being run, if the program is one.
-    pub file: Option<Arc<ProgramFile>>,
-    /// Why the last program file sent, micro-step or reset was refused (the run goes on as
-    /// it was).
-    pub refusal: Option<String>,
-    /// The mode the last refused switch asked for (the UI cycles on from there).
-    pub refused_mode: Option<Mode>,
-}
-
-impl Picture {
-    /// The running program's name: the mode's, or the program file's.
-    pub fn program_name(&self) -> &str {
-        self.file.as_ref().map_or(self.mode.name(), |f| f.name.as_str())
-    }
-
-    /// Whether the program is known correct (`Some(true)`), known broken, or a file of
-    /// the user's (`None`: the checker and |Δ| judge it).
-    pub fn verdict(&self) -> Option<bool> {
-        self.file.is_none().then(|| self.mode.is_correct())
-    }
-}
-
-/// One cell as the inspector shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CellInfo {
-    /// The point's index in the grid (a plane's is `row · nx + column`).
-    pub cell: usize,
-    /// The point as messages name it: `cell 5`, `(x 3, y 4)`.
-    pub place: String,
-    pub device: usize,
-    /// Every component's value in the run (`Ex`, `Hy`; `Ez`, `Hx`, `Hy`), and the
-    /// reference's, in the same order, when it is at the same step.
-    pub values: Vec<(&'static str, f32)>,
-    pub reference: Option<Vec<f32>>,
-    /// What one screen cell of the plot is: `column` (a line's), `screen cell` (a map's).
-    pub screen_cell: &'static str,
-    /// The first step at which the cell's screen column was seen to differ from the
-    /// reference (the run is compared at frames, not every step).
-    pub first_seen_diff: Option<u64>,
-    /// On the sim: the latest call of the shown steps whose work wrote the cell.
-    pub written_by: Option<String>,
 }
 
 /// Starting point of an engine.
@@ -691,38 +574,60 @@ impl Core {
             micro.next = None;
         }
         let inspected = self.inspected(step, &edges, &timeline);
-        let s = &self.cfg.scenario;
+        let run = self.run_part(step);
+        let plot = PlotPart {
+            columns,
+            heat: edges.heat(),
+            size: (self.columns, self.rows),
+            scale: self.scale,
+            max_diff: if boundary { self.last_max_diff } else { None },
+            first_diff: self.last_first_diff,
+            inspected,
+        };
+        let trace = TracePart {
+            records: timeline,
+            step: timeline_step,
+            copies: self.copies.clone(),
+        };
+        let code = self.code_part(micro);
         Picture {
+            run,
+            plot,
+            trace,
+            code,
+        }
+    }
+
+    /// The run's part of a picture at step `step`.
+    fn run_part(&self, step: u64) -> RunPart {
+        let s = &self.cfg.scenario;
+        RunPart {
             scenario: s.name.clone(),
             runtime: self.backend.name(),
             clock_modelled: self.backend.clock_is_modelled(),
             cells: s.cells,
             split: s.split.clone(),
-            mode: self.mode,
-            program: self.program.clone(),
+            grid: crate::geometry::Grid::of(s),
             step,
             running: self.running,
             speed: self.speed,
-            columns,
-            heat: edges.heat(),
-            plot: (self.columns, self.rows),
-            grid: crate::geometry::Grid::of(s),
-            scale: self.scale,
-            max_diff: if boundary { self.last_max_diff } else { None },
-            first_diff: self.last_first_diff,
-            timeline,
-            timeline_step,
-            copies: self.copies.clone(),
             step_us: self.step_us,
             steps_per_s: self.steps_per_s,
-            micro,
             notes: self.backend.notes(),
             error: self.error.clone(),
             failure: self.failure.clone(),
-            hazards: self.hazards(),
-            inspected,
             goal: self.goal,
+        }
+    }
+
+    /// The program's part of a picture, with where each thread stands (`micro`).
+    fn code_part(&mut self, micro: MicroView) -> CodePart {
+        CodePart {
+            mode: self.mode,
+            program: self.program.clone(),
             file: self.file.clone(),
+            micro,
+            hazards: self.hazards(),
             refusal: self.refusal.clone(),
             refused_mode: self.refused_mode,
         }
@@ -824,24 +729,24 @@ mod tests {
     #[test]
     fn step_advances_one_step_and_keeps_the_reference_identical() {
         let e = engine(Mode::Events);
-        wait_for(&e, |f| f.step == 0);
+        wait_for(&e, |f| f.run.step == 0);
         e.send(Control::Step);
-        let f = wait_for(&e, |f| f.step == 1);
-        assert_eq!(f.max_diff, Some(0.0));
-        assert!(!f.running);
-        assert_eq!(f.columns.len(), 80);
-        assert!(f.timeline.iter().all(|r| r.step == Some(0)));
+        let f = wait_for(&e, |f| f.run.step == 1);
+        assert_eq!(f.plot.max_diff, Some(0.0));
+        assert!(!f.run.running);
+        assert_eq!(f.plot.columns.len(), 80);
+        assert!(f.trace.records.iter().all(|r| r.step == Some(0)));
     }
 
     #[test]
     fn micro_step_issues_one_call_and_names_the_next() {
         let e = engine(Mode::Events);
-        wait_for(&e, |f| f.step == 0);
+        wait_for(&e, |f| f.run.step == 0);
         e.send(Control::MicroStep);
-        let f = wait_for(&e, |f| f.micro.next.is_some());
-        assert_eq!(f.max_diff, None, "no comparison in the middle of a step");
+        let f = wait_for(&e, |f| f.code.micro.next.is_some());
+        assert_eq!(f.plot.max_diff, None, "no comparison in the middle of a step");
         // After one call of thread 0's setup, the next call is thread 0's or 1's first.
-        let (t, pc) = f.micro.next.unwrap();
+        let (t, pc) = f.code.micro.next.unwrap();
         assert!(t < 4 && pc < 20);
     }
 
@@ -852,33 +757,37 @@ mod tests {
         e.send(Control::TogglePause);
         // no-wait diverges at the boundary (cell 500) within 100 steps.
         let f = wait_for(&e, |f| {
-            f.step > 150 && f.inspected.as_ref().is_some_and(|i| i.first_seen_diff.is_some())
+            f.run.step > 150
+                && f.plot
+                    .inspected
+                    .as_ref()
+                    .is_some_and(|i| i.first_seen_diff.is_some())
         });
-        let info = f.inspected.unwrap();
+        let info = f.plot.inspected.unwrap();
         assert_eq!((info.cell, info.device), (500, 1));
-        assert!(info.first_seen_diff.unwrap() <= f.step);
+        assert!(info.first_seen_diff.unwrap() <= f.run.step);
         let w = info
             .written_by
             .expect("a kernel or copy wrote it in the shown steps");
         assert!(w.contains("thread 1") || w.contains("copy"), "{w}");
         e.send(Control::Inspect(None));
-        wait_for(&e, |f| f.inspected.is_none());
+        wait_for(&e, |f| f.plot.inspected.is_none());
     }
 
     #[test]
     fn switching_mode_continues_from_the_current_step() {
         let e = engine(Mode::Events);
         e.send(Control::TogglePause);
-        let f = wait_for(&e, |f| f.step > 150);
+        let f = wait_for(&e, |f| f.run.step > 150);
         e.send(Control::SetMode(Mode::NoWait));
         e.send(Control::TogglePause);
-        let g = wait_for(&e, |g| g.mode == Mode::NoWait && !g.running);
-        assert!(g.step >= f.step, "the step count goes on");
+        let g = wait_for(&e, |g| g.code.mode == Mode::NoWait && !g.run.running);
+        assert!(g.run.step >= f.run.step, "the step count goes on");
         e.send(Control::TogglePause);
         let h = wait_for(&e, |h| {
-            h.step > g.step + 100 && h.max_diff.is_some_and(|d| d > 0.0)
+            h.run.step > g.run.step + 100 && h.plot.max_diff.is_some_and(|d| d > 0.0)
         });
-        assert!(h.first_diff.is_some());
+        assert!(h.plot.first_diff.is_some());
     }
 
     #[test]
@@ -894,8 +803,8 @@ mod tests {
         for _ in 0..700 {
             e.send(Control::Step);
         }
-        let f = wait_for(&e, |f| f.step == 700);
-        assert_eq!((f.program_name(), f.max_diff), ("events", Some(0.0)));
+        let f = wait_for(&e, |f| f.run.step == 700);
+        assert_eq!((f.program_name(), f.plot.max_diff), ("events", Some(0.0)));
         // The file edited into overlap: the next step runs it, from step 700's fields.
         e.send(Control::SetFile(load(
             &Mode::Overlap
@@ -903,22 +812,22 @@ mod tests {
                 .replace("program overlap;", "program mine;"),
         )));
         e.send(Control::Step);
-        let g = wait_for(&e, |g| g.step == 701);
+        let g = wait_for(&e, |g| g.run.step == 701);
         assert_eq!(g.program_name(), "mine");
-        assert_eq!(g.program.stream_names, vec!["compute", "copy"]);
-        assert_eq!(g.max_diff, Some(0.0), "the fields carried over, bit for bit");
+        assert_eq!(g.code.program.stream_names, vec!["compute", "copy"]);
+        assert_eq!(g.plot.max_diff, Some(0.0), "the fields carried over, bit for bit");
         // Edited into a file that does not parse: said, and the run goes on with "mine".
         e.send(Control::FileError("mine.halo:3:1: unknown call `oops`".into()));
         e.send(Control::Step);
-        let h = wait_for(&e, |h| h.step == 702);
+        let h = wait_for(&e, |h| h.run.step == 702);
         assert_eq!(h.program_name(), "mine");
-        assert!(h.refusal.as_deref().is_some_and(|m| m.contains("oops")));
+        assert!(h.code.refusal.as_deref().is_some_and(|m| m.contains("oops")));
         // Edited into no-wait: the race shows once the pulse reaches a boundary.
         e.send(Control::SetFile(load(Mode::NoWait.source())));
         e.send(Control::TogglePause);
-        let k = wait_for(&e, |k| k.max_diff.is_some_and(|d| d > 0.0));
+        let k = wait_for(&e, |k| k.plot.max_diff.is_some_and(|d| d > 0.0));
         assert_eq!(k.program_name(), "no-wait");
-        assert!(k.refusal.is_none());
+        assert!(k.code.refusal.is_none());
     }
 
     #[test]
@@ -933,8 +842,8 @@ mod tests {
         for _ in 0..5 {
             e.send(Control::Step);
         }
-        let f = wait_for(&e, |f| f.step == 8 && f.mode == Mode::HostSync);
-        assert_eq!(f.max_diff, Some(0.0));
+        let f = wait_for(&e, |f| f.run.step == 8 && f.code.mode == Mode::HostSync);
+        assert_eq!(f.plot.max_diff, Some(0.0));
     }
 
     #[test]
@@ -945,11 +854,15 @@ mod tests {
         for _ in 0..40 {
             e.send(Control::Step);
         }
-        wait_for(&e, |f| f.step == 40);
+        wait_for(&e, |f| f.run.step == 40);
         e.send(Control::SetMode(Mode::HostSync));
         e.send(Control::Step);
-        let f = wait_for(&e, |f| f.step == 41 && f.mode == Mode::HostSync);
-        assert!(f.step_us > 1.0, "{} µs per step after the switch", f.step_us);
+        let f = wait_for(&e, |f| f.run.step == 41 && f.code.mode == Mode::HostSync);
+        assert!(
+            f.run.step_us > 1.0,
+            "{} µs per step after the switch",
+            f.run.step_us
+        );
     }
 
     #[test]
@@ -961,19 +874,22 @@ mod tests {
         }
         e.send(Control::SetMode(Mode::Fused));
         e.send(Control::Step);
-        let f = wait_for(&e, |f| f.mode == Mode::Fused && f.step == 19);
-        assert_eq!(f.max_diff, Some(0.0));
+        let f = wait_for(&e, |f| f.code.mode == Mode::Fused && f.run.step == 19);
+        assert_eq!(f.plot.max_diff, Some(0.0));
         e.send(Control::SetMode(Mode::Graph));
         e.send(Control::Step);
-        let g = wait_for(&e, |f| f.mode == Mode::Graph && f.step == 35);
-        assert_eq!(g.max_diff, Some(0.0));
-        assert!(g.timeline.iter().all(|r| r.step == Some(19)), "one round's calls");
+        let g = wait_for(&e, |f| f.code.mode == Mode::Graph && f.run.step == 35);
+        assert_eq!(g.plot.max_diff, Some(0.0));
+        assert!(
+            g.trace.records.iter().all(|r| r.step == Some(19)),
+            "one round's calls"
+        );
         // Micro-steps issue one call; the round finishes at its end.
         e.send(Control::MicroStep);
-        wait_for(&e, |f| f.micro.next.is_some());
+        wait_for(&e, |f| f.code.micro.next.is_some());
         e.send(Control::Step);
-        let h = wait_for(&e, |f| f.step == 51);
-        assert_eq!(h.max_diff, Some(0.0));
+        let h = wait_for(&e, |f| f.run.step == 51);
+        assert_eq!(h.plot.max_diff, Some(0.0));
     }
 
     fn core(mode: Mode, jitter: Option<u64>) -> Core {
@@ -998,7 +914,7 @@ mod tests {
     /// What a frame at a step boundary shows of the run.
     fn seen(c: &mut Core) -> String {
         let f = c.frame();
-        assert!(f.max_diff.is_some(), "a frame at a step boundary compares");
+        assert!(f.plot.max_diff.is_some(), "a frame at a step boundary compares");
         let last: Vec<String> = c
             .copies
             .iter()
@@ -1007,7 +923,7 @@ mod tests {
             .collect();
         format!(
             "step {} diff {:?} first {:?}\ncolumns {:?}\ntimeline {:?}\ncopies {last:?}",
-            f.step, f.max_diff, f.first_diff, f.columns, f.timeline
+            f.run.step, f.plot.max_diff, f.plot.first_diff, f.plot.columns, f.trace.records
         )
     }
 
@@ -1021,7 +937,12 @@ mod tests {
             c.control(Control::SetMode(to));
             let at = c.step();
             c.advance_to(at + 40);
-            assert_eq!(c.frame().max_diff, Some(0.0), "push → {} at step 100", to.name());
+            assert_eq!(
+                c.frame().plot.max_diff,
+                Some(0.0),
+                "push → {} at step 100",
+                to.name()
+            );
         }
     }
 
@@ -1156,60 +1077,69 @@ mod tests {
         let program = Arc::new(cfg.mode.program(&cfg.scenario.ranges()));
         let e = Engine::start_with(cfg, program, Box::new(Refusing { step: 0, fail_at: 3 })).unwrap();
         e.send(Control::Step);
-        let f = wait_for(&e, |f| f.step == 1);
-        assert_eq!((f.runtime, f.max_diff), ("cuda", Some(0.0)));
-        assert_eq!(f.notes, vec!["dev0 on GPU 0; peers: dev1 direct".to_string()]);
+        let f = wait_for(&e, |f| f.run.step == 1);
+        assert_eq!((f.run.runtime, f.plot.max_diff), ("cuda", Some(0.0)));
+        assert_eq!(f.run.notes, vec!["dev0 on GPU 0; peers: dev1 direct".to_string()]);
         assert_eq!(
-            f.copies[1][0].recent_us.back(),
+            f.trace.copies[1][0].recent_us.back(),
             Some(&5.5),
             "copy times reach the Transfers panel"
         );
-        assert_eq!(f.micro.next, None, "no next call at a step boundary");
+        assert_eq!(f.code.micro.next, None, "no next call at a step boundary");
         assert!(
-            (f.step_us - 10.0).abs() < 1e-9,
+            (f.run.step_us - 10.0).abs() < 1e-9,
             "µs per step from the runtime's clock"
         );
         // A micro-step the runtime refuses is said, and the run is not stopped by it.
         e.send(Control::MicroStep);
         e.send(Control::Step);
-        let r = wait_for(&e, |r| r.step == 2);
-        assert!(r.refusal.as_deref().is_some_and(|m| m.contains("one process")));
-        assert!(r.error.is_none() && r.failure.is_none());
+        let r = wait_for(&e, |r| r.run.step == 2);
+        assert!(
+            r.code
+                .refusal
+                .as_deref()
+                .is_some_and(|m| m.contains("one process"))
+        );
+        assert!(r.run.error.is_none() && r.run.failure.is_none());
         // A mode the runtime cannot run is refused before the switch: the run goes on.
         e.send(Control::SetMode(Mode::Nccl));
         e.send(Control::Step);
-        let s = wait_for(&e, |s| s.step == 3 && s.refused_mode.is_some());
-        assert_eq!((s.mode, s.refused_mode), (Mode::Events, Some(Mode::Nccl)));
+        let s = wait_for(&e, |s| s.run.step == 3 && s.code.refused_mode.is_some());
+        assert_eq!(
+            (s.code.mode, s.code.refused_mode),
+            (Mode::Events, Some(Mode::Nccl))
+        );
         assert!(
-            s.refusal
+            s.code
+                .refusal
                 .as_deref()
                 .is_some_and(|m| m.contains("two ranks on one GPU"))
         );
-        assert!(s.error.is_none() && s.failure.is_none());
+        assert!(s.run.error.is_none() && s.run.failure.is_none());
         e.send(Control::TogglePause);
-        let g = wait_for(&e, |g| g.error.is_some());
-        assert!(!g.running, "a failure stops the run");
-        assert_eq!(g.step, 3);
-        let err = g.error.unwrap();
+        let g = wait_for(&e, |g| g.run.error.is_some());
+        assert!(!g.run.running, "a failure stops the run");
+        assert_eq!(g.run.step, 3);
+        let err = g.run.error.unwrap();
         assert_eq!((err.thread, err.op_index), (1, 4));
         // Stopped: space does not start it again.
         e.send(Control::TogglePause);
         e.send(Control::Step);
-        let h = wait_for(&e, |h| h.error.is_some());
-        assert!(!h.running && h.step == 3);
+        let h = wait_for(&e, |h| h.run.error.is_some());
+        assert!(!h.run.running && h.run.step == 3);
     }
 
     #[test]
     fn cross_device_record_reports_the_failing_call_and_reset_recovers() {
         let e = engine(Mode::CrossDeviceRecord);
         e.send(Control::Step);
-        let f = wait_for(&e, |f| f.error.is_some());
-        let err = f.error.unwrap();
+        let f = wait_for(&e, |f| f.run.error.is_some());
+        let err = f.run.error.unwrap();
         assert_eq!((err.thread, err.op_index), (0, 1));
         assert!(err.error.contains("invalid resource handle"));
         e.send(Control::SetMode(Mode::Events));
         e.send(Control::Step);
-        let g = wait_for(&e, |g| g.mode == Mode::Events && g.step == 1);
-        assert!(g.error.is_none());
+        let g = wait_for(&e, |g| g.code.mode == Mode::Events && g.run.step == 1);
+        assert!(g.run.error.is_none());
     }
 }

@@ -5,9 +5,10 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
+use super::coefficients::Coefficients;
 use super::pass::Pass;
 use crate::fused::{self, Held, Part};
-use crate::physics::{self, Coefficients, EndCondition, PlacedSource};
+use crate::physics::{self, EndCondition, PlacedSource};
 
 /// Cells per tile of the fused pass on the CPU (the GPU's blocks take 2048): a tile's
 /// fields and coefficients stay in the L2 cache.

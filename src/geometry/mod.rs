@@ -3,11 +3,13 @@
 //! of the grid and the kernels on it). `line.rs` is the 1D line of cells, `plane.rs` the
 //! 2D TMz plane of rows.
 
+pub mod coefficients;
 pub mod grid;
 pub mod line;
 pub mod pass;
 pub mod plane;
 pub mod share;
 
+pub use coefficients::Coefficients;
 pub use grid::{Component, Field, Grid, Units};
 pub use share::{Pass, Share};

@@ -58,7 +58,7 @@ impl PlaneShare {
     /// coefficients of its held rows (zero outside the grid), its Mur rows.
     pub fn new(
         s: &crate::scenario::Scenario,
-        c: &crate::physics::Coefficients,
+        c: &super::coefficients::Coefficients,
         rows: Range<usize>,
         halo: usize,
     ) -> Result<PlaneShare, crate::memory::OutOfMemory> {

@@ -4,13 +4,14 @@
 
 use std::ops::Range;
 
+use super::coefficients::Coefficients;
 use super::grid::Grid;
 use super::line::LineShare;
 pub use super::pass::Pass;
 use super::plane::{self, PlaneShare, fused as plane_fused};
 use crate::fused::{Held, Part};
 use crate::memory::OutOfMemory;
-use crate::physics::{Coefficients, EndCondition, PlacedSource};
+use crate::physics::{EndCondition, PlacedSource};
 use crate::scenario::Scenario;
 
 /// One device's share, by geometry.

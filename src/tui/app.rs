@@ -139,18 +139,18 @@ impl App {
     }
 
     pub fn devices(&self) -> usize {
-        self.frame.as_ref().map_or(0, |f| f.split.len())
+        self.frame.as_ref().map_or(0, |f| f.run.split.len())
     }
 
     pub fn running(&self) -> bool {
-        self.frame.as_ref().is_some_and(|f| f.running)
+        self.frame.as_ref().is_some_and(|f| f.run.running)
     }
 
     /// Takes a new frame from the engine.
     pub fn set_frame(&mut self, f: Box<Picture>) {
         // After a refused switch, `m` goes on from the mode refused.
-        self.mode = f.refused_mode.unwrap_or(f.mode);
-        if self.hazard >= f.hazards.as_ref().map_or(0, |h| h.len()) {
+        self.mode = f.code.refused_mode.unwrap_or(f.code.mode);
+        if self.hazard >= f.code.hazards.as_ref().map_or(0, |h| h.len()) {
             self.hazard = 0;
         }
         self.frame = Some(f);
@@ -163,7 +163,7 @@ impl App {
         let n = self
             .frame
             .as_ref()
-            .and_then(|f| f.hazards.as_ref())
+            .and_then(|f| f.code.hazards.as_ref())
             .map_or(0, |h| h.len());
         if self.overlay == Overlay::Hazards && n > 0 {
             match e.code {
@@ -194,27 +194,27 @@ impl App {
     fn cursor_key(&mut self, e: KeyEvent) -> Option<Vec<Control>> {
         let k = self.cursor?;
         if let Some(f) = self.frame.as_ref()
-            && let Some((buckets, bands)) = f.heat
+            && let Some((buckets, bands)) = f.plot.heat
+            && let Some((wide, high)) = f.run.grid.map(f.run.cells)
         {
-            // 2D: the arrows move a heat map's cell (a bucket of columns, a band of rows).
-            let (nx, ny) = (f.grid.per_slice(), f.cells);
-            let (row, col) = (k / nx, k % nx);
-            let (dx, dy) = ((nx / buckets).max(1), (ny / bands).max(1));
+            // A map: the arrows move a heat map's cell (a bucket of columns, a band of rows).
+            let (row, col) = (k / wide, k % wide);
+            let (dx, dy) = ((wide / buckets).max(1), (high / bands).max(1));
             let (row, col) = match e.code {
                 KeyCode::Left => (row, col.saturating_sub(dx)),
-                KeyCode::Right => (row, (col + dx).min(nx - 1)),
+                KeyCode::Right => (row, (col + dx).min(wide - 1)),
                 KeyCode::Down => (row.saturating_sub(dy), col),
-                KeyCode::Up => ((row + dy).min(ny - 1), col),
+                KeyCode::Up => ((row + dy).min(high - 1), col),
                 _ => return None,
             };
-            self.cursor = Some(row * nx + col);
+            self.cursor = Some(row * wide + col);
             return Some(vec![Control::Inspect(self.cursor)]);
         }
-        let cells = self.frame.as_ref().map_or(1, |f| f.cells);
+        let cells = self.frame.as_ref().map_or(1, |f| f.run.cells);
         let column = self
             .frame
             .as_ref()
-            .map_or(1, |f| (cells / f.columns.len().max(1)).max(1));
+            .map_or(1, |f| (cells / f.plot.columns.len().max(1)).max(1));
         let moved = match e.code {
             KeyCode::Left => Some(k.saturating_sub(column)),
             KeyCode::Right => Some((k + column).min(cells - 1)),
@@ -235,7 +235,7 @@ impl App {
             None => self
                 .frame
                 .as_ref()
-                .map(|f| f.first_diff.unwrap_or(f.grid.middle(f.cells))),
+                .map(|f| f.plot.first_diff.unwrap_or(f.run.grid.middle(f.run.cells))),
         };
         vec![Control::Inspect(self.cursor)]
     }
@@ -245,7 +245,7 @@ impl App {
     fn next_mode(&self, forward: bool) -> Mode {
         let across = crate::world::process().world.is_some();
         let ranges = self.frame.as_ref().map(|f| {
-            let starts = f.split.iter().scan(0, |lo, &c| {
+            let starts = f.run.split.iter().scan(0, |lo, &c| {
                 *lo += c;
                 Some(*lo - c..*lo)
             });
@@ -373,7 +373,7 @@ impl App {
     /// The calls of the picked hazard, `(thread, call)`: marked in the Program panel and
     /// on the timeline.
     pub fn marked(&self) -> Vec<(usize, usize)> {
-        let found = self.frame.as_ref().and_then(|f| f.hazards.as_ref());
+        let found = self.frame.as_ref().and_then(|f| f.code.hazards.as_ref());
         let Some(f) = found.and_then(|h| h.get(self.hazard)) else {
             return Vec::new();
         };
@@ -418,18 +418,18 @@ impl App {
         };
         self.set_focus(p);
         match (p, self.frame.as_ref()) {
-            (Panel::Fields, Some(f)) if f.heat.is_some() => {
+            (Panel::Fields, Some(f)) if f.plot.heat.is_some() => {
                 let Some(cell) = heat_cell(f, r, at) else {
                     return Vec::new();
                 };
                 self.cursor = Some(cell);
                 vec![Control::Inspect(Some(cell))]
             }
-            (Panel::Fields, Some(f)) if !f.columns.is_empty() && at.x > r.x => {
+            (Panel::Fields, Some(f)) if !f.plot.columns.is_empty() && at.x > r.x => {
                 // Braille: two plot columns a character.
-                let ncols = f.columns.len();
+                let ncols = f.plot.columns.len();
                 let col = (2 * usize::from(at.x - r.x - 1)).min(ncols - 1);
-                let cell = crate::snapshot::column_edges(f.cells, ncols)[col];
+                let cell = crate::snapshot::column_edges(f.run.cells, ncols)[col];
                 self.cursor = Some(cell);
                 vec![Control::Inspect(Some(cell))]
             }
@@ -438,12 +438,12 @@ impl App {
     }
 }
 
-/// The cell (`row · nx + column`) under a click at `at` on a heat map drawn in the Fields
+/// The point (`row · width + column`) under a click at `at` on a heat map drawn in the Fields
 /// panel `panel` (inside its frame: the legend row, then the map right of the gutter, two
 /// bands a row, the top band first); `None` off the map.
 fn heat_cell(f: &crate::engine::Picture, panel: Rect, at: Position) -> Option<usize> {
     use crate::snapshot::{HEAT_GUTTER, column_edges};
-    let (buckets, bands) = f.heat?;
+    let (buckets, bands) = f.plot.heat?;
     let (x0, y0) = (panel.x + 1 + HEAT_GUTTER as u16, panel.y + 2);
     let (x, r) = (
         usize::from(at.x.checked_sub(x0)?),
@@ -453,8 +453,8 @@ fn heat_cell(f: &crate::engine::Picture, panel: Rect, at: Position) -> Option<us
     if x >= buckets {
         return None;
     }
-    let across = f.grid.per_slice();
-    Some(column_edges(f.cells, bands)[band] * across + column_edges(across, buckets)[x])
+    let across = f.run.grid.per_slice();
+    Some(column_edges(f.run.cells, bands)[band] * across + column_edges(across, buckets)[x])
 }
 
 #[cfg(test)]
@@ -660,7 +660,7 @@ mod tests {
         a.set_frame(Box::new(crate::tui::fixture::heat_fixture(4, size)));
         let areas = layout::panel_areas(screen, a.zoom, a.focus, a.secondary);
         let (_, fields) = *areas.iter().find(|(p, _)| *p == Panel::Fields).unwrap();
-        let (buckets, bands) = a.frame.as_ref().unwrap().heat.unwrap();
+        let (buckets, bands) = a.frame.as_ref().unwrap().plot.heat.unwrap();
         let click = |a: &mut App, column: u16, row: u16| {
             let m = MouseEvent {
                 kind: MouseEventKind::Down(MouseButton::Left),

@@ -8,12 +8,12 @@ use crate::engine::Picture;
 /// The file `e` edits: the running program file, or the built-in mode written to
 /// `dir/MODE.halo` (kept as it is when it exists: it may hold the user's work).
 pub fn file_to_edit(frame: &Picture, dir: &Path) -> Result<PathBuf, String> {
-    if let Some(f) = &frame.file {
+    if let Some(f) = &frame.code.file {
         return Ok(f.path.clone());
     }
-    let path = dir.join(format!("{}.halo", frame.mode.name()));
+    let path = dir.join(format!("{}.halo", frame.code.mode.name()));
     if !path.exists() {
-        std::fs::write(&path, frame.mode.source())
+        std::fs::write(&path, frame.code.mode.source())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(path)
@@ -67,7 +67,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "// mine\n");
         // A running file is edited where it is.
         let events = crate::program::Mode::Events.source().to_string();
-        f.file = Some(std::sync::Arc::new(
+        f.code.file = Some(std::sync::Arc::new(
             crate::program::ProgramFile::parse(std::path::Path::new("events.halo"), events).unwrap(),
         ));
         assert_eq!(

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::engine::{CopyHistory, Picture};
+use crate::engine::{CodePart, CopyHistory, Picture, PlotPart, RunPart, TracePart};
 use crate::program::Mode;
 use crate::runtime::MicroView;
 use crate::runtime::sim::Scheduler;
@@ -57,39 +57,51 @@ pub fn fixture(mode: Mode, devices: usize) -> Picture {
             [h(7.3), h(7.5)]
         })
         .collect();
-    Picture {
+    let run = RunPart {
         scenario: "pulse".into(),
         runtime: "sim",
         clock_modelled: true,
         cells,
         split,
-        mode,
-        program: Arc::new(program),
+        grid: crate::geometry::Grid::default(),
         step: 1234,
         running: true,
         speed: Some(100.0),
+        step_us: 26.55,
+        steps_per_s: 99.0,
+        notes: Vec::new(),
+        error: None,
+        failure: None,
+        goal: None,
+    };
+    let plot = PlotPart {
         columns,
         heat: None,
-        plot: (160, 12),
-        grid: crate::geometry::Grid::default(),
+        size: (160, 12),
         scale: 1.0,
         max_diff: Some(1e-3),
         first_diff: Some(1240),
-        timeline,
-        timeline_step: Some(1),
-        copies,
-        step_us: 26.55,
-        steps_per_s: 99.0,
-        micro: MicroView::default(),
-        error: None,
-        failure: None,
-        notes: Vec::new(),
-        hazards,
         inspected: None,
-        goal: None,
+    };
+    let trace = TracePart {
+        records: timeline,
+        step: Some(1),
+        copies,
+    };
+    let code = CodePart {
+        mode,
+        program: Arc::new(program),
         file: None,
+        micro: MicroView::default(),
+        hazards,
         refusal: None,
         refused_mode: None,
+    };
+    Picture {
+        run,
+        plot,
+        trace,
+        code,
     }
 }
 
@@ -99,11 +111,12 @@ pub fn fixture(mode: Mode, devices: usize) -> Picture {
 pub fn heat_fixture(devices: usize, (columns, rows): (usize, usize)) -> Picture {
     let (nx, ny) = (96, 64);
     let mut f = fixture(Mode::Events, devices);
-    f.cells = ny;
-    f.grid = crate::geometry::Grid::Plane { nx, periodic: false };
-    f.split = crate::scenario::even_split(ny, devices);
-    f.scenario = "radiate".into();
+    f.run.cells = ny;
+    f.run.grid = crate::geometry::Grid::Plane { nx, periodic: false };
+    f.run.split = crate::scenario::even_split(ny, devices);
+    f.run.scenario = "radiate".into();
     let ranges: Vec<_> = f
+        .run
         .split
         .iter()
         .scan(0, |lo, &c| {
@@ -112,13 +125,13 @@ pub fn heat_fixture(devices: usize, (columns, rows): (usize, usize)) -> Picture 
         })
         .collect();
     let mut program = Mode::Events.program(&ranges);
-    program.grid = f.grid;
-    f.program = Arc::new(program);
+    program.grid = f.run.grid;
+    f.code.program = Arc::new(program);
     let width = (columns / 2).saturating_sub(crate::snapshot::HEAT_GUTTER + 1);
     let (buckets, bands) = crate::snapshot::heat_size(nx, ny, width, rows);
-    f.heat = Some((buckets, bands));
-    f.plot = (columns, rows);
-    f.columns = (0..bands * buckets)
+    f.plot.heat = Some((buckets, bands));
+    f.plot.size = (columns, rows);
+    f.plot.columns = (0..bands * buckets)
         .map(|k| {
             let (x, y) = (
                 (k % buckets) as f32 / buckets as f32,
@@ -137,16 +150,16 @@ pub fn heat_fixture(devices: usize, (columns, rows): (usize, usize)) -> Picture 
             }
         })
         .collect();
-    f.first_diff = Some(70 + 7 * nx);
+    f.plot.first_diff = Some(70 + 7 * nx);
     f
 }
 
 /// A frame as the cuda runtime sends it: the GPU clock, and the machine's notes.
 pub fn cuda_fixture(devices: usize) -> Picture {
     let mut f = fixture(Mode::Events, devices);
-    f.runtime = "cuda";
-    f.clock_modelled = false;
-    f.notes = (0..devices)
+    f.run.runtime = "cuda";
+    f.run.clock_modelled = false;
+    f.run.notes = (0..devices)
         .map(|d| format!("dev{d} on GPU {}: NVIDIA H200; peers: direct", d * 2 / devices))
         .chain([
             crate::runtime::GPU_CLOCK_NOTE.to_string(),

@@ -279,7 +279,7 @@ fn reach_stop(app: &mut App, engine: &Engine) {
     let done = |app: &App| {
         app.frame
             .as_ref()
-            .and_then(|f| f.goal)
+            .and_then(|f| f.run.goal)
             .is_some_and(|g| !matches!(g, crate::engine::GoalState::Running(_)))
     };
     let (t0, timeout) = (std::time::Instant::now(), stop_timeout());
@@ -312,8 +312,8 @@ fn stop_off_screen(app: &mut App, plan: &Plan, screen: Rect) -> Result<Option<En
 fn unreached_stop(app: &App) -> Option<String> {
     let (tour, i) = app.tour.as_ref()?;
     let stop = &tour.stops[*i];
-    let step = app.frame.as_ref().map_or(0, |f| f.step);
-    match app.frame.as_ref().and_then(|f| f.goal) {
+    let step = app.frame.as_ref().map_or(0, |f| f.run.step);
+    match app.frame.as_ref().and_then(|f| f.run.goal) {
         Some(crate::engine::GoalState::Running(_)) | None => Some(format!(
             "tour stop {} ({}): {} not reached within {} s (at step {step}); the screen is not printed",
             i + 1,
@@ -375,7 +375,7 @@ pub fn screen(
                     continue;
                 }
                 let (columns, rows) = app.plot_size(area);
-                if app.frame.as_ref().is_some_and(|f| f.plot != (columns, rows)) {
+                if app.frame.as_ref().is_some_and(|f| f.plot.size != (columns, rows)) {
                     engine.send(Control::Columns(columns));
                     engine.send(Control::Rows(rows));
                 }
@@ -409,7 +409,7 @@ pub fn screen(
 /// directory); what happened, for the status bar.
 fn save_screen(app: &App, screen: Rect, format: export::Format, dir: &Path) -> String {
     use ratatui::{Terminal, backend::TestBackend};
-    let step = app.frame.as_ref().map_or(0, |f| f.step);
+    let step = app.frame.as_ref().map_or(0, |f| f.run.step);
     let program = app.frame.as_ref().map_or(app.mode.name(), |f| f.program_name());
     let name = format!("haloscope-{program}-step{step}.{}", format.extension());
     let path = dir.join(&name);

@@ -89,7 +89,7 @@ pub mod tests {
     }
 
     fn app_with(frame: Picture) -> App {
-        let mut a = App::new(frame.mode, KeyMap::default(), None);
+        let mut a = App::new(frame.code.mode, KeyMap::default(), None);
         a.set_frame(Box::new(frame));
         a
     }
@@ -114,7 +114,7 @@ pub mod tests {
                 assert!(screen.contains("▀"), "{at}: no heat map\n{screen}");
                 // A mark per slab boundary where the map has a row for each (two bands a
                 // row: slabs of fewer than two rows a band may share one).
-                let (_, bands) = app.frame.as_ref().unwrap().heat.unwrap();
+                let (_, bands) = app.frame.as_ref().unwrap().plot.heat.unwrap();
                 let marks = screen
                     .lines()
                     .filter(|l| l.contains("━━━━ ▀") || l.contains("━━━━▀"))
@@ -224,8 +224,8 @@ pub mod tests {
     #[test]
     fn micro_step_view_highlights_the_next_call_and_shows_queues_and_events() {
         let mut f = fixture_frame();
-        f.running = false;
-        f.micro = crate::tui::fixture::micro_view();
+        f.run.running = false;
+        f.code.micro = crate::tui::fixture::micro_view();
         let mut a = app_with(f);
         a.set_focus(Panel::Program);
         a.zoom = true;
@@ -242,8 +242,8 @@ pub mod tests {
     #[test]
     fn an_error_is_shown_against_the_failing_call() {
         let mut f = fixture(Mode::CrossDeviceRecord, 4);
-        f.running = false;
-        f.error = Some(crate::runtime::OpError {
+        f.run.running = false;
+        f.run.error = Some(crate::runtime::OpError {
             step: Some(0),
             thread: 0,
             op_index: 1,
@@ -267,8 +267,8 @@ pub mod tests {
     fn a_broken_programs_hazards_show_in_the_status_bar_the_view_and_the_program() {
         let mut a = app_with(fixture(Mode::NoWait, 2));
         let f = a.frame.as_ref().unwrap();
-        assert_eq!(f.max_diff, Some(1e-3));
-        let n = f.hazards.as_ref().unwrap().len();
+        assert_eq!(f.plot.max_diff, Some(1e-3));
+        let n = f.code.hazards.as_ref().unwrap().len();
         assert_eq!(n, 6);
         let s = text(&render(&a, 160, 48));
         assert!(s.contains(&format!("⚠ {n} hazards (h)")), "{s}");
@@ -317,7 +317,7 @@ pub mod tests {
         for (w, h) in [(60, 16), (80, 24), (120, 34), (160, 48)] {
             for devices in [2, 4, 7] {
                 let mut f = fixture(Mode::NoWait, devices);
-                f.step = 1_234_567;
+                f.run.step = 1_234_567;
                 let a = app_with(f);
                 let t = render(&a, w, h);
                 let status = text(&t).lines().nth(usize::from(h) - 1).unwrap().to_string();
@@ -361,7 +361,7 @@ pub mod tests {
     fn device_labels_never_run_together_and_transfers_say_what_did_not_fit() {
         for (w, h) in [(60, 16), (80, 24), (120, 34), (160, 48), (200, 60)] {
             let mut f = fixture(Mode::Events, 7);
-            f.split = vec![100, 90, 10, 790, 300, 410, 300];
+            f.run.split = vec![100, 90, 10, 790, 300, 410, 300];
             let t = text(&render(&app_with(f), w, h));
             let labels = t.lines().nth(2).unwrap();
             assert!(
@@ -396,9 +396,9 @@ pub mod tests {
     #[test]
     fn the_micro_step_state_shows_on_a_narrow_program_panel_too() {
         let mut f = fixture(Mode::Events, 4);
-        f.micro.next = Some((0, 1));
-        f.micro.queued = vec![("compute@dev0".into(), vec!["update_h 0..500".into()])];
-        f.micro.events = vec![("h_ready[0]".into(), "complete".into())];
+        f.code.micro.next = Some((0, 1));
+        f.code.micro.queued = vec![("compute@dev0".into(), vec!["update_h 0..500".into()])];
+        f.code.micro.events = vec![("h_ready[0]".into(), "complete".into())];
         let mut a = app_with(f);
         a.set_focus(Panel::Program);
         for (w, h) in [(80, 24), (120, 34)] {
@@ -413,7 +413,7 @@ pub mod tests {
     #[test]
     fn the_inspector_line_and_cursor_are_drawn_over_the_fields() {
         let mut f = fixture(Mode::NoWait, 4);
-        f.inspected = Some(crate::engine::CellInfo {
+        f.plot.inspected = Some(crate::engine::CellInfo {
             cell: 1240,
             place: "cell 1240".into(),
             device: 2,
@@ -440,7 +440,7 @@ pub mod tests {
     fn the_micro_step_view_names_the_record_each_wait_bound_to() {
         let view = |mode| {
             let mut f = fixture(mode, 2);
-            f.micro.next = Some((0, 1));
+            f.code.micro.next = Some((0, 1));
             let mut a = app_with(f);
             a.set_focus(Panel::Program);
             a.zoom = true;
@@ -501,9 +501,9 @@ pub mod tests {
         for (w, h) in [(80u16, 24u16), (120, 34), (120, 40)] {
             for call in 0..11 {
                 let mut f = fixture(Mode::Events, 4);
-                f.running = false;
-                f.micro = crate::tui::fixture::micro_view();
-                f.micro.next = Some((1, call));
+                f.run.running = false;
+                f.code.micro = crate::tui::fixture::micro_view();
+                f.code.micro.next = Some((1, call));
                 let mut a = app_with(f);
                 a.set_focus(Panel::Program);
                 let s = text(&render(&a, w, h));
@@ -584,17 +584,18 @@ pub mod tests {
             whole.secondary = Panel::Timeline;
             out.push((format!("whole_{devices}dev"), whole));
             let mut f = fixture(Mode::Events, devices);
-            f.running = false;
-            f.micro = crate::tui::fixture::micro_view();
+            f.run.running = false;
+            f.code.micro = crate::tui::fixture::micro_view();
             let mut micro = app_with(f);
             micro.set_focus(Panel::Program);
             out.push((format!("micro_{devices}dev"), micro));
             let mut f = fixture(Mode::NoWait, devices);
-            f.inspected = Some(crate::engine::CellInfo {
+            f.plot.inspected = Some(crate::engine::CellInfo {
                 cell: 1240,
                 place: "cell 1240".into(),
                 screen_cell: "column",
                 device: f
+                    .run
                     .split
                     .iter()
                     .scan(0, |lo, c| {
@@ -612,7 +613,7 @@ pub mod tests {
             inspect.cursor = Some(1240);
             out.push((format!("inspect_{devices}dev"), inspect));
             let mut f = fixture(Mode::WaitBeforeRecord, devices);
-            f.goal = Some(crate::engine::GoalState::Reached(
+            f.run.goal = Some(crate::engine::GoalState::Reached(
                 crate::engine::Goal::Diverged { limit: 20_000 },
                 561,
             ));

@@ -17,7 +17,8 @@ use super::shared::FUSED_PTX;
 use super::sys;
 use crate::decomp::{DeviceState, Domain, Field};
 use crate::fused::{Held, MAX_SOURCES, MAX_STEPS, Part};
-use crate::physics::{Coefficients, EndCondition};
+use crate::geometry::Coefficients;
+use crate::physics::EndCondition;
 use crate::scenario::Injection;
 use crate::scenario::Scenario;
 

@@ -18,10 +18,13 @@ pub(crate) const SYNC_COLOR: Color = Color::Yellow;
 /// The Fields panel's word on |Δ|: 0 everywhere, the largest and where it first is
 /// (a cell in 1D, `(x, y)` in 2D), or n/a mid-step.
 pub(crate) fn diff_span(frame: &Picture) -> Span<'static> {
-    match frame.max_diff {
+    match frame.plot.max_diff {
         Some(0.0) => Span::styled("|Δ| = 0 everywhere", Style::new().fg(Color::Green)),
         Some(d) => {
-            let at = frame.first_diff.map_or("?".into(), |k| frame.grid.point(k));
+            let at = frame
+                .plot
+                .first_diff
+                .map_or("?".into(), |k| frame.run.grid.point(k));
             Span::styled(
                 format!("|Δ| ≤ {d:.2e}, first at {at}"),
                 Style::new().fg(DIFF_COLOR).bold(),
@@ -50,7 +53,11 @@ pub(crate) fn block<'a>(title: String, focused: bool) -> Block<'a> {
 }
 
 pub(crate) fn clock_name(frame: &Picture) -> &'static str {
-    if frame.clock_modelled { "modelled" } else { "GPU" }
+    if frame.run.clock_modelled {
+        "modelled"
+    } else {
+        "GPU"
+    }
 }
 
 /// Global cell → plot x for `cols` columns over `cells` cells.
@@ -104,12 +111,13 @@ pub(crate) struct Bindings {
 
 impl Bindings {
     pub(crate) fn new(frame: &Picture) -> Bindings {
-        let first = frame.timeline.iter().filter_map(|r| r.step).min();
+        let first = frame.trace.records.iter().filter_map(|r| r.step).min();
         Bindings {
-            step_of: frame.timeline.iter().map(|r| (r.id, r.step)).collect(),
+            step_of: frame.trace.records.iter().map(|r| (r.id, r.step)).collect(),
             first,
             oldest_id: frame
-                .timeline
+                .trace
+                .records
                 .iter()
                 .filter(|r| r.step.is_some() && r.step == first)
                 .map(|r| r.id)

@@ -15,18 +15,18 @@ use crate::engine::Picture;
 pub fn title(frame: &Picture, look: &Look) -> String {
     let device = look.device;
     let dev = device.map_or(String::new(), |d| format!(" · dev{d} focused"));
-    if frame.heat.is_some() {
+    if frame.plot.heat.is_some() {
         return format!(
             " Fields: Ez on {}×{} cells, {} slabs of rows{dev} ",
-            frame.grid.per_slice(),
-            frame.cells,
-            frame.split.len()
+            frame.run.grid.per_slice(),
+            frame.run.cells,
+            frame.run.split.len()
         );
     }
     format!(
         " Fields: {} cells over {} devices{dev} ",
-        frame.cells,
-        frame.split.len()
+        frame.run.cells,
+        frame.run.split.len()
     )
 }
 
@@ -36,7 +36,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     if area.height < 4 || area.width < 10 {
         return;
     }
-    if let Some(heat) = frame.heat {
+    if let Some(heat) = frame.plot.heat {
         return super::heat::render(frame, look, area, buf, heat);
     }
     let [legend, plots] = Layout::vertical([Constraint::Length(1), Constraint::Min(2)]).areas(area);
@@ -60,11 +60,11 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     ];
     if wide {
         spans.push(Span::styled(
-            format!("   ±{:.3} full scale", frame.scale),
+            format!("   ±{:.3} full scale", frame.plot.scale),
             Style::new().fg(Color::DarkGray),
         ));
     }
-    match &frame.inspected {
+    match &frame.plot.inspected {
         Some(info) => super::inspector::line(info, legend, buf),
         None => Line::from(spans).render(legend, buf),
     }
@@ -73,10 +73,10 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     plot_field(frame, device, ex_area, buf, true);
     plot_field(frame, device, hy_area, buf, false);
     // The inspector's cursor: ▼ above its column, ▲ below.
-    if let Some(info) = &frame.inspected {
-        let cols = frame.columns.len().max(1);
+    if let Some(info) = &frame.plot.inspected {
+        let cols = frame.plot.columns.len().max(1);
         let x = plots.x
-            + ((cell_x(info.cell, frame.cells, cols) / cols as f64) * f64::from(plots.width))
+            + ((cell_x(info.cell, frame.run.cells, cols) / cols as f64) * f64::from(plots.width))
                 .floor()
                 .min(f64::from(plots.width.saturating_sub(1))) as u16;
         let marker = Style::new().fg(Color::Black).bg(Color::White).bold();
@@ -93,15 +93,16 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
 }
 
 pub(crate) fn plot_field(frame: &Picture, device: Option<usize>, area: Rect, buf: &mut Buffer, ex: bool) {
-    let cols = frame.columns.len();
+    let cols = frame.plot.columns.len();
     if cols == 0 || area.height == 0 {
         return;
     }
-    let scale = f64::from(frame.scale.max(1e-12));
+    let scale = f64::from(frame.plot.scale.max(1e-12));
     let color = if ex { EX_COLOR } else { HY_COLOR };
-    let max_diff = frame.columns.iter().map(|c| c.diff).fold(0.0f32, f32::max);
-    let cells = frame.cells;
+    let max_diff = frame.plot.columns.iter().map(|c| c.diff).fold(0.0f32, f32::max);
+    let cells = frame.run.cells;
     let bounds: Vec<usize> = frame
+        .run
         .split
         .iter()
         .scan(0, |acc, c| {
@@ -131,7 +132,7 @@ pub(crate) fn plot_field(frame: &Picture, device: Option<usize>, area: Rect, buf
                 paint_diffs(ctx, frame, scale);
                 ctx.layer();
             }
-            for (i, c) in frame.columns.iter().enumerate() {
+            for (i, c) in frame.plot.columns.iter().enumerate() {
                 let (lo, hi) = if ex { c.ex } else { c.hy };
                 if !lo.is_finite() || !hi.is_finite() {
                     continue;
@@ -177,7 +178,7 @@ pub(crate) fn plot_field(frame: &Picture, device: Option<usize>, area: Rect, buf
 /// |Δ|: red bars from the bottom, up to a third of the plot, height by the order of
 /// magnitude of the difference (1e-12 … 1).
 fn paint_diffs(ctx: &mut Context<'_>, frame: &Picture, scale: f64) {
-    for (i, c) in frame.columns.iter().enumerate() {
+    for (i, c) in frame.plot.columns.iter().enumerate() {
         if c.diff > 0.0 {
             let rel = ((f64::from(c.diff).log10() + 12.0) / 12.0).clamp(0.05, 1.0) * 0.66;
             let x = i as f64 + 0.5;

@@ -18,7 +18,7 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
     );
     Clear.render(r, buf);
     let none = Vec::new();
-    let found = frame.hazards.as_deref().unwrap_or(&none);
+    let found = frame.code.hazards.as_deref().unwrap_or(&none);
     let n = found.len();
     let title = format!(" Hazards: {} in {} ", n, frame.program_name());
     let block = Block::new()
@@ -26,7 +26,7 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
         .border_type(BorderType::Double)
         .title(Span::styled(title, Style::new().bold()));
     let mut lines = Vec::new();
-    if frame.hazards.is_none() {
+    if frame.code.hazards.is_none() {
         lines.push(Line::from(format!(
             "Not checked: {} (haloscope check names the limit; try fewer devices).",
             crate::hazard::limits()

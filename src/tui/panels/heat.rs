@@ -41,12 +41,13 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer, (bucke
         (buckets as u16).min(area.width - HEAT_GUTTER as u16),
         (bands.div_ceil(2) as u16).min(area.height - 2),
     );
-    match &frame.inspected {
+    match &frame.plot.inspected {
         Some(info) => super::inspector::line(info, Rect::new(area.x, area.y, area.width, 1), buf),
         None => legend(frame, Rect::new(area.x, area.y, area.width, 1), buf),
     }
     // This frame's largest |Ez|: a wave that spreads keeps its contrast as it weakens.
     let scale = frame
+        .plot
         .columns
         .iter()
         .filter_map(value)
@@ -60,7 +61,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer, (bucke
         if band < 0 {
             return Color::Reset;
         }
-        let c = &frame.columns[band as usize * buckets + x];
+        let c = &frame.plot.columns[band as usize * buckets + x];
         if c.diff > 0.0 {
             return DIFF_COLOR;
         }
@@ -76,7 +77,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer, (bucke
         }
     }
     slabs(frame, look, map, area, buf, bands);
-    if let Some(info) = &frame.inspected {
+    if let Some(info) = &frame.plot.inspected {
         cursor(frame, info.cell, map, (buckets, bands), buf);
     }
     colour_bar(scale, Rect::new(area.x, map.bottom(), area.width, 1), buf);
@@ -86,7 +87,7 @@ fn legend(frame: &Picture, area: Rect, buf: &mut Buffer) {
     let diff = diff_span(frame);
     let spans = [
         Span::styled("Ez", Style::new().fg(EX_COLOR).bold()),
-        Span::raw(format!(" {}×{}  ", frame.grid.per_slice(), frame.cells)),
+        Span::raw(format!(" {}×{}  ", frame.run.grid.per_slice(), frame.run.cells)),
         Span::styled("█ |Δ|", Style::new().fg(DIFF_COLOR)),
         Span::raw("  "),
         diff,
@@ -96,7 +97,7 @@ fn legend(frame: &Picture, area: Rect, buf: &mut Buffer) {
 
 /// Each slab's first row marked `━` beside the map, and its device's name halfway up.
 fn slabs(frame: &Picture, look: &Look, map: Rect, area: Rect, buf: &mut Buffer, bands: usize) {
-    let edges = column_edges(frame.cells, bands);
+    let edges = column_edges(frame.run.cells, bands);
     // The screen row showing grid row `k`.
     let row_of = |k: usize| {
         let band = edge_index(&edges, k) as i64;
@@ -104,7 +105,7 @@ fn slabs(frame: &Picture, look: &Look, map: Rect, area: Rect, buf: &mut Buffer, 
         map.y + (r.max(0) as u16).min(map.height.saturating_sub(1))
     };
     let mut start = 0;
-    for (d, &rows) in frame.split.iter().enumerate() {
+    for (d, &rows) in frame.run.split.iter().enumerate() {
         let focus = look.device == Some(d);
         let style = if focus {
             Style::new().white().bold().reversed()
@@ -137,9 +138,9 @@ fn slabs(frame: &Picture, look: &Look, map: Rect, area: Rect, buf: &mut Buffer, 
 
 /// The inspected cell marked `┼` on the map (white on the cell's colour).
 fn cursor(frame: &Picture, cell: usize, map: Rect, (buckets, bands): (usize, usize), buf: &mut Buffer) {
-    let nx = frame.grid.per_slice();
-    let band = edge_index(&column_edges(frame.cells, bands), cell / nx) as i64;
-    let bucket = edge_index(&column_edges(nx, buckets), cell % nx) as u16;
+    let (slice, within) = frame.run.grid.locate(cell);
+    let band = edge_index(&column_edges(frame.run.cells, bands), slice) as i64;
+    let bucket = edge_index(&column_edges(frame.run.grid.per_slice(), buckets), within) as u16;
     let r = ((bands as i64 - 1 - band) / 2) as u16;
     if bucket < map.width && r < map.height {
         buf[(map.x + bucket, map.y + r)]

@@ -10,7 +10,7 @@ use super::common::*;
 use crate::engine::Picture;
 
 pub fn render(frame: &Picture, area: Rect, buf: &mut Buffer) {
-    let mode = frame.mode;
+    let mode = frame.code.mode;
     let verdict = match frame.verdict() {
         Some(true) => Span::styled("correct", Style::new().fg(Color::Green).bold()),
         Some(false) => Span::styled("broken", Style::new().fg(Color::Red).bold()),
@@ -20,7 +20,7 @@ pub fn render(frame: &Picture, area: Rect, buf: &mut Buffer) {
         ),
     };
     // A program file's lesson is the comment it starts with.
-    let lesson = match &frame.file {
+    let lesson = match &frame.code.file {
         Some(f) if !f.about().is_empty() => f.about(),
         Some(f) => format!("{} has no comment at its top to show here.", f.path.display()),
         None => mode.lesson().to_string(),

@@ -12,9 +12,9 @@ use crate::engine::Picture;
 use crate::program::{Op, OpKind};
 
 pub fn title(frame: &Picture, _look: &Look) -> String {
-    match &frame.file {
+    match &frame.code.file {
         Some(f) => format!(" Program: {} ({}) ", f.name, f.path.display()),
-        None => format!(" Program: {} ", frame.mode.name()),
+        None => format!(" Program: {} ", frame.code.mode.name()),
     }
 }
 
@@ -24,17 +24,17 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     if area.height == 0 {
         return;
     }
-    let p = &frame.program;
-    let error_at = frame.error.as_ref().map(|e| (e.thread, e.op_index));
+    let p = &frame.code.program;
+    let error_at = frame.run.error.as_ref().map(|e| (e.thread, e.op_index));
     // Show the focused device, else the thread of the next call, else the failing one.
     let thread = device
-        .or(frame.micro.next.map(|(t, _)| t))
+        .or(frame.code.micro.next.map(|(t, _)| t))
         .or(error_at.map(|(t, _)| t))
         .unwrap_or(0)
         .min(p.devices().saturating_sub(1));
     // While micro-stepping, the streams and events go beside the code, or below it on a
     // narrow panel.
-    let [code_area, state_area] = match frame.micro.next {
+    let [code_area, state_area] = match frame.code.micro.next {
         Some(_) if area.width >= 70 => {
             Layout::horizontal([Constraint::Percentage(62), Constraint::Min(1)]).areas(area)
         }
@@ -58,7 +58,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
         },
         Span::styled("   1–9: other devices", Style::new().fg(Color::DarkGray)),
     ])];
-    if let Some(e) = &frame.refusal {
+    if let Some(e) = &frame.code.refusal {
         lines.push(Line::styled(
             format!("✗ {e} (the program below goes on)"),
             Style::new().fg(Color::Red).bold(),
@@ -73,7 +73,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
             OpKind::Sync => Style::new().fg(Color::LightYellow),
         };
         let mut marker = "  ";
-        if frame.micro.next == Some((thread, i)) {
+        if frame.code.micro.next == Some((thread, i)) {
             style = style.reversed().bold();
             marker = "▶ ";
         }
@@ -94,7 +94,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
         ]));
     }
     lines.extend(setup_lines(p, thread));
-    if let Some(e) = &frame.error {
+    if let Some(e) = &frame.run.error {
         lines.push(Line::from(""));
         lines.push(Line::styled(
             format!("✗ {}: {}", e.error, e.why),
@@ -104,7 +104,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
             "r resets, m/M switch mode, q quits",
             Style::new().fg(Color::DarkGray),
         ));
-    } else if let Some(f) = &frame.failure {
+    } else if let Some(f) = &frame.run.failure {
         lines.push(Line::styled(format!("✗ {f}"), Style::new().fg(Color::Red).bold()));
     }
     let scroll = scroll_to_focus(&lines, code_area);
@@ -149,14 +149,14 @@ fn setup_lines(p: &crate::program::Program, thread: usize) -> Vec<Line<'static>>
 /// Streams' queued operations and events' states, while micro-stepping.
 pub(crate) fn render_micro_state(frame: &Picture, device: Option<usize>, area: Rect, buf: &mut Buffer) {
     let mut lines = vec![Line::styled(
-        format!("at {:.1} µs ({})", frame.micro.now_us, clock_name(frame)),
+        format!("at {:.1} µs ({})", frame.code.micro.now_us, clock_name(frame)),
         Style::new().bold(),
     )];
     lines.push(Line::styled(
         "streams: queued, not done",
         Style::new().underlined(),
     ));
-    for (name, ops) in &frame.micro.queued {
+    for (name, ops) in &frame.code.micro.queued {
         if device.is_some_and(|d| !name.ends_with(&format!("@dev{d}"))) {
             continue;
         }
@@ -167,7 +167,7 @@ pub(crate) fn render_micro_state(frame: &Picture, device: Option<usize>, area: R
         ]));
     }
     lines.push(Line::styled("events", Style::new().underlined()));
-    for (name, state) in &frame.micro.events {
+    for (name, state) in &frame.code.micro.events {
         let color = match state.as_str() {
             "complete" => Color::Green,
             "never recorded" => Color::DarkGray,
@@ -186,7 +186,14 @@ pub(crate) fn render_micro_state(frame: &Picture, device: Option<usize>, area: R
 /// 3: the most recent one issued before it) — of which step — or none.
 fn bindings(frame: &Picture, device: Option<usize>) -> Vec<Line<'static>> {
     let is_wait = |r: &&crate::trace::TraceRecord| r.label.starts_with("wait");
-    let Some(last) = frame.timeline.iter().filter(is_wait).filter_map(|r| r.step).max() else {
+    let Some(last) = frame
+        .trace
+        .records
+        .iter()
+        .filter(is_wait)
+        .filter_map(|r| r.step)
+        .max()
+    else {
         return Vec::new();
     };
     let bindings = Bindings::new(frame);
@@ -194,7 +201,7 @@ fn bindings(frame: &Picture, device: Option<usize>) -> Vec<Line<'static>> {
         format!("waits of step {last}: bound to"),
         Style::new().underlined(),
     )];
-    let waits = frame.timeline.iter().filter(|r| {
+    let waits = frame.trace.records.iter().filter(|r| {
         r.step == Some(last) && r.label.starts_with("wait") && device.is_none_or(|d| r.thread == d)
     });
     for w in waits {
@@ -248,28 +255,32 @@ mod tests {
     fn a_wait_is_said_to_bind_to_a_later_step_or_an_unplaced_record_as_it_did() {
         let mut f = fixture(Mode::WaitBeforeRecord, 2);
         let last = f
-            .timeline
+            .trace
+            .records
             .iter()
             .filter(|r| r.label.starts_with("wait"))
             .filter_map(|r| r.step)
             .max()
             .unwrap();
         let later = f
-            .timeline
+            .trace
+            .records
             .iter()
             .find(|r| r.label.starts_with("record"))
             .unwrap()
             .id;
-        let waits: Vec<usize> = (0..f.timeline.len())
-            .filter(|&i| f.timeline[i].label.starts_with("wait") && f.timeline[i].step == Some(last))
+        let waits: Vec<usize> = (0..f.trace.records.len())
+            .filter(|&i| {
+                f.trace.records[i].label.starts_with("wait") && f.trace.records[i].step == Some(last)
+            })
             .collect();
         // One wait bound to a record of a later step (another thread ran ahead), one to a
         // record the GPU did not time.
-        for r in f.timeline.iter_mut().filter(|r| r.id == later) {
+        for r in f.trace.records.iter_mut().filter(|r| r.id == later) {
             r.step = Some(last + 1);
         }
-        f.timeline[waits[0]].released_by = Some(later);
-        f.timeline[waits[1]].released_by = Some(u64::MAX);
+        f.trace.records[waits[0]].released_by = Some(later);
+        f.trace.records[waits[1]].released_by = Some(u64::MAX);
         let text: Vec<String> = super::bindings(&f, None).iter().map(|l| l.to_string()).collect();
         let all = text.join("\n");
         assert!(

@@ -11,14 +11,14 @@ use crate::engine::Picture;
 use crate::tui::app::{App, SPEEDS};
 
 pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
-    let run = if frame.error.is_some() || frame.failure.is_some() {
+    let run = if frame.run.error.is_some() || frame.run.failure.is_some() {
         Span::styled(" STOPPED ", Style::new().fg(Color::White).bg(Color::Red).bold())
-    } else if frame.running {
+    } else if frame.run.running {
         Span::styled(" RUNNING ", Style::new().fg(Color::Black).bg(Color::Green).bold())
     } else {
         Span::styled(" PAUSED ", Style::new().fg(Color::Black).bg(Color::Yellow).bold())
     };
-    let diff = match frame.max_diff {
+    let diff = match frame.plot.max_diff {
         Some(0.0) => Span::styled("max |Δ| 0", Style::new().fg(Color::Green).bold()),
         Some(d) => Span::styled(format!("max |Δ| {d:.2e}"), Style::new().fg(Color::Red).bold()),
         None => Span::styled("max |Δ| n/a", Style::new().fg(Color::DarkGray)),
@@ -34,8 +34,12 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
     // `(priority, glued: no separator before it, spans)`.
     let mut items: Vec<Item> = vec![
         (9, false, vec![run]),
-        (3, true, vec![Span::raw(" "), Span::raw(frame.runtime)]),
-        (4, false, vec![Span::raw(format!("{} dev", frame.split.len()))]),
+        (3, true, vec![Span::raw(" "), Span::raw(frame.run.runtime)]),
+        (
+            4,
+            false,
+            vec![Span::raw(format!("{} dev", frame.run.split.len()))],
+        ),
         (
             8,
             false,
@@ -44,12 +48,12 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
                 Style::new().bold(),
             )],
         ),
-        (8, false, vec![Span::raw(format!("step {}", frame.step))]),
+        (8, false, vec![Span::raw(format!("step {}", frame.run.step))]),
     ];
     items.extend(rates(frame, &speed, narrow));
     items.push((9, false, vec![diff]));
     // A correct mode never makes |Δ| itself: what shows came from an earlier mode.
-    if frame.verdict() == Some(true) && frame.max_diff.is_some_and(|d| d > 0.0) {
+    if frame.verdict() == Some(true) && frame.plot.max_diff.is_some_and(|d| d > 0.0) {
         let text = if narrow {
             "(earlier mode; r resets)"
         } else {
@@ -62,7 +66,7 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
         ));
     }
     // Red even while |Δ| = 0: a race that has not shown yet is a race.
-    let n = frame.hazards.as_ref().map_or(0, |h| h.len());
+    let n = frame.code.hazards.as_ref().map_or(0, |h| h.len());
     if n > 0 {
         let text = if narrow {
             format!("⚠{n}")
@@ -138,15 +142,23 @@ fn fit<'a>(mut items: Vec<Item<'a>>, room: usize, sep: impl Fn() -> Span<'a>) ->
 fn rates<'a>(frame: &Picture, speed: &str, narrow: bool) -> Vec<Item<'a>> {
     let mut out: Vec<Item<'a>> = Vec::new();
     if narrow {
-        out.push((5, false, vec![Span::raw(format!("{:.1}µs/step", frame.step_us))]));
-        out.push((2, false, vec![Span::raw(format!("{:.0}/s", frame.steps_per_s))]));
+        out.push((
+            5,
+            false,
+            vec![Span::raw(format!("{:.1}µs/step", frame.run.step_us))],
+        ));
+        out.push((
+            2,
+            false,
+            vec![Span::raw(format!("{:.0}/s", frame.run.steps_per_s))],
+        ));
     } else {
         out.push((
             5,
             false,
             vec![Span::raw(format!(
                 "{:.1} µs/step ({})",
-                frame.step_us,
+                frame.run.step_us,
                 clock_name(frame)
             ))],
         ));
@@ -155,7 +167,7 @@ fn rates<'a>(frame: &Picture, speed: &str, narrow: bool) -> Vec<Item<'a>> {
             false,
             vec![Span::raw(format!(
                 "{:.0} steps/s (target {speed})",
-                frame.steps_per_s
+                frame.run.steps_per_s
             ))],
         ));
     }

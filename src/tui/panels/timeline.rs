@@ -15,11 +15,11 @@ use crate::trace::TraceRecord;
 pub fn title(frame: &Picture, look: &Look) -> String {
     let zoomed = look.zoomed;
 
-    match frame.timeline_step {
+    match frame.trace.step {
         // A round of several steps: its calls carry the round's first step.
-        Some(s) if frame.program.steps_per_round > 1 => format!(
+        Some(s) if frame.code.program.steps_per_round > 1 => format!(
             " Timeline: steps {s}–{} (one round; {} clock) ",
-            s + frame.program.steps_per_round - 1,
+            s + frame.code.program.steps_per_round - 1,
             clock_name(frame)
         ),
         Some(s) if zoomed && s > 0 => {
@@ -48,10 +48,11 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     let zoomed = look.zoomed;
 
     // The last step; zoomed, the last few.
-    let last = frame.timeline_step.unwrap_or(0);
+    let last = frame.trace.step.unwrap_or(0);
     let steps = if zoomed { crate::runtime::TIMELINE_STEPS } else { 1 };
     let records: Vec<&TraceRecord> = frame
-        .timeline
+        .trace
+        .records
         .iter()
         .filter(|r| r.step.is_some_and(|s| s + steps > last))
         .collect();
@@ -62,7 +63,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     let lanes = lanes(frame, device, area.height.saturating_sub(2) as usize);
     let label_w = 14u16;
     let width = area.width.saturating_sub(label_w + 1).max(1);
-    let clock = Clock::new(&records, frame.program.devices());
+    let clock = Clock::new(&records, frame.code.program.devices());
     let y0 = area.y + 1;
     // Legend: whole items, as many as fit.
     let legend = [
@@ -272,7 +273,7 @@ fn draw_axis(frame: &Picture, clock: &Clock, (x, y, label_w, width): (u16, u16, 
             format!("own starts, {d:.0} µs apart"),
             "own starts".to_string(),
         ],
-        None if frame.clock_modelled => vec!["one clock for all devices".to_string()],
+        None if frame.run.clock_modelled => vec!["one clock for all devices".to_string()],
         None => vec!["devices aligned by anchor events (±few µs)".to_string()],
     };
     // The ticks keep at least 40 columns, unless the lanes need the note to be read.
@@ -355,7 +356,7 @@ type Lane = (String, usize, Option<usize>);
 /// Lanes: each device's streams, then its host thread (only `device`'s when one is
 /// focused), fitted to `rows`: host lanes go first, then copy lanes, when short of rows.
 fn lanes(frame: &Picture, device: Option<usize>, rows: usize) -> Vec<Lane> {
-    let p = &frame.program;
+    let p = &frame.code.program;
     let mut lanes: Vec<Lane> = Vec::new();
     for d in 0..p.devices() {
         if device.is_some_and(|f| f != d) {
@@ -428,7 +429,8 @@ fn draw_lane(
 fn stale_waits(frame: &Picture) -> std::collections::HashSet<u64> {
     let bindings = Bindings::new(frame);
     frame
-        .timeline
+        .trace
+        .records
         .iter()
         // A flag's wait (rule 9, "wait f ≥ iter") is paired with the write of the round its
         // value names, often the round before: that is not rule 3's stale binding.
@@ -498,8 +500,8 @@ mod tests {
     #[test]
     fn devices_that_drifted_apart_each_start_at_the_left_edge_and_the_axis_says_so() {
         let mut frame = fixture(Mode::NoWait, 2);
-        let span = frame.timeline.iter().map(|r| r.end_us).fold(0.0, f64::max);
-        for r in frame.timeline.iter_mut().filter(|r| r.thread == 1) {
+        let span = frame.trace.records.iter().map(|r| r.end_us).fold(0.0, f64::max);
+        for r in frame.trace.records.iter_mut().filter(|r| r.thread == 1) {
             for t in [
                 &mut r.issue_us,
                 &mut r.start_us,

@@ -17,7 +17,7 @@ pub fn render(frame: Option<&Picture>, app: &App, area: Rect, buf: &mut Buffer) 
     let stop = &tour.stops[*i];
     let width = area.width;
     let inner = usize::from(width.saturating_sub(2)).max(1);
-    let state = frame.and_then(|f| f.goal);
+    let state = frame.and_then(|f| f.run.goal);
     let (where_, colour) = match state {
         Some(s @ GoalState::Running(_)) => (s.describe(), Color::Yellow),
         Some(s @ GoalState::Reached(..)) => (s.describe(), Color::Green),

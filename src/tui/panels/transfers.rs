@@ -33,7 +33,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     let device = look.device;
 
     let spark_w = (area.width as usize).saturating_sub(60).clamp(4, 40);
-    let n = frame.split.len();
+    let n = frame.run.split.len();
     // One row per device and direction while they fit (header and footer besides);
     // otherwise one row per device, both directions side by side.
     let compact = 2 * n.saturating_sub(1) + 2 > area.height as usize;
@@ -55,7 +55,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
             Style::new().bold(),
         ));
     }
-    for (d, dirs) in frame.copies.iter().enumerate() {
+    for (d, dirs) in frame.trace.copies.iter().enumerate() {
         let style = if device == Some(d) {
             Style::new().bold().reversed()
         } else {
@@ -90,7 +90,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     if n < 2 {
         lines.push(Line::from("one device: no halo to exchange"));
     }
-    let how = if frame.clock_modelled {
+    let how = if frame.run.clock_modelled {
         "durations from the modelled clock"
     } else {
         "durations from CUDA timing events around each copy"
@@ -103,6 +103,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     Paragraph::new(lines).render(Rect { height: rows, ..area }, buf);
     // The machine: which links are direct, how the clocks are aligned.
     let notes: Vec<Line> = frame
+        .run
         .notes
         .iter()
         .map(|n| Line::styled(n.clone(), Style::new().fg(Color::Gray)))
