@@ -16,15 +16,15 @@ impl Core {
         edges: &Edges,
         timeline: &[TraceRecord],
     ) -> Option<CellInfo> {
-        let k = self.inspect?;
+        let k = self.cmp.inspect?;
         let s = &self.cfg.scenario;
         let grid = Grid::of(s);
         let row = grid.locate(k).0;
         let ranges = s.ranges();
         let device = ranges.iter().position(|r| r.contains(&row))?;
         let values = self.backend.cell(k, grid).ok()?;
-        let reference = (self.reference_step == step).then(|| {
-            let d = &self.reference.devices[0];
+        let reference = (self.cmp.reference_step == step).then(|| {
+            let d = &self.cmp.reference.devices[0];
             let rows = row..row + 1;
             let (e, h) = (d.read(Field::E, &rows), d.read(Field::H, &rows));
             grid.values(k, e, h).into_iter().map(|(_, v)| v).collect()
@@ -42,7 +42,7 @@ impl Core {
         let written_by = timeline
             .iter()
             .filter(|r| r.step.is_some() && r.stream.is_some())
-            .filter(|r| writes(&self.program.step[r.thread][r.op_index]))
+            .filter(|r| writes(&self.code.program.step[r.thread][r.op_index]))
             .max_by(|a, b| a.end_us.total_cmp(&b.end_us))
             .map(|r| {
                 let step = r.step.unwrap_or(0);
@@ -62,7 +62,7 @@ impl Core {
             } else {
                 "column"
             },
-            first_seen_diff: self.first_diff_seen.get(column).copied().flatten(),
+            first_seen_diff: self.cmp.first_diff_seen.get(column).copied().flatten(),
             written_by,
         })
     }

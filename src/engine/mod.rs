@@ -21,10 +21,12 @@ use crate::trace::TraceRecord;
 mod goal;
 mod inspect;
 mod pace;
+mod parts;
 mod picture;
 mod plot;
 mod to_goal;
 pub use goal::{Goal, GoalState, REACHED};
+use parts::{Code, Comparison, Pacing, Shown};
 pub use picture::{CellInfo, CodePart, CopyHistory, Picture, PlotPart, RunPart, TracePart};
 
 /// What the UI can ask of the engine.
@@ -166,40 +168,15 @@ impl Drop for Engine {
 /// The engine's own state (lives on the engine thread).
 struct Core {
     cfg: EngineConfig,
-    mode: Mode,
-    program: Arc<Program>,
-    /// The cell the inspector shows, and per screen column the first step it was seen to
-    /// differ from the reference.
-    inspect: Option<usize>,
-    first_diff_seen: Vec<Option<u64>>,
-    /// The hazard checker's findings, and the program they are of.
-    hazards: (Arc<Program>, Option<Arc<Vec<crate::hazard::Finding>>>),
     backend: Box<dyn Runtime>,
-    reference: Domain,
-    reference_step: u64,
-    running: bool,
-    speed: Option<f64>,
-    columns: usize,
-    rows: usize,
+    code: Code,
+    cmp: Comparison,
+    pacing: Pacing,
+    shown: Shown,
     error: Option<OpError>,
     failure: Option<String>,
-    copies: Vec<[CopyHistory; 2]>,
-    scale: f32,
-    last_max_diff: Option<f32>,
-    last_first_diff: Option<usize>,
-    // Rates between frames.
-    rate_mark: (Instant, u64, f64),
-    step_us: f64,
-    steps_per_s: f64,
-    /// Steps per batch while running (adapted to take about 2 ms).
-    batch: u64,
     /// Where the run was sent, and how far it has come.
     goal: Option<GoalState>,
-    /// The program file being run; why the last one sent (or a micro-step, a reset) was
-    /// refused.
-    file: Option<Arc<ProgramFile>>,
-    refusal: Option<String>,
-    refused_mode: Option<Mode>,
 }
 
 impl Core {
@@ -208,32 +185,40 @@ impl Core {
         let coefficients = Coefficients::new(s)?;
         let hazards = crate::hazard::check_scenario(s, &program).map(Arc::new);
         Ok(Core {
-            mode: cfg.mode,
-            hazards: (program.clone(), hazards),
-            inspect: None,
-            first_diff_seen: Vec::new(),
-            program,
+            code: Code {
+                mode: cfg.mode,
+                hazards: (program.clone(), hazards),
+                program,
+                file: cfg.file.clone(),
+                refusal: None,
+                refused_mode: None,
+            },
+            cmp: Comparison {
+                reference: Domain::reference(s, &coefficients)?,
+                reference_step: 0,
+                last_max_diff: Some(0.0),
+                last_first_diff: None,
+                first_diff_seen: Vec::new(),
+                inspect: None,
+            },
+            pacing: Pacing {
+                running: cfg.running,
+                speed: cfg.speed,
+                batch: 1,
+                rate_mark: (Instant::now(), 0, 0.0),
+                step_us: 0.0,
+                steps_per_s: 0.0,
+            },
+            shown: Shown {
+                columns: cfg.columns.max(1),
+                rows: cfg.rows.max(1),
+                copies: vec![Default::default(); s.split.len()],
+                scale: 1e-3,
+            },
             backend,
-            reference: Domain::reference(s, &coefficients)?,
-            reference_step: 0,
-            running: cfg.running,
-            speed: cfg.speed,
-            columns: cfg.columns.max(1),
-            rows: cfg.rows.max(1),
             error: None,
             failure: None,
-            copies: vec![Default::default(); s.split.len()],
-            scale: 1e-3,
-            last_max_diff: Some(0.0),
-            last_first_diff: None,
-            rate_mark: (Instant::now(), 0, 0.0),
-            step_us: 0.0,
-            steps_per_s: 0.0,
-            batch: 1,
             goal: None,
-            file: cfg.file.clone(),
-            refusal: None,
-            refused_mode: None,
             cfg,
         })
     }
@@ -257,8 +242,9 @@ impl Core {
         let mut pace = (Instant::now(), self.step());
         loop {
             // Wait for a control message: briefly while running, for ever while paused.
-            let timeout = if self.running && !self.stopped() {
-                self.speed
+            let timeout = if self.pacing.running && !self.stopped() {
+                self.pacing
+                    .speed
                     .map_or(Duration::ZERO, |sp| Duration::from_secs_f64((1.0 / sp).min(0.05)))
             } else {
                 Duration::from_secs(3600)
@@ -277,16 +263,16 @@ impl Core {
                 changed = true;
                 pace = (Instant::now(), self.step());
             }
-            if self.running && !self.stopped() {
+            if self.pacing.running && !self.stopped() {
                 // Steps due at this speed, at most ~20 ms of work per batch.
                 let now = self.step();
-                let due = match self.speed {
+                let due = match self.pacing.speed {
                     Some(sp) => (pace.1 + (pace.0.elapsed().as_secs_f64() * sp) as u64).saturating_sub(now),
                     None => u64::MAX,
                 }
                 .min(per_frame.saturating_sub(now.saturating_sub(published_at)));
                 // Capped: the frame is due now.
-                capped = self.speed.is_none() && due == 0;
+                capped = self.pacing.speed.is_none() && due == 0;
                 changed |= capped;
                 if due > 0 {
                     // Up to the next frame's time, less what building it will take.
@@ -300,12 +286,14 @@ impl Core {
                     changed = true;
                 }
             }
-            if changed && (last_publish.elapsed() >= Duration::from_millis(33) || !self.running || capped) {
+            if changed
+                && (last_publish.elapsed() >= Duration::from_millis(33) || !self.pacing.running || capped)
+            {
                 let t = Instant::now();
                 publish(self.frame());
                 frame_cost = t.elapsed();
                 let steps = self.step().saturating_sub(published_at);
-                per_frame = pace::steps_per_frame(per_frame, steps, frame_cost, self.running);
+                per_frame = pace::steps_per_frame(per_frame, steps, frame_cost, self.pacing.running);
                 (last_publish, published_at) = (Instant::now(), self.step());
             }
         }
@@ -313,22 +301,22 @@ impl Core {
 
     fn control(&mut self, c: Control) {
         match c {
-            Control::TogglePause => self.running = !self.running && !self.stopped(),
+            Control::TogglePause => self.pacing.running = !self.pacing.running && !self.stopped(),
             Control::Step => {
-                self.running = false;
+                self.pacing.running = false;
                 if !self.stopped() {
                     let target = self.step() + 1;
                     self.advance_to(target);
                 }
             }
             Control::MicroStep => {
-                self.running = false;
+                self.pacing.running = false;
                 if !self.stopped() {
                     // A micro-step the runtime cannot make (across processes) is refused, not
                     // a failure: the run goes on.
                     match self.backend.micro_step() {
                         Err(e) if e.downcast_ref::<crate::error::UsageError>().is_some() => {
-                            self.refusal = Some(format!("{e:#}"));
+                            self.code.refusal = Some(format!("{e:#}"));
                         }
                         r => self.check(r),
                     }
@@ -337,15 +325,15 @@ impl Core {
             }
             Control::SetMode(m) => self.switch_mode(m),
             Control::SetFile(f) => self.switch_file(f),
-            Control::FileError(e) => self.refusal = Some(e),
-            Control::Reset => self.reset(self.mode, self.file.clone()),
-            Control::SetSpeed(s) => self.speed = s,
-            Control::Columns(c) => self.columns = c.max(1),
-            Control::Rows(r) => self.rows = r.max(1),
-            Control::Inspect(c) => self.inspect = c.filter(|&k| k < self.cfg.scenario.total_cells()),
+            Control::FileError(e) => self.code.refusal = Some(e),
+            Control::Reset => self.reset(self.code.mode, self.code.file.clone()),
+            Control::SetSpeed(s) => self.pacing.speed = s,
+            Control::Columns(c) => self.shown.columns = c.max(1),
+            Control::Rows(r) => self.shown.rows = r.max(1),
+            Control::Inspect(c) => self.cmp.inspect = c.filter(|&k| k < self.cfg.scenario.total_cells()),
             Control::RunUntil(g) => {
                 self.goal = Some(GoalState::Running(g));
-                self.running = !self.stopped();
+                self.pacing.running = !self.stopped();
                 if self.stopped() {
                     self.goal = Some(GoalState::Failed(g, self.step()));
                 }
@@ -357,15 +345,21 @@ impl Core {
     /// Back to step 0 running `mode`, or `file` when there is one.
     fn reset(&mut self, mode: Mode, file: Option<Arc<ProgramFile>>) {
         if let Some(w) = crate::world::process().world {
-            self.running = false;
-            self.refusal = Some(format!(
+            self.pacing.running = false;
+            self.code.refusal = Some(format!(
                 "across processes the {} ranks started together, and starting again needs them \
                  all: quit (q) and launch again",
                 w.size
             ));
             return;
         }
-        let keep = (self.running, self.speed, self.columns, self.rows, self.inspect);
+        let keep = (
+            self.pacing.running,
+            self.pacing.speed,
+            self.shown.columns,
+            self.shown.rows,
+            self.cmp.inspect,
+        );
         let mut cfg = self.cfg.clone();
         cfg.mode = mode;
         cfg.file = file;
@@ -381,7 +375,13 @@ impl Core {
         match made {
             Ok(core) => {
                 *self = core;
-                (self.running, self.speed, self.columns, self.rows, self.inspect) = keep;
+                (
+                    self.pacing.running,
+                    self.pacing.speed,
+                    self.shown.columns,
+                    self.shown.rows,
+                    self.cmp.inspect,
+                ) = keep;
                 self.advance_to(0);
             }
             Err(e) => {
@@ -404,11 +404,11 @@ impl Core {
     fn switch_file(&mut self, file: Arc<ProgramFile>) {
         match file.instantiate(&self.cfg.scenario.ranges()) {
             Ok(program) => {
-                self.refusal = None;
+                self.code.refusal = None;
                 let program = program.on(&self.cfg.scenario);
-                self.switch_program(self.mode, Some(file), program);
+                self.switch_program(self.code.mode, Some(file), program);
             }
-            Err(e) => self.refusal = Some(e.to_string()),
+            Err(e) => self.code.refusal = Some(e.to_string()),
         }
     }
 
@@ -416,11 +416,11 @@ impl Core {
     fn switch_program(&mut self, mode: Mode, file: Option<Arc<ProgramFile>>, program: Program) {
         // A program this runtime cannot run is refused here, the current one going on.
         if let Some(why) = self.backend.refuses(&program) {
-            self.refusal = Some(why);
-            self.refused_mode = Some(mode);
+            self.code.refusal = Some(why);
+            self.code.refused_mode = Some(mode);
             return;
         }
-        (self.refusal, self.refused_mode) = (None, None);
+        (self.code.refusal, self.code.refused_mode) = (None, None);
         if self.stopped() {
             return self.reset(mode, file);
         }
@@ -432,21 +432,21 @@ impl Core {
         }
         let program = Arc::new(program);
         let r = self.backend.set_program(program.clone());
-        self.program = program;
-        self.mode = mode;
-        self.file = file;
+        self.code.program = program;
+        self.code.mode = mode;
+        self.code.file = file;
         // A new program may start a new clock.
-        self.rate_mark = (Instant::now(), self.step(), self.backend.clock_us());
+        self.pacing.rate_mark = (Instant::now(), self.step(), self.backend.clock_us());
         self.check(r);
     }
 
     fn fail(&mut self, e: anyhow::Error) {
-        self.running = false;
+        self.pacing.running = false;
         match e.downcast::<OpError>() {
             Ok(op) => self.error = Some(op),
             Err(e) => {
-                let n = self.hazards().map_or(0, |h| h.len());
-                let check = crate::program::check_args(self.mode, self.file.as_deref());
+                let n = self.code.findings(&self.cfg.scenario).map_or(0, |h| h.len());
+                let check = crate::program::check_args(self.code.mode, self.code.file.as_deref());
                 self.failure = Some(crate::decomp::blame_races(&format!("{e:#}"), n, &check));
             }
         }
@@ -476,7 +476,7 @@ impl Core {
     fn advance_timed(&mut self, steps: u64, budget: Duration) {
         let t0 = Instant::now();
         let mut done = 0;
-        let mut batch = self.batch;
+        let mut batch = self.pacing.batch;
         while done < steps && t0.elapsed() < budget && !self.stopped() {
             let n = batch.min(steps - done);
             let target = self.step() + n;
@@ -500,7 +500,7 @@ impl Core {
                 batch = (batch / 2).max(1);
             }
         }
-        self.batch = batch;
+        self.pacing.batch = batch;
         if !self.stopped() {
             let boundary = self.backend.next_boundary();
             self.advance_to(boundary);
@@ -508,7 +508,7 @@ impl Core {
     }
 
     fn collect_copies(&mut self) {
-        let copies = &mut self.copies;
+        let copies = &mut self.shown.copies;
         self.backend.drain_copies(&mut |src, dst, bytes, us| {
             let dir = usize::from(src > dst);
             copies[dst][dir].push(us, bytes);
@@ -527,23 +527,23 @@ impl Core {
         let (edges, (columns, max_diff, first_diff)) = self.reduce_fields(reference.as_ref());
 
         if reference.is_some() {
-            self.last_max_diff = Some(max_diff);
-            self.last_first_diff = first_diff;
-            if self.first_diff_seen.len() != columns.len() {
-                self.first_diff_seen = vec![None; columns.len()];
+            self.cmp.last_max_diff = Some(max_diff);
+            self.cmp.last_first_diff = first_diff;
+            if self.cmp.first_diff_seen.len() != columns.len() {
+                self.cmp.first_diff_seen = vec![None; columns.len()];
             }
-            for (seen, c) in self.first_diff_seen.iter_mut().zip(&columns) {
+            for (seen, c) in self.cmp.first_diff_seen.iter_mut().zip(&columns) {
                 if c.diff > 0.0 && seen.is_none() {
                     *seen = Some(step);
                 }
             }
         } else if !compare {
-            self.last_max_diff = None;
+            self.cmp.last_max_diff = None;
         }
         for c in &columns {
             let m = c.ex.0.abs().max(c.ex.1.abs()).max(c.hy.0.abs()).max(c.hy.1.abs());
             if m.is_finite() {
-                self.scale = self.scale.max(m);
+                self.shown.scale = self.shown.scale.max(m);
             }
         }
         // A run that blew up stops here, saying where: it is never "bit-identical".
@@ -551,25 +551,25 @@ impl Core {
             && self.failure.is_none()
             && let Some(why) = self.backend.non_finite()
         {
-            self.running = false;
+            self.pacing.running = false;
             self.failure = Some(format!("{why}; r starts again"));
         }
         // Rates since the previous frame.
-        let (t, st, clock) = self.rate_mark;
+        let (t, st, clock) = self.pacing.rate_mark;
         let h = self.backend.clock_us();
         if step > st {
-            self.step_us = (h - clock) / (step - st) as f64;
-            self.steps_per_s = (step - st) as f64 / t.elapsed().as_secs_f64().max(1e-9);
+            self.pacing.step_us = (h - clock) / (step - st) as f64;
+            self.pacing.steps_per_s = (step - st) as f64 / t.elapsed().as_secs_f64().max(1e-9);
         }
         // Paused (a goal reached, a step taken): no rate, not the last one's, which no later
         // frame would replace.
-        if !self.running {
-            self.steps_per_s = 0.0;
+        if !self.pacing.running {
+            self.pacing.steps_per_s = 0.0;
         }
-        self.rate_mark = (Instant::now(), step, h);
+        self.pacing.rate_mark = (Instant::now(), step, h);
         let (timeline, timeline_step) = self.backend.timeline();
         // Queues and events matter when paused (micro-stepping), not while running.
-        let mut micro = self.backend.micro(!self.running);
+        let mut micro = self.backend.micro(!self.pacing.running);
         if boundary {
             micro.next = None;
         }
@@ -578,16 +578,16 @@ impl Core {
         let plot = PlotPart {
             columns,
             heat: edges.heat(),
-            size: (self.columns, self.rows),
-            scale: self.scale,
-            max_diff: if boundary { self.last_max_diff } else { None },
-            first_diff: self.last_first_diff,
+            size: (self.shown.columns, self.shown.rows),
+            scale: self.shown.scale,
+            max_diff: if boundary { self.cmp.last_max_diff } else { None },
+            first_diff: self.cmp.last_first_diff,
             inspected,
         };
         let trace = TracePart {
             records: timeline,
             step: timeline_step,
-            copies: self.copies.clone(),
+            copies: self.shown.copies.clone(),
         };
         let code = self.code_part(micro);
         Picture {
@@ -609,10 +609,10 @@ impl Core {
             split: s.split.clone(),
             grid: crate::geometry::Grid::of(s),
             step,
-            running: self.running,
-            speed: self.speed,
-            step_us: self.step_us,
-            steps_per_s: self.steps_per_s,
+            running: self.pacing.running,
+            speed: self.pacing.speed,
+            step_us: self.pacing.step_us,
+            steps_per_s: self.pacing.steps_per_s,
             notes: self.backend.notes(),
             error: self.error.clone(),
             failure: self.failure.clone(),
@@ -623,23 +623,14 @@ impl Core {
     /// The program's part of a picture, with where each thread stands (`micro`).
     fn code_part(&mut self, micro: MicroView) -> CodePart {
         CodePart {
-            mode: self.mode,
-            program: self.program.clone(),
-            file: self.file.clone(),
+            mode: self.code.mode,
+            program: self.code.program.clone(),
+            file: self.code.file.clone(),
             micro,
-            hazards: self.hazards(),
-            refusal: self.refusal.clone(),
-            refused_mode: self.refused_mode,
+            hazards: self.code.findings(&self.cfg.scenario),
+            refusal: self.code.refusal.clone(),
+            refused_mode: self.code.refused_mode,
         }
-    }
-
-    /// The checker's findings for the current program (checked again after a switch).
-    fn hazards(&mut self) -> Option<Arc<Vec<crate::hazard::Finding>>> {
-        if !Arc::ptr_eq(&self.hazards.0, &self.program) {
-            let found = crate::hazard::check_scenario(&self.cfg.scenario, &self.program);
-            self.hazards = (self.program.clone(), found.map(Arc::new));
-        }
-        self.hazards.1.clone()
     }
 }
 
@@ -916,6 +907,7 @@ mod tests {
         let f = c.frame();
         assert!(f.plot.max_diff.is_some(), "a frame at a step boundary compares");
         let last: Vec<String> = c
+            .shown
             .copies
             .iter()
             .flatten()
@@ -950,7 +942,7 @@ mod tests {
     fn a_timed_advance_counts_the_steps_a_round_ran_not_the_ones_asked_for() {
         // wide-halo runs rounds of 16 steps: asked for 5 in batches of 1, it runs one round.
         let mut c = core(Mode::WideHalo, None);
-        c.batch = 1;
+        c.pacing.batch = 1;
         c.advance_timed(5, Duration::from_secs(10));
         assert_eq!(c.step(), 16);
     }

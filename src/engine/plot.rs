@@ -20,12 +20,12 @@ impl Core {
         if !(compare && self.backend.at_boundary()) {
             return None;
         }
-        while self.reference_step < step {
-            self.reference.step(self.reference_step);
-            self.reference_step += 1;
+        while self.cmp.reference_step < step {
+            self.cmp.reference.step(self.cmp.reference_step);
+            self.cmp.reference_step += 1;
         }
-        let gathered = (self.reference_step == step)
-            .then(|| self.reference.gathered())
+        let gathered = (self.cmp.reference_step == step)
+            .then(|| self.cmp.reference.gathered())
             .transpose();
         match gathered {
             Ok(r) => r.map(Arc::new),
@@ -41,14 +41,14 @@ impl Core {
     pub(super) fn reduce_fields(&mut self, reference: Option<&Reference>) -> Reduced {
         let s = &self.cfg.scenario;
         let edges = Arc::new(if let Some((across, slices)) = Grid::of(s).map(s.cells) {
-            let width = (self.columns / 2).saturating_sub(snapshot::HEAT_GUTTER + 1);
-            let (buckets, bands) = snapshot::heat_size(across, slices, width, self.rows);
+            let width = (self.shown.columns / 2).saturating_sub(snapshot::HEAT_GUTTER + 1);
+            let (buckets, bands) = snapshot::heat_size(across, slices, width, self.shown.rows);
             Edges::Map {
                 rows: snapshot::column_edges(slices, bands),
                 cols: snapshot::column_edges(across, buckets),
             }
         } else {
-            Edges::Columns(snapshot::column_edges(s.cells, self.columns))
+            Edges::Columns(snapshot::column_edges(s.cells, self.shown.columns))
         });
         let merged = match self.backend.reduce(&edges, reference) {
             Ok(parts) => snapshot::merge(&parts, edges.len()),

@@ -35,7 +35,7 @@ impl Core {
             };
             if let Some(s) = state {
                 self.goal = Some(s);
-                self.running = false;
+                self.pacing.running = false;
                 return;
             }
         }
