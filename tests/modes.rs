@@ -117,6 +117,7 @@ fn jitter_changes_the_timeline_reproducibly() {
         let mut rt = SimRuntime::new(&s, Mode::Overlap.program(&s.ranges()), seed).unwrap();
         rt.run_until(20).unwrap();
         rt.scheduler
+            .journal
             .trace
             .iter()
             .map(|r| (r.start_us, r.end_us))
@@ -338,6 +339,7 @@ fn copy_us(s: &Scenario, mode: Mode) -> f64 {
     rt.run_until(16).unwrap();
     let v: Vec<f64> = rt
         .scheduler
+        .journal
         .trace
         .iter()
         .filter(|r| r.peer.is_some())

@@ -252,6 +252,7 @@ fn the_checker_names_a_missing_wait_on_a_receive_and_the_timeline_shows_the_mess
     rt.run_until(20).unwrap();
     let recvs: Vec<_> = rt
         .scheduler
+        .journal
         .trace
         .iter()
         .filter(|r| r.label.starts_with("recv") && r.step < Some(20))

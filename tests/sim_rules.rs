@@ -78,6 +78,7 @@ fn run_one(p: Program) -> (SimRuntime, Vec<TraceRecord>) {
     rt.run_until(1).expect("runs");
     let trace = rt
         .scheduler
+        .journal
         .trace
         .iter()
         .filter(|r| r.step.is_some())
@@ -425,6 +426,7 @@ fn rule8_a_full_stream_queue_blocks_the_issuing_call_until_the_oldest_work_compl
     rt.run_until(1).expect("runs");
     let t: Vec<TraceRecord> = rt
         .scheduler
+        .journal
         .trace
         .iter()
         .filter(|r| r.step == Some(0))
@@ -463,6 +465,7 @@ fn rule8_a_full_stream_queue_blocks_the_issuing_call_until_the_oldest_work_compl
     rt.run_until(1).expect("runs");
     assert!(
         rt.scheduler
+            .journal
             .trace
             .iter()
             .all(|r| r.returned_us - r.issue_us <= launch_us)
@@ -490,6 +493,7 @@ fn rule8_a_pulled_copy_takes_three_queue_slots_a_pushed_one_one() {
         let mut rt = SimRuntime::new(&s, program(&[], step), None).unwrap();
         rt.run_until(1).expect("runs");
         rt.scheduler
+            .journal
             .trace
             .iter()
             .filter(|r| r.step == Some(0))

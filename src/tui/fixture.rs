@@ -35,7 +35,13 @@ pub fn fixture(mode: Mode, devices: usize) -> Picture {
     let mut sch = Scheduler::new(program.clone(), Default::default(), split.clone(), None);
     // cross-device-record fails in step 0: its timeline stays empty.
     let _ = sch.issue_until(2);
-    let timeline: Vec<TraceRecord> = sch.trace.iter().filter(|r| r.step.is_some()).cloned().collect();
+    let timeline: Vec<TraceRecord> = sch
+        .journal
+        .trace
+        .iter()
+        .filter(|r| r.step.is_some())
+        .cloned()
+        .collect();
     let columns = (0..160)
         .map(|i| {
             let x = (i as f32 - 100.0) / 6.0;

@@ -188,7 +188,7 @@ impl Runtime for SimBackend {
     }
 
     fn timeline(&self) -> (Vec<TraceRecord>, Option<u64>) {
-        let trace = &self.rt.scheduler.trace;
+        let trace = &self.rt.scheduler.journal.trace;
         // At a boundary: the observed steps' records. Mid-step: every call issued since.
         // In modes of rounds a record carries the step its round starts at: the last
         // rounds, not steps (a window of 4 steps held none of them).
@@ -246,6 +246,7 @@ impl Runtime for SimBackend {
                 // Calls deferred behind NCCL work wait in the queue whatever their times say.
                 let deferred = sch.nccl_deferred(id);
                 let ops = sch
+                    .journal
                     .trace
                     .iter()
                     .filter(|r| r.stream == Some(id) && r.end_us > now && !deferred.contains(&r.id))

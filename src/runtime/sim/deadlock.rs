@@ -151,7 +151,7 @@ impl Scheduler {
     /// counterpart, the run would go on for ever. Past [`RUNAWAY_STEPS`] steps ahead of
     /// `steps`, it is called deadlocked.
     pub(super) fn runaway(&self, steps: u64) -> Option<OpError> {
-        let ahead = self.index.steps.last_key_value().map(|(&s, _)| s)?;
+        let ahead = self.hosts.index.steps.last_key_value().map(|(&s, _)| s)?;
         if !self.nccl.deferred_below(steps) || ahead < steps.saturating_add(RUNAWAY_STEPS) {
             return None;
         }
@@ -189,8 +189,8 @@ impl Scheduler {
                 ),
             });
         }
-        for t in 0..self.threads.len() {
-            if self.threads[t].at_barrier {
+        for t in 0..self.hosts.threads.len() {
+            if self.hosts.threads[t].at_barrier {
                 parts.push(format!("host thread {t} waits at the barrier"));
             }
         }

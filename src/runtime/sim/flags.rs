@@ -143,7 +143,11 @@ impl Scheduler {
             self.nccl.flag_waiters.insert(f.0, (least, threads));
         }
         let (least, threads) = &self.nccl.flag_waiters[&f.0];
-        let Some(first) = threads.iter().map(|&t| self.threads[t].step.unwrap_or(0)).min() else {
+        let Some(first) = threads
+            .iter()
+            .map(|&t| self.hosts.threads[t].step.unwrap_or(0))
+            .min()
+        else {
             return u64::MAX;
         };
         let round = i64::try_from(self.round_of(Some(first))).unwrap_or(i64::MAX);

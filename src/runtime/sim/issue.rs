@@ -12,14 +12,14 @@ use crate::trace::TraceRecord;
 
 impl Scheduler {
     pub(super) fn issue_call(&mut self, t: usize) -> Result<(), OpError> {
-        let (step, pc) = (self.threads[t].step, self.threads[t].pc);
+        let (step, pc) = (self.hosts.threads[t].step, self.hosts.threads[t].pc);
         let op = self.ops_of(t)[pc].clone();
         if self.queue_full_of_deferred(t, &op) {
             return Ok(());
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let called = self.threads[t].clock;
+        let seq = self.effects.next_seq;
+        self.effects.next_seq += 1;
+        let called = self.hosts.threads[t].clock;
         let host_cost = match op {
             Op::Launch { .. } | Op::Graph { .. } => self.cost.launch_host_us,
             _ => self.cost.api_host_us,
@@ -56,11 +56,11 @@ impl Scheduler {
             }
         }
         // The host thread is busy until the call returns (a sync blocks it longer).
-        self.threads[t].clock = match op {
+        self.hosts.threads[t].clock = match op {
             Op::StreamSync { .. } | Op::DeviceSync { .. } => rec.end_us,
             _ => c.after_call,
         };
-        rec.returned_us = self.threads[t].clock;
+        rec.returned_us = self.hosts.threads[t].clock;
         if rec.stream.is_some() {
             self.horizon_us = self.horizon_us.max(rec.end_us);
         }
@@ -108,7 +108,9 @@ impl Scheduler {
         let after_call = c.after_call;
         match op {
             Op::EventCreate { event, .. } | Op::EventDestroy { event } => self.event_life(op, event.0),
-            Op::Record { event, .. } | Op::Wait { event, .. } if self.destroyed.contains(&event.0) => {
+            Op::Record { event, .. } | Op::Wait { event, .. }
+                if self.streams.destroyed.contains(&event.0) =>
+            {
                 return Err(self.destroyed_error(c, op, event.0));
             }
             Op::Launch {
@@ -159,7 +161,7 @@ impl Scheduler {
             Op::Wait { stream, event } => {
                 // Rule 3: the most recent record issued so far (bound when the wait was
                 // issued: see `nccl_issue`); none completes at once.
-                let target = self.events.get(event.0).copied().flatten();
+                let target = self.streams.events.get(event.0).copied().flatten();
                 let (start, end) = self.place_wait(*stream, after_call, target.map(|r| r.complete));
                 rec.released_by = target.map(|r| r.trace_id);
                 rec.released_from = target.map(|r| (r.stream, r.complete));
@@ -174,11 +176,12 @@ impl Scheduler {
             } => self.copy_effects(c, (*field, *src, *dst), cells, *stream, rec),
             Op::FlagWrite { .. } | Op::FlagWait { .. } => self.flag_effects(c, op, rec),
             Op::StreamSync { stream } => {
-                let free = self.stream_free.get(stream).copied().unwrap_or(0.0);
+                let free = self.streams.stream_free.get(stream).copied().unwrap_or(0.0);
                 rec.end_us = after_call.max(free + self.cost.sync_wake_us);
             }
             Op::DeviceSync { device } => {
                 let free = self
+                    .streams
                     .stream_free
                     .iter()
                     .filter(|(s, _)| s.device == *device)
@@ -187,8 +190,8 @@ impl Scheduler {
                 rec.end_us = after_call.max(free + self.cost.sync_wake_us);
             }
             Op::HostBarrier => {
-                self.threads[c.t].at_barrier = true;
-                self.threads[c.t].barrier_record = Some(c.seq);
+                self.hosts.threads[c.t].at_barrier = true;
+                self.hosts.threads[c.t].barrier_record = Some(c.seq);
             }
             // Placed by `nccl_issue`.
             Op::NcclGroupStart | Op::NcclGroupEnd | Op::Nccl { .. } => {}
@@ -316,13 +319,13 @@ impl Scheduler {
     /// A created event has never been recorded; a destroyed one is no event at all.
     fn event_life(&mut self, op: &Op, event: usize) {
         if matches!(op, Op::EventDestroy { .. }) {
-            self.destroyed.insert(event);
+            self.streams.destroyed.insert(event);
             return;
         }
-        if let Some(e) = self.events.get_mut(event) {
+        if let Some(e) = self.streams.events.get_mut(event) {
             *e = None;
         }
-        self.destroyed.remove(&event);
+        self.streams.destroyed.remove(&event);
     }
 
     /// A record or wait on an event destroyed and not created again.
@@ -337,28 +340,28 @@ impl Scheduler {
     /// Event `e`'s record `r`, unless a later record of it was issued already (a record
     /// placed late, behind NCCL work, does not replace a newer one).
     pub(super) fn set_event(&mut self, e: usize, r: Recorded) {
-        if self.events.len() <= e {
-            self.events.resize(e + 1, None);
+        if self.streams.events.len() <= e {
+            self.streams.events.resize(e + 1, None);
         }
-        if self.events[e].is_some_and(|x| x.trace_id > r.trace_id) {
+        if self.streams.events[e].is_some_and(|x| x.trace_id > r.trace_id) {
             return;
         }
-        self.events[e] = Some(r);
+        self.streams.events[e] = Some(r);
     }
 
     /// A wait on `stream` issued at `at` for a record completing at `done` (none: it
     /// completes at once): its start and end; the stream goes on from its end.
     pub(super) fn place_wait(&mut self, stream: StreamId, at: f64, done: Option<f64>) -> (f64, f64) {
-        let free = self.stream_free.get(&stream).copied().unwrap_or(0.0);
+        let free = self.streams.stream_free.get(&stream).copied().unwrap_or(0.0);
         let start = free.max(at);
         let end = done.map_or(start, |d| start.max(d));
-        self.stream_free.insert(stream, end);
+        self.streams.stream_free.insert(stream, end);
         (start, end)
     }
 
     /// Puts work of `dur` on `stream`, issued at `at`; returns its start and end.
     pub(super) fn enqueue(&mut self, stream: StreamId, at: f64, dur: f64) -> (f64, f64) {
-        let free = self.stream_free.entry(stream).or_insert(0.0);
+        let free = self.streams.stream_free.entry(stream).or_insert(0.0);
         let start = free.max(at);
         let end = start + dur;
         *free = end;

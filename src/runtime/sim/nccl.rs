@@ -38,7 +38,7 @@ impl Scheduler {
 
     /// The label of trace record `id`, while the timeline keeps it.
     pub fn label_of(&self, id: u64) -> Option<String> {
-        trace_pos(&self.trace, id).map(|i| self.trace[i].label.clone())
+        trace_pos(&self.journal.trace, id).map(|i| self.journal.trace[i].label.clone())
     }
 
     /// Issues the stream part of call `c` when NCCL is involved: an NCCL call, a group's
@@ -82,11 +82,13 @@ impl Scheduler {
                 self.stick_sync(c, streams);
             }
             // A wait or record on a destroyed event fails at once, blocked stream or not.
-            Op::Record { event, .. } | Op::Wait { event, .. } if self.destroyed.contains(&event.0) => {
+            Op::Record { event, .. } | Op::Wait { event, .. }
+                if self.streams.destroyed.contains(&event.0) =>
+            {
                 return Ok(false);
             }
             Op::Wait { stream, event } => {
-                let target = self.events.get(event.0).copied().flatten();
+                let target = self.streams.events.get(event.0).copied().flatten();
                 let pending = target.filter(|r| {
                     self.nccl
                         .records
@@ -305,7 +307,7 @@ impl Scheduler {
                 self.nccl.blocked.remove(&s);
                 return Ok(true);
             };
-            let free = self.stream_free.get(&s).copied().unwrap_or(0.0);
+            let free = self.streams.stream_free.get(&s).copied().unwrap_or(0.0);
             match head {
                 Deferred::Group(g) => {
                     let g = *g;
@@ -375,9 +377,9 @@ impl Scheduler {
                         Op::Record { event, .. } | Op::Wait { event, .. } => Some(event.0),
                         _ => None,
                     };
-                    let revived = event.filter(|e| self.destroyed.remove(e));
+                    let revived = event.filter(|e| self.streams.destroyed.remove(e));
                     let placed = self.effects_of(&c, &op, &mut rec);
-                    self.destroyed.extend(revived);
+                    self.streams.destroyed.extend(revived);
                     placed?;
                     if slots > 0 {
                         self.queued(s, rec.end_us, slots);
@@ -409,7 +411,7 @@ impl Scheduler {
     /// Group `g` ran on `s` from its ready time to `end`: the stream goes on from there.
     fn place_group(&mut self, g: u64, s: StreamId, end: f64) {
         let group = self.nccl.groups.remove(&g).expect("a group");
-        self.stream_free.insert(s, end);
+        self.streams.stream_free.insert(s, end);
         self.queued(s, end, 1);
         self.horizon_us = self.horizon_us.max(end);
         for h in group.halves {
@@ -537,8 +539,8 @@ impl Scheduler {
 
     /// Writes a placed call's times into its trace record (if the timeline still has it).
     fn rewrite(&mut self, rec: &TraceRecord) {
-        if let Some(i) = trace_pos(&self.trace, rec.id)
-            && let Some(r) = self.trace.get_mut(i)
+        if let Some(i) = trace_pos(&self.journal.trace, rec.id)
+            && let Some(r) = self.journal.trace.get_mut(i)
         {
             r.start_us = rec.start_us;
             r.end_us = rec.end_us;
@@ -574,17 +576,19 @@ impl Scheduler {
             {
                 let free = streams
                     .iter()
-                    .filter_map(|s| self.stream_free.get(s))
+                    .filter_map(|s| self.streams.stream_free.get(s))
                     .fold(0.0, |a: f64, &b| a.max(b));
                 let end = after_call.max(free + self.cost.sync_wake_us);
-                if let Some(r) = trace_pos(&self.trace, rec).and_then(|i| self.trace.get_mut(i)) {
+                if let Some(r) =
+                    trace_pos(&self.journal.trace, rec).and_then(|i| self.journal.trace.get_mut(i))
+                {
                     (r.end_us, r.returned_us) = (end, end);
                 }
-                self.threads[t].clock = self.threads[t].clock.max(end);
+                self.hosts.threads[t].clock = self.hosts.threads[t].clock.max(end);
             }
             let now = self.now_us();
             if now.is_finite() {
-                self.threads[t].clock = self.threads[t].clock.max(now);
+                self.hosts.threads[t].clock = self.hosts.threads[t].clock.max(now);
             }
             self.nccl.stuck.remove(&t);
             self.enter(t);

@@ -112,6 +112,45 @@ pub(super) const TRACE_CAP: usize = 1 << 14;
 /// copy statistics).
 pub type Sink = Box<dyn FnMut(&TraceRecord) + Send>;
 
+/// The host threads, and their order for the scheduling decisions.
+pub(super) struct Hosts {
+    pub(super) threads: Vec<HostThread>,
+    /// The threads ordered for the scheduling decisions (kept up to date, so a call costs
+    /// O(log threads), not O(threads)).
+    pub(super) index: ThreadIndex,
+}
+
+/// The streams as the driver holds them: when each is free, its queue of work not yet
+/// accepted, the events recorded and destroyed.
+pub(super) struct Streams {
+    pub(super) stream_free: HashMap<StreamId, f64>,
+    pub(super) queues: HashMap<StreamId, StreamQueue>,
+    pub(super) events: Vec<Option<Recorded>>,
+    /// Events destroyed (`cudaEventDestroy`) and not created again since.
+    pub(super) destroyed: std::collections::HashSet<usize>,
+}
+
+/// Memory effects issued and not yet released to the executor.
+pub(super) struct Effects {
+    pub(super) next_seq: u64,
+    pub(super) pending: BinaryHeap<Pending>,
+    /// Per call step: effects not yet released and the latest instant among them.
+    pub(super) pending_at: BTreeMap<u64, (usize, f64)>,
+}
+
+/// The records of the calls: the recent ones kept for the timeline, and the sink's share.
+pub struct Journal {
+    /// Recent trace records, in issue order (records of steps below the last observation,
+    /// less [`TIMELINE_KEEP`] steps, are dropped).
+    pub trace: VecDeque<TraceRecord>,
+    /// The sink and the step (absolute) below which records go to it.
+    pub(super) sink: Option<(Sink, u64)>,
+    /// Records of steps below this went to the sink (setup calls: 0, step s: s + 1).
+    pub(super) sunk: u64,
+    /// Ids of the records the sink has not had, by step (setup calls: 0, step s: s + 1).
+    pub(super) unsunk: BTreeMap<u64, Vec<u64>>,
+}
+
 /// The deterministic timing model of the issue of every call.
 ///
 /// The host threads' loop has no bound: they issue step after step for as long as they
@@ -124,37 +163,19 @@ pub struct Scheduler {
     /// First owned cell and owned cells per device, for kernel costs.
     pub(super) starts: Vec<usize>,
     pub(super) cells: Vec<usize>,
-    /// Cells per row: 1 in 1D; a 2D grid's kernels and copies move whole rows.
+    /// The grid: a slice's kernels and copies move what the slice holds.
     pub(super) grid: crate::geometry::Grid,
-    pub(super) threads: Vec<HostThread>,
     /// Step number of this scheduler's step 0 (a run continued under another mode).
     pub(super) base_step: u64,
-    pub(super) stream_free: HashMap<StreamId, f64>,
-    pub(super) queues: HashMap<StreamId, StreamQueue>,
-    pub(super) events: Vec<Option<Recorded>>,
-    /// Events destroyed (`cudaEventDestroy`) and not created again since.
-    pub(super) destroyed: std::collections::HashSet<usize>,
-    pub(super) next_seq: u64,
-    pub(super) pending: BinaryHeap<Pending>,
-    /// Per call step: effects not yet released and the latest instant among them.
-    pub(super) pending_at: BTreeMap<u64, (usize, f64)>,
-    /// Recent trace records, in issue order (records of steps below the last observation,
-    /// less [`TIMELINE_KEEP`] steps, are dropped).
-    pub trace: VecDeque<TraceRecord>,
+    pub(super) hosts: Hosts,
+    pub(super) streams: Streams,
+    pub(super) effects: Effects,
+    pub journal: Journal,
     /// Latest simulated time any operation completes.
     pub horizon_us: f64,
-    /// The threads ordered for the scheduling decisions (kept up to date, so a call costs
-    /// O(log threads), not O(threads)).
-    pub(super) index: ThreadIndex,
     /// Items visited by the scheduler's loops over threads and records: what a test
     /// counts to see that a step costs linear work in the number of devices.
     pub work: u64,
-    /// The sink and the step (absolute) below which records go to it.
-    pub(super) sink: Option<(Sink, u64)>,
-    /// Records of steps below this went to the sink (setup calls: 0, step s: s + 1).
-    pub(super) sunk: u64,
-    /// Ids of the records the sink has not had, by step (setup calls: 0, step s: s + 1).
-    pub(super) unsunk: BTreeMap<u64, Vec<u64>>,
     /// NCCL work not yet placed, and who waits on it.
     pub(super) nccl: super::pending::Nccl,
 }
@@ -217,34 +238,42 @@ impl Scheduler {
             starts,
             cells,
             grid: crate::geometry::Grid::default(),
-            threads: vec![
-                HostThread {
-                    step: None,
-                    pc: 0,
-                    clock: 0.0,
-                    at_barrier: false,
-                    barrier_record: None,
-                };
-                n
-            ],
-            base_step: 0,
-            stream_free: HashMap::new(),
-            queues: HashMap::new(),
-            events: Vec::new(),
-            destroyed: Default::default(),
-            next_seq: 0,
-            pending: BinaryHeap::new(),
-            pending_at: BTreeMap::new(),
-            trace: VecDeque::new(),
-            horizon_us: 0.0,
-            index: ThreadIndex {
-                members: vec![false; n],
-                ..ThreadIndex::default()
+            hosts: Hosts {
+                threads: vec![
+                    HostThread {
+                        step: None,
+                        pc: 0,
+                        clock: 0.0,
+                        at_barrier: false,
+                        barrier_record: None,
+                    };
+                    n
+                ],
+                index: ThreadIndex {
+                    members: vec![false; n],
+                    ..ThreadIndex::default()
+                },
             },
+            base_step: 0,
+            streams: Streams {
+                stream_free: HashMap::new(),
+                queues: HashMap::new(),
+                events: Vec::new(),
+                destroyed: Default::default(),
+            },
+            effects: Effects {
+                next_seq: 0,
+                pending: BinaryHeap::new(),
+                pending_at: BTreeMap::new(),
+            },
+            journal: Journal {
+                trace: VecDeque::new(),
+                sink: None,
+                sunk: 0,
+                unsunk: BTreeMap::new(),
+            },
+            horizon_us: 0.0,
             work: 0,
-            sink: None,
-            sunk: 0,
-            unsunk: BTreeMap::new(),
             nccl: Default::default(),
         };
         for t in 0..n {
@@ -275,7 +304,7 @@ impl Scheduler {
     }
 
     pub(super) fn ops_of(&self, t: usize) -> &[Op] {
-        match self.threads[t].step {
+        match self.hosts.threads[t].step {
             None => &self.program.setup[t],
             Some(_) => &self.program.step[t],
         }
@@ -289,42 +318,42 @@ impl Scheduler {
 
     /// Takes thread `t` out of the indexes (before its clock, step or state changes).
     pub(super) fn leave(&mut self, t: usize) {
-        let th = &self.threads[t];
-        if !self.index.members[t] {
+        let th = &self.hosts.threads[t];
+        if !self.hosts.index.members[t] {
             return;
         }
         let c = th.clock.to_bits();
-        self.index.ready.remove(&(c, t));
-        take_one(&mut self.index.clocks, c);
+        self.hosts.index.ready.remove(&(c, t));
+        take_one(&mut self.hosts.index.clocks, c);
         match th.step {
-            Some(s) => take_one(&mut self.index.steps, s),
-            None => self.index.setup -= 1,
+            Some(s) => take_one(&mut self.hosts.index.steps, s),
+            None => self.hosts.index.setup -= 1,
         }
-        self.index.members[t] = false;
+        self.hosts.index.members[t] = false;
     }
 
     /// Puts thread `t` back into the indexes, unless it issues nothing.
     pub(super) fn enter(&mut self, t: usize) {
-        if self.idle(t) || self.index.members[t] || self.nccl.is_stuck(t) {
+        if self.idle(t) || self.hosts.index.members[t] || self.nccl.is_stuck(t) {
             return;
         }
-        let th = &self.threads[t];
+        let th = &self.hosts.threads[t];
         let c = th.clock.to_bits();
         if !th.at_barrier {
-            self.index.ready.insert((c, t));
+            self.hosts.index.ready.insert((c, t));
         }
-        *self.index.clocks.entry(c).or_default() += 1;
+        *self.hosts.index.clocks.entry(c).or_default() += 1;
         match th.step {
-            Some(s) => *self.index.steps.entry(s).or_default() += 1,
-            None => self.index.setup += 1,
+            Some(s) => *self.hosts.index.steps.entry(s).or_default() += 1,
+            None => self.hosts.index.setup += 1,
         }
-        self.index.members[t] = true;
+        self.hosts.index.members[t] = true;
     }
 
     /// The thread whose next call comes first in simulated time (ties: the lower index).
     pub(super) fn next_thread(&mut self) -> Option<usize> {
         loop {
-            if let Some(&(_, t)) = self.index.ready.first() {
+            if let Some(&(_, t)) = self.hosts.index.ready.first() {
                 return Some(t);
             }
             // A thread stuck behind NCCL work keeps the others at the barrier.
@@ -332,19 +361,20 @@ impl Scheduler {
                 return None;
             }
             // Everyone is at the barrier (or no thread issues anything).
-            let (&last, _) = self.index.clocks.last_key_value()?;
+            let (&last, _) = self.hosts.index.clocks.last_key_value()?;
             let release = f64::from_bits(last) + self.cost.barrier_us;
-            for t in 0..self.threads.len() {
+            for t in 0..self.hosts.threads.len() {
                 self.work += 1;
-                if !self.index.members[t] {
+                if !self.hosts.index.members[t] {
                     continue;
                 }
                 self.leave(t);
-                self.threads[t].clock = release;
-                self.threads[t].at_barrier = false;
+                self.hosts.threads[t].clock = release;
+                self.hosts.threads[t].at_barrier = false;
                 // Show the wait in the timeline: the barrier call ends at the release.
-                if let Some(id) = self.threads[t].barrier_record.take()
-                    && let Some(r) = trace_pos(&self.trace, id).and_then(|i| self.trace.get_mut(i))
+                if let Some(id) = self.hosts.threads[t].barrier_record.take()
+                    && let Some(r) =
+                        trace_pos(&self.journal.trace, id).and_then(|i| self.journal.trace.get_mut(i))
                 {
                     r.end_us = release;
                     r.returned_us = release;
@@ -356,7 +386,7 @@ impl Scheduler {
 
     /// Moves thread `t` past its current call, into the next step where one ends.
     pub(super) fn advance_pc(&mut self, t: usize) {
-        self.threads[t].pc += 1;
+        self.hosts.threads[t].pc += 1;
         self.normalise(t);
     }
 
@@ -368,12 +398,12 @@ impl Scheduler {
     /// Moves thread `t` from the end of a call list (or an empty one) to the next round.
     pub(super) fn normalise(&mut self, t: usize) {
         let k = self.round();
-        while self.threads[t].pc >= self.ops_of(t).len() {
-            if self.threads[t].step.is_some() && self.idle(t) {
+        while self.hosts.threads[t].pc >= self.ops_of(t).len() {
+            if self.hosts.threads[t].step.is_some() && self.idle(t) {
                 // An empty step program: the thread stays idle at the start of a step.
                 break;
             }
-            let th = &mut self.threads[t];
+            let th = &mut self.hosts.threads[t];
             th.pc = 0;
             th.step = Some(th.step.map_or(0, |s| s + k));
         }
@@ -390,7 +420,8 @@ impl Scheduler {
 
     /// `(thread, step, op index)` of each thread's next call.
     pub fn positions(&self) -> Vec<(usize, Option<u64>, usize)> {
-        self.threads
+        self.hosts
+            .threads
             .iter()
             .enumerate()
             .map(|(i, t)| (i, t.step.map(|s| s + self.base_step), t.pc))
@@ -399,14 +430,18 @@ impl Scheduler {
 
     /// Steps every thread has issued all the calls of (this scheduler's numbering).
     pub fn issued_steps(&self) -> u64 {
-        if self.index.setup > 0 {
+        if self.hosts.index.setup > 0 {
             return 0;
         }
-        self.index.steps.first_key_value().map_or(u64::MAX, |(&s, _)| s)
+        self.hosts
+            .index
+            .steps
+            .first_key_value()
+            .map_or(u64::MAX, |(&s, _)| s)
     }
 
     pub(super) fn in_setup(&self) -> bool {
-        self.index.setup > 0
+        self.hosts.index.setup > 0
     }
 
     /// Every thread is past its setup and has issued every call of the steps before `steps`.
@@ -444,6 +479,7 @@ impl Scheduler {
                 f64::INFINITY
             } else {
                 match self
+                    .effects
                     .pending_at
                     .range(..steps)
                     .map(|(_, &(_, t))| t)
@@ -474,7 +510,7 @@ impl Scheduler {
     /// be released.
     pub fn complete_below(&self, steps: u64) -> bool {
         self.issued_through(steps)
-            && self.pending_at.range(..steps).next().is_none()
+            && self.effects.pending_at.range(..steps).next().is_none()
             && !self.nccl.deferred_below(steps)
     }
 
@@ -490,7 +526,7 @@ impl Scheduler {
     /// The call that `issue_one` would issue next: `(thread, step, op index)`.
     pub fn peek_next(&mut self) -> Option<(usize, Option<u64>, usize)> {
         let t = self.next_thread()?;
-        Some((t, self.threads[t].step, self.threads[t].pc))
+        Some((t, self.hosts.threads[t].step, self.hosts.threads[t].pc))
     }
 
     /// When a call putting work of `slots` queue slots on `stream` at host time `at` can
@@ -498,7 +534,7 @@ impl Scheduler {
     /// that the call blocks until enough earlier work completes (as a real driver does).
     pub(super) fn admit(&mut self, stream: StreamId, at: f64, slots: u32) -> f64 {
         let depth = self.cost.queue_depth.max(slots);
-        let q = self.queues.entry(stream).or_default();
+        let q = self.streams.queues.entry(stream).or_default();
         let mut t = at;
         while let Some(&(end, s)) = q.ops.front() {
             if end <= t || q.slots + slots > depth {
@@ -515,7 +551,7 @@ impl Scheduler {
     /// Records work of `slots` slots ending at `end` in `stream`'s queue.
     pub(super) fn queued(&mut self, stream: StreamId, end: f64, slots: u32) {
         let now = self.now_us();
-        let q = self.queues.entry(stream).or_default();
+        let q = self.streams.queues.entry(stream).or_default();
         q.ops.push_back((end, slots));
         q.slots += slots;
         // Work complete before any future call leaves (work placed late, behind NCCL
@@ -535,10 +571,10 @@ impl Scheduler {
 
     /// [`Scheduler::push_effect`], the `sub`-th of its call's effects at `time`.
     pub(super) fn push_effect_nth(&mut self, time: f64, (seq, sub): (u64, u8), at: u64, effect: Effect) {
-        let e = self.pending_at.entry(at).or_insert((0, f64::MIN));
+        let e = self.effects.pending_at.entry(at).or_insert((0, f64::MIN));
         e.0 += 1;
         e.1 = e.1.max(time);
-        self.pending.push(Pending {
+        self.effects.pending.push(Pending {
             time,
             seq,
             sub,
@@ -564,9 +600,9 @@ impl Scheduler {
         // happen no earlier than that.
         let bound = self.now_us();
         let mut out = Vec::new();
-        while self.pending.peek().is_some_and(|p| p.time <= bound) {
-            let p = self.pending.pop().expect("peeked");
-            if let std::collections::btree_map::Entry::Occupied(mut e) = self.pending_at.entry(p.at) {
+        while self.effects.pending.peek().is_some_and(|p| p.time <= bound) {
+            let p = self.effects.pending.pop().expect("peeked");
+            if let std::collections::btree_map::Entry::Occupied(mut e) = self.effects.pending_at.entry(p.at) {
                 e.get_mut().0 -= 1;
                 if e.get().0 == 0 {
                     e.remove();
@@ -579,12 +615,12 @@ impl Scheduler {
 
     /// Calls issued so far.
     pub fn trace_issued(&self) -> u64 {
-        self.next_seq
+        self.effects.next_seq
     }
 
     /// State of each event now (for the program view).
     pub fn event_state(&self, e: usize) -> EventState {
-        match self.events.get(e).copied().flatten() {
+        match self.streams.events.get(e).copied().flatten() {
             None => EventState::NeverRecorded,
             Some(r) if r.complete.is_nan() => EventState::BehindNccl,
             Some(r) => EventState::Recorded {
@@ -595,7 +631,8 @@ impl Scheduler {
 
     /// The earliest host clock (the "now" of micro-stepping).
     pub fn now_us(&self) -> f64 {
-        self.index
+        self.hosts
+            .index
             .clocks
             .first_key_value()
             .map_or(f64::INFINITY, |(&c, _)| f64::from_bits(c))
