@@ -117,6 +117,27 @@ pub(super) struct Snap {
 /// Flags a program may keep on one device (`runtime::check_flags` refuses more).
 pub(super) const FLAG_WORDS: usize = 1024;
 
+/// Where the program stands on a device: the issued steps, the next call's index in the
+/// step, and the step it started at (flag values count its rounds).
+pub(super) struct Position {
+    pub(super) step: u64,
+    pub(super) pc: usize,
+    pub(super) program_start: u64,
+}
+
+/// The timing of a device's calls. Event pairs of copies outside the timed window, reused
+/// every run (`timed`: the copy each used pair belongs to); events free for timed calls and
+/// the anchor of the current window; the timed calls not yet read back; whether the call
+/// being issued is timed by `exec_timed`. The events are handles: `Dev::events` owns them.
+pub(super) struct Timing {
+    pub(super) timers: Vec<(sys::Event, sys::Event)>,
+    pub(super) timed: Vec<(usize, usize, usize)>,
+    pub(super) pool: Vec<sys::Event>,
+    pub(super) anchor: Option<(sys::Event, f64)>,
+    pub(super) pending: Vec<Pending>,
+    pub(super) capturing: bool,
+}
+
 /// One logical device's resources. They are freed in the order of the fields (every
 /// owner frees its own in `Drop`): the graphs, the events, the streams, the snapshot's and
 /// the fields' buffers, the modules, and the context last. `Drop for Dev` only waits for
@@ -127,20 +148,11 @@ pub(super) struct Dev {
     pub(super) ch: f32,
     pub(super) program: Arc<Program>,
     pub(super) shared: Arc<Shared>,
-    /// Issued steps, and the next call's index in the step.
-    pub(super) step: u64,
-    pub(super) pc: usize,
     pub(super) k: Kernels,
-    /// Timing event pairs of copies outside the timed window, reused every run; `timed`
-    /// the copy each used pair belongs to.
-    pub(super) timers: Vec<(sys::Event, sys::Event)>,
-    pub(super) timed: Vec<(usize, usize, usize)>,
-    /// Timing events free for timed calls; the anchor of the current window.
-    pub(super) pool: Vec<sys::Event>,
-    pub(super) anchor: Option<(sys::Event, f64)>,
-    pub(super) pending: Vec<Pending>,
-    /// The call being issued is timed by `exec_timed`.
-    pub(super) capturing: bool,
+    /// Where the program stands on this device.
+    pub(super) at: Position,
+    /// The calls' timing: event pairs, the pool, the window's anchor.
+    pub(super) timing: Timing,
     /// The program's graphs, by the index of their call in the step, built at first use.
     pub(super) graphs: HashMap<usize, ChainGraph>,
     /// The program's own events on this device (destroyed through `events`).
@@ -159,13 +171,10 @@ pub(super) struct Dev {
     pub(super) snap_stream: OwnedStream,
     pub(super) clock_stream: OwnedStream,
     pub(super) snap: Option<Snap>,
-    /// `ex, hy, ca, cb, prev`, and for the fused kernel `prev_in, strip_ex, strip_hy`; in
-    /// 2D `ez, h, ca, cb`, the Mur rows' `prev` and coefficients, two unused.
+    /// The fields, coefficients, Mur state and a fused pass's buffers, by name.
     pub(super) buffers: Buffers<DeviceBuffer>,
-    /// Words for the program's flags that live on this device, zeroed when it starts, and
-    /// the step it started at (flag values count its rounds).
+    /// Words for the program's flags that live on this device, zeroed when it starts.
     pub(super) flag_words: DeviceBuffer,
-    pub(super) program_start: u64,
     /// The kernels' modules: loaded while `k`'s functions may run.
     pub(super) _modules: Vec<LoadedModule>,
     pub(super) ctx: PrimaryContext,
@@ -218,15 +227,20 @@ impl Dev {
             ch,
             program,
             shared,
-            step: 0,
-            pc: 0,
+            at: Position {
+                step: 0,
+                pc: 0,
+                program_start: 0,
+            },
             k,
-            timers: Vec::new(),
-            timed: Vec::new(),
-            pool: Vec::new(),
-            anchor: None,
-            pending: Vec::new(),
-            capturing: false,
+            timing: Timing {
+                timers: Vec::new(),
+                timed: Vec::new(),
+                pool: Vec::new(),
+                anchor: None,
+                pending: Vec::new(),
+                capturing: false,
+            },
             graphs: HashMap::new(),
             own_events: Vec::new(),
             events: EventArena::new(ctx),
@@ -239,7 +253,6 @@ impl Dev {
             snap: None,
             buffers,
             flag_words,
-            program_start: 0,
             _modules: modules,
             ctx: context,
             meta,
@@ -281,7 +294,7 @@ impl Dev {
         if self.program.waits_on_flags() {
             self.shared.nccl.flags.store(true, Ordering::SeqCst);
         }
-        self.program_start = self.step;
+        self.at.program_start = self.at.step;
         sys::synchronize_context()?;
         self.ensure_comm()?;
         self.shared.barrier.wait()
@@ -297,8 +310,8 @@ impl Dev {
             }
             Cmd::PassBarrier => {
                 let now = self.shared.host_us();
-                let rec = self.record_of(self.pc, now);
-                self.pending.push(Pending {
+                let rec = self.record_of(self.at.pc, now);
+                self.timing.pending.push(Pending {
                     rec: TraceRecord { end_us: now, ..rec },
                     before: None,
                     after: None,
@@ -325,11 +338,11 @@ impl Dev {
     }
 
     pub(super) fn advance(&mut self) {
-        self.pc += 1;
-        if self.pc == self.program.step[self.t].len() {
-            self.pc = 0;
-            self.step += self.program.steps_per_round;
-            self.shared.issued[self.t].store(self.step, Ordering::Release);
+        self.at.pc += 1;
+        if self.at.pc == self.program.step[self.t].len() {
+            self.at.pc = 0;
+            self.at.step += self.program.steps_per_round;
+            self.shared.issued[self.t].store(self.at.step, Ordering::Release);
         }
     }
 
@@ -338,7 +351,7 @@ impl Dev {
         let op = &self.program.step[self.t][pc];
         TraceRecord {
             id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
-            step: Some(self.step),
+            step: Some(self.at.step),
             thread: self.t,
             op_index: pc,
             kind: op.kind(),
@@ -366,7 +379,7 @@ impl Dev {
     }
 
     pub(super) fn timing_event(&mut self) -> Result<sys::Event, DriverError> {
-        match self.pool.pop() {
+        match self.timing.pool.pop() {
             Some(e) => Ok(e),
             None => self.events.create(true),
         }
@@ -375,10 +388,10 @@ impl Dev {
     /// Starts a timed window: an anchor event on the idle clock stream, and the host time
     /// it was submitted at.
     pub(super) fn start_window(&mut self) -> Result<(), DriverError> {
-        if self.anchor.is_none() {
+        if self.timing.anchor.is_none() {
             let e = self.timing_event()?;
             sys::record(e, self.clock_stream.get())?;
-            self.anchor = Some((e, self.shared.host_us()));
+            self.timing.anchor = Some((e, self.shared.host_us()));
         }
         Ok(())
     }
@@ -400,9 +413,9 @@ impl Dev {
         if let Op::Wait { event, .. } = &op {
             rec.released_by = self.last_record(event.0);
         }
-        self.capturing = true;
-        let r = self.exec(&op, Some(self.step), pc);
-        self.capturing = false;
+        self.timing.capturing = true;
+        let r = self.exec(&op, Some(self.at.step), pc);
+        self.timing.capturing = false;
         r?;
         if let Op::Record { event, .. } = &op {
             self.set_last_record(event.0, rec.id);
@@ -421,7 +434,7 @@ impl Dev {
             (None, _) => None,
         };
         rec.end_us = self.shared.host_us();
-        self.pending.push(Pending { rec, before, after });
+        self.timing.pending.push(Pending { rec, before, after });
         Ok(())
     }
 
@@ -439,14 +452,14 @@ impl Dev {
         let mut out = Vec::new();
         let mut copies = Vec::new();
         let mut keep = Vec::new();
-        let pending = std::mem::take(&mut self.pending);
+        let pending = std::mem::take(&mut self.timing.pending);
         for p in pending {
             if !all && !p.after.map_or(Ok(true), sys::event_done)? {
                 keep.push(p);
                 continue;
             }
             let mut rec = p.rec;
-            if let Some((anchor, at)) = self.anchor {
+            if let Some((anchor, at)) = self.timing.anchor {
                 let t = |e: sys::Event| -> Result<f64, DriverError> {
                     Ok(at + 1e3 * f64::from(sys::elapsed_ms(anchor, e)?))
                 };
@@ -466,14 +479,14 @@ impl Dev {
                     us: rec.end_us - rec.start_us,
                 });
             }
-            self.pool.extend(p.before.into_iter().chain(p.after));
+            self.timing.pool.extend(p.before.into_iter().chain(p.after));
             out.push(rec);
         }
-        self.pending = keep;
-        if self.pending.is_empty()
-            && let Some((a, _)) = self.anchor.take()
+        self.timing.pending = keep;
+        if self.timing.pending.is_empty()
+            && let Some((a, _)) = self.timing.anchor.take()
         {
-            self.pool.push(a);
+            self.timing.pool.push(a);
         }
         Ok((out, copies))
     }
@@ -482,7 +495,7 @@ impl Dev {
         let t0 = Instant::now();
         let mut ran = Ran::default();
         // Calls micro-stepped before: finish and report them first, on their own anchor.
-        if !self.pending.is_empty() {
+        if !self.timing.pending.is_empty() {
             sys::synchronize_context()?;
             let (r, c) = self.resolve(true)?;
             ran.records.extend(r);
@@ -493,37 +506,38 @@ impl Dev {
         let ahead = program
             .waits_on_flags()
             .then_some(RUN_AHEAD_ROUNDS * program.steps_per_round);
-        self.shared.issued[self.t].store(self.step, Ordering::Release);
-        while self.step < to {
-            let capture = self.step >= capture_from;
-            if let Some(ahead) = ahead.filter(|_| self.pc == 0) {
-                self.shared.hold_back(self.t, self.ctx.get(), self.step, ahead)?;
+        self.shared.issued[self.t].store(self.at.step, Ordering::Release);
+        while self.at.step < to {
+            let capture = self.at.step >= capture_from;
+            if let Some(ahead) = ahead.filter(|_| self.at.pc == 0) {
+                self.shared
+                    .hold_back(self.t, self.ctx.get(), self.at.step, ahead)?;
             }
-            while self.pc < ops.len() {
-                let pc = self.pc;
+            while self.at.pc < ops.len() {
+                let pc = self.at.pc;
                 if capture {
                     self.exec_timed(pc)?;
                 } else {
                     let op = &ops[pc];
-                    self.exec(op, Some(self.step), pc)?;
+                    self.exec(op, Some(self.at.step), pc)?;
                     if let Op::Record { event, .. } = op {
                         self.set_last_record(event.0, UNTIMED);
                     }
                 }
-                self.pc += 1;
+                self.at.pc += 1;
             }
-            self.pc = 0;
-            self.step += program.steps_per_round;
-            self.shared.issued[self.t].store(self.step, Ordering::Release);
+            self.at.pc = 0;
+            self.at.step += program.steps_per_round;
+            self.shared.issued[self.t].store(self.at.step, Ordering::Release);
         }
         sys::synchronize_context()?;
         ran.wall_us = t0.elapsed().as_secs_f64() * 1e6;
-        for (k, &(src, dst, bytes)) in self.timed.iter().enumerate() {
-            let (a, b) = self.timers[k];
+        for (k, &(src, dst, bytes)) in self.timing.timed.iter().enumerate() {
+            let (a, b) = self.timing.timers[k];
             let us = 1e3 * f64::from(sys::elapsed_ms(a, b)?);
             ran.copies.push(CopyTime { src, dst, bytes, us });
         }
-        self.timed.clear();
+        self.timing.timed.clear();
         let (r, c) = self.resolve(true)?;
         ran.records.extend(r);
         ran.copies.extend(c);
@@ -532,7 +546,7 @@ impl Dev {
 
     /// Micro-step: the next call, timed.
     pub(super) fn issue(&mut self) -> Result<(), Failure> {
-        self.exec_timed(self.pc)?;
+        self.exec_timed(self.at.pc)?;
         self.advance();
         Ok(())
     }
@@ -560,7 +574,7 @@ impl Dev {
         self.refresh_halos()?;
         self.shared.barrier.wait()?;
         self.program = program;
-        self.pc = 0;
+        self.at.pc = 0;
         self.start_program()
     }
 }

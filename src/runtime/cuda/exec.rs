@@ -31,13 +31,13 @@ impl Dev {
         &mut self,
         copy: (usize, usize, usize),
     ) -> Result<(sys::Event, sys::Event), DriverError> {
-        let k = self.timed.len();
-        if k == self.timers.len() {
+        let k = self.timing.timed.len();
+        if k == self.timing.timers.len() {
             let pair = (self.events.create(true)?, self.events.create(true)?);
-            self.timers.push(pair);
+            self.timing.timers.push(pair);
         }
-        self.timed.push(copy);
-        Ok(self.timers[k])
+        self.timing.timed.push(copy);
+        Ok(self.timing.timers[k])
     }
     /// `cudaEventCreate` of event `event` on `device` (after a `cudaSetDevice`: another
     /// GPU's context, where the driver will then say it may be recorded).
@@ -180,7 +180,7 @@ impl Dev {
                 let (src_ctx, dst_ctx) = (ctx(*src), ctx(*dst));
                 let st = stream(s);
                 // A timed call has its own events around it.
-                if self.capturing {
+                if self.timing.capturing {
                     copy_peer(to, dst_ctx, from, src_ctx, st)?;
                 } else {
                     let (a, b) = self.timer((*src, *dst, 4 * cells.len() * w))?;
@@ -240,7 +240,7 @@ impl Dev {
     /// `iter + offset` in the round of `step` (a value below 0 is 0: no wait for less is
     /// ever unmet, and no write of it satisfies a wait for more).
     fn flag_value(&self, step: u64, offset: i64) -> u32 {
-        let round = step.saturating_sub(self.program_start) / self.program.steps_per_round.max(1);
+        let round = step.saturating_sub(self.at.program_start) / self.program.steps_per_round.max(1);
         let v = i64::try_from(round).unwrap_or(i64::MAX).saturating_add(offset);
         u32::try_from(v.max(0)).unwrap_or(u32::MAX)
     }

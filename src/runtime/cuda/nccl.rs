@@ -126,7 +126,7 @@ impl Dev {
             Op::NcclGroupEnd => {
                 let g = self.group.take().unwrap_or_default();
                 let timer = match (g.stream, g.recv) {
-                    (Some(st), Some(copy)) if !self.capturing => Some((st, self.timer(copy)?)),
+                    (Some(st), Some(copy)) if !self.timing.capturing => Some((st, self.timer(copy)?)),
                     _ => None,
                 };
                 if let Some((st, (a, _))) = timer {
@@ -152,7 +152,7 @@ impl Dev {
                 let st = self.streams[stream.index].get();
                 let recv = (*dir == P2p::Recv).then(|| (*peer, self.t, 4 * view.floats()));
                 let timer = match recv {
-                    Some(copy) if self.group.is_none() && !self.capturing => Some(self.timer(copy)?),
+                    Some(copy) if self.group.is_none() && !self.timing.capturing => Some(self.timer(copy)?),
                     _ => None,
                 };
                 if let Some((a, _)) = timer {
@@ -181,15 +181,15 @@ impl Dev {
     /// end events are recorded now, after `ncclGroupEnd`.
     fn end_timed_calls(&mut self, ids: &[u64]) -> Result<(), Exec> {
         for id in ids {
-            let Some(i) = self.pending.iter().position(|p| p.rec.id == *id) else {
+            let Some(i) = self.timing.pending.iter().position(|p| p.rec.id == *id) else {
                 continue;
             };
-            let Some(s) = self.pending[i].rec.stream else {
+            let Some(s) = self.timing.pending[i].rec.stream else {
                 continue;
             };
             let e = self.timing_event()?;
             sys::record(e, self.streams[s.index].get())?;
-            self.pending[i].after = Some(e);
+            self.timing.pending[i].after = Some(e);
         }
         Ok(())
     }

@@ -55,7 +55,7 @@ impl Dev {
             let e = self.timing_event()?;
             sys::record(e, self.streams[i].get())?;
             sys::stream_wait_event(snap_stream, e)?;
-            self.pool.push(e);
+            self.timing.pool.push(e);
         }
         Ok(snap_stream)
     }
@@ -147,6 +147,7 @@ impl Dev {
                     index: i,
                 };
                 let ops = self
+                    .timing
                     .pending
                     .iter()
                     .filter(|p| p.rec.stream == Some(id))
