@@ -54,13 +54,14 @@ impl Grid {
         }
     }
 
-    /// Floats of field `f` in one slice.
+    /// Floats of field `f` in one slice: the sum of its components' (a test holds the two
+    /// together), matched here because every halo copy asks it.
     pub fn width(self, f: Field) -> usize {
-        self.components()
-            .iter()
-            .filter(|c| c.field == f)
-            .map(|c| c.floats)
-            .sum()
+        match (self, f) {
+            (Grid::Line, _) => 1,
+            (Grid::Plane { nx, .. }, Field::E) => nx,
+            (Grid::Plane { nx, .. }, Field::H) => 2 * nx,
+        }
     }
 
     /// Points (cells of the grid) in one slice.
@@ -158,12 +159,6 @@ impl Grid {
             Grid::Line => vec![slices],
             Grid::Plane { nx, .. } => vec![slices, nx],
         }
-    }
-
-    /// The gathered field's index of point `k`'s first component of `f`.
-    pub fn index(self, f: Field, k: usize) -> usize {
-        let (slice, i) = self.locate(k);
-        slice * self.width(f) + i
     }
 
     /// Every component's value at point `k`, from slices `e` and `h` of the point's slice.
@@ -298,6 +293,32 @@ impl Grid {
         match self {
             Grid::Line => None,
             Grid::Plane { nx, .. } => Some((nx, slices)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fields_width_is_the_floats_of_its_components() {
+        for grid in [
+            Grid::Line,
+            Grid::Plane {
+                nx: 7,
+                periodic: false,
+            },
+        ] {
+            for f in [Field::E, Field::H] {
+                let sum: usize = grid
+                    .components()
+                    .iter()
+                    .filter(|c| c.field == f)
+                    .map(|c| c.floats)
+                    .sum();
+                assert_eq!(grid.width(f), sum, "{grid:?} {f:?}");
+            }
         }
     }
 }
