@@ -4,6 +4,8 @@
 use serde::Serialize;
 use std::ops::Range;
 
+use crate::geometry::{Field, Grid};
+
 /// One screen column: the extremes of each field over its cells and the largest
 /// difference from the reference there.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -101,38 +103,54 @@ impl Edges {
     }
 }
 
-/// Reduces the owned rows `rows` (global) of a 2D device: `ez` holds `nx` floats per row,
-/// `h` `2·nx` (`Hx` then `Hy`); `reference` the whole grid's. A screen cell keeps the
-/// extremes of `Ez` (`ex`) and of both `H` components (`hy`), and the largest difference
-/// at any of its cells; `first_diff` is the first differing `Ez` cell, row-major.
+/// Reduces the owned slices `rows` (global) of a device plotted as a map: `e` and `h`
+/// hold `grid.width(field)` floats a slice, each component where `grid.components()`
+/// puts it; `reference` the whole grid's. A screen cell keeps the extremes of the `E`
+/// components (`ex`) and of the `H` components (`hy`), and the largest difference at any
+/// of its points; `first_diff` is the first differing point, slice-major.
 pub fn reduce_map(
     rows: Range<usize>,
-    nx: usize,
-    (ez, h): (&[f32], &[f32]),
+    grid: Grid,
+    (e, h): (&[f32], &[f32]),
     reference: Option<(&[f32], &[f32])>,
     (row_edges, col_edges): (&[usize], &[usize]),
 ) -> Partial {
     let mut out = Partial::default();
     let buckets = col_edges.len() - 1;
+    let (we, wh, per) = (grid.width(Field::E), grid.width(Field::H), grid.per_slice());
+    // Each component: whether it is of `E`, and where it starts in its field's slice.
+    let parts: Vec<(bool, usize)> = grid
+        .components()
+        .iter()
+        .map(|c| (c.field == Field::E, c.at))
+        .collect();
     for (band, span) in column_spans(&rows, row_edges) {
         let mut cols = vec![Column::EMPTY; buckets];
         for j in span {
-            let (e_row, h_row) = (
-                &ez[(j - rows.start) * nx..][..nx],
-                &h[(j - rows.start) * 2 * nx..][..2 * nx],
-            );
+            let local = j - rows.start;
+            let (e_row, h_row) = (&e[local * we..][..we], &h[local * wh..][..wh]);
             for (b, col) in cols.iter_mut().enumerate() {
                 for i in col_edges[b]..col_edges[b + 1] {
-                    let (e, hx, hy) = (e_row[i], h_row[i], h_row[nx + i]);
-                    col.ex = (col.ex.0.min(e), col.ex.1.max(e));
-                    col.hy = (col.hy.0.min(hx).min(hy), col.hy.1.max(hx).max(hy));
-                    let Some((re, rh)) = reference else { continue };
-                    let (k, kh) = (j * nx + i, j * 2 * nx + i);
-                    let d = [
-                        difference(e, hx, re[k], rh[kh]),
-                        difference(e, hy, re[k], rh[kh + nx]),
-                    ];
-                    if let Some(d) = d.into_iter().flatten().reduce(f32::max) {
+                    let mut diff: Option<f32> = None;
+                    for &(is_e, at) in &parts {
+                        let (v, stat) = if is_e {
+                            (e_row[at + i], &mut col.ex)
+                        } else {
+                            (h_row[at + i], &mut col.hy)
+                        };
+                        *stat = (stat.0.min(v), stat.1.max(v));
+                        let Some((re, rh)) = reference else { continue };
+                        let r = if is_e {
+                            re[j * we + at + i]
+                        } else {
+                            rh[j * wh + at + i]
+                        };
+                        if let Some(d) = apart(v, r) {
+                            diff = Some(diff.map_or(d, |x| x.max(d)));
+                        }
+                    }
+                    if let Some(d) = diff {
+                        let k = j * per + i;
                         col.diff = col.diff.max(d);
                         out.first_diff = Some(out.first_diff.map_or(k, |f| f.min(k)));
                     }
@@ -147,15 +165,25 @@ pub fn reduce_map(
     out
 }
 
-/// A heat map's `(buckets, bands)` for a grid of `nx` × `ny` in a plot of `width`
-/// characters and `rows` text rows, less one for the colour bar: half-block cells (two
-/// bands a row) keep the grid's aspect, never more than a cell each.
-pub fn heat_size(nx: usize, ny: usize, width: usize, rows: usize) -> (usize, usize) {
+/// How far a value is from the reference's, when their bits differ (a NaN counts as
+/// infinitely far).
+fn apart(v: f32, r: f32) -> Option<f32> {
+    if v.to_bits() == r.to_bits() {
+        return None;
+    }
+    let d = (v - r).abs();
+    Some(if d.is_nan() { f32::INFINITY } else { d })
+}
+
+/// A heat map's `(buckets, bands)` for a map of `(across, along)` points (`Grid::map`)
+/// in a plot of `width` characters and `rows` text rows, less one for the colour bar:
+/// half-block cells (two bands a row) keep the grid's aspect, never more than a point each.
+pub fn heat_size((across, along): (usize, usize), width: usize, rows: usize) -> (usize, usize) {
     let (w, h) = (width.max(1) as f64, (2 * rows.saturating_sub(1)).max(2) as f64);
-    let (gx, gy) = (nx as f64, ny as f64);
+    let (gx, gy) = (across as f64, along as f64);
     let fit = (w / gx).min(h / gy);
-    let buckets = ((gx * fit).floor() as usize).clamp(1, nx.min(width.max(1)));
-    let bands = ((gy * fit).floor() as usize).clamp(1, ny);
+    let buckets = ((gx * fit).floor() as usize).clamp(1, across.min(width.max(1)));
+    let bands = ((gy * fit).floor() as usize).clamp(1, along);
     (buckets, bands)
 }
 

@@ -63,8 +63,8 @@ fn reduction_agrees(gpu: i32) -> Result<(usize, usize)> {
     let Edges::Map { rows, cols } = &*edges else {
         unreachable!("a plane")
     };
-    let across = crate::geometry::Grid::of(&s).per_slice();
-    let cpu = snapshot::reduce_map(0..s.cells, across, (&g.e, &g.h), None, (rows, cols));
+    let grid = crate::geometry::Grid::of(&s);
+    let cpu = snapshot::reduce_map(0..s.cells, grid, (&g.e, &g.h), None, (rows, cols));
     let (cpu_cols, ..) = snapshot::merge(&[cpu], edges.len());
     let bits = |c: &snapshot::Column| [c.ex.0, c.ex.1, c.hy.0, c.hy.1].map(f32::to_bits);
     let equal = gpu_cols

@@ -42,7 +42,7 @@ impl Core {
         let s = &self.cfg.scenario;
         let edges = Arc::new(if let Some((across, slices)) = Grid::of(s).map(s.cells) {
             let width = (self.shown.columns / 2).saturating_sub(snapshot::HEAT_GUTTER + 1);
-            let (buckets, bands) = snapshot::heat_size(across, slices, width, self.shown.rows);
+            let (buckets, bands) = snapshot::heat_size((across, slices), width, self.shown.rows);
             Edges::Map {
                 rows: snapshot::column_edges(slices, bands),
                 cols: snapshot::column_edges(across, buckets),

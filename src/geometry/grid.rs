@@ -23,6 +23,10 @@ pub enum Grid {
         nx: usize,
         periodic: bool,
     },
+    /// The test-only toy of DESIGN.md's walk-through (`ladder.rs`): a line of rungs, two
+    /// floats of `E` and one of `H` a slice.
+    #[cfg(test)]
+    Ladder,
 }
 
 /// One named component of a field, as it lies in the field's slice: `floats` from `at`.
@@ -45,6 +49,10 @@ pub struct Units {
 impl Grid {
     /// The scenario's grid.
     pub fn of(s: &Scenario) -> Grid {
+        #[cfg(test)]
+        if s.name == super::ladder::NAME {
+            return Grid::Ladder;
+        }
         match s.nx {
             0 | 1 => Grid::Line,
             nx => Grid::Plane {
@@ -61,12 +69,21 @@ impl Grid {
             (Grid::Line, _) => 1,
             (Grid::Plane { nx, .. }, Field::E) => nx,
             (Grid::Plane { nx, .. }, Field::H) => 2 * nx,
+            #[cfg(test)]
+            (Grid::Ladder, Field::E) => 2,
+            #[cfg(test)]
+            (Grid::Ladder, Field::H) => 1,
         }
     }
 
     /// Points (cells of the grid) in one slice.
     pub fn per_slice(self) -> usize {
-        self.width(Field::E)
+        match self {
+            Grid::Line => 1,
+            Grid::Plane { nx, .. } => nx,
+            #[cfg(test)]
+            Grid::Ladder => 1,
+        }
     }
 
     /// Points of a grid of `slices` slices.
@@ -89,6 +106,12 @@ impl Grid {
                 c("Hx", Field::H, 0, nx),
                 c("Hy", Field::H, nx, nx),
             ],
+            #[cfg(test)]
+            Grid::Ladder => vec![
+                c("Ea", Field::E, 0, 1),
+                c("Eb", Field::E, 1, 1),
+                c("Hr", Field::H, 0, 1),
+            ],
         }
     }
 
@@ -99,6 +122,10 @@ impl Grid {
             (Grid::Line, f) => f.name(),
             (Grid::Plane { .. }, Field::E) => "ez",
             (Grid::Plane { .. }, Field::H) => "h",
+            #[cfg(test)]
+            (Grid::Ladder, Field::E) => "e",
+            #[cfg(test)]
+            (Grid::Ladder, Field::H) => "hr",
         }
     }
 
@@ -113,12 +140,16 @@ impl Grid {
         match self {
             Grid::Line => format!("cell {k}"),
             Grid::Plane { nx, .. } => format!("(x {}, y {})", k % nx, k / nx),
+            #[cfg(test)]
+            Grid::Ladder => format!("rung {k}"),
         }
     }
 
     /// Point `k`'s coordinates alone: `5`, `x 3, y 4`.
     pub fn coordinates(self, k: usize) -> String {
         match self {
+            #[cfg(test)]
+            Grid::Ladder => k.to_string(),
             Grid::Line => k.to_string(),
             Grid::Plane { nx, .. } => format!("x {}, y {}", k % nx, k / nx),
         }
@@ -129,6 +160,8 @@ impl Grid {
     pub fn numbering(self) -> Option<String> {
         match self {
             Grid::Line => None,
+            #[cfg(test)]
+            Grid::Ladder => None,
             Grid::Plane { nx, .. } => Some(format!("on its 2D grid, row · {nx} + column")),
         }
     }
@@ -157,6 +190,8 @@ impl Grid {
     pub fn shape(self, slices: usize) -> Vec<usize> {
         match self {
             Grid::Line => vec![slices],
+            #[cfg(test)]
+            Grid::Ladder => vec![slices],
             Grid::Plane { nx, .. } => vec![slices, nx],
         }
     }
@@ -186,6 +221,12 @@ impl Grid {
                 key: "grid.ny",
                 one: "row",
             },
+            #[cfg(test)]
+            Grid::Ladder => Units {
+                many: "rungs",
+                key: "grid.cells",
+                one: "rung",
+            },
         }
     }
 
@@ -193,6 +234,8 @@ impl Grid {
     pub fn end_names(self) -> (&'static str, &'static str) {
         match self {
             Grid::Line => ("left", "right"),
+            #[cfg(test)]
+            Grid::Ladder => ("left", "right"),
             Grid::Plane { .. } => ("bottom", "top"),
         }
     }
@@ -201,6 +244,8 @@ impl Grid {
     pub fn size(self, slices: usize) -> String {
         match self {
             Grid::Line => slices.to_string(),
+            #[cfg(test)]
+            Grid::Ladder => slices.to_string(),
             Grid::Plane { nx, .. } => format!("{} ({slices} rows of {nx})", self.points(slices)),
         }
     }
@@ -209,6 +254,8 @@ impl Grid {
     pub fn extent(self, slices: usize) -> String {
         match self {
             Grid::Line => format!("{slices} cells"),
+            #[cfg(test)]
+            Grid::Ladder => format!("{slices} rungs"),
             Grid::Plane { nx, .. } => format!("{nx}×{slices} cells"),
         }
     }
@@ -249,6 +296,8 @@ impl Grid {
     pub fn bytes_per_slice(self, kernel: Kernel) -> f64 {
         let per = match (self, kernel) {
             (Grid::Line, k) => return k.bytes_per_cell(),
+            #[cfg(test)]
+            (Grid::Ladder, k) => return 1.5 * k.bytes_per_cell(),
             (_, Kernel::UpdateH) => 20.0,
             (_, Kernel::UpdateE) => 24.0,
             (_, Kernel::SourcesBoundaries) => 0.0,
@@ -292,6 +341,8 @@ impl Grid {
     pub fn map(self, slices: usize) -> Option<(usize, usize)> {
         match self {
             Grid::Line => None,
+            #[cfg(test)]
+            Grid::Ladder => None,
             Grid::Plane { nx, .. } => Some((nx, slices)),
         }
     }
@@ -305,6 +356,7 @@ mod tests {
     fn a_fields_width_is_the_floats_of_its_components() {
         for grid in [
             Grid::Line,
+            Grid::Ladder,
             Grid::Plane {
                 nx: 7,
                 periodic: false,

@@ -5,6 +5,8 @@
 
 pub mod coefficients;
 pub mod grid;
+#[cfg(test)]
+pub mod ladder;
 pub mod line;
 pub mod pass;
 pub mod plane;

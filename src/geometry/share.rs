@@ -19,6 +19,8 @@ use crate::scenario::Scenario;
 pub enum Share {
     Line(Box<LineShare>),
     Plane(Box<PlaneShare>),
+    #[cfg(test)]
+    Ladder(Box<super::ladder::LadderShare>),
 }
 
 impl Share {
@@ -35,6 +37,12 @@ impl Share {
                 Share::Line(Box::new(LineShare::new(c, first, rows.len() + 2 * halo)))
             }
             Grid::Plane { .. } => Share::Plane(Box::new(PlaneShare::new(s, c, rows, halo)?)),
+            #[cfg(test)]
+            Grid::Ladder => {
+                let first = rows.start as isize - halo as isize;
+                let len = rows.len() + 2 * halo;
+                Share::Ladder(Box::new(super::ladder::LadderShare::new(c, first, len)))
+            }
         })
     }
 
@@ -48,6 +56,8 @@ impl Share {
         match self {
             Share::Line(l) => Share::Line(Box::new(l.fork())),
             Share::Plane(p) => Share::Plane(p.clone()),
+            #[cfg(test)]
+            Share::Ladder(l) => Share::Ladder(l.clone()),
         }
     }
 
@@ -55,6 +65,8 @@ impl Share {
         match self {
             Share::Line(l) => l.update_h(e, h, r),
             Share::Plane(p) => plane::update_h(e, h, p.nx, r, p.ch, p.periodic),
+            #[cfg(test)]
+            Share::Ladder(l) => l.update_h(e, h, r),
         }
     }
 
@@ -62,6 +74,8 @@ impl Share {
         match self {
             Share::Line(l) => l.update_e(e, h, r),
             Share::Plane(p) => plane::update_e(e, h, p, r),
+            #[cfg(test)]
+            Share::Ladder(l) => l.update_e(e, h, r),
         }
     }
 
@@ -78,6 +92,8 @@ impl Share {
         match self {
             Share::Line(l) => l.sources_boundaries(e, r, sources, ends, step),
             Share::Plane(p) => p.sources_boundaries(e, r, sources, ends, step),
+            #[cfg(test)]
+            Share::Ladder(l) => l.sources_boundaries(e, r, sources, ends, step),
         }
     }
 
@@ -86,6 +102,8 @@ impl Share {
         match self {
             Share::Line(l) => l.fused(e, h, p),
             Share::Plane(s) => plane_pass(s, e, h, p),
+            #[cfg(test)]
+            Share::Ladder(l) => l.pass(e, h, p),
         }
     }
 
@@ -96,6 +114,8 @@ impl Share {
         match self {
             Share::Line(l) => l.fused_save(e, h, p),
             Share::Plane(s) => plane_pass(s, e, h, p),
+            #[cfg(test)]
+            Share::Ladder(l) => l.pass(e, h, p),
         }
     }
 
@@ -119,6 +139,8 @@ impl Share {
         match self {
             Share::Line(l) => Some(l.held(p)),
             Share::Plane(_) => None,
+            #[cfg(test)]
+            Share::Ladder(_) => None,
         }
     }
 
@@ -127,6 +149,8 @@ impl Share {
         match self {
             Share::Line(l) => Some((*l).into_held(p)),
             Share::Plane(_) => None,
+            #[cfg(test)]
+            Share::Ladder(_) => None,
         }
     }
 
@@ -135,6 +159,8 @@ impl Share {
         match self {
             Share::Line(l) => l.coefficient_arrays(len),
             Share::Plane(p) => (p.ca.clone(), p.cb.clone()),
+            #[cfg(test)]
+            Share::Ladder(l) => l.coefficient_arrays(len),
         }
     }
 
@@ -143,6 +169,8 @@ impl Share {
         match self {
             Share::Plane(p) => Some(p),
             Share::Line(_) => None,
+            #[cfg(test)]
+            Share::Ladder(_) => None,
         }
     }
 }

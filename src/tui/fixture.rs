@@ -134,7 +134,7 @@ pub fn heat_fixture(devices: usize, (columns, rows): (usize, usize)) -> Picture 
     program.grid = f.run.grid;
     f.code.program = Arc::new(program);
     let width = (columns / 2).saturating_sub(crate::snapshot::HEAT_GUTTER + 1);
-    let (buckets, bands) = crate::snapshot::heat_size(nx, ny, width, rows);
+    let (buckets, bands) = crate::snapshot::heat_size((nx, ny), width, rows);
     f.plot.heat = Some((buckets, bands));
     f.plot.size = (columns, rows);
     f.plot.columns = (0..bands * buckets)

@@ -6,7 +6,6 @@ use super::shared::Failure;
 use super::sys;
 use super::wide;
 use crate::decomp::DeviceState;
-use crate::geometry::Share;
 
 /// Buffers (or views of them, `B = BufferView`) of one device.
 #[derive(Debug, Clone, Copy)]
@@ -44,13 +43,13 @@ impl Buffers<DeviceBuffer> {
         let len = meta.e.len();
         let (ca, cb) = meta.coefficient_arrays();
         // Floats of each buffer, in the order of the struct.
-        let (prev, pass, mur) = match meta.share() {
-            Share::Plane(p) => {
+        let (prev, pass, mur) = match meta.share().plane() {
+            Some(p) => {
                 let row = 2 * p.nx;
                 let mur = [p.mur_bottom.clone(), p.mur_top.clone()].concat();
                 (row, [row, len + row, meta.h.len()], mur)
             }
-            Share::Line(_) => {
+            None => {
                 let strip = wide::strip_floats(len);
                 (2, [wide::PREV_IN_FLOATS, strip, strip], Vec::new())
             }
@@ -72,8 +71,8 @@ impl Buffers<DeviceBuffer> {
         let (ca_b, cb_b) = (ca_b?, cb_b?);
         ca_b.upload(&ca)?;
         cb_b.upload(&cb)?;
-        let pass = match meta.share() {
-            Share::Plane(_) => {
+        let pass = match meta.share().plane() {
+            Some(_) => {
                 let mur_b = p0?;
                 mur_b.upload(&mur)?;
                 PassBuffers::Plane {
@@ -82,7 +81,7 @@ impl Buffers<DeviceBuffer> {
                     snap_h: p2?,
                 }
             }
-            Share::Line(_) => PassBuffers::Line {
+            None => PassBuffers::Line {
                 prev_in: p0?,
                 strip_e: p1?,
                 strip_h: p2?,

@@ -204,7 +204,9 @@ impl Dev {
         reference: Option<&crate::decomp::Gathered>,
     ) -> Result<Vec<Partial>, Failure> {
         let owned = self.meta.lo..self.meta.hi;
-        let (m, nx) = (owned.len(), self.meta.grid.per_slice());
+        let grid = self.meta.grid;
+        let (m, per) = (owned.len(), grid.per_slice());
+        let (we, wh) = (grid.width(Field::E), grid.width(Field::H));
         if m == 0 {
             return Ok(Vec::new());
         }
@@ -218,7 +220,7 @@ impl Dev {
             .collect();
         key.extend_from_slice(cols);
         let cells = bands * buckets;
-        let floats = key.len() + 4 * cells + 3 * m * nx;
+        let floats = key.len() + 4 * cells + m * (we + wh);
         if self
             .snap
             .as_ref()
@@ -232,7 +234,7 @@ impl Dev {
         let args = [
             Arg::Ptr(ez.ptr()),
             Arg::Ptr(h.ptr()),
-            Arg::U32(nx as u32),
+            Arg::U32(per as u32),
             Arg::Ptr(snap.edges.view().ptr()),
             Arg::U32(bands as u32),
             Arg::U32(buckets as u32),
@@ -247,12 +249,12 @@ impl Dev {
         }];
         if reference.is_some() {
             copies.push(Xfer::ToHost {
-                src: ez.slice(HALO * nx..(HALO + m) * nx),
-                host: ez_at..ez_at + m * nx,
+                src: ez.slice(HALO * we..(HALO + m) * we),
+                host: ez_at..ez_at + m * we,
             });
             copies.push(Xfer::ToHost {
-                src: h.slice(2 * HALO * nx..2 * (HALO + m) * nx),
-                host: ez_at + m * nx..ez_at + 3 * m * nx,
+                src: h.slice(HALO * wh..(HALO + m) * wh),
+                host: ez_at + m * we..ez_at + m * (we + wh),
             });
         }
         snap.pinned.transfer(snap_stream, &copies)?;
@@ -268,10 +270,10 @@ impl Dev {
             first_diff: None,
         }];
         if let Some(crate::decomp::Gathered { e: re, h: rh }) = reference {
-            let (e, hh) = host[ez_at..ez_at + 3 * m * nx].split_at(m * nx);
+            let (e, hh) = host[ez_at..ez_at + m * (we + wh)].split_at(m * we);
             parts.push(snapshot::reduce_map(
                 owned,
-                nx,
+                grid,
                 (e, hh),
                 Some((re, rh)),
                 (rows, cols),

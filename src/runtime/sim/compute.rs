@@ -188,7 +188,7 @@ pub(super) fn reduce_state(
     match edges {
         snapshot::Edges::Columns(e) => snapshot::reduce(st.lo..st.hi, fields.0, fields.1, reference, e),
         snapshot::Edges::Map { rows, cols } => {
-            snapshot::reduce_map(st.lo..st.hi, st.grid.per_slice(), fields, reference, (rows, cols))
+            snapshot::reduce_map(st.lo..st.hi, st.grid, fields, reference, (rows, cols))
         }
     }
 }
