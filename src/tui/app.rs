@@ -66,6 +66,12 @@ pub struct App {
     /// The tour moved to another stop: the UI loop starts that stop's engine (and clears
     /// this).
     pub restart: bool,
+    /// The speed (an index of [`SPEEDS`]) a tour's stop goes on at once its goal is
+    /// reached: its own, never faster than [`DEFAULT_SPEED`] (it may have run to the goal
+    /// as fast as possible).
+    after_goal: Option<usize>,
+    /// Controls the app wants sent to the engine (taken by the UI loop).
+    controls: Vec<Control>,
     pub quit: bool,
 }
 
@@ -89,6 +95,8 @@ impl App {
             notice,
             tour: None,
             restart: false,
+            after_goal: None,
+            controls: Vec::new(),
             quit: false,
         }
     }
@@ -124,6 +132,7 @@ impl App {
             .speed
             .and_then(|sp| SPEEDS.iter().position(|s| s.is_some_and(|v| v >= sp)))
             .unwrap_or(SPEEDS.len() - 1);
+        self.after_goal = Some(self.speed.min(DEFAULT_SPEED));
         let cfg = EngineConfig {
             file: None,
             scenario: stop.scenario.clone(),
@@ -138,6 +147,11 @@ impl App {
         Some((cfg, stop.goal))
     }
 
+    /// The controls the app wants sent to the engine since last asked.
+    pub fn take_controls(&mut self) -> Vec<Control> {
+        std::mem::take(&mut self.controls)
+    }
+
     pub fn devices(&self) -> usize {
         self.frame.as_ref().map_or(0, |f| f.run.split.len())
     }
@@ -148,6 +162,14 @@ impl App {
 
     /// Takes a new frame from the engine.
     pub fn set_frame(&mut self, f: Box<Picture>) {
+        let ended = f
+            .run
+            .goal
+            .is_some_and(|g| !matches!(g, crate::engine::GoalState::Running(_)));
+        if let Some(speed) = self.after_goal.take_if(|_| ended) {
+            self.speed = speed;
+            self.controls.push(Control::SetSpeed(SPEEDS[speed]));
+        }
         // After a refused switch, `m` goes on from the mode refused.
         self.mode = f.code.refused_mode.unwrap_or(f.code.mode);
         if self.hazard >= f.code.hazards.as_ref().map_or(0, |h| h.len()) {
@@ -507,6 +529,32 @@ mod tests {
             a.on_key(key('-'));
         }
         assert_eq!(a.on_key(key('-')), vec![Control::SetSpeed(Some(1.0))]);
+    }
+
+    #[test]
+    fn a_tour_stop_runs_to_its_goal_as_fast_as_it_may_then_goes_on_at_a_watchable_speed() {
+        let mut a = app();
+        let tour = crate::tour::load(None).unwrap();
+        // A stop that gives no speed: to its goal as fast as possible.
+        let fast = tour.stops.iter().position(|s| s.speed.is_none()).unwrap();
+        a.start_tour(tour);
+        a.tour.as_mut().unwrap().1 = fast;
+        let sim = crate::runtime::RuntimeChoice::Sim { jitter: None };
+        a.enter_stop(&sim, Rect::new(0, 0, 120, 34)).unwrap();
+        assert_eq!(a.speed, SPEEDS.len() - 1);
+        let mut f = crate::tui::fixture::fixture(Mode::Events, 2);
+        let goal = Goal::Step(500);
+        f.run.goal = Some(crate::engine::GoalState::Running(goal));
+        a.set_frame(Box::new(f.clone()));
+        assert_eq!((a.speed, a.take_controls()), (SPEEDS.len() - 1, vec![]));
+        f.run.goal = Some(crate::engine::GoalState::Reached(goal, 500));
+        a.set_frame(Box::new(f.clone()));
+        assert_eq!(a.speed, DEFAULT_SPEED);
+        assert_eq!(a.take_controls(), vec![Control::SetSpeed(SPEEDS[DEFAULT_SPEED])]);
+        // Once: the speed keys rule again after it.
+        a.on_key(key('+'));
+        a.set_frame(Box::new(f));
+        assert_eq!((a.speed, a.take_controls()), (DEFAULT_SPEED + 1, vec![]));
     }
 
     #[test]

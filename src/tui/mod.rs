@@ -232,7 +232,7 @@ fn settle(app: &mut App, engine: &Engine, expect: bool) {
         && engine.ping.recv_timeout(Duration::from_secs(20)).is_ok()
         && let Some(f) = engine.take_frame()
     {
-        app.set_frame(f);
+        show(app, engine, f);
     }
     let t0 = std::time::Instant::now();
     while t0.elapsed() < Duration::from_millis(300) {
@@ -240,8 +240,17 @@ fn settle(app: &mut App, engine: &Engine, expect: bool) {
             break;
         }
         if let Some(f) = engine.take_frame() {
-            app.set_frame(f);
+            show(app, engine, f);
         }
+    }
+}
+
+/// Gives the app a frame from `engine`, and the engine what the app asks of it then (a
+/// tour's stop going on at its own speed once its goal is reached).
+fn show(app: &mut App, engine: &Engine, f: Box<crate::engine::Picture>) {
+    app.set_frame(f);
+    for c in app.take_controls() {
+        engine.send(c);
     }
 }
 
@@ -287,11 +296,10 @@ fn reach_stop(app: &mut App, engine: &Engine) {
         if engine.ping.recv_timeout(Duration::from_millis(100)).is_ok()
             && let Some(f) = engine.take_frame()
         {
-            app.set_frame(f);
+            show(app, engine, f);
         }
     }
     if done(app) {
-        engine.send(Control::SetSpeed(SPEEDS[app.speed]));
         settle(app, engine, false);
     }
 }
@@ -387,7 +395,7 @@ pub fn screen(
                     if engine.ping.recv_timeout(d.saturating_sub(t0.elapsed())).is_ok()
                         && let Some(f) = engine.take_frame()
                     {
-                        app.set_frame(f);
+                        show(&mut app, &engine, f);
                     }
                 }
             }
@@ -589,7 +597,7 @@ pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<
                 }
                 recv(engine.ping) -> _ => {
                     if let Some(f) = engine.take_frame() {
-                        app.set_frame(f);
+                        show(&mut app, &engine, f);
                         dirty = true;
                     }
                 }

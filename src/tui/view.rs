@@ -617,9 +617,15 @@ pub mod tests {
                 crate::engine::Goal::Diverged { limit: 20_000 },
                 561,
             ));
-            let mut touring = app_with(f);
+            f.run.step = 561;
+            let mut touring = app_with(f.clone());
             touring.tour = Some((tour.clone(), 2));
             out.push((format!("tour_{devices}dev"), touring));
+            // Run on from the stop: the caption no longer describes the screen.
+            f.run.step = 1234;
+            let mut moved_on = app_with(f);
+            moved_on.tour = Some((tour.clone(), 2));
+            out.push((format!("tour_moved_on_{devices}dev"), moved_on));
         }
         out
     }

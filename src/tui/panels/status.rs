@@ -138,38 +138,21 @@ fn fit<'a>(mut items: Vec<Item<'a>>, room: usize, sep: impl Fn() -> Span<'a>) ->
     spans
 }
 
-/// Time per step and steps per second.
+/// Time per step, and steps per second while running (paused, the speed a run would go
+/// at: a rate then would be the last run's).
 fn rates<'a>(frame: &Picture, speed: &str, narrow: bool) -> Vec<Item<'a>> {
-    let mut out: Vec<Item<'a>> = Vec::new();
-    if narrow {
-        out.push((
-            5,
-            false,
-            vec![Span::raw(format!("{:.1}µs/step", frame.run.step_us))],
-        ));
-        out.push((
-            2,
-            false,
-            vec![Span::raw(format!("{:.0}/s", frame.run.steps_per_s))],
-        ));
+    let per_step = if narrow {
+        format!("{:.1}µs/step", frame.run.step_us)
     } else {
-        out.push((
-            5,
-            false,
-            vec![Span::raw(format!(
-                "{:.1} µs/step ({})",
-                frame.run.step_us,
-                clock_name(frame)
-            ))],
-        ));
-        out.push((
-            2,
-            false,
-            vec![Span::raw(format!(
-                "{:.0} steps/s (target {speed})",
-                frame.run.steps_per_s
-            ))],
-        ));
-    }
-    out
+        format!("{:.1} µs/step ({})", frame.run.step_us, clock_name(frame))
+    };
+    let pace = match (frame.run.running, narrow) {
+        (false, _) => format!("speed {speed}"),
+        (true, true) => format!("{:.0}/s", frame.run.steps_per_s),
+        (true, false) => format!("{:.0} steps/s (target {speed})", frame.run.steps_per_s),
+    };
+    vec![
+        (5, false, vec![Span::raw(per_step)]),
+        (2, false, vec![Span::raw(pace)]),
+    ]
 }

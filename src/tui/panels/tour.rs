@@ -18,12 +18,23 @@ pub fn render(frame: Option<&Picture>, app: &App, area: Rect, buf: &mut Buffer) 
     let width = area.width;
     let inner = usize::from(width.saturating_sub(2)).max(1);
     let state = frame.and_then(|f| f.run.goal);
-    let (where_, colour) = match state {
+    let (mut where_, mut colour) = match state {
         Some(s @ GoalState::Running(_)) => (s.describe(), Color::Yellow),
         Some(s @ GoalState::Reached(..)) => (s.describe(), Color::Green),
         Some(s) => (s.describe(), Color::Red),
         None => ("starting…".to_string(), Color::Yellow),
     };
+    // Once the run has gone on from where the stop paused, the caption describes a screen
+    // that is gone: it is dimmed, and the line above it says so.
+    let mut caption = Style::new();
+    if let (Some(GoalState::Reached(_, at) | GoalState::Missed(_, at)), Some(now)) =
+        (state, frame.map(|f| f.run.step))
+        && now != at
+    {
+        where_ = format!("now at step {now}: the caption below is about step {at}, where the stop paused");
+        colour = Color::Yellow;
+        caption = caption.fg(Color::DarkGray);
+    }
     let keys = |a| app.keymap.keys_label(a);
     let last = *i + 1 == tour.stops.len();
     let next = if last { "ends the tour" } else { "next stop" };
@@ -54,7 +65,7 @@ pub fn render(frame: Option<&Picture>, app: &App, area: Rect, buf: &mut Buffer) 
     };
     let lines = vec![
         Line::styled(where_, Style::new().fg(colour).bold()),
-        Line::raw(stop.caption.clone()),
+        Line::styled(stop.caption.clone(), caption),
         Line::from(Span::styled(help, Style::new().fg(Color::DarkGray))),
     ];
     let title = format!(" Tour {}/{}: {} ", i + 1, tour.stops.len(), stop.title);
