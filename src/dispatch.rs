@@ -285,23 +285,28 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
         let why = crate::hazard::beyond_limits(&program).unwrap_or_default();
         return Err(crate::error::UsageError(format!("check: {why}")).into());
     };
+    let found = crate::hazard::Grouped::new(findings);
     if c.json {
+        // Every finding, and the causes they group into (indices into `hazards`).
         let report = serde_json::json!({
             "mode": name,
             "scenario": s.name,
             "devices": s.split.len(),
-            "hazards": findings,
+            "hazards": found.findings,
+            "groups": found.groups,
         });
         crate::out::line(&report)?;
     } else {
         crate::out::line(format_args!(
-            "mode {name} on {} devices ({}): {} finding(s)",
+            "mode {name} on {} devices ({}): {} finding(s){}",
             s.split.len(),
             s.name,
-            findings.len()
+            found.findings.len(),
+            causes(&found)
         ))?;
-        crate::out::print(&crate::hazard::text(&findings))?;
+        crate::out::print(&crate::hazard::text(&found.findings))?;
     }
+    let findings = found.findings;
     if findings.is_empty() {
         Ok(())
     } else if c.json {
@@ -396,4 +401,13 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
             || c.downcast_ref::<crate::scenario::ScenarioError>().is_some()
     });
     if bad_input { 2 } else { 1 }
+}
+
+/// `, 8 causes` where findings group into fewer causes than there are findings.
+fn causes(found: &crate::hazard::Grouped) -> String {
+    if found.len() < found.findings.len() {
+        format!(" of {} cause(s)", found.len())
+    } else {
+        String::new()
+    }
 }

@@ -110,8 +110,10 @@ impl std::error::Error for NotSolved {}
 pub struct Verdict {
     /// The file's error (parse, or not fitting the devices), if any.
     pub error: Option<String>,
-    /// The checker's findings, as text.
+    /// The checker's findings, as text: a line per cause (findings that share one).
     pub findings: Vec<String>,
+    /// The findings the causes group.
+    pub finding_count: usize,
     /// The run: the first step it was seen to differ, or the driver error that stopped it.
     pub diverged: Option<u64>,
     pub failed: Option<String>,
@@ -131,7 +133,11 @@ impl Verdict {
         if self.findings.is_empty() {
             out += "the checker: no races, no invalid calls\n";
         } else {
-            out += &format!("the checker: {} finding(s)\n", self.findings.len());
+            out += &format!("the checker: {} finding(s)", self.finding_count);
+            if self.finding_count > self.findings.len() {
+                out += &format!(", {} cause(s)", self.findings.len());
+            }
+            out += "\n";
             for f in &self.findings {
                 out += &format!("  {f}\n");
             }
@@ -160,6 +166,7 @@ pub fn judge(ex: &Exercise, path: &Path) -> Verdict {
     let mut v = Verdict {
         error: None,
         findings: Vec::new(),
+        finding_count: 0,
         diverged: None,
         failed: None,
     };
@@ -185,10 +192,9 @@ pub fn judge(ex: &Exercise, path: &Path) -> Verdict {
         }
     };
     let findings = crate::hazard::check_scenario(&plan.scenario, &program).unwrap_or_default();
-    v.findings = findings
-        .iter()
-        .map(|f| format!("{}: {} — fix: {}", f.kind.name(), f.why, f.fix))
-        .collect();
+    let found = crate::hazard::Grouped::new(findings);
+    v.findings = found.groups.iter().map(|g| found.line(g)).collect();
+    v.finding_count = found.findings.len();
     let mut h = headless();
     h.check_every = Some(ex.every);
     match crate::headless::run(&plan, &h) {

@@ -53,6 +53,14 @@ fn every_broken_program_is_unsolved_and_every_kept_solution_is_solved() {
         "{}",
         v.text()
     );
+    // Its 128 findings are one missing order per copy, sixteen sub-steps each: 8 causes.
+    assert_eq!((v.finding_count, v.findings.len()), (128, 8), "{}", v.text());
+    assert!(
+        v.findings.iter().all(|f| f.contains("(×16: sub-steps +0…+15")),
+        "{}",
+        v.text()
+    );
+    assert!(v.text().contains("128 finding(s), 8 cause(s)"), "{}", v.text());
 }
 
 #[test]

@@ -473,3 +473,51 @@ fn an_event_used_after_its_destruction_in_host_order_is_invalid() {
     fixed.step[0].insert(0, Op::EventCreate { event: e, device: 0 });
     assert!(hazard::check_scenario(&s, &fixed).unwrap().is_empty());
 }
+
+#[test]
+fn a_missing_exchange_is_found_where_a_kernel_reads_a_halo_nothing_writes() {
+    // Every correct mode without one field's exchange (its copies, or its NCCL calls): the
+    // checker names the missing halo, or another finding, or the sim shows the mode never
+    // needed it.
+    let s = busy(3);
+    let states = haloscope::decomp::DeviceState::shapes(&s);
+    let mut report = Vec::new();
+    for mode in Mode::all().iter().copied().filter(|m| m.is_correct()) {
+        let p = mode.program(&s.ranges());
+        for field in [haloscope::decomp::Field::E, haloscope::decomp::Field::H] {
+            let mut q = p.clone();
+            let exchanges = |op: &Op| match op {
+                Op::PeerCopy { field: f, .. } | Op::Nccl { field: f, .. } => *f == field,
+                _ => false,
+            };
+            let before: usize = q.step.iter().flatten().filter(|op| exchanges(op)).count();
+            for ops in q.step.iter_mut() {
+                ops.retain(|op| !exchanges(op));
+            }
+            if before == 0 {
+                continue;
+            }
+            let f = hazard::check(&q, &states);
+            let missing = f.iter().any(|x| x.kind == Kind::Missing);
+            report.push(format!(
+                "{} {field:?}: {}",
+                mode.name(),
+                if missing { "MISSING" } else { "-" }
+            ));
+            if !mode.uses_nccl() {
+                assert!(
+                    missing,
+                    "{} without its {field:?} exchange: no MISSING finding\n{}",
+                    mode.name(),
+                    hazard::text(&f)
+                );
+            }
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    // Correct programs read no halo that nothing writes.
+    for mode in Mode::all().iter().copied().filter(|m| m.is_correct()) {
+        let f = hazard::check(&mode.program(&s.ranges()), &states);
+        assert!(f.iter().all(|x| x.kind != Kind::Missing), "{}", mode.name());
+    }
+}

@@ -183,7 +183,8 @@ impl Core {
     fn new(cfg: EngineConfig, program: Arc<Program>, backend: Box<dyn Runtime>) -> Result<Core, OutOfMemory> {
         let s = &cfg.scenario;
         let coefficients = Coefficients::new(s)?;
-        let hazards = crate::hazard::check_scenario(s, &program).map(Arc::new);
+        let hazards =
+            crate::hazard::check_scenario(s, &program).map(|f| Arc::new(crate::hazard::Grouped::new(f)));
         Ok(Core {
             code: Code {
                 mode: cfg.mode,

@@ -15,7 +15,7 @@ pub(super) struct Code {
     /// The program file being run.
     pub file: Option<Arc<ProgramFile>>,
     /// The hazard checker's findings, and the program they are of.
-    pub hazards: (Arc<Program>, Option<Arc<Vec<crate::hazard::Finding>>>),
+    pub hazards: (Arc<Program>, Option<Arc<crate::hazard::Grouped>>),
     /// Why the last program file sent (or a micro-step, a reset) was refused.
     pub refusal: Option<String>,
     pub refused_mode: Option<Mode>,
@@ -24,10 +24,13 @@ pub(super) struct Code {
 impl Code {
     /// The checker's findings for the current program on `s` (checked again after a
     /// switch).
-    pub fn findings(&mut self, s: &crate::scenario::Scenario) -> Option<Arc<Vec<crate::hazard::Finding>>> {
+    pub fn findings(&mut self, s: &crate::scenario::Scenario) -> Option<Arc<crate::hazard::Grouped>> {
         if !Arc::ptr_eq(&self.hazards.0, &self.program) {
             let found = crate::hazard::check_scenario(s, &self.program);
-            self.hazards = (self.program.clone(), found.map(Arc::new));
+            self.hazards = (
+                self.program.clone(),
+                found.map(|f| Arc::new(crate::hazard::Grouped::new(f))),
+            );
         }
         self.hazards.1.clone()
     }

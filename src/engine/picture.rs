@@ -112,7 +112,7 @@ pub struct CodePart {
     pub micro: MicroView,
     /// What the hazard checker finds in the program (races whether or not they show);
     /// `None`: not checked (too many devices).
-    pub hazards: Option<Arc<Vec<crate::hazard::Finding>>>,
+    pub hazards: Option<Arc<crate::hazard::Grouped>>,
     /// Why the last program file sent, micro-step or reset was refused (the run goes on as
     /// it was).
     pub refusal: Option<String>,

@@ -27,6 +27,10 @@ pub enum Kind {
     /// A wait whose record is not fixed by the program (it depends on host timing).
     #[serde(rename = "BINDING")]
     Binding,
+    /// A kernel reads halo cells that no call of the step writes: an exchange is missing,
+    /// so the halo keeps its first value for ever.
+    #[serde(rename = "MISSING")]
+    Missing,
 }
 
 impl Kind {
@@ -37,6 +41,7 @@ impl Kind {
             Kind::Waw => "WAW",
             Kind::Invalid => "INVALID",
             Kind::Binding => "BINDING",
+            Kind::Missing => "MISSING",
         }
     }
 }
@@ -121,6 +126,7 @@ pub(super) fn analyse_unrolled(
         }
     }
     findings.extend(conflicts(program, &g, states));
+    findings.extend(missing_exchanges(program, &g, states));
     (g, findings)
 }
 
@@ -511,6 +517,86 @@ fn conflicts(program: &Program, g: &Graph, states: &[DeviceState]) -> Vec<Findin
             conflict_finding(program, g, kind, (device, buffer), (f, s), cells)
         })
         .collect()
+}
+
+/// Halo cells (inside the grid, outside the device's own) that a kernel of the step reads
+/// and that no other call of any round writes: the exchange that should fill them is
+/// missing, and the kernel reads their first value for ever. One finding per device and
+/// field, at the first kernel that reads them.
+fn missing_exchanges(program: &Program, g: &Graph, states: &[DeviceState]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for ((device, buffer), list) in touches(g, states) {
+        let Buffer::Field(field) = buffer else { continue };
+        let st = &states[device];
+        let kernel = |c: &Call| matches!(c.op, Op::Launch { .. } | Op::Graph { .. });
+        let mut reads: Vec<&Touch> = list
+            .iter()
+            .filter(|t| !t.write && middle(&g.calls[t.call]) && kernel(&g.calls[t.call]))
+            .collect();
+        reads.sort_by_key(|t| (g.calls[t.call].thread, g.calls[t.call].index));
+        let unwritten = reads.iter().find_map(|t| {
+            let halo = [
+                t.cells.start..t.cells.end.min(st.lo),
+                t.cells.start.max(st.hi)..t.cells.end,
+            ];
+            halo.into_iter()
+                .filter(|h| !h.is_empty() && h.end <= st.n)
+                .find_map(|h| {
+                    // Written from outside: by a copy, NCCL or another device's kernel (a
+                    // store into this halo), in any round. The device's own kernels may
+                    // write its halo (a wide pass runs over it) but cannot fill it.
+                    let written: Vec<&Range<usize>> = list
+                        .iter()
+                        .filter(|w| {
+                            let c = &g.calls[w.call];
+                            let own = kernel(c) && c.op.stream().is_some_and(|s| s.device == device);
+                            w.write && !own && c.round.is_some()
+                        })
+                        .map(|w| &w.cells)
+                        .collect();
+                    uncovered(&h, &written).map(|cells| (*t, cells))
+                })
+        });
+        let Some((t, cells)) = unwritten else { continue };
+        let c = &g.calls[t.call];
+        let name = program.field_name(field);
+        let owner = states
+            .iter()
+            .position(|s| (s.lo..s.hi).contains(&cells.start))
+            .unwrap_or(device);
+        let it = if cells.len() == 1 { "it" } else { "them" };
+        let range = if cells.len() == 1 {
+            format!("{} {}", program.cell_word(), cells.start)
+        } else {
+            format!("{}s {}..={}", program.cell_word(), cells.start, cells.end - 1)
+        };
+        out.push(Finding {
+            kind: Kind::Missing,
+            buffer: Some(format!("{name}@dev{device}")),
+            cells: Some([cells.start, cells.end - 1]),
+            unit: program.cell_word(),
+            first: call_ref(program, c),
+            second: None,
+            why: format!(
+                "{} reads {name}@dev{device} {range}, a halo no call of the step writes: the \
+                 exchange is missing, so the kernel reads the same first value every step",
+                program.label(&c.op)
+            ),
+            fix: format!(
+                "copy {name} {range} from dev{owner}, its owner, into dev{device} every step: after \
+                 the kernel that writes {it} on dev{owner} and before this one reads {it}"
+            ),
+        });
+    }
+    out
+}
+
+/// The first run of cells of `h` that none of `written` covers.
+fn uncovered(h: &Range<usize>, written: &[&Range<usize>]) -> Option<Range<usize>> {
+    let covered = |k: usize| written.iter().any(|w| w.contains(&k));
+    let start = h.clone().find(|&k| !covered(k))?;
+    let end = (start..h.end).find(|&k| covered(k)).unwrap_or(h.end);
+    Some(start..end)
 }
 
 fn conflict_finding(

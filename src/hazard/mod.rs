@@ -4,8 +4,10 @@
 
 mod check;
 mod graph;
+pub mod group;
 
 pub use check::{CallRef, Finding, Kind, check, op_accesses};
+pub use group::{Group, Grouped};
 
 use check::analyse;
 pub use graph::ROUNDS;
@@ -105,17 +107,29 @@ pub fn orders(
     })
 }
 
-/// The findings as text: a line each, then why and how to fix it.
+/// The findings as text, a cause each (findings that share one grouped): what and where,
+/// how often it repeats, its calls, and how to fix it.
 pub fn text(findings: &[Finding]) -> String {
+    let found = Grouped::new(findings.to_vec());
     let mut out = String::new();
-    for f in findings {
+    for g in &found.groups {
+        let f = found.lead(g);
         let at = |c: &CallRef| {
             format!(
                 "thread {} call {} (step {}): `{}`",
                 c.thread, c.call, c.step, c.text
             )
         };
-        out += &format!("{}{}: {}\n", f.kind.name(), f.place(), f.why);
+        out += &format!(
+            "{}{}: {}
+",
+            f.kind.name(),
+            found.place(g),
+            f.why
+        );
+        if let Some(r) = found.repeats(g) {
+            out += &format!("    {r}: the same missing order each time\n");
+        }
         out += &format!("    first:  {}\n", at(&f.first));
         if let Some(s) = &f.second {
             out += &format!("    second: {}\n", at(s));

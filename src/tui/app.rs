@@ -395,15 +395,22 @@ impl App {
     /// The calls of the picked hazard, `(thread, call)`: marked in the Program panel and
     /// on the timeline.
     pub fn marked(&self) -> Vec<(usize, usize)> {
-        let found = self.frame.as_ref().and_then(|f| f.code.hazards.as_ref());
-        let Some(f) = found.and_then(|h| h.get(self.hazard)) else {
+        let Some(found) = self.frame.as_ref().and_then(|f| f.code.hazards.as_ref()) else {
             return Vec::new();
         };
-        std::iter::once(&f.first)
-            .chain(f.second.as_ref())
+        let Some(g) = found.groups.get(self.hazard) else {
+            return Vec::new();
+        };
+        // Every member's calls: a cause repeated across sub-steps marks each of them.
+        let mut calls: Vec<(usize, usize)> = found
+            .members(g)
+            .flat_map(|f| std::iter::once(&f.first).chain(f.second.as_ref()))
             .filter(|c| c.step != "setup")
             .map(|c| (c.thread, c.call))
-            .collect()
+            .collect();
+        calls.sort();
+        calls.dedup();
+        calls
     }
 
     pub fn set_focus(&mut self, p: Panel) {

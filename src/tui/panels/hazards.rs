@@ -17,10 +17,15 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
         area.height.saturating_sub(4).max(8),
     );
     Clear.render(r, buf);
-    let none = Vec::new();
+    let none = crate::hazard::Grouped::default();
     let found = frame.code.hazards.as_deref().unwrap_or(&none);
     let n = found.len();
-    let title = format!(" Hazards: {} in {} ", n, frame.program_name());
+    let count = if found.findings.len() > n {
+        format!("{n} ({} findings)", found.findings.len())
+    } else {
+        n.to_string()
+    };
+    let title = format!(" Hazards: {count} in {} ", frame.program_name());
     let block = Block::new()
         .borders(Borders::ALL)
         .border_type(BorderType::Double)
@@ -43,19 +48,26 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
             Style::new().fg(Color::Gray),
         ));
     }
-    // The picked finding and those after it, as many as fit.
+    // The picked cause and those after it, as many as fit.
     let picked = app.hazard.min(n.saturating_sub(1));
-    for (i, f) in found.iter().enumerate().skip(picked.saturating_sub(1)) {
+    for (i, g) in found.groups.iter().enumerate().skip(picked.saturating_sub(1)) {
         let style = if i == picked {
             Style::new().add_modifier(Modifier::REVERSED)
         } else {
             Style::new()
         };
-        let place = f.place();
+        let f = found.lead(g);
+        let place = found.place(g);
         lines.push(Line::from(vec![
             Span::styled(format!("{:<7}", f.kind.name()), style.fg(Color::Red).bold()),
             Span::styled(format!("{place}: {}", f.why), style),
         ]));
+        if let Some(r) = found.repeats(g) {
+            lines.push(Line::styled(
+                format!("  {r}: the same missing order each time"),
+                Style::new().fg(Color::Yellow),
+            ));
+        }
         for (label, c) in
             std::iter::once(("first ", &f.first)).chain(f.second.as_ref().map(|s| ("second", s)))
         {

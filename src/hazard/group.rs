@@ -1,0 +1,261 @@
+//! Findings that share a cause, as one: the same missing order between the same two calls
+//! of the program text, repeated across sub-steps (`+0` … `+15`), cells and rounds. The
+//! CLI, the UI's Hazards view and the exercise judge show groups; `--json` keeps every
+//! member.
+
+use serde::Serialize;
+use std::collections::HashMap;
+
+use super::check::{CallRef, Finding, Kind};
+
+/// One cause: its findings (indices into the checker's list, in its order), the first of
+/// them standing for all (its calls, and its fix: ordering the first instance orders the
+/// later ones on the same stream).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Group {
+    pub kind: Kind,
+    pub members: Vec<usize>,
+    /// Every member's cells, `[first, last]` (conflicts only).
+    pub cells: Option<[usize; 2]>,
+}
+
+/// The checker's findings and their groups.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Grouped {
+    pub findings: Vec<Finding>,
+    pub groups: Vec<Group>,
+}
+
+impl Grouped {
+    pub fn new(findings: Vec<Finding>) -> Grouped {
+        let mut groups: Vec<Group> = Vec::new();
+        let mut at: HashMap<String, usize> = HashMap::new();
+        for (i, f) in findings.iter().enumerate() {
+            let g = *at.entry(cause(f)).or_insert_with(|| {
+                groups.push(Group {
+                    kind: f.kind,
+                    members: Vec::new(),
+                    cells: None,
+                });
+                groups.len() - 1
+            });
+            let group = &mut groups[g];
+            group.members.push(i);
+            group.cells = match (group.cells, f.cells) {
+                (Some([a, z]), Some([b, y])) => Some([a.min(b), z.max(y)]),
+                (a, b) => a.or(b),
+            };
+        }
+        Grouped { findings, groups }
+    }
+
+    /// Groups (causes).
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// The finding that stands for group `g`.
+    pub fn lead(&self, g: &Group) -> &Finding {
+        &self.findings[g.members[0]]
+    }
+
+    /// The members of group `g`.
+    pub fn members<'a>(&'a self, g: &'a Group) -> impl Iterator<Item = &'a Finding> + 'a {
+        g.members.iter().map(|&i| &self.findings[i])
+    }
+
+    /// Where group `g` is: ` ex@dev1 cells 484..=499` over all its members.
+    pub fn place(&self, g: &Group) -> String {
+        let mut lead = self.lead(g).clone();
+        lead.cells = g.cells;
+        lead.place()
+    }
+
+    /// What repeats in group `g`, for a group of more than one: `×16: sub-steps +0…+15`,
+    /// `×2: rounds n, n+1`; `None` for one finding.
+    pub fn repeats(&self, g: &Group) -> Option<String> {
+        if g.members.len() < 2 {
+            return None;
+        }
+        let calls: Vec<&CallRef> = self
+            .members(g)
+            .flat_map(|f| std::iter::once(&f.first).chain(&f.second))
+            .collect();
+        let subs: Vec<u32> = calls.iter().flat_map(|c| sub_steps(&c.text)).collect();
+        let mut rounds: Vec<&str> = self.members(g).map(|f| f.first.step.as_str()).collect();
+        rounds.sort();
+        rounds.dedup();
+        let mut parts = Vec::new();
+        if let (Some(a), Some(z)) = (subs.iter().min(), subs.iter().max())
+            && a != z
+        {
+            parts.push(format!("sub-steps +{a}…+{z}"));
+        }
+        if rounds.len() > 1 {
+            parts.push(format!("rounds {}", rounds.join(", ")));
+        }
+        if parts.is_empty() {
+            parts.push("the same two calls".into());
+        }
+        Some(format!("×{}: {}", g.members.len(), parts.join("; ")))
+    }
+
+    /// Group `g` in one line: `WAR ex@dev0 cells 0..=683 (×16: sub-steps +0…+15): … —
+    /// fix: …`.
+    pub fn line(&self, g: &Group) -> String {
+        let f = self.lead(g);
+        let repeats = self.repeats(g).map(|r| format!(" ({r})")).unwrap_or_default();
+        format!(
+            "{}{}{repeats}: {} — fix: {}",
+            f.kind.name(),
+            self.place(g),
+            f.why,
+            f.fix
+        )
+    }
+}
+
+/// What makes two findings one cause: kind, buffer, and each call's thread and text with
+/// its sub-step and cell range left out.
+fn cause(f: &Finding) -> String {
+    let call = |c: &CallRef| format!("{}:{}", c.thread, shape(&c.text));
+    format!(
+        "{:?}|{:?}|{}|{}|{}",
+        f.kind,
+        f.buffer,
+        call(&f.first),
+        f.second.as_ref().map(call).unwrap_or_default(),
+        shape(&f.why)
+    )
+}
+
+/// A call's text with its sub-steps (`+3`, `step + 3`) and cell ranges (`0..683`) as
+/// placeholders.
+fn shape(text: &str) -> String {
+    read(text).0
+}
+
+/// The sub-steps a call's text names.
+fn sub_steps(text: &str) -> Vec<u32> {
+    read(text).1
+}
+
+/// [`shape`] and [`sub_steps`] at once.
+fn read(text: &str) -> (String, Vec<u32>) {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let number = |w: &str| w.trim_end_matches([',', ')']).parse::<u32>().ok();
+    let (mut out, mut subs) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < words.len() {
+        let w = words[i].trim_end_matches([',', ')']);
+        if let Some(n) = w.strip_prefix('+').and_then(|n| n.parse::<u32>().ok()) {
+            subs.push(n);
+            out.push("+k");
+        } else if w == "+"
+            && let Some(n) = words.get(i + 1).and_then(|w| number(w))
+        {
+            subs.push(n);
+            out.push("+k");
+            i += 1;
+        } else if w.split_once("..").is_some_and(|(a, z)| {
+            a.parse::<usize>().is_ok() && z.trim_start_matches('=').parse::<usize>().is_ok()
+        }) {
+            out.push("a..b");
+        } else {
+            out.push(w);
+        }
+        i += 1;
+    }
+    (out.join(" "), subs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(kind: Kind, first: (usize, &str), second: (usize, &str), cells: [usize; 2]) -> Finding {
+        let call = |(thread, text): (usize, &str), call| CallRef {
+            thread,
+            call,
+            text: text.into(),
+            step: "n".into(),
+        };
+        Finding {
+            kind,
+            buffer: Some("ex@dev0".into()),
+            cells: Some(cells),
+            unit: "cell",
+            first: call(first, 1),
+            second: Some(call(second, 51)),
+            why: format!("{} may write before {} reads ex@dev0", first.1, second.1),
+            fix: "wait".into(),
+        }
+    }
+
+    #[test]
+    fn findings_that_differ_only_in_sub_step_and_cells_are_one_cause() {
+        let all = vec![
+            finding(
+                Kind::War,
+                (0, "update_e +0 0..683"),
+                (1, "copy ex dev0→dev1"),
+                [683, 683],
+            ),
+            finding(
+                Kind::War,
+                (0, "update_e +1 1..682"),
+                (1, "copy ex dev0→dev1"),
+                [680, 682],
+            ),
+            finding(
+                Kind::War,
+                (0, "update_e<<<…>>>(cells 0..683, step + 3)"),
+                (1, "copy"),
+                [1, 1],
+            ),
+            finding(
+                Kind::War,
+                (0, "update_e<<<…>>>(cells 2..680, step + 4)"),
+                (1, "copy"),
+                [2, 2],
+            ),
+            finding(
+                Kind::War,
+                (0, "update_h +0 0..683"),
+                (1, "copy hy dev0→dev1"),
+                [683, 683],
+            ),
+            finding(
+                Kind::Raw,
+                (0, "update_e +2 0..683"),
+                (1, "copy ex dev0→dev1"),
+                [683, 683],
+            ),
+            finding(
+                Kind::War,
+                (2, "update_e +2 0..683"),
+                (1, "copy ex dev0→dev1"),
+                [683, 683],
+            ),
+        ];
+        let g = Grouped::new(all);
+        assert_eq!(g.len(), 5);
+        assert_eq!(g.groups[1].members, vec![2, 3]);
+        assert_eq!(g.repeats(&g.groups[1]).as_deref(), Some("×2: sub-steps +3…+4"));
+        let first = &g.groups[0];
+        assert_eq!(first.members, vec![0, 1]);
+        assert_eq!(g.place(first), " ex@dev0 cells 680..=683");
+        assert_eq!(g.repeats(first).as_deref(), Some("×2: sub-steps +0…+1"));
+        assert_eq!(g.repeats(&g.groups[2]), None);
+        assert!(
+            g.line(first)
+                .starts_with("WAR ex@dev0 cells 680..=683 (×2: sub-steps +0…+1): update_e +0"),
+            "{}",
+            g.line(first)
+        );
+    }
+}
