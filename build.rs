@@ -1,5 +1,5 @@
-//! Lists the modes' files (assets/programs/*.halo) for `include_str!`, so that a mode is
-//! its file. With the `cuda` feature: compiles kernels/*.cu to PTX with nvcc (`--fmad=false`, so the
+//! Lists the modes' files (assets/programs/*.halo) and the exercises' (assets/exercises/,
+//! broken and solved) for `include_str!`, so that a mode or an exercise is its files. With the `cuda` feature: compiles kernels/*.cu to PTX with nvcc (`--fmad=false`, so the
 //! GPU matches the CPU bit for bit) into OUT_DIR, where `include_str!` embeds them.
 
 use std::path::{Path, PathBuf};
@@ -28,11 +28,10 @@ fn nvcc() -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-/// Writes `OUT_DIR/modes.rs`: `FILES`, every `assets/programs/*.halo` as `(name, text)`,
-/// by name.
-fn modes(out: &Path) {
-    let dir =
-        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it")).join("assets/programs");
+/// Writes `OUT_DIR/{file}`: a const `name` listing every `DIR/*.halo` (`dir` relative to
+/// the crate) as `(name, text)`, by name.
+fn halo_files(out: &Path, dir: &str, name: &str, file: &str, what: &str) {
+    let dir = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it")).join(dir);
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -42,8 +41,8 @@ fn modes(out: &Path) {
         })
         .collect();
     names.sort();
-    let mut text = String::from("/// Every mode's file, `(name, text)`, by name (written by build.rs).\n");
-    text.push_str("pub(super) const FILES: &[(&str, &str)] = &[\n");
+    let mut text = format!("/// {what}, `(name, text)`, by name (written by build.rs).\n");
+    text.push_str(&format!("pub const {name}: &[(&str, &str)] = &[\n"));
     for n in &names {
         let path = dir.join(format!("{n}.halo"));
         text.push_str(&format!(
@@ -52,13 +51,27 @@ fn modes(out: &Path) {
         ));
     }
     text.push_str("];\n");
-    std::fs::write(out.join("modes.rs"), text).expect("writing OUT_DIR/modes.rs");
+    std::fs::write(out.join(file), text).unwrap_or_else(|e| panic!("writing OUT_DIR/{file}: {e}"));
 }
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    modes(&out);
+    halo_files(&out, "assets/programs", "FILES", "modes.rs", "Every mode's file");
+    halo_files(
+        &out,
+        "assets/exercises",
+        "BROKEN",
+        "exercises.rs",
+        "Every exercise's broken program",
+    );
+    halo_files(
+        &out,
+        "assets/exercises/solutions",
+        "SOLUTIONS",
+        "solutions.rs",
+        "Every exercise's reference solution (the judge's speed goal is its time)",
+    );
     if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;
     }

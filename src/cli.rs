@@ -159,9 +159,15 @@ pub struct ExerciseArgs {
     #[arg(long, value_name = "FILE")]
     pub file: Option<PathBuf>,
 
-    /// Judge the file once and exit (0 solved, 1 not yet) instead of judging every save.
+    /// Judge the file once and exit instead of judging every save. Exit status: 0 solved
+    /// (and, for an exercise about speed, fast), 1 not yet, 2 a bad number or file.
     #[arg(long)]
     pub once: bool,
+
+    /// With --once: print only the verdict, as one JSON object (solved, correct, fast,
+    /// the findings grouped by cause, the run's figures), for a course's grader.
+    #[arg(long, requires = "once")]
+    pub json: bool,
 
     /// Show the hint too.
     #[arg(long)]

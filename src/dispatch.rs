@@ -113,25 +113,17 @@ fn exercise(e: &crate::cli::ExerciseArgs) -> Result<()> {
         std::fs::write(&path, ex.broken())
             .map_err(|err| crate::error::UsageError(format!("cannot write {}: {err}", path.display())))?;
     }
-    let wrap = |t: &str| textwrap::fill(t.trim(), 88);
-    crate::out::line(format_args!(
-        "Exercise {n} of {}: {}
-
-{}
-
-Goal: {}",
-        all.len(),
-        ex.title,
-        wrap(&ex.task),
-        wrap(&ex.goal)
-    ))?;
-    if e.hint {
-        crate::out::line(format_args!(
-            "
-Hint: {}",
-            wrap(&ex.hint)
-        ))?;
+    if e.json {
+        // The verdict alone, for a grader: exit 0 solved, 1 not yet.
+        let (v, found) = crate::exercise::judge_grouped(ex, &path);
+        crate::out::line(v.json(n, ex, &found))?;
+        return if v.solved() {
+            Ok(())
+        } else {
+            Err(crate::error::Reported(1).into())
+        };
     }
+    exercise_task(n, all.len(), ex, e.hint)?;
     let kept = if fresh {
         "the broken program, copied"
     } else {
@@ -171,6 +163,32 @@ Your file: {} ({kept}); edit it in any editor.",
             return Ok(());
         }
     }
+}
+
+/// Exercise `n` of `of`: its title, task, goal and speed goal (and its hint).
+fn exercise_task(n: usize, of: usize, ex: &crate::exercise::Exercise, hint: bool) -> Result<()> {
+    let wrap = |t: &str| textwrap::fill(t.trim(), 88);
+    crate::out::line(format_args!(
+        "Exercise {n} of {of}: {}
+
+{}
+
+Goal: {}
+
+Speed goal: {}",
+        ex.title,
+        wrap(&ex.task),
+        wrap(&ex.goal),
+        wrap(&ex.speed_goal())
+    ))?;
+    if hint {
+        crate::out::line(format_args!(
+            "
+Hint: {}",
+            wrap(&ex.hint)
+        ))?;
+    }
+    Ok(())
 }
 
 /// `haloscope program export MODE`: the mode's file, with `--devices N` its calls on N

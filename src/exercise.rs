@@ -12,55 +12,26 @@ use crate::program::{Mode, ProgramFile};
 use crate::runtime::RuntimeChoice;
 use crate::scenario::ScenarioError;
 
-/// The exercises' list, and each one's broken program.
+/// The exercises' list.
 pub const LIST: &str = include_str!("../assets/exercises/exercises.toml");
-pub const FILES: &[(&str, &str)] = &[
-    (
-        "missing-wait.halo",
-        include_str!("../assets/exercises/missing-wait.halo"),
-    ),
-    (
-        "wait-too-early.halo",
-        include_str!("../assets/exercises/wait-too-early.halo"),
-    ),
-    (
-        "wrong-device.halo",
-        include_str!("../assets/exercises/wrong-device.halo"),
-    ),
-    (
-        "unwatched-landing.halo",
-        include_str!("../assets/exercises/unwatched-landing.halo"),
-    ),
-    (
-        "unguarded-push.halo",
-        include_str!("../assets/exercises/unguarded-push.halo"),
-    ),
-    (
-        "next-round-too-soon.halo",
-        include_str!("../assets/exercises/next-round-too-soon.halo"),
-    ),
-    ("classic.halo", include_str!("../assets/exercises/classic.halo")),
-    (
-        "receive-first.halo",
-        include_str!("../assets/exercises/receive-first.halo"),
-    ),
-    (
-        "stale-flag.halo",
-        include_str!("../assets/exercises/stale-flag.halo"),
-    ),
-    (
-        "unsaved-margins.halo",
-        include_str!("../assets/exercises/unsaved-margins.halo"),
-    ),
-];
+// `BROKEN` (assets/exercises/*.halo) and `SOLUTIONS` (assets/exercises/solutions/*.halo),
+// `(name, text)` by name.
+include!(concat!(env!("OUT_DIR"), "/exercises.rs"));
+include!(concat!(env!("OUT_DIR"), "/solutions.rs"));
+
+/// How much slower than the reference solution a solution may be and still be fast.
+pub const FAST: f64 = 1.10;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Exercise {
     pub name: String,
     pub title: String,
-    /// The broken program, one of [`FILES`].
+    /// The broken program, one of [`BROKEN`] (with `.halo`).
     pub file: String,
+    /// A built-in scenario to run on instead of the default one.
+    #[serde(default)]
+    pub scenario: Option<String>,
     pub devices: usize,
     /// Steps of the judged run, compared with the reference every `every` steps.
     pub steps: u64,
@@ -68,6 +39,9 @@ pub struct Exercise {
     pub task: String,
     pub goal: String,
     pub hint: String,
+    /// Solved only when fast too (an exercise about speed).
+    #[serde(default)]
+    pub must_be_fast: bool,
 }
 
 #[derive(Deserialize)]
@@ -85,11 +59,68 @@ pub fn all() -> Vec<Exercise> {
 impl Exercise {
     /// The broken program's text.
     pub fn broken(&self) -> &'static str {
-        FILES
+        let name = self.file.trim_end_matches(".halo");
+        BROKEN
             .iter()
-            .find(|(n, _)| *n == self.file)
+            .find(|(n, _)| *n == name)
             .map(|f| f.1)
             .expect("every exercise's file is embedded (tested)")
+    }
+
+    /// The reference solution's text (its time sets the speed goal).
+    pub fn solution(&self) -> &'static str {
+        SOLUTIONS
+            .iter()
+            .find(|(n, _)| *n == self.name)
+            .map(|f| f.1)
+            .expect("every exercise has a solution (tested)")
+    }
+
+    /// The scenario the exercise runs on: its own or the default, on its devices.
+    pub fn scenario(&self) -> Result<crate::scenario::Scenario, ScenarioError> {
+        let mut s = crate::scenario::load(self.scenario.as_deref())?.with_devices(self.devices)?;
+        s.steps = self.steps;
+        Ok(s)
+    }
+
+    /// The reference solution's modelled time per step, µs, on the exercise's devices.
+    pub fn reference_step_us(&self) -> Result<f64> {
+        let origin = std::path::PathBuf::from(format!("solutions/{}.halo", self.name));
+        let file = ProgramFile::parse(&origin, self.solution().to_string())?;
+        let plan = self.plan(self.scenario()?, file);
+        let mut h = headless();
+        h.no_reference = true;
+        let sum = crate::headless::run(&plan, &h)?;
+        sum.modelled_step_us
+            .ok_or_else(|| anyhow::anyhow!("the sim models every step's time"))
+    }
+
+    /// The speed goal in words, with the reference solution's figure.
+    pub fn speed_goal(&self) -> String {
+        let need = if self.must_be_fast {
+            "part of solving this one"
+        } else {
+            "\"solved and fast\""
+        };
+        match self.reference_step_us() {
+            Ok(us) => format!(
+                "at most {FAST:.2} × the reference solution's modelled time per step on {} devices \
+                 ({us:.2} µs, so at most {:.2} µs) — {need}",
+                self.devices,
+                FAST * us
+            ),
+            Err(e) => format!("unavailable: {e:#}"),
+        }
+    }
+
+    fn plan(&self, scenario: crate::scenario::Scenario, file: ProgramFile) -> Plan {
+        Plan {
+            scenario,
+            mode: Mode::Events,
+            file: Some(Arc::new(file)),
+            runtime: RuntimeChoice::Sim { jitter: None },
+            watch: Watch::Headless(headless()),
+        }
     }
 }
 
@@ -106,7 +137,7 @@ impl std::fmt::Display for NotSolved {
 impl std::error::Error for NotSolved {}
 
 /// What the judge found.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Verdict {
     /// The file's error (parse, or not fitting the devices), if any.
     pub error: Option<String>,
@@ -117,11 +148,53 @@ pub struct Verdict {
     /// The run: the first step it was seen to differ, or the driver error that stopped it.
     pub diverged: Option<u64>,
     pub failed: Option<String>,
+    /// The run's modelled time per step, µs, and the reference solution's.
+    pub step_us: Option<f64>,
+    pub reference_step_us: Option<f64>,
+    /// Whether fast is part of solved.
+    pub must_be_fast: bool,
 }
 
 impl Verdict {
+    /// No findings, bit for bit the reference (and, where the exercise asks it, fast).
     pub fn solved(&self) -> bool {
+        self.correct() && (!self.must_be_fast || self.fast() == Some(true))
+    }
+
+    /// No findings and bit for bit the reference.
+    pub fn correct(&self) -> bool {
         self.error.is_none() && self.findings.is_empty() && self.diverged.is_none() && self.failed.is_none()
+    }
+
+    /// Whether the run's modelled time per step is within [`FAST`] × the reference
+    /// solution's; `None` when either is unknown.
+    pub fn fast(&self) -> Option<bool> {
+        Some(self.step_us? <= FAST * self.reference_step_us? + 1e-9)
+    }
+
+    /// The machine-readable verdict of `haloscope exercise N --once --json`.
+    pub fn json(&self, number: usize, ex: &Exercise, found: &crate::hazard::Grouped) -> serde_json::Value {
+        serde_json::json!({
+            "exercise": number,
+            "name": ex.name,
+            "solved": self.solved(),
+            "correct": self.correct(),
+            "fast": self.fast(),
+            "must_be_fast": self.must_be_fast,
+            "error": self.error,
+            "causes": self.findings,
+            "findings": found.findings,
+            "groups": found.groups,
+            "run": {
+                "devices": ex.devices,
+                "steps": ex.steps,
+                "diverged_by_step": self.diverged,
+                "failed": self.failed,
+                "modelled_step_us": self.step_us,
+                "reference_step_us": self.reference_step_us,
+                "fast_at_most_us": self.reference_step_us.map(|r| FAST * r),
+            },
+        })
     }
 
     /// What to tell the learner.
@@ -147,8 +220,25 @@ impl Verdict {
             (None, Some(s)) => format!("the run: left the reference by step {s}\n"),
             (None, None) => "the run: bit-identical to the reference\n".to_string(),
         };
-        out += if self.solved() {
-            "SOLVED: no findings, and bit for bit what one device computes.\n"
+        if let (Some(us), Some(r)) = (self.step_us, self.reference_step_us) {
+            out += &format!(
+                "the speed: {us:.2} µs a step (modelled), the reference solution {r:.2} µs: {:.2}× \
+                 (fast: at most {FAST:.2}×)\n",
+                us / r
+            );
+        }
+        out += if self.correct() {
+            match (self.fast(), self.must_be_fast) {
+                (Some(true), _) => {
+                    "SOLVED, and fast: no findings, bit for bit what one device computes, \
+                                    and within the speed goal.\n"
+                }
+                (_, true) => "not yet: correct, but slow — this one asks for the speed too.\n",
+                _ => {
+                    "SOLVED: no findings, and bit for bit what one device computes — but slow: \
+                      the speed goal is not met (correct and fast is the full grade).\n"
+                }
+            }
         } else if self.findings.is_empty() {
             "not yet.\n"
         } else if self.diverged.is_none() && self.failed.is_none() {
@@ -161,34 +251,34 @@ impl Verdict {
 }
 
 /// Judges the program in `path` on the exercise's devices: the checker, then a sim run
-/// compared with the reference.
+/// compared with the reference, its modelled time set against the reference solution's.
 pub fn judge(ex: &Exercise, path: &Path) -> Verdict {
+    judge_grouped(ex, path).0
+}
+
+/// [`judge`], and the checker's findings with their groups.
+pub fn judge_grouped(ex: &Exercise, path: &Path) -> (Verdict, crate::hazard::Grouped) {
     let mut v = Verdict {
         error: None,
         findings: Vec::new(),
         finding_count: 0,
         diverged: None,
         failed: None,
+        step_us: None,
+        reference_step_us: None,
+        must_be_fast: ex.must_be_fast,
     };
     let setup = (|| -> Result<(Plan, crate::program::Program), ScenarioError> {
-        let mut s = crate::scenario::load(None)?.with_devices(ex.devices)?;
-        s.steps = ex.steps;
+        let s = ex.scenario()?;
         let file = ProgramFile::load(path)?;
         let program = file.instantiate(&s.ranges())?;
-        let plan = Plan {
-            scenario: s,
-            mode: Mode::Events,
-            file: Some(Arc::new(file)),
-            runtime: RuntimeChoice::Sim { jitter: None },
-            watch: Watch::Headless(headless()),
-        };
-        Ok((plan, program))
+        Ok((ex.plan(s, file), program))
     })();
     let (plan, program) = match setup {
         Ok(x) => x,
         Err(e) => {
             v.error = Some(e.to_string());
-            return v;
+            return (v, crate::hazard::Grouped::default());
         }
     };
     let findings = crate::hazard::check_scenario(&plan.scenario, &program).unwrap_or_default();
@@ -202,11 +292,13 @@ pub fn judge(ex: &Exercise, path: &Path) -> Verdict {
             v.diverged = sum
                 .max_abs_diff
                 .filter(|d| *d > 0.0)
-                .map(|_| sum.diverged_by_step.unwrap_or(ex.steps))
+                .map(|_| sum.diverged_by_step.unwrap_or(ex.steps));
+            v.step_us = sum.modelled_step_us;
+            v.reference_step_us = ex.reference_step_us().ok();
         }
         Err(e) => v.failed = Some(format!("{e:#}")),
     }
-    v
+    (v, found)
 }
 
 fn headless() -> HeadlessPlan {

@@ -1,5 +1,5 @@
 //! Exercises: each shipped broken program is judged unsolved, and a solution kept here
-//! (tests/exercises/NAME.halo) is judged solved — by the checker and by the bits both.
+//! (assets/exercises/solutions/NAME.halo) is judged solved — by the checker and by the bits both.
 
 mod common;
 
@@ -16,7 +16,7 @@ fn every_broken_program_is_unsolved_and_every_kept_solution_is_solved() {
     let all = exercise::all();
     assert!(all.len() >= 6);
     let dir = tempfile::tempdir().unwrap();
-    let solutions = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/exercises");
+    let solutions = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/exercises/solutions");
     for ex in &all {
         let broken = dir.path().join(&ex.file);
         std::fs::write(&broken, ex.broken()).unwrap();
@@ -32,10 +32,14 @@ fn every_broken_program_is_unsolved_and_every_kept_solution_is_solved() {
             "{}",
             ex.name
         );
+        assert_eq!(
+            std::fs::read_to_string(solutions.join(format!("{}.halo", ex.name))).unwrap(),
+            ex.solution()
+        );
         let v = exercise::judge(ex, &solutions.join(format!("{}.halo", ex.name)));
         assert!(
-            v.solved(),
-            "{}: the solution is not judged solved:\n{}",
+            v.solved() && v.fast() == Some(true),
+            "{}: the solution is not judged solved and fast:\n{}",
             ex.name,
             v.text()
         );
@@ -88,7 +92,7 @@ fn haloscope_exercise_lists_copies_judges_and_refuses() {
     );
     // The learner's fix, in the same file: kept, judged solved, exit 0.
     let fix = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/exercises/missing-wait.halo"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/exercises/solutions/missing-wait.halo"),
     )
     .unwrap();
     std::fs::write(&file, fix).unwrap();
@@ -108,7 +112,7 @@ fn haloscope_exercise_lists_copies_judges_and_refuses() {
     );
     let (code, _, err) = haloscope(dir.path(), &["exercise", "99"]);
     assert_eq!(code, 2);
-    assert!(err.contains("exercise 99: there are exercises 1 to 10"), "{err}");
+    assert!(err.contains("exercise 99: there are exercises 1 to 14"), "{err}");
 }
 
 #[test]
@@ -157,5 +161,67 @@ fn the_classic_is_fixed_one_named_defect_at_a_time() {
         v.failed.is_none() && v.diverged.is_some() && has(&v, "BINDING") && !has(&v, "destroyed"),
         "{v:?}"
     );
-    // 3. A barrier between each record and its wait (tests/exercises/classic.halo): solved.
+    // 3. A barrier between each record and its wait (assets/exercises/solutions/classic.halo):
+    // solved.
+}
+
+#[test]
+fn correct_is_solved_and_fast_is_graded_against_the_reference_solution() {
+    let all = exercise::all();
+    let dir = tempfile::tempdir().unwrap();
+    // Exercise 1 solved with a host synchronisation after everything: correct, slow.
+    let first = &all[0];
+    let slow = dir.path().join("slow.halo");
+    std::fs::write(&slow, haloscope::program::Mode::HostSync.source()).unwrap();
+    let v = exercise::judge(first, &slow);
+    assert!(v.solved() && v.fast() == Some(false), "{}", v.text());
+    let ratio = v.step_us.unwrap() / v.reference_step_us.unwrap();
+    assert!(ratio > exercise::FAST, "{ratio}");
+    assert!(v.text().contains("but slow"), "{}", v.text());
+    // The exercise about speed: its broken program is correct, and not solved until fast.
+    let speed = all.iter().find(|e| e.must_be_fast).unwrap();
+    let broken = dir.path().join("over.halo");
+    std::fs::write(&broken, speed.broken()).unwrap();
+    let v = exercise::judge(speed, &broken);
+    assert!(
+        v.correct() && !v.solved() && v.fast() == Some(false),
+        "{}",
+        v.text()
+    );
+    assert!(v.text().contains("correct, but slow"), "{}", v.text());
+    // The grader's verdict: JSON alone on standard output, exit 1 not yet, 0 solved.
+    let n = (all.iter().position(|e| e.must_be_fast).unwrap() + 1).to_string();
+    let (code, out, _) = haloscope(
+        dir.path(),
+        &["exercise", &n, "--once", "--json", "--file", "over.halo"],
+    );
+    assert_eq!(code, 1, "{out}");
+    let j: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    assert_eq!(
+        (&j["solved"], &j["correct"], &j["fast"]),
+        (
+            &serde_json::json!(false),
+            &serde_json::json!(true),
+            &serde_json::json!(false)
+        )
+    );
+    assert!(j["run"]["modelled_step_us"].as_f64().unwrap() > j["run"]["fast_at_most_us"].as_f64().unwrap());
+    std::fs::write(dir.path().join("over.halo"), speed.solution()).unwrap();
+    let (code, out, _) = haloscope(
+        dir.path(),
+        &["exercise", &n, "--once", "--json", "--file", "over.halo"],
+    );
+    assert_eq!(code, 0, "{out}");
+    // A racy program's verdict keeps every finding and groups them by cause.
+    let six = dir.path().join("six.halo");
+    std::fs::write(&six, all[5].broken()).unwrap();
+    let (code, out, _) = haloscope(
+        dir.path(),
+        &["exercise", "6", "--once", "--json", "--file", "six.halo"],
+    );
+    assert_eq!(code, 1);
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["findings"].as_array().unwrap().len(), 128);
+    assert_eq!(j["causes"].as_array().unwrap().len(), 8);
+    assert_eq!(j["groups"][0]["members"].as_array().unwrap().len(), 16);
 }
