@@ -1046,6 +1046,7 @@ mod tests {
         fn micro(&mut self, _: bool) -> MicroView {
             MicroView {
                 next: Some((1, 2)),
+                positions: vec![Some(0), Some(2)],
                 ..MicroView::default()
             }
         }

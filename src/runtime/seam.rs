@@ -67,6 +67,8 @@ pub struct MicroView {
     /// The call the next micro-step issues: `(thread, op index)`; `None` at a step
     /// boundary (it is then the first call of the next step of the first thread to go).
     pub next: Option<(usize, usize)>,
+    /// Per host thread, the call it issues next (`None` before its first step, in setup).
+    pub positions: Vec<Option<usize>>,
     /// Per stream (`name`, labels of issued operations not yet complete).
     pub queued: Vec<(String, Vec<String>)>,
     /// Per event (`name`, state).

@@ -176,7 +176,7 @@ pub mod tests {
         app.on_key(key('8'));
         let s = text(&render(&app, 80, 24));
         assert!(
-            s.contains("host thread 7 (dev7)") && s.contains("dev7 focused"),
+            s.contains("host thread 7 → dev7") && s.contains("dev7 focused"),
             "{s}"
         );
         // The transfers panel, focused and zoomed at 80×24, lists every device.
@@ -229,6 +229,8 @@ pub mod tests {
         let mut a = app_with(f);
         a.set_focus(Panel::Program);
         a.zoom = true;
+        // One thread's whole code (device 1 focused).
+        a.device = Some(1);
         let t = render(&a, 160, 30);
         let s = text(&t);
         assert!(
@@ -251,8 +253,11 @@ pub mod tests {
             error: "invalid resource handle".into(),
             why: "h_ready[0] was created on dev1".into(),
         });
-        let t = render(&app_with(f), 160, 48);
-        let s = text(&t);
+        let mut a = app_with(f);
+        let s = text(&render(&a, 160, 48));
+        assert!(s.contains("✗  1 record h_ready[0]"), "{s}");
+        a.device = Some(0);
+        let s = text(&render(&a, 160, 48));
         assert!(
             s.contains("✗  1 cudaEventRecord(h_ready[0], compute@dev0)"),
             "{s}"
@@ -401,6 +406,7 @@ pub mod tests {
         f.code.micro.events = vec![("h_ready[0]".into(), "complete".into())];
         let mut a = app_with(f);
         a.set_focus(Panel::Program);
+        a.device = Some(0);
         for (w, h) in [(80, 24), (120, 34)] {
             let s = text(&render(&a, w, h));
             assert!(
@@ -504,12 +510,72 @@ pub mod tests {
                 f.run.running = false;
                 f.code.micro = crate::tui::fixture::micro_view();
                 f.code.micro.next = Some((1, call));
+                f.code.micro.positions[1] = Some(call);
                 let mut a = app_with(f);
                 a.set_focus(Panel::Program);
                 let s = text(&render(&a, w, h));
                 assert!(s.contains(&format!("▶ {call:>2} ")), "{w}x{h}, call {call}:\n{s}");
             }
         }
+    }
+
+    #[test]
+    fn every_host_thread_is_in_view_with_its_position_and_the_picked_hazards_marks() {
+        let mut f = fixture(Mode::NoWait, 4);
+        f.run.running = false;
+        f.code.micro = crate::tui::fixture::micro_view();
+        let p = f.code.program.clone();
+        let mut a = app_with(f);
+        a.set_focus(Panel::Program);
+        // The picked hazard: its calls, on two threads.
+        a.hazard = (0..6)
+            .find(|&h| {
+                a.hazard = h;
+                let m = a.marked();
+                m.iter().any(|c| c.0 != m[0].0)
+            })
+            .expect("a hazard across two threads");
+        let marked = a.marked();
+        for (w, h, zoom) in [
+            (80u16, 24u16, false),
+            (120, 34, false),
+            (160, 48, false),
+            (160, 48, true),
+        ] {
+            a.zoom = zoom;
+            let s = text(&render(&a, w, h));
+            let at = format!("{w}x{h}{}", if zoom { " zoomed" } else { "" });
+            for t in 0..4 {
+                let pos = crate::tui::fixture::micro_view().positions[t].unwrap();
+                let line = format!("▶ {pos:>2} {}", p.label(&p.step[t][pos]));
+                let cut: String = line.chars().take(12).collect();
+                assert!(
+                    s.contains(&format!("t{t}→dev{t}")) || s.contains(&format!("thread {t} → dev{t}")),
+                    "{at}: thread {t}\n{s}"
+                );
+                assert!(s.contains(&cut), "{at}: `{line}`\n{s}");
+            }
+            let shown = marked
+                .iter()
+                .filter(|(t, c)| {
+                    s.contains(
+                        &format!("! {c:>2} {}", p.label(&p.step[*t][*c]))
+                            .chars()
+                            .take(8)
+                            .collect::<String>(),
+                    )
+                })
+                .count();
+            assert!(shown >= 1, "{at}: no mark of {marked:?}\n{s}");
+            if (w, h) == (120, 34) {
+                assert!(s.contains("streams: queued"), "{at}\n{s}");
+            }
+            insta::assert_snapshot!(format!("all_threads_{w}x{h}_{zoom}"), t_text(&s));
+        }
+    }
+
+    fn t_text(s: &str) -> String {
+        s.to_string()
     }
 
     #[test]

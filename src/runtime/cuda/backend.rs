@@ -203,10 +203,12 @@ impl Runtime for CudaBackend {
 
     fn micro(&mut self, detail: bool) -> MicroView {
         let next = Some(self.rt.next_call());
+        let positions = self.rt.positions();
         let now_us = self.epoch.elapsed().as_secs_f64() * 1e6;
         if !detail {
             return MicroView {
                 next,
+                positions,
                 now_us,
                 ..MicroView::default()
             };
@@ -215,6 +217,7 @@ impl Runtime for CudaBackend {
         let parts = self.rt.micro().unwrap_or_default();
         let mut view = MicroView {
             next,
+            positions,
             now_us,
             ..MicroView::default()
         };

@@ -356,6 +356,11 @@ impl CudaRuntime {
     /// The call [`CudaRuntime::issue_one`] issues next: `(thread, op index)`. The least
     /// advanced thread goes first (ties: the lowest); a barrier opens when every thread
     /// stands at it, so host threads interleave as evenly as the program allows.
+    /// Per host thread, the step call it issues next.
+    pub fn positions(&self) -> Vec<Option<usize>> {
+        self.pos.iter().map(|p| Some(p.1)).collect()
+    }
+
     pub fn next_call(&self) -> (usize, usize) {
         let at_barrier = |t: usize| matches!(self.program.step[t][self.pos[t].1], Op::HostBarrier);
         (0..self.pos.len())

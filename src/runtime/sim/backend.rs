@@ -236,6 +236,11 @@ impl Runtime for SimBackend {
         let sch = &mut self.rt.scheduler;
         let next = sch.peek_next().map(|(t, _, pc)| (t, pc));
         let sch = &*sch;
+        let positions = sch
+            .positions()
+            .into_iter()
+            .map(|(_, step, pc)| step.map(|_| pc))
+            .collect();
         let now = sch.now_us();
         let program = sch.program();
         let mut queued: Vec<(String, Vec<String>)> = Vec::new();
@@ -275,6 +280,7 @@ impl Runtime for SimBackend {
             .collect();
         MicroView {
             next,
+            positions,
             queued,
             events,
             now_us: now,

@@ -9,6 +9,8 @@ pub mod inspector;
 pub mod lesson;
 pub mod program;
 pub mod status;
+pub mod streams;
+pub mod threads;
 pub mod timeline;
 pub mod tour;
 pub mod transfers;

@@ -25,6 +25,10 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
         return;
     }
     let p = &frame.code.program;
+    // Where every thread stands is the lesson: all of them, unless a device is focused.
+    if device.is_none() && p.devices() > 1 {
+        return super::threads::render(frame, look, area, buf);
+    }
     let error_at = frame.run.error.as_ref().map(|e| (e.thread, e.op_index));
     // Show the focused device, else the thread of the next call, else the failing one.
     let thread = device
@@ -43,21 +47,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
         }
         _ => [area, Rect::default()],
     };
-    let mut lines = vec![Line::from(vec![
-        Span::styled(
-            match p.steps_per_round {
-                1 => format!("host thread {thread} (dev{thread}), every step"),
-                k => format!("host thread {thread} (dev{thread}), every {k} steps"),
-            },
-            Style::new().bold(),
-        ),
-        match frame.verdict() {
-            Some(true) => Span::styled("   correct", Style::new().fg(Color::Green)),
-            Some(false) => Span::styled("   broken", Style::new().fg(Color::Red)),
-            None => Span::styled("   yours: h checks it", Style::new().fg(Color::Cyan)),
-        },
-        Span::styled("   1–9: other devices", Style::new().fg(Color::DarkGray)),
-    ])];
+    let mut lines = vec![header(frame, thread)];
     if let Some(e) = &frame.code.refusal {
         lines.push(Line::styled(
             format!("✗ {e} (the program below goes on)"),
@@ -113,8 +103,28 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
         .scroll((scroll, 0))
         .render(code_area, buf);
     if state_area.width > 0 {
-        render_micro_state(frame, device, state_area, buf);
+        super::streams::render_micro_state(frame, device, state_area, buf);
     }
+}
+
+/// The single-thread view's first line: which thread and device, how often, the verdict.
+fn header(frame: &Picture, thread: usize) -> Line<'static> {
+    let p = &frame.code.program;
+    Line::from(vec![
+        Span::styled(
+            match p.steps_per_round {
+                1 => format!("{}, every step", super::threads::thread_name(p, thread)),
+                k => format!("{}, every {k} steps", super::threads::thread_name(p, thread)),
+            },
+            Style::new().bold(),
+        ),
+        match frame.verdict() {
+            Some(true) => Span::styled("   correct", Style::new().fg(Color::Green)),
+            Some(false) => Span::styled("   broken", Style::new().fg(Color::Red)),
+            None => Span::styled("   yours: h checks it", Style::new().fg(Color::Cyan)),
+        },
+        Span::styled("   0: every thread", Style::new().fg(Color::DarkGray)),
+    ])
 }
 
 /// Rows to scroll so that the call to look at (the next one, or the failing one) is in
@@ -144,150 +154,4 @@ fn setup_lines(p: &crate::program::Program, thread: usize) -> Vec<Line<'static>>
                 .map(|op| Line::styled(format!("     {}", p.render(op)), dim)),
         )
         .collect()
-}
-
-/// Streams' queued operations and events' states, while micro-stepping.
-pub(crate) fn render_micro_state(frame: &Picture, device: Option<usize>, area: Rect, buf: &mut Buffer) {
-    let mut lines = vec![Line::styled(
-        format!("at {:.1} µs ({})", frame.code.micro.now_us, clock_name(frame)),
-        Style::new().bold(),
-    )];
-    lines.push(Line::styled(
-        "streams: queued, not done",
-        Style::new().underlined(),
-    ));
-    for (name, ops) in &frame.code.micro.queued {
-        if device.is_some_and(|d| !name.ends_with(&format!("@dev{d}"))) {
-            continue;
-        }
-        let q = summary(ops);
-        lines.push(Line::from(vec![
-            Span::styled(format!("{name}: "), Style::new().bold()),
-            Span::raw(q),
-        ]));
-    }
-    lines.push(Line::styled("events", Style::new().underlined()));
-    for (name, state) in &frame.code.micro.events {
-        let color = match state.as_str() {
-            "complete" => Color::Green,
-            "never recorded" => Color::DarkGray,
-            _ => Color::Yellow,
-        };
-        lines.push(Line::from(vec![
-            Span::raw(format!("{name}: ")),
-            Span::styled(state.clone(), Style::new().fg(color)),
-        ]));
-    }
-    lines.extend(bindings(frame, device));
-    Paragraph::new(lines).wrap(Wrap { trim: true }).render(area, buf);
-}
-
-/// The waits of the latest step with any issued, each with the record it bound to (rule
-/// 3: the most recent one issued before it) — of which step — or none.
-fn bindings(frame: &Picture, device: Option<usize>) -> Vec<Line<'static>> {
-    let is_wait = |r: &&crate::trace::TraceRecord| r.label.starts_with("wait");
-    let Some(last) = frame
-        .trace
-        .records
-        .iter()
-        .filter(is_wait)
-        .filter_map(|r| r.step)
-        .max()
-    else {
-        return Vec::new();
-    };
-    let bindings = Bindings::new(frame);
-    let mut lines = vec![Line::styled(
-        format!("waits of step {last}: bound to"),
-        Style::new().underlined(),
-    )];
-    let waits = frame.trace.records.iter().filter(|r| {
-        r.step == Some(last) && r.label.starts_with("wait") && device.is_none_or(|d| r.thread == d)
-    });
-    for w in waits {
-        let (text, color) = match bindings.of(w) {
-            Bound::Nothing => ("no record: it orders nothing".to_string(), Color::Red),
-            Bound::OwnStep => (format!("the record of step {last}"), Color::Green),
-            Bound::Older(Some(s)) => (format!("the record of step {s}: an older one"), Color::Yellow),
-            // Another thread ran ahead and recorded a later step's event first.
-            Bound::Newer(s) => (format!("the record of step {s}: a later one"), Color::Yellow),
-            Bound::Older(None) => ("a record of an earlier step".to_string(), Color::Yellow),
-            // On GPUs, a record that was not timed: its step is not known.
-            Bound::Unknown => ("a record whose step is not shown".to_string(), Color::Yellow),
-        };
-        lines.push(Line::from(vec![
-            Span::raw(format!("t{} call {} {}: ", w.thread, w.op_index, w.label)),
-            Span::styled(text, Style::new().fg(color)),
-        ]));
-    }
-    lines
-}
-
-/// A stream's queued work: all of it while short, else how much, the next two and the last.
-fn summary(ops: &[String]) -> String {
-    match ops {
-        [] => "idle".to_string(),
-        [_, _, _, _, ..] => format!(
-            "{} queued: {} → {} → … → {}",
-            ops.len(),
-            ops[0],
-            ops[1],
-            ops[ops.len() - 1]
-        ),
-        _ => ops.join(" → "),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_long_queue_is_summed_up_not_listed() {
-        let ops: Vec<String> = (0..900).map(|i| format!("op{i}")).collect();
-        assert_eq!(super::summary(&ops), "900 queued: op0 → op1 → … → op899");
-        assert_eq!(super::summary(&ops[..2]), "op0 → op1");
-        assert_eq!(super::summary(&[]), "idle");
-    }
-
-    use crate::program::Mode;
-    use crate::tui::fixture::fixture;
-
-    #[test]
-    fn a_wait_is_said_to_bind_to_a_later_step_or_an_unplaced_record_as_it_did() {
-        let mut f = fixture(Mode::WaitBeforeRecord, 2);
-        let last = f
-            .trace
-            .records
-            .iter()
-            .filter(|r| r.label.starts_with("wait"))
-            .filter_map(|r| r.step)
-            .max()
-            .unwrap();
-        let later = f
-            .trace
-            .records
-            .iter()
-            .find(|r| r.label.starts_with("record"))
-            .unwrap()
-            .id;
-        let waits: Vec<usize> = (0..f.trace.records.len())
-            .filter(|&i| {
-                f.trace.records[i].label.starts_with("wait") && f.trace.records[i].step == Some(last)
-            })
-            .collect();
-        // One wait bound to a record of a later step (another thread ran ahead), one to a
-        // record the GPU did not time.
-        for r in f.trace.records.iter_mut().filter(|r| r.id == later) {
-            r.step = Some(last + 1);
-        }
-        f.trace.records[waits[0]].released_by = Some(later);
-        f.trace.records[waits[1]].released_by = Some(u64::MAX);
-        let text: Vec<String> = super::bindings(&f, None).iter().map(|l| l.to_string()).collect();
-        let all = text.join("\n");
-        assert!(
-            all.contains(&format!("the record of step {}: a later one", last + 1)),
-            "{all}"
-        );
-        assert!(all.contains("a record whose step is not shown"), "{all}");
-        assert!(!all.contains("an older one"), "{all}");
-    }
 }

@@ -1,0 +1,244 @@
+//! The Program panel with every host thread in view: side by side in columns, or stacked
+//! when the panel is narrow — each with the device it drives, its position `▶`, the
+//! picked hazard's marks `!` and a failing call `✗`; while micro-stepping, the streams'
+//! queues and the waits' bindings below. `1`–`9` show one thread's whole code instead.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget};
+
+use super::common::*;
+use crate::engine::Picture;
+use crate::program::{Op, OpKind, Program};
+
+/// Narrowest column that still shows a call's short name.
+const MIN_COLUMN: u16 = 22;
+
+/// The device thread `t` drives: the device of its first call on a stream (a thread that
+/// calls `cudaSetDevice((d + 1) % n)` drives another device than its number).
+pub fn device_of(p: &Program, t: usize) -> usize {
+    p.step[t]
+        .iter()
+        .chain(&p.setup[t])
+        .find_map(|op| op.stream().map(|s| s.device))
+        .unwrap_or(t)
+}
+
+/// `host thread 2 → dev0`.
+pub fn thread_name(p: &Program, t: usize) -> String {
+    format!("host thread {t} → dev{}", device_of(p, t))
+}
+
+pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
+    let p = &frame.code.program;
+    let n = p.devices();
+    let micro = frame.code.micro.next.is_some();
+    let mut head = vec![
+        Span::styled(
+            match p.steps_per_round {
+                1 => format!("{n} host threads, every step"),
+                k => format!("{n} host threads, every {k} steps"),
+            },
+            Style::new().bold(),
+        ),
+        verdict_span(frame),
+    ];
+    // The hint only where it fits whole.
+    let hint = Span::styled("   1–9: one thread", Style::new().fg(Color::DarkGray));
+    let used: usize = head.iter().map(|s| s.content.chars().count()).sum();
+    if used + hint.content.chars().count() <= usize::from(area.width) {
+        head.push(hint);
+    }
+    let head = Line::from(head);
+    let [head_area, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
+    Paragraph::new(head).render(head_area, buf);
+    // While micro-stepping the streams and bindings go below, when there is room.
+    let [threads_area, state_area] = if micro && rest.height >= 12 {
+        Layout::vertical([Constraint::Percentage(60), Constraint::Min(1)]).areas(rest)
+    } else {
+        [rest, Rect::default()]
+    };
+    if threads_area.width / (n as u16).max(1) >= MIN_COLUMN {
+        let columns = Layout::horizontal(vec![Constraint::Ratio(1, n as u32); n]).split(threads_area);
+        for (t, col) in columns.iter().enumerate() {
+            let lines = thread_lines(frame, look, t, col.width.saturating_sub(1), col.height);
+            Paragraph::new(lines).render(*col, buf);
+        }
+    } else {
+        // Stacked: every thread gets its rows, at least one (its position).
+        let each = (threads_area.height / (n as u16).max(1)).max(1);
+        for t in 0..n {
+            let y = threads_area.y + each * t as u16;
+            if y >= threads_area.bottom() {
+                break;
+            }
+            let r = Rect {
+                y,
+                height: each.min(threads_area.bottom() - y),
+                ..threads_area
+            };
+            let lines = stacked_lines(frame, look, t, r.width, r.height);
+            Paragraph::new(lines).render(r, buf);
+        }
+    }
+    if state_area.height > 0 {
+        super::streams::render_micro_state(frame, None, state_area, buf);
+    }
+}
+
+fn verdict_span(frame: &Picture) -> Span<'static> {
+    match frame.verdict() {
+        Some(true) => Span::styled("   correct", Style::new().fg(Color::Green)),
+        Some(false) => Span::styled("   broken", Style::new().fg(Color::Red)),
+        None => Span::styled("   yours: h checks it", Style::new().fg(Color::Cyan)),
+    }
+}
+
+/// Where thread `t` stands: the call it issues next, `None` at a step's start.
+fn position(frame: &Picture, t: usize) -> Option<usize> {
+    frame.code.micro.positions.get(t).copied().flatten()
+}
+
+/// How call `i` of thread `t` is shown: its marker and style.
+fn call_look(frame: &Picture, look: &Look, t: usize, i: usize, op: &Op) -> (&'static str, Style) {
+    let mut style = match op.kind() {
+        OpKind::Kernel => Style::new().fg(Color::LightBlue),
+        OpKind::Copy => Style::new().fg(Color::LightGreen),
+        OpKind::Event => Style::new().fg(Color::LightMagenta),
+        OpKind::Sync => Style::new().fg(Color::LightYellow),
+    };
+    let mut marker = "  ";
+    if matches!(op, Op::HostBarrier) {
+        style = style.add_modifier(Modifier::DIM);
+    }
+    if position(frame, t) == Some(i) {
+        marker = "▶ ";
+        style = style.bold();
+        if frame.code.micro.next == Some((t, i)) {
+            style = style.reversed();
+        }
+    }
+    if look.marked.contains(&(t, i)) {
+        (marker, style) = ("! ", Style::new().fg(Color::White).bg(Color::Red));
+    }
+    if frame
+        .run
+        .error
+        .as_ref()
+        .is_some_and(|e| (e.thread, e.op_index) == (t, i))
+    {
+        (marker, style) = ("✗ ", Style::new().fg(Color::White).bg(Color::Red).bold());
+    }
+    (marker, style)
+}
+
+/// Thread `t` in `width` × `height`: its name, then the calls around where it stands (or
+/// around its first mark), as many as fit.
+fn thread_lines(frame: &Picture, look: &Look, t: usize, width: u16, height: u16) -> Vec<Line<'static>> {
+    let p = &frame.code.program;
+    let ops = &p.step[t];
+    let rows = usize::from(height.saturating_sub(1)).max(1);
+    let focus = position(frame, t)
+        .or_else(|| {
+            ops.iter()
+                .enumerate()
+                .find(|(i, _)| look.marked.contains(&(t, *i)))
+                .map(|(i, _)| i)
+        })
+        .unwrap_or(0);
+    let start = focus.saturating_sub(rows / 3).min(ops.len().saturating_sub(rows));
+    let w = usize::from(width);
+    let mut lines = vec![Line::styled(
+        fit(&thread_name(p, t), w),
+        Style::new().bold().underlined(),
+    )];
+    for (i, op) in ops.iter().enumerate().skip(start).take(rows) {
+        let (marker, style) = call_look(frame, look, t, i, op);
+        let text = fit(&format!("{i:>2} {}", p.label(op)), w.saturating_sub(2));
+        lines.push(Line::from(vec![Span::raw(marker), Span::styled(text, style)]));
+    }
+    lines
+}
+
+/// Thread `t` in `height` rows of a stack: its name and the call it stands at, then the
+/// calls it issues after that.
+fn stacked_lines(frame: &Picture, look: &Look, t: usize, width: u16, height: u16) -> Vec<Line<'static>> {
+    let p = &frame.code.program;
+    let ops = &p.step[t];
+    let mut lines = vec![one_line(frame, look, t, width)];
+    let at = position(frame, t);
+    let after = at.map_or(0, |i| i + 1);
+    let indent = format!("t{t}→dev{} ", device_of(p, t)).chars().count();
+    // The picked hazard's calls on this thread first (they must show), then the calls
+    // after where it stands; in program order.
+    let marked = |i: usize| look.marked.contains(&(t, i));
+    let mut shown: Vec<usize> = (0..ops.len())
+        .filter(|&i| Some(i) != at && marked(i))
+        .chain((after..ops.len()).filter(|&i| !marked(i)))
+        .take(usize::from(height).saturating_sub(1))
+        .collect();
+    shown.sort_unstable();
+    for i in shown {
+        let op = &ops[i];
+        let (marker, style) = call_look(frame, look, t, i, op);
+        let text = fit(
+            &format!("{i:>2} {}", p.label(op)),
+            usize::from(width).saturating_sub(indent + 2),
+        );
+        lines.push(Line::from(vec![
+            Span::raw(" ".repeat(indent)),
+            Span::raw(marker),
+            Span::styled(text, style),
+        ]));
+    }
+    lines
+}
+
+/// Thread `t` in one row: its name and the call it stands at.
+fn one_line(frame: &Picture, look: &Look, t: usize, width: u16) -> Line<'static> {
+    let p = &frame.code.program;
+    let name = format!("t{t}→dev{} ", device_of(p, t));
+    let w = usize::from(width);
+    let Some(i) = position(frame, t) else {
+        // Running (no positions), or before its first step.
+        let where_ = if frame.code.micro.positions.is_empty() {
+            ""
+        } else {
+            "  in its setup"
+        };
+        return Line::from(vec![
+            Span::styled(name, Style::new().bold()),
+            Span::raw(fit(where_, w)),
+        ]);
+    };
+    let (marker, style) = call_look(frame, look, t, i, &p.step[t][i]);
+    let rest = fit(
+        &format!("{i:>2} {}", p.label(&p.step[t][i])),
+        w.saturating_sub(name.len() + 2),
+    );
+    Line::from(vec![
+        Span::styled(name, Style::new().bold()),
+        Span::raw(marker),
+        Span::styled(rest, style),
+    ])
+}
+
+/// `s` cut to `w` characters at a word's end, with `…` where cut (never half a word).
+fn fit(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let room = w.saturating_sub(1);
+    let mut out = String::new();
+    for word in s.split_inclusive(' ') {
+        if out.chars().count() + word.trim_end().chars().count() > room {
+            break;
+        }
+        out.push_str(word);
+    }
+    let mut out = out.trim_end().to_string();
+    out.push('…');
+    out
+}
