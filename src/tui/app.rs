@@ -15,6 +15,8 @@ pub enum Overlay {
     Help,
     Lesson,
     Hazards,
+    /// The mode picker (its state in `App::picker`).
+    Picker,
 }
 
 /// Steps per second the speed keys move through; `None` is "as fast as possible".
@@ -72,6 +74,8 @@ pub struct App {
     after_goal: Option<usize>,
     /// Controls the app wants sent to the engine (taken by the UI loop).
     controls: Vec<Control>,
+    /// The mode picker, while open.
+    pub picker: Option<super::picker::Picker>,
     pub quit: bool,
 }
 
@@ -97,6 +101,7 @@ impl App {
             restart: false,
             after_goal: None,
             controls: Vec::new(),
+            picker: None,
             quit: false,
         }
     }
@@ -212,6 +217,33 @@ impl App {
         }
     }
 
+    /// A key while the mode picker is open: it filters, moves, closes, or runs the pick.
+    fn picker_key(&mut self, e: KeyEvent) -> Vec<Control> {
+        use super::picker::{Outcome, Target};
+        let Some(p) = self.picker.as_mut() else {
+            self.overlay = Overlay::None;
+            return Vec::new();
+        };
+        let run = match p.key(e) {
+            Outcome::Stay => return Vec::new(),
+            Outcome::Close => None,
+            Outcome::Run(t) => Some(t),
+        };
+        self.overlay = Overlay::None;
+        self.picker = None;
+        match run {
+            None => Vec::new(),
+            Some(Target::Mode(m)) => {
+                self.mode = m;
+                vec![Control::SetMode(m)]
+            }
+            Some(Target::File(path)) => vec![match crate::program::ProgramFile::load(&path) {
+                Ok(f) => Control::SetFile(std::sync::Arc::new(f)),
+                Err(e) => Control::FileError(e.to_string()),
+            }],
+        }
+    }
+
     /// A key while inspecting: the arrows move the cursor (a screen column, or a cell).
     fn cursor_key(&mut self, e: KeyEvent) -> Option<Vec<Control>> {
         let k = self.cursor?;
@@ -289,6 +321,9 @@ impl App {
             return Vec::new();
         }
         let action = self.keymap.action(&e);
+        if self.overlay == Overlay::Picker {
+            return self.picker_key(e);
+        }
         if self.overlay != Overlay::None {
             self.overlay_key(e, action);
             return Vec::new();
@@ -316,6 +351,11 @@ impl App {
             Action::NextMode | Action::PrevMode => {
                 self.mode = self.next_mode(action == Action::NextMode);
                 vec![Control::SetMode(self.mode)]
+            }
+            Action::PickMode => {
+                self.picker = Some(super::picker::Picker::open(std::path::Path::new("."), self.mode));
+                self.overlay = Overlay::Picker;
+                Vec::new()
             }
             Action::Faster | Action::Slower => {
                 self.speed = if action == Action::Faster {

@@ -16,6 +16,7 @@ pub enum Action {
     MicroStep,
     NextMode,
     PrevMode,
+    PickMode,
     Faster,
     Slower,
     Reset,
@@ -33,12 +34,13 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 19] = [
+    pub const ALL: [Action; 20] = [
         Action::Pause,
         Action::Step,
         Action::MicroStep,
         Action::NextMode,
         Action::PrevMode,
+        Action::PickMode,
         Action::Faster,
         Action::Slower,
         Action::Reset,
@@ -63,6 +65,7 @@ impl Action {
             Action::MicroStep => "micro_step",
             Action::NextMode => "next_mode",
             Action::PrevMode => "prev_mode",
+            Action::PickMode => "pick_mode",
             Action::Faster => "faster",
             Action::Slower => "slower",
             Action::Reset => "reset",
@@ -87,6 +90,7 @@ impl Action {
             Action::MicroStep => "one API call (micro-step), then pause",
             Action::NextMode => "next ordering mode (continues from the current fields)",
             Action::PrevMode => "previous ordering mode",
+            Action::PickMode => "pick a mode or ./*.halo file by name (type to filter)",
             Action::Faster => "more steps per second",
             Action::Slower => "fewer steps per second",
             Action::Reset => "back to step 0",
@@ -405,9 +409,9 @@ mod tests {
 
     #[test]
     fn a_user_file_overrides_one_action_and_keeps_the_rest() {
-        let k = KeyMap::parse("pause = [\"p\"]\n", "user.toml", Some(&KeyMap::default())).unwrap();
+        let k = KeyMap::parse("pause = [\"x\"]\n", "user.toml", Some(&KeyMap::default())).unwrap();
         assert_eq!(
-            k.action(&press(KeyCode::Char('p'), KeyModifiers::NONE)),
+            k.action(&press(KeyCode::Char('x'), KeyModifiers::NONE)),
             Some(Action::Pause)
         );
         assert_eq!(k.action(&press(KeyCode::Char(' '), KeyModifiers::NONE)), None);

@@ -10,6 +10,7 @@ mod fixture;
 pub mod keymap;
 pub mod layout;
 mod panels;
+pub mod picker;
 pub mod view;
 
 use anyhow::{Context, Result};

@@ -65,6 +65,11 @@ impl Widget for &App {
             Overlay::Help => panels::help::render(self, area, buf),
             Overlay::Lesson => panels::lesson::render(frame, area, buf),
             Overlay::Hazards => panels::hazards::render(frame, self, area, buf),
+            Overlay::Picker => {
+                if let Some(p) = &self.picker {
+                    panels::picker::render(p, area, buf)
+                }
+            }
         }
     }
 }
@@ -576,6 +581,34 @@ pub mod tests {
 
     fn t_text(s: &str) -> String {
         s.to_string()
+    }
+
+    #[test]
+    fn the_mode_picker_lists_filters_and_runs_a_mode_at_every_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE);
+        for (w, h) in [(80u16, 24u16), (120, 34), (160, 48)] {
+            let mut a = app_with(fixture(Mode::Events, 4));
+            a.on_key(key('p'));
+            assert_eq!(a.overlay, Overlay::Picker);
+            // Opened here on the tests' directory: the modes alone, for a stable picture.
+            a.picker = Some(crate::tui::picker::Picker::open(dir.path(), Mode::Events));
+            let s = text(&render(&a, w, h));
+            assert!(s.contains("of 21") && s.contains("events"), "{w}x{h}\n{s}");
+            for c in "wait".chars() {
+                a.on_key(key(c));
+            }
+            let s = text(&render(&a, w, h));
+            assert!(
+                s.contains("filter: wait") && s.contains("wait-before-record"),
+                "{w}x{h}\n{s}"
+            );
+            insta::assert_snapshot!(format!("picker_{w}x{h}"), s);
+            let run = a.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+            assert_eq!(run.len(), 1);
+            assert!(matches!(run[0], crate::engine::Control::SetMode(_)), "{run:?}");
+            assert_eq!(a.overlay, Overlay::None);
+        }
     }
 
     #[test]

@@ -162,3 +162,21 @@ pub(crate) fn fitting<'a>(spans: impl IntoIterator<Item = Span<'a>>, width: u16)
         })
         .collect()
 }
+
+/// `s` cut to `w` characters at a word's end, with `…` where cut (never half a word).
+pub fn fit(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let room = w.saturating_sub(1);
+    let mut out = String::new();
+    for word in s.split_inclusive(' ') {
+        if out.chars().count() + word.trim_end().chars().count() > room {
+            break;
+        }
+        out.push_str(word);
+    }
+    let mut out = out.trim_end().to_string();
+    out.push('…');
+    out
+}

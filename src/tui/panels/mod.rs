@@ -7,6 +7,7 @@ pub mod heat;
 pub mod help;
 pub mod inspector;
 pub mod lesson;
+pub mod picker;
 pub mod program;
 pub mod status;
 pub mod streams;

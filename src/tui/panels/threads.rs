@@ -224,21 +224,3 @@ fn one_line(frame: &Picture, look: &Look, t: usize, width: u16) -> Line<'static>
         Span::styled(rest, style),
     ])
 }
-
-/// `s` cut to `w` characters at a word's end, with `…` where cut (never half a word).
-fn fit(s: &str, w: usize) -> String {
-    if s.chars().count() <= w {
-        return s.to_string();
-    }
-    let room = w.saturating_sub(1);
-    let mut out = String::new();
-    for word in s.split_inclusive(' ') {
-        if out.chars().count() + word.trim_end().chars().count() > room {
-            break;
-        }
-        out.push_str(word);
-    }
-    let mut out = out.trim_end().to_string();
-    out.push('…');
-    out
-}
