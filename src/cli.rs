@@ -97,8 +97,9 @@ Examples:
   haloscope bench --runtime cuda              GPU roofline, links, modes, weak scaling
                                               (cuda: a build with --features cuda; see the README)
 
-In the UI: space pause/resume, n one step, . one API call, m/M mode, +/- speed, r reset,
-tab/z focus/zoom a panel, 1-9 focus a device, l lesson, h hazards, t tour, ? help, q quit.
+In the UI: space pause/resume, n one step, . one API call, m/M mode, p pick a mode,
++/- speed, r reset, tab/z focus/zoom a panel, 1-9 focus a device (0: every thread),
+l lesson, h hazards, t tour, ? help, q quit.
 
 Built-in scenarios: pulse (default), fresnel, cavity, uneven, race; in 2D radiate, lens, box.
 A scenario file is TOML; see the README for every field. Keys can be rebound in

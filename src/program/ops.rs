@@ -480,9 +480,12 @@ impl Program {
             } => {
                 let f = self.field_name(*field);
                 let at = self.first_float(*field, cells.start);
+                // CUDA counts bytes; the program file counts cells (rows): both shown.
+                let n = cells.len();
+                let unit = if n == 1 { self.cell_word() } else { self.unit() };
                 format!(
-                    "cudaMemcpyPeerAsync({f}@dev{dst}[{at}], {dst}, {f}@dev{src}[{at}], {src}, {}, {})",
-                    self.copy_bytes(*field, cells.len()),
+                    "cudaMemcpyPeerAsync({f}@dev{dst}[{at}], {dst}, {f}@dev{src}[{at}], {src}, {} /* {n} {unit} */, {})",
+                    self.copy_bytes(*field, n),
                     st(stream)
                 )
             }

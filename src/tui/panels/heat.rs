@@ -25,6 +25,28 @@ pub(crate) fn colour(v: f32, scale: f32) -> Color {
     Color::Rgb(c.r, c.g, c.b)
 }
 
+/// Decades of |Δ| the overlay shades, below the frame's largest.
+const DIFF_DECADES: f64 = 6.0;
+
+/// A screen cell's colour `base` with its difference `d` painted over it: red in
+/// proportion to log10(d) over the [`DIFF_DECADES`] below the frame's largest `max`
+/// (from a quarter red to all red), so that the wave still shows through where it went
+/// only a little wrong.
+pub(crate) fn shade(base: Color, d: f32, max: f32) -> Color {
+    let t = if d.is_finite() && max.is_finite() && max > 0.0 {
+        ((f64::from(d) / f64::from(max)).log10() / DIFF_DECADES + 1.0).clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
+    let a = 0.25 + 0.75 * t;
+    let (r, g, b) = match base {
+        Color::Rgb(r, g, b) => (r, g, b),
+        _ => (96, 96, 96),
+    };
+    let mix = |x: u8, red: f64| (f64::from(x) * (1.0 - a) + red * a).round() as u8;
+    Color::Rgb(mix(r, 255.0), mix(g, 30.0), mix(b, 30.0))
+}
+
 /// The extreme of a screen cell's `Ez` that is farthest from zero, if it covers cells.
 fn value(c: &Column) -> Option<f32> {
     let (lo, hi) = c.ex;
@@ -57,15 +79,17 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer, (bucke
     // Screen row r shows band `top − 2r` above band `top − 2r − 1` (bands count up from
     // the grid's bottom row).
     let top = bands as i64 - 1;
+    let max_diff = frame.plot.max_diff.unwrap_or(0.0);
     let pixel = |band: i64, x: usize| -> Color {
         if band < 0 {
             return Color::Reset;
         }
         let c = &frame.plot.columns[band as usize * buckets + x];
+        let base = value(c).map_or(Color::DarkGray, |v| colour(v, scale));
         if c.diff > 0.0 {
-            return DIFF_COLOR;
+            return shade(base, c.diff, max_diff);
         }
-        value(c).map_or(Color::DarkGray, |v| colour(v, scale))
+        base
     };
     for r in 0..map.height {
         for x in 0..map.width {
@@ -80,7 +104,12 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer, (bucke
     if let Some(info) = &frame.plot.inspected {
         cursor(frame, info.cell, map, (buckets, bands), buf);
     }
-    colour_bar(scale, Rect::new(area.x, map.bottom(), area.width, 1), buf);
+    colour_bar(
+        scale,
+        max_diff,
+        Rect::new(area.x, map.bottom(), area.width, 1),
+        buf,
+    );
 }
 
 fn legend(frame: &Picture, area: Rect, buf: &mut Buffer) {
@@ -149,13 +178,24 @@ fn cursor(frame: &Picture, cell: usize, map: Rect, (buckets, bands): (usize, usi
     }
 }
 
-/// `−scale ▕ gradient ▏ +scale`, and what the colours mean.
-fn colour_bar(scale: f32, area: Rect, buf: &mut Buffer) {
+/// `−scale ▕ gradient ▏ +scale`, and what the colours mean; where the run differs from
+/// the reference, the |Δ| shading's own bar beside it: `|Δ| 1e-9 ▕ ramp ▏ 1e-3 log`.
+fn colour_bar(scale: f32, max_diff: f32, area: Rect, buf: &mut Buffer) {
     let lo = format!("{:.2e} ", -scale);
     let hi = format!(" {scale:.2e}");
-    let note = "  √ scale, grey: no cell";
+    let diff = (max_diff > 0.0).then(|| {
+        let low = f64::from(max_diff) / 10f64.powf(DIFF_DECADES);
+        (format!("  |Δ| {low:.0e} "), format!(" {max_diff:.0e} log"))
+    });
+    let note = match diff {
+        Some(_) => "",
+        None => "  √ scale, grey: no cell",
+    };
+    let diff_width = diff
+        .as_ref()
+        .map_or(0, |(a, b)| a.chars().count() + b.chars().count() + 12);
     let bar = (area.width as usize)
-        .saturating_sub(lo.len() + hi.len() + note.len())
+        .saturating_sub(lo.len() + hi.len() + note.len() + diff_width)
         .clamp(0, 40);
     if bar < 4 {
         return;
@@ -171,10 +211,46 @@ fn colour_bar(scale: f32, area: Rect, buf: &mut Buffer) {
             .set_fg(colour(v, scale));
     }
     buf.set_string(x0 + bar as u16, area.y, &hi, Style::new().fg(Color::Gray));
-    buf.set_string(
-        x0 + (bar + hi.len()) as u16,
-        area.y,
-        note,
-        Style::new().fg(Color::DarkGray),
-    );
+    let x = x0 + (bar + hi.len()) as u16;
+    let Some((before, after)) = diff else {
+        buf.set_string(x, area.y, note, Style::new().fg(Color::DarkGray));
+        return;
+    };
+    buf.set_string(x, area.y, &before, Style::new().fg(DIFF_COLOR));
+    let x = x + before.chars().count() as u16;
+    for i in 0..12u16 {
+        let d =
+            max_diff * 10f32.powf((f32::from(i) + 0.5) / 12.0 * DIFF_DECADES as f32 - DIFF_DECADES as f32);
+        buf[(x + i, area.y)]
+            .set_symbol("█")
+            .set_fg(shade(Color::Rgb(96, 96, 96), d, max_diff));
+    }
+    buf.set_string(x + 12, area.y, &after, Style::new().fg(DIFF_COLOR));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_difference_is_shaded_by_its_magnitude_and_lets_the_wave_show_through() {
+        let (wave_a, wave_b) = (Color::Rgb(40, 160, 60), Color::Rgb(120, 40, 160));
+        let red = |c: Color| match c {
+            Color::Rgb(r, g, b) => (r, g, b),
+            _ => panic!("a colour"),
+        };
+        // The largest difference is all red, whatever lies under it.
+        assert_eq!(shade(wave_a, 1e-2, 1e-2), Color::Rgb(255, 30, 30));
+        assert_eq!(shade(wave_b, 1e-2, 1e-2), Color::Rgb(255, 30, 30));
+        // Smaller ones, log-scaled over six decades, let more of the field through.
+        let reds: Vec<u8> = [1e-2f32, 1e-4, 1e-6, 1e-8, 1e-12]
+            .iter()
+            .map(|&d| red(shade(wave_a, d, 1e-2)).0)
+            .collect();
+        assert!(reds[..4].windows(2).all(|w| w[0] > w[1]), "{reds:?}");
+        assert_eq!(reds[3], reds[4], "below six decades: the faintest shade");
+        assert_ne!(shade(wave_a, 1e-6, 1e-2), shade(wave_b, 1e-6, 1e-2));
+        // Not a number (a blown-up cell) is all red.
+        assert_eq!(shade(wave_a, f32::INFINITY, 1e-2), Color::Rgb(255, 30, 30));
+    }
 }
