@@ -139,9 +139,10 @@ fn the_checker_judges_2d_programs_in_rows_of_ez_and_h() {
         out.contains("RAW h@dev0 row 59: copy h dev0→dev1 may read before update_h 0..60"),
         "{out}"
     );
-    // A row of H is Hx then Hy: 2 × 320 floats, at row 59's first float.
+    // A row of H is Hx then Hy: 2 × 320 floats, at row 59's first float; CUDA's bytes,
+    // and the program's count of rows beside them.
     assert!(
-        out.contains("cudaMemcpyPeerAsync(h@dev1[37760], 1, h@dev0[37760], 0, 2560, copy@dev1)"),
+        out.contains("cudaMemcpyPeerAsync(h@dev1[37760], 1, h@dev0[37760], 0, 2560 /* 1 row */, copy@dev1)"),
         "{out}"
     );
 }

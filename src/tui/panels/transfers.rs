@@ -50,7 +50,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
         lines.push(Line::styled(
             format!(
                 "{:<7}{:<11}{:>9}{:>9}{:>9}{:>10}  recent",
-                "device", "halo from", "last µs", "median", "max", "MB/s"
+                "into", "from", "last µs", "median", "max", "MB/s"
             ),
             Style::new().bold(),
         ));
