@@ -3,13 +3,12 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::common::*;
 use crate::engine::Picture;
-use crate::program::{Op, OpKind};
 
 pub fn title(frame: &Picture, _look: &Look) -> String {
     match &frame.code.file {
@@ -56,28 +55,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     }
     for (i, op) in p.step[thread].iter().enumerate() {
         let code = p.render(op);
-        let mut style = match op.kind() {
-            OpKind::Kernel => Style::new().fg(Color::LightBlue),
-            OpKind::Copy => Style::new().fg(Color::LightGreen),
-            OpKind::Event => Style::new().fg(Color::LightMagenta),
-            OpKind::Sync => Style::new().fg(Color::LightYellow),
-        };
-        let mut marker = "  ";
-        if frame.code.micro.next == Some((thread, i)) {
-            style = style.reversed().bold();
-            marker = "▶ ";
-        }
-        if look.marked.contains(&(thread, i)) {
-            style = Style::new().fg(Color::White).bg(Color::Red);
-            marker = "! ";
-        }
-        if error_at == Some((thread, i)) {
-            style = Style::new().fg(Color::White).bg(Color::Red).bold();
-            marker = "✗ ";
-        }
-        if matches!(op, Op::HostBarrier) {
-            style = style.add_modifier(Modifier::DIM);
-        }
+        let (marker, style) = super::threads::call_look(frame, look, thread, i, op);
         lines.push(Line::from(vec![
             Span::raw(marker),
             Span::styled(format!("{i:>2} {code}"), style),

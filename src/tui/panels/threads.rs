@@ -101,8 +101,9 @@ fn position(frame: &Picture, t: usize) -> Option<usize> {
     frame.code.micro.positions.get(t).copied().flatten()
 }
 
-/// How call `i` of thread `t` is shown: its marker and style.
-fn call_look(frame: &Picture, look: &Look, t: usize, i: usize, op: &Op) -> (&'static str, Style) {
+/// How call `i` of thread `t` is shown, here and in one thread's whole code: its marker
+/// (`▶` where the thread stands, `!` the picked hazard's, `✗` the failing call) and style.
+pub(super) fn call_look(frame: &Picture, look: &Look, t: usize, i: usize, op: &Op) -> (&'static str, Style) {
     let mut style = match op.kind() {
         OpKind::Kernel => Style::new().fg(Color::LightBlue),
         OpKind::Copy => Style::new().fg(Color::LightGreen),
