@@ -49,6 +49,11 @@ pub enum Format {
     Html,
     /// A standalone SVG image: one text line per row, background rectangles.
     Svg,
+    /// An asciinema v2 recording of a --screen script: the first screen, then one frame
+    /// per key pressed (plays in asciinema-player and `asciinema play`).
+    Cast,
+    /// An animated SVG of the same frames (CSS, no scripts): plays in a browser.
+    AnimatedSvg,
 }
 
 impl Format {
@@ -58,7 +63,8 @@ impl Format {
             Format::Text => "txt",
             Format::Ansi => "ans",
             Format::Html => "html",
-            Format::Svg => "svg",
+            Format::Svg | Format::AnimatedSvg => "svg",
+            Format::Cast => "cast",
         }
     }
 }
@@ -228,7 +234,8 @@ pub struct TourArgs {
     #[arg(long, value_name = "KEYS")]
     pub screen: Option<String>,
 
-    /// Format of --screen's output and of screens saved with `s`.
+    /// Format of --screen's output and of screens saved with `s` (cast or animated-svg:
+    /// the whole --screen script, a frame per key).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 
@@ -427,7 +434,8 @@ pub struct RunArgs {
     pub screen: Option<String>,
 
     /// Format of --screen's output and of screens saved with `s` in the UI: text, ansi
-    /// (colours for a terminal), html or svg (for slides).
+    /// (colours for a terminal), html or svg (for slides); cast or animated-svg for the
+    /// whole --screen script, a frame per key.
     #[arg(long, value_enum, default_value_t = Format::Text, conflicts_with = "headless")]
     pub format: Format,
 

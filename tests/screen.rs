@@ -164,3 +164,106 @@ fn a_2d_scenario_is_a_heat_map_whose_cells_the_inspector_walks() {
         "{status}"
     );
 }
+
+/// A screen's text with its ANSI codes left out, each line's trailing spaces too.
+fn plain(ansi: &str) -> Vec<String> {
+    let mut out = String::new();
+    let mut chars = ansi.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters, then one final letter.
+            chars.next();
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out.replace("\r\n", "\n")
+        .lines()
+        .map(|l| l.trim_end().to_string())
+        .collect()
+}
+
+#[test]
+fn a_cast_has_the_first_screen_and_one_per_key_each_the_screen_of_those_keys() {
+    let keys = ["n", "n", ".", "tab"];
+    let (code, cast, err) = haloscope(&[
+        "--paused",
+        "--screen",
+        &keys.join(" "),
+        "--size",
+        "80x24",
+        "--format",
+        "cast",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut lines = cast.lines();
+    let header: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(
+        (
+            header["version"].as_u64(),
+            header["width"].as_u64(),
+            header["height"].as_u64()
+        ),
+        (Some(2), Some(80), Some(24))
+    );
+    let frames: Vec<(f64, String)> = lines
+        .map(|l| {
+            let e: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert_eq!(e[1], "o");
+            (e[0].as_f64().unwrap(), e[2].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(frames.len(), keys.len() + 1);
+    assert!(frames.windows(2).all(|w| w[0].0 < w[1].0), "times rise");
+    for (k, (_, frame)) in frames.iter().enumerate() {
+        let (code, text, err) = haloscope(&["--paused", "--screen", &keys[..k].join(" "), "--size", "80x24"]);
+        assert_eq!(code, 0, "{err}");
+        let want: Vec<String> = text.lines().map(|l| l.trim_end().to_string()).collect();
+        assert_eq!(plain(frame), want, "frame {k}: the screen after {:?}", &keys[..k]);
+    }
+}
+
+#[test]
+fn an_animated_svg_parses_scales_and_shows_each_frame_in_turn_without_scripts() {
+    let (code, svg, err) = haloscope(&[
+        "--paused",
+        "--scenario",
+        "radiate",
+        "--screen",
+        "n n",
+        "--size",
+        "120x34",
+        "--format",
+        "animated-svg",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut reader = quick_xml::Reader::from_str(&svg);
+    let (mut groups, mut root_viewbox, mut half_block_text) = (0, false, false);
+    loop {
+        match reader.read_event().expect("well-formed XML") {
+            quick_xml::events::Event::Start(e) if e.name().0 == "svg" => {
+                root_viewbox = e.attributes().flatten().any(|a| a.key.0 == "viewBox");
+            }
+            quick_xml::events::Event::Start(e) if e.name().0 == "g" => groups += 1,
+            quick_xml::events::Event::Start(e) if e.name().0 == "script" => panic!("a script"),
+            quick_xml::events::Event::Text(t) => half_block_text |= AsRef::<str>::as_ref(&t).contains('▀'),
+            quick_xml::events::Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert!(root_viewbox, "a viewBox: it scales in slide tools");
+    assert_eq!(groups, 3, "the first screen and one per key");
+    for i in 0..3 {
+        assert!(svg.contains(&format!("@keyframes f{i} ")), "frame {i} animated");
+    }
+    // The heat map's half blocks are rectangles, not glyphs (no hairline gaps).
+    assert!(!half_block_text && svg.contains("crispEdges"));
+    // A single screen as SVG scales too.
+    let (_, one, _) = haloscope(&["--paused", "--screen", "n", "--size", "80x24", "--format", "svg"]);
+    assert!(one.contains("viewBox=\"0 0 672 408\""), "{}", &one[..200]);
+}

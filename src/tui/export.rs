@@ -1,5 +1,6 @@
 //! A screen as a file, for slides and docs: plain text, text with ANSI colours, HTML or
-//! SVG, each keeping what the terminal shows (symbols, colours, bold).
+//! SVG, each keeping what the terminal shows (symbols, colours, bold); and a script of
+//! screens as an animation: an asciinema v2 cast, or an animated SVG (CSS, no scripts).
 
 use ratatui::buffer::Buffer;
 use ratatui::style::{Color, Modifier};
@@ -111,7 +112,74 @@ pub fn export(buf: &Buffer, format: Format) -> String {
         Format::Ansi => ansi(buf),
         Format::Html => html(buf),
         Format::Svg => svg(buf),
+        Format::Cast | Format::AnimatedSvg => animation(&[(0.0, buf.clone())], format, "haloscope"),
     }
+}
+
+/// Frames `(seconds from the start, screen)` as an asciinema v2 cast (a frame an event,
+/// each redrawing the whole screen) or an animated SVG (each frame shown in its turn, the
+/// last one also without animation); other formats: the last frame.
+pub fn animation(frames: &[(f64, Buffer)], format: Format, title: &str) -> String {
+    let Some((_, last)) = frames.last() else {
+        return String::new();
+    };
+    match format {
+        Format::Cast => {
+            let header = serde_json::json!({
+                "version": 2,
+                "width": last.area.width,
+                "height": last.area.height,
+                "title": title,
+                "env": {"TERM": "xterm-256color"},
+            });
+            let mut out = format!("{header}\n");
+            for (t, buf) in frames {
+                let screen = format!("\x1b[H\x1b[2J{}", ansi(buf).replace('\n', "\r\n"));
+                out += &format!("{}\n", serde_json::json!([t, "o", screen]));
+            }
+            out
+        }
+        Format::AnimatedSvg => animated_svg(frames),
+        _ => export(last, format),
+    }
+}
+
+/// A frame's time as a percentage of the loop of `total` seconds.
+fn percent(t: f64, total: f64) -> f64 {
+    (100.0 * t / total).clamp(0.0, 100.0)
+}
+
+fn animated_svg(frames: &[(f64, Buffer)]) -> String {
+    let last = &frames[frames.len() - 1].1;
+    let (w, h) = svg_size(last);
+    // Each frame shows until the next one's time; the last for two seconds, then it loops.
+    let total = frames[frames.len() - 1].0 + 2.0;
+    let mut style = format!(
+        ".f {{ visibility: hidden; animation-duration: {total:.2}s; \
+         animation-iteration-count: infinite; animation-timing-function: step-end; }}\n\
+         .f{} {{ visibility: visible; }}\n",
+        frames.len() - 1
+    );
+    let mut body = String::new();
+    for (i, (t, buf)) in frames.iter().enumerate() {
+        let end = frames.get(i + 1).map_or(total, |f| f.0);
+        let (a, z) = (percent(*t, total), percent(end, total));
+        let before = if a > 0.0 {
+            "0% { visibility: hidden; } ".to_string()
+        } else {
+            String::new()
+        };
+        style += &format!(
+            ".f{i} {{ animation-name: f{i}; }}\n@keyframes f{i} {{ {before}{a:.3}% {{ visibility: visible; }} \
+             {z:.3}% {{ visibility: hidden; }} 100% {{ visibility: hidden; }} }}\n"
+        );
+        body += &format!("<g class=\"f f{i}\">\n{}</g>\n", svg_body(buf));
+    }
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" \
+         font-family=\"monospace\" font-size=\"14\">\n<style>\n{style}</style>\n\
+         <rect width=\"{w}\" height=\"{h}\" fill=\"{BACKGROUND}\"/>\n{body}</svg>\n"
+    )
 }
 
 fn ansi(buf: &Buffer) -> String {
@@ -165,13 +233,31 @@ fn html(buf: &Buffer) -> String {
     out + "</pre></body></html>\n"
 }
 
+/// A character cell's width and height in an SVG.
+const CELL: (f64, f64) = (8.4, 17.0);
+
+fn svg_size(buf: &Buffer) -> (f64, f64) {
+    (
+        f64::from(buf.area.width) * CELL.0,
+        f64::from(buf.area.height) * CELL.1,
+    )
+}
+
 fn svg(buf: &Buffer) -> String {
-    let (cw, ch) = (8.4, 17.0);
-    let (w, h) = (f64::from(buf.area.width) * cw, f64::from(buf.area.height) * ch);
-    let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
-         font-family=\"monospace\" font-size=\"14\">\n<rect width=\"{w}\" height=\"{h}\" fill=\"{BACKGROUND}\"/>\n"
-    );
+    let (w, h) = svg_size(buf);
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" \
+         font-family=\"monospace\" font-size=\"14\">\n<rect width=\"{w}\" height=\"{h}\" fill=\"{BACKGROUND}\"/>\n{}</svg>\n",
+        svg_body(buf)
+    )
+}
+
+/// The screen's rows: background rectangles and a text line each. Half blocks (`▀`, a heat
+/// map's two pixels) are drawn as two rectangles, crisp-edged, so that the map has no
+/// hairline gaps between rows as a font's glyphs would leave.
+fn svg_body(buf: &Buffer) -> String {
+    let (cw, ch) = CELL;
+    let mut out = String::new();
     for (y, row) in runs(buf).iter().enumerate() {
         let top = y as f64 * ch;
         let mut x = 0.0;
@@ -179,9 +265,21 @@ fn svg(buf: &Buffer) -> String {
         for r in row {
             let (fg, bg) = colours(r);
             let len = r.text.chars().count() as f64 * cw;
+            if r.text.chars().all(|c| c == '▀') {
+                let bg = bg.unwrap_or_else(|| BACKGROUND.into());
+                out += &format!(
+                    "<rect x=\"{x:.1}\" y=\"{top:.1}\" width=\"{len:.1}\" height=\"{:.1}\" fill=\"{fg}\" shape-rendering=\"crispEdges\"/>\n\
+                     <rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{len:.1}\" height=\"{:.1}\" fill=\"{bg}\" shape-rendering=\"crispEdges\"/>\n",
+                    ch / 2.0,
+                    top + ch / 2.0,
+                    ch / 2.0
+                );
+                x += len;
+                continue;
+            }
             if let Some(b) = bg {
                 out += &format!(
-                    "<rect x=\"{x:.1}\" y=\"{top:.1}\" width=\"{len:.1}\" height=\"{ch}\" fill=\"{b}\"/>\n"
+                    "<rect x=\"{x:.1}\" y=\"{top:.1}\" width=\"{len:.1}\" height=\"{ch}\" fill=\"{b}\" shape-rendering=\"crispEdges\"/>\n"
                 );
             }
             let weight = if r.bold { " font-weight=\"bold\"" } else { "" };
@@ -191,10 +289,12 @@ fn svg(buf: &Buffer) -> String {
             );
             x += len;
         }
-        out += &format!(
-            "<text y=\"{:.1}\" xml:space=\"preserve\">{text}</text>\n",
-            top + ch * 0.8
-        );
+        if !text.is_empty() {
+            out += &format!(
+                "<text y=\"{:.1}\" xml:space=\"preserve\">{text}</text>\n",
+                top + ch * 0.8
+            );
+        }
     }
-    out + "</svg>\n"
+    out
 }

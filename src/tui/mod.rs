@@ -366,7 +366,20 @@ pub fn screen(
             e
         }
     };
+    // An animation keeps the first screen and one after each key (or wait).
+    let animated = matches!(ui.format, export::Format::Cast | export::Format::AnimatedSvg);
+    let mut term = Terminal::new(TestBackend::new(area.width, area.height))?;
+    let mut frames = Vec::new();
+    let mut t = 0.0;
+    if animated {
+        term.draw(|f| f.render_widget(&app, f.area()))?;
+        frames.push((t, term.backend().buffer().clone()));
+    }
     for p in presses {
+        t += match p {
+            Press::Key(_) => 1.0,
+            Press::Wait(d) => d.as_secs_f64(),
+        };
         match p {
             Press::Key(k) => {
                 let controls = app.on_key(k);
@@ -401,6 +414,10 @@ pub fn screen(
                 }
             }
         }
+        if animated {
+            term.draw(|f| f.render_widget(&app, f.area()))?;
+            frames.push((t, term.backend().buffer().clone()));
+        }
         if app.quit {
             break;
         }
@@ -409,8 +426,18 @@ pub fn screen(
     if let Some(why) = unreached_stop(&app) {
         anyhow::bail!(why);
     }
-    let mut term = Terminal::new(TestBackend::new(area.width, area.height))?;
     term.draw(|f| f.render_widget(&app, f.area()))?;
+    if animated {
+        // The last frame as the script left it (after its last key settled).
+        if let Some(last) = frames.last_mut() {
+            last.1 = term.backend().buffer().clone();
+        }
+        return Ok(export::animation(
+            &frames,
+            ui.format,
+            &format!("haloscope --screen \"{keys}\""),
+        ));
+    }
     Ok(export::export(term.backend().buffer(), ui.format))
 }
 
