@@ -382,26 +382,9 @@ pub fn screen(
         };
         match p {
             Press::Key(k) => {
-                let controls = app.on_key(k);
-                let expect = !controls.is_empty();
-                for c in controls {
-                    engine.send(c);
-                }
-                // Off-screen no editor runs: the file is written and run.
-                if std::mem::take(&mut app.edit) {
-                    open_for_edit(&mut app, &engine);
-                    settle(&mut app, &engine, true);
-                }
-                if let Some(e) = stop_off_screen(&mut app, plan, area)? {
+                if let Some(e) = press_off_screen(&mut app, &engine, k, plan, area)? {
                     engine = e;
-                    continue;
                 }
-                let (columns, rows) = app.plot_size(area);
-                if app.frame.as_ref().is_some_and(|f| f.plot.size != (columns, rows)) {
-                    engine.send(Control::Columns(columns));
-                    engine.send(Control::Rows(rows));
-                }
-                settle(&mut app, &engine, expect);
             }
             Press::Wait(d) => {
                 let t0 = std::time::Instant::now();
@@ -439,6 +422,37 @@ pub fn screen(
         ));
     }
     Ok(export::export(term.backend().buffer(), ui.format))
+}
+
+/// Off-screen, key `k` pressed and its effect waited for; the tour's next engine where the
+/// key moved the tour.
+fn press_off_screen(
+    app: &mut App,
+    engine: &Engine,
+    k: crossterm::event::KeyEvent,
+    plan: &Plan,
+    area: Rect,
+) -> Result<Option<Engine>> {
+    let controls = app.on_key(k);
+    let expect = !controls.is_empty();
+    for c in controls {
+        engine.send(c);
+    }
+    // Off-screen no editor runs: the file is written and run.
+    if std::mem::take(&mut app.edit) {
+        open_for_edit(app, engine);
+        settle(app, engine, true);
+    }
+    if let Some(e) = stop_off_screen(app, plan, area)? {
+        return Ok(Some(e));
+    }
+    let (columns, rows) = app.plot_size(area);
+    if app.frame.as_ref().is_some_and(|f| f.plot.size != (columns, rows)) {
+        engine.send(Control::Columns(columns));
+        engine.send(Control::Rows(rows));
+    }
+    settle(app, engine, expect);
+    Ok(None)
 }
 
 /// Saves the screen as it is now to `haloscope-MODE-stepN.EXT` in `dir` (the working
