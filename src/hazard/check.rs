@@ -125,8 +125,10 @@ pub(super) fn analyse_unrolled(
             findings.push(deadlock(program, strict, true));
         }
     }
-    findings.extend(conflicts(program, &g, states));
-    findings.extend(missing_exchanges(program, &g, states));
+    // What each call reads and writes, once for both checks that compare accesses.
+    let touched = touches(&g, states);
+    findings.extend(conflicts(program, &g, &touched));
+    findings.extend(missing_exchanges(program, &g, states, &touched));
     (g, findings)
 }
 
@@ -361,9 +363,12 @@ struct Touch {
     write: bool,
 }
 
+/// Every access of the unrolled program, by `(device, buffer)`.
+type Touched = BTreeMap<(usize, Buffer), Vec<Touch>>;
+
 /// What each call's work reads and writes, by `(device, buffer)`.
-fn touches(g: &Graph, states: &[DeviceState]) -> BTreeMap<(usize, Buffer), Vec<Touch>> {
-    let mut out: BTreeMap<(usize, Buffer), Vec<Touch>> = BTreeMap::new();
+fn touches(g: &Graph, states: &[DeviceState]) -> Touched {
+    let mut out = Touched::new();
     for (i, c) in g.calls.iter().enumerate().filter(|(_, c)| c.gpu.is_some()) {
         for (device, a) in op_accesses(&c.op, states) {
             out.entry((device, a.buffer)).or_default().push(Touch {
@@ -463,10 +468,10 @@ pub fn op_accesses(op: &Op, states: &[DeviceState]) -> Vec<(usize, Access)> {
 /// work is not ordered either way: one finding per kind, buffer and pair of calls (one
 /// step's calls, or one step's and the next's; the instance shown has its first call in
 /// the middle round where it can).
-fn conflicts(program: &Program, g: &Graph, states: &[DeviceState]) -> Vec<Finding> {
+fn conflicts(program: &Program, g: &Graph, touched: &Touched) -> Vec<Finding> {
     type Key = (Kind, usize, Buffer, (usize, usize), (usize, usize));
     let mut found: BTreeMap<Key, (usize, usize, Range<usize>)> = BTreeMap::new();
-    for ((device, buffer), list) in touches(g, states) {
+    for (&(device, buffer), list) in touched {
         for (i, a) in list.iter().enumerate() {
             for b in &list[i + 1..] {
                 if a.call == b.call || !(a.write || b.write) {
@@ -523,12 +528,29 @@ fn conflicts(program: &Program, g: &Graph, states: &[DeviceState]) -> Vec<Findin
 /// and that no other call of any round writes: the exchange that should fill them is
 /// missing, and the kernel reads their first value for ever. One finding per device and
 /// field, at the first kernel that reads them.
-fn missing_exchanges(program: &Program, g: &Graph, states: &[DeviceState]) -> Vec<Finding> {
+fn missing_exchanges(
+    program: &Program,
+    g: &Graph,
+    states: &[DeviceState],
+    touched: &Touched,
+) -> Vec<Finding> {
     let mut out = Vec::new();
-    for ((device, buffer), list) in touches(g, states) {
+    let kernel = |c: &Call| matches!(c.op, Op::Launch { .. } | Op::Graph { .. });
+    for (&(device, buffer), list) in touched {
         let Buffer::Field(field) = buffer else { continue };
         let st = &states[device];
-        let kernel = |c: &Call| matches!(c.op, Op::Launch { .. } | Op::Graph { .. });
+        // Written from outside: by a copy, NCCL or another device's kernel (a store into
+        // this halo), in any round. The device's own kernels may write its halo (a wide
+        // pass runs over it) but cannot fill it.
+        let written: Vec<&Range<usize>> = list
+            .iter()
+            .filter(|w| {
+                let c = &g.calls[w.call];
+                let own = kernel(c) && c.op.stream().is_some_and(|s| s.device == device);
+                w.write && !own && c.round.is_some()
+            })
+            .map(|w| &w.cells)
+            .collect();
         let mut reads: Vec<&Touch> = list
             .iter()
             .filter(|t| !t.write && middle(&g.calls[t.call]) && kernel(&g.calls[t.call]))
@@ -541,21 +563,7 @@ fn missing_exchanges(program: &Program, g: &Graph, states: &[DeviceState]) -> Ve
             ];
             halo.into_iter()
                 .filter(|h| !h.is_empty() && h.end <= st.n)
-                .find_map(|h| {
-                    // Written from outside: by a copy, NCCL or another device's kernel (a
-                    // store into this halo), in any round. The device's own kernels may
-                    // write its halo (a wide pass runs over it) but cannot fill it.
-                    let written: Vec<&Range<usize>> = list
-                        .iter()
-                        .filter(|w| {
-                            let c = &g.calls[w.call];
-                            let own = kernel(c) && c.op.stream().is_some_and(|s| s.device == device);
-                            w.write && !own && c.round.is_some()
-                        })
-                        .map(|w| &w.cells)
-                        .collect();
-                    uncovered(&h, &written).map(|cells| (*t, cells))
-                })
+                .find_map(|h| uncovered(&h, &written).map(|cells| (*t, cells)))
         });
         let Some((t, cells)) = unwritten else { continue };
         let c = &g.calls[t.call];
