@@ -577,12 +577,8 @@ pub mod tests {
             if (w, h) == (120, 34) {
                 assert!(s.contains("streams: queued"), "{at}\n{s}");
             }
-            insta::assert_snapshot!(format!("all_threads_{w}x{h}_{zoom}"), t_text(&s));
+            insta::assert_snapshot!(format!("all_threads_{w}x{h}_{zoom}"), s);
         }
-    }
-
-    fn t_text(s: &str) -> String {
-        s.to_string()
     }
 
     #[test]

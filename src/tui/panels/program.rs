@@ -28,13 +28,8 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     if device.is_none() && p.devices() > 1 {
         return super::threads::render(frame, look, area, buf);
     }
-    let error_at = frame.run.error.as_ref().map(|e| (e.thread, e.op_index));
-    // Show the focused device, else the thread of the next call, else the failing one.
-    let thread = device
-        .or(frame.code.micro.next.map(|(t, _)| t))
-        .or(error_at.map(|(t, _)| t))
-        .unwrap_or(0)
-        .min(p.devices().saturating_sub(1));
+    // The focused device's thread (or the only one).
+    let thread = device.unwrap_or(0).min(p.devices().saturating_sub(1));
     // While micro-stepping, the streams and events go beside the code, or below it on a
     // narrow panel.
     let [code_area, state_area] = match frame.code.micro.next {
@@ -90,17 +85,14 @@ fn header(frame: &Picture, thread: usize) -> Line<'static> {
     let p = &frame.code.program;
     Line::from(vec![
         Span::styled(
-            match p.steps_per_round {
-                1 => format!("{}, every step", super::threads::thread_name(p, thread)),
-                k => format!("{}, every {k} steps", super::threads::thread_name(p, thread)),
-            },
+            format!(
+                "{}, {}",
+                super::threads::thread_name(p, thread),
+                super::threads::every(p)
+            ),
             Style::new().bold(),
         ),
-        match frame.verdict() {
-            Some(true) => Span::styled("   correct", Style::new().fg(Color::Green)),
-            Some(false) => Span::styled("   broken", Style::new().fg(Color::Red)),
-            None => Span::styled("   yours: h checks it", Style::new().fg(Color::Cyan)),
-        },
+        super::threads::verdict_span(frame),
         Span::styled("   0: every thread", Style::new().fg(Color::DarkGray)),
     ])
 }

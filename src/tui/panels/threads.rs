@@ -31,18 +31,17 @@ pub fn thread_name(p: &Program, t: usize) -> String {
     format!("host thread {t} → dev{}", device_of(p, t))
 }
 
+/// `t2→dev0 `, a stacked row's name.
+fn short_name(p: &Program, t: usize) -> String {
+    format!("t{t}→dev{} ", device_of(p, t))
+}
+
 pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     let p = &frame.code.program;
     let n = p.devices();
     let micro = frame.code.micro.next.is_some();
     let mut head = vec![
-        Span::styled(
-            match p.steps_per_round {
-                1 => format!("{n} host threads, every step"),
-                k => format!("{n} host threads, every {k} steps"),
-            },
-            Style::new().bold(),
-        ),
+        Span::styled(format!("{n} host threads, {}", every(p)), Style::new().bold()),
         verdict_span(frame),
     ];
     // The hint only where it fits whole.
@@ -88,7 +87,16 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     }
 }
 
-fn verdict_span(frame: &Picture) -> Span<'static> {
+/// How often the threads run their calls: `every step`, `every 16 steps` (a round).
+pub(super) fn every(p: &Program) -> String {
+    match p.steps_per_round {
+        1 => "every step".into(),
+        k => format!("every {k} steps"),
+    }
+}
+
+/// The program's verdict: correct, broken, or yours (then `h` checks it).
+pub(super) fn verdict_span(frame: &Picture) -> Span<'static> {
     match frame.verdict() {
         Some(true) => Span::styled("   correct", Style::new().fg(Color::Green)),
         Some(false) => Span::styled("   broken", Style::new().fg(Color::Red)),
@@ -171,7 +179,7 @@ fn stacked_lines(frame: &Picture, look: &Look, t: usize, width: u16, height: u16
     let mut lines = vec![one_line(frame, look, t, width)];
     let at = position(frame, t);
     let after = at.map_or(0, |i| i + 1);
-    let indent = format!("t{t}→dev{} ", device_of(p, t)).chars().count();
+    let indent = short_name(p, t).chars().count();
     // The picked hazard's calls on this thread first (they must show), then the calls
     // after where it stands; in program order.
     let marked = |i: usize| look.marked.contains(&(t, i));
@@ -200,7 +208,7 @@ fn stacked_lines(frame: &Picture, look: &Look, t: usize, width: u16, height: u16
 /// Thread `t` in one row: its name and the call it stands at.
 fn one_line(frame: &Picture, look: &Look, t: usize, width: u16) -> Line<'static> {
     let p = &frame.code.program;
-    let name = format!("t{t}→dev{} ", device_of(p, t));
+    let name = short_name(p, t);
     let w = usize::from(width);
     let Some(i) = position(frame, t) else {
         // Running (no positions), or before its first step.
