@@ -42,6 +42,10 @@ pub struct Exercise {
     /// Solved only when fast too (an exercise about speed).
     #[serde(default)]
     pub must_be_fast: bool,
+    /// The reference solution's time per step once measured (or why it could not be): it
+    /// is deterministic, so the task and every judgement of a watch share one run.
+    #[serde(skip)]
+    reference_us: std::sync::OnceLock<Result<f64, String>>,
 }
 
 #[derive(Deserialize)]
@@ -83,8 +87,17 @@ impl Exercise {
         Ok(s)
     }
 
-    /// The reference solution's modelled time per step, µs, on the exercise's devices.
+    /// The reference solution's modelled time per step, µs, on the exercise's devices
+    /// (run once, then remembered).
     pub fn reference_step_us(&self) -> Result<f64> {
+        self.reference_us
+            .get_or_init(|| self.measure_reference().map_err(|e| format!("{e:#}")))
+            .clone()
+            .map_err(anyhow::Error::msg)
+    }
+
+    /// A headless run of the reference solution: its modelled time per step, µs.
+    fn measure_reference(&self) -> Result<f64> {
         let origin = std::path::PathBuf::from(format!("solutions/{}.halo", self.name));
         let file = ProgramFile::parse(&origin, self.solution().to_string())?;
         let plan = self.plan(self.scenario()?, file);

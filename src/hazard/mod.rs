@@ -120,13 +120,7 @@ pub fn text(findings: &[Finding]) -> String {
                 c.thread, c.call, c.step, c.text
             )
         };
-        out += &format!(
-            "{}{}: {}
-",
-            f.kind.name(),
-            found.place(g),
-            f.why
-        );
+        out += &format!("{}{}: {}\n", f.kind.name(), found.place(g), f.why);
         if let Some(r) = found.repeats(g) {
             out += &format!("    {r}: the same missing order each time\n");
         }
