@@ -44,8 +44,54 @@ impl Gathered {
     }
 }
 
-/// The reference's gathered fields, shared by the device threads that compare with them.
-pub type Reference = std::sync::Arc<Gathered>;
+/// The single-domain reference run (one device, no halos to move), shared read-only with
+/// the device threads that compare a frame with it: they read its fields where they lie,
+/// no copy. It steps on once they have let go (were one still holding it, a copy steps).
+/// Another process receives its fields alone (`Reference::given`), which do not step.
+#[derive(Debug, Clone)]
+pub struct Reference(std::sync::Arc<Referred>);
+
+#[derive(Debug, Clone)]
+enum Referred {
+    Run(Domain),
+    Given(Gathered),
+}
+
+impl Reference {
+    pub fn new(s: &Scenario, c: &Coefficients) -> Result<Self, OutOfMemory> {
+        Ok(Reference(std::sync::Arc::new(Referred::Run(Domain::reference(
+            s, c,
+        )?))))
+    }
+
+    /// Fields received from the process that runs the reference.
+    pub fn given(g: Gathered) -> Reference {
+        Reference(std::sync::Arc::new(Referred::Given(g)))
+    }
+
+    /// Steps the run on; fields received (`given`) are one step's and stay as they are.
+    pub fn step(&mut self, step: u64) {
+        if let Referred::Run(d) = std::sync::Arc::make_mut(&mut self.0) {
+            d.step(step);
+        }
+    }
+
+    /// The run's one device (every slice of the grid); `None` for fields received.
+    pub fn state(&self) -> Option<&DeviceState> {
+        match &*self.0 {
+            Referred::Run(d) => d.devices.first(),
+            Referred::Given(_) => None,
+        }
+    }
+
+    /// The whole grid's `(E, H)`, `grid.width(field)` floats a slice.
+    pub fn fields(&self) -> (&[f32], &[f32]) {
+        match &*self.0 {
+            Referred::Run(d) => (d.devices[0].owned(Field::E), d.devices[0].owned(Field::H)),
+            Referred::Given(g) => (&g.e, &g.h),
+        }
+    }
+}
 
 /// One device's share of the grid, with its own copy of the fields and coefficients.
 /// Everything here counts slices (cells of a line, rows of a plane); what a slice holds

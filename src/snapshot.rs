@@ -124,55 +124,125 @@ pub fn reduce_map(
         .iter()
         .map(|c| (c.field == Field::E, c.at))
         .collect();
+    // A band's rows are folded point by point into one row of accumulators (whole rows
+    // at a time: it vectorises), then each bucket reads its points of that row once.
+    let mut band_acc = Band::new(per);
     for (band, span) in column_spans(&rows, row_edges) {
-        let mut cols = vec![Column::EMPTY; buckets];
+        band_acc.clear();
         for j in span {
             let local = j - rows.start;
-            let (e_row, h_row) = (&e[local * we..][..we], &h[local * wh..][..wh]);
-            for (b, col) in cols.iter_mut().enumerate() {
-                for i in col_edges[b]..col_edges[b + 1] {
-                    let mut diff: Option<f32> = None;
-                    for &(is_e, at) in &parts {
-                        let (v, stat) = if is_e {
-                            (e_row[at + i], &mut col.ex)
-                        } else {
-                            (h_row[at + i], &mut col.hy)
-                        };
-                        *stat = (stat.0.min(v), stat.1.max(v));
-                        let Some((re, rh)) = reference else { continue };
-                        let r = if is_e {
-                            re[j * we + at + i]
-                        } else {
-                            rh[j * wh + at + i]
-                        };
-                        if let Some(d) = apart(v, r) {
-                            diff = Some(diff.map_or(d, |x| x.max(d)));
-                        }
-                    }
-                    if let Some(d) = diff {
-                        let k = j * per + i;
-                        col.diff = col.diff.max(d);
-                        out.first_diff = Some(out.first_diff.map_or(k, |f| f.min(k)));
-                    }
+            for &(is_e, at) in &parts {
+                let (field, w) = if is_e { (e, we) } else { (h, wh) };
+                let row = &field[local * w + at..][..per];
+                band_acc.widen(is_e, row);
+                if let Some((re, rh)) = reference {
+                    let r = if is_e { re } else { rh };
+                    band_acc.compare(row, &r[j * w + at..][..per], j);
                 }
             }
         }
-        for (b, col) in cols.into_iter().enumerate() {
+        out.finite = !band_acc.not_finite;
+        for b in 0..buckets {
+            let (col, first) = band_acc.column(col_edges[b]..col_edges[b + 1], per);
             out.max_diff = out.max_diff.max(col.diff);
+            if let Some(k) = first {
+                out.first_diff = Some(out.first_diff.map_or(k, |f| f.min(k)));
+            }
             out.columns.push((band * buckets + b, col));
         }
     }
     out
 }
 
-/// How far a value is from the reference's, when their bits differ (a NaN counts as
-/// infinitely far).
-fn apart(v: f32, r: f32) -> Option<f32> {
-    if v.to_bits() == r.to_bits() {
-        return None;
+/// One band of a map folded over its rows, a value per point of a slice: the extremes of
+/// the `E` and of the `H` components, the largest difference from the reference, and the
+/// first row where the point differed (`u32::MAX`: none).
+struct Band {
+    e: (Vec<f32>, Vec<f32>),
+    h: (Vec<f32>, Vec<f32>),
+    diff: Vec<f32>,
+    first: Vec<u32>,
+    /// A value that is not a number was seen in this band or an earlier one.
+    not_finite: bool,
+}
+
+impl Band {
+    fn new(per: usize) -> Band {
+        let extremes = || (vec![f32::INFINITY; per], vec![f32::NEG_INFINITY; per]);
+        Band {
+            e: extremes(),
+            h: extremes(),
+            diff: vec![0.0; per],
+            first: vec![u32::MAX; per],
+            not_finite: false,
+        }
     }
-    let d = (v - r).abs();
-    Some(if d.is_nan() { f32::INFINITY } else { d })
+
+    fn clear(&mut self) {
+        for (lo, hi) in [&mut self.e, &mut self.h] {
+            lo.fill(f32::INFINITY);
+            hi.fill(f32::NEG_INFINITY);
+        }
+        self.diff.fill(0.0);
+        self.first.fill(u32::MAX);
+    }
+
+    /// Widens the extremes of the `E` (`is_e`) or `H` components by a row, as `f32::min`
+    /// and `f32::max` one value at a time would (a NaN is passed over).
+    fn widen(&mut self, is_e: bool, row: &[f32]) {
+        // NaN and ±∞ are the floats whose exponent bits are all set.
+        const EXP: u32 = 0x7f80_0000;
+        let (lo, hi) = if is_e { &mut self.e } else { &mut self.h };
+        let mut top = 0;
+        for ((lo, hi), &v) in lo.iter_mut().zip(hi.iter_mut()).zip(row) {
+            (*lo, *hi) = (lo.min(v), hi.max(v));
+            top = top.max(v.to_bits() & EXP);
+        }
+        self.not_finite |= top == EXP;
+    }
+
+    /// Compares row `j` with the reference's, where any of its bits differ.
+    fn compare(&mut self, row: &[f32], reference: &[f32], j: usize) {
+        let same = row
+            .iter()
+            .zip(reference)
+            .fold(0u32, |acc, (x, y)| acc | (x.to_bits() ^ y.to_bits()))
+            == 0;
+        if same {
+            return;
+        }
+        let j = u32::try_from(j).unwrap_or(u32::MAX - 1);
+        for (((d, f), &v), &r) in self
+            .diff
+            .iter_mut()
+            .zip(self.first.iter_mut())
+            .zip(row)
+            .zip(reference)
+        {
+            let same = v.to_bits() == r.to_bits();
+            let x = (v - r).abs();
+            let x = if x.is_nan() { f32::INFINITY } else { x };
+            *d = d.max(if same { 0.0 } else { x });
+            *f = (*f).min(if same { u32::MAX } else { j });
+        }
+    }
+
+    /// The screen cell of the points `span`, and the first point of it that differed
+    /// (slice-major, `per` points a slice).
+    fn column(&self, span: Range<usize>, per: usize) -> (Column, Option<usize>) {
+        let mut col = Column::EMPTY;
+        let mut first: Option<usize> = None;
+        for i in span {
+            col.ex = (col.ex.0.min(self.e.0[i]), col.ex.1.max(self.e.1[i]));
+            col.hy = (col.hy.0.min(self.h.0[i]), col.hy.1.max(self.h.1[i]));
+            col.diff = col.diff.max(self.diff[i]);
+            if self.first[i] != u32::MAX {
+                let k = self.first[i] as usize * per + i;
+                first = Some(first.map_or(k, |f| f.min(k)));
+            }
+        }
+        (col, first)
+    }
 }
 
 /// A heat map's `(buckets, bands)` for a map of `(across, along)` points (`Grid::map`)
@@ -194,6 +264,9 @@ pub struct Partial {
     pub columns: Vec<(usize, Column)>,
     pub max_diff: f32,
     pub first_diff: Option<usize>,
+    /// The reduction saw every value the device owns, and each was finite (`false`: one
+    /// was not, or the reduction cannot tell).
+    pub finite: bool,
 }
 
 /// The columns overlapping the owned cells `cells` (global), each with the part of
@@ -294,6 +367,87 @@ pub fn merge(parts: &[Partial], columns: usize) -> (Vec<Column>, f32, Option<usi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A map's screen cells, point by point: what `reduce_map` computes by bands.
+    fn map_point_by_point(
+        grid: Grid,
+        (e, h): (&[f32], &[f32]),
+        (re, rh): (&[f32], &[f32]),
+        (rows, cols): (&[usize], &[usize]),
+    ) -> (Vec<Column>, f32, Option<usize>) {
+        let (buckets, per) = (cols.len() - 1, grid.per_slice());
+        let mut out = vec![Column::EMPTY; (rows.len() - 1) * buckets];
+        let (mut max, mut first) = (0.0f32, None::<usize>);
+        for j in 0..rows[rows.len() - 1] {
+            for i in 0..per {
+                let c = &mut out[edge_index(rows, j) * buckets + edge_index(cols, i)];
+                for comp in grid.components() {
+                    let w = grid.width(comp.field);
+                    let k = j * w + comp.at + i;
+                    let (v, r, stat) = match comp.field {
+                        Field::E => (e[k], re[k], &mut c.ex),
+                        Field::H => (h[k], rh[k], &mut c.hy),
+                    };
+                    *stat = (stat.0.min(v), stat.1.max(v));
+                    if v.to_bits() != r.to_bits() {
+                        let d = (v - r).abs();
+                        let d = if d.is_nan() { f32::INFINITY } else { d };
+                        c.diff = c.diff.max(d);
+                        max = max.max(d);
+                        first = Some(first.map_or(j * per + i, |f| f.min(j * per + i)));
+                    }
+                }
+            }
+        }
+        (out, max, first)
+    }
+
+    #[test]
+    fn a_map_reduced_by_bands_equals_one_reduced_point_by_point_on_any_split() {
+        let grid = Grid::Plane {
+            nx: 37,
+            periodic: false,
+        };
+        let (rows_n, nx) = (29, 37);
+        let e: Vec<f32> = (0..rows_n * nx).map(|k| (k as f32 * 0.37).sin()).collect();
+        let h: Vec<f32> = (0..rows_n * 2 * nx).map(|k| (k as f32 * 0.11).cos()).collect();
+        let (mut re, mut rh) = (e.clone(), h.clone());
+        re[5 * nx + 30] += 0.25; // a difference late in an early row…
+        rh[11 * 2 * nx + nx + 3] = f32::NAN; // …one in Hy (infinitely far)…
+        re[11 * nx + 20] = -0.0; // …and a sign of zero (apart by 0).
+        let mut e2 = e.clone();
+        e2[11 * nx + 20] = 0.0;
+        let (mut h2, mut e3) = (h.clone(), e2.clone());
+        h2[20 * 2 * nx + 4] = f32::INFINITY;
+        e3[25 * nx] = f32::NAN;
+        for (e, h) in [(&e2, &h), (&e2, &h2), (&e3, &h2)] {
+            for (bands, buckets) in [(7, 5), (29, 37), (1, 1), (10, 12)] {
+                let (rows, cols) = (column_edges(rows_n, bands), column_edges(nx, buckets));
+                let want = map_point_by_point(grid, (e, h), (&re, &rh), (&rows, &cols));
+                for cut in [0, 1, 11, 12, 28] {
+                    let parts: Vec<Partial> = [0..cut, cut..rows_n]
+                        .into_iter()
+                        .filter(|r| !r.is_empty())
+                        .map(|r| {
+                            let (ea, ha) =
+                                (&e[r.start * nx..r.end * nx], &h[r.start * 2 * nx..r.end * 2 * nx]);
+                            reduce_map(r, grid, (ea, ha), Some((&re, &rh)), (&rows, &cols))
+                        })
+                        .collect();
+                    let got = merge(&parts, want.0.len());
+                    let bits = |c: &[Column]| -> Vec<[u32; 5]> {
+                        c.iter()
+                            .map(|c| [c.ex.0, c.ex.1, c.hy.0, c.hy.1, c.diff].map(f32::to_bits))
+                            .collect()
+                    };
+                    assert_eq!(bits(&got.0), bits(&want.0), "{bands}×{buckets}, cut at {cut}");
+                    assert_eq!((got.1, got.2), (want.1, want.2));
+                    let finite = !(e.iter().chain(h).any(|v| !v.is_finite()));
+                    assert_eq!(parts.iter().all(|p| p.finite), finite);
+                }
+            }
+        }
+    }
 
     #[test]
     fn two_devices_reduce_to_the_same_columns_as_one() {

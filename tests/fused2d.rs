@@ -46,7 +46,7 @@ fn slab(c: &Case) -> PlaneShare {
         ch: 0.5,
         periodic: c.periodic,
         ca: values(c.seed + 1, n, 2.0).iter().map(|v| 0.5 + v.abs()).collect(),
-        cb: values(c.seed + 2, n, 1.0),
+        cb: values(c.seed + 2, n, 1.0).into(),
         prev_bottom: values(c.seed + 3, c.nx, 1.0),
         prev_top: values(c.seed + 4, c.nx, 1.0),
         mur_bottom: values(c.seed + 5, c.nx, 1.0),

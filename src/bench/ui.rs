@@ -21,6 +21,8 @@ pub struct TuiBench {
     pub ui_steps_per_s: f64,
     /// 1 − ui / headless.
     pub ui_cost: f64,
+    /// The most the UI may cost: 3 % on a line, 15 % on a map (the issue's targets).
+    pub ui_cost_target: f64,
     /// The engine feeding frames that nobody draws: what the frames cost without drawing.
     pub undrawn_steps_per_s: f64,
     pub frames_drawn: usize,
@@ -38,7 +40,7 @@ impl TuiBench {
             "scenario {} (sim, events), medians of alternating runs\n\
              {:<34}{:>12.0} steps/s\n\
              {:<34}{:>12.0} steps/s\n\
-             {:<34}{:>11.1} %  (target ≤ 3 %)\n\
+             {:<34}{:>11.1} %  (target ≤ {:.0} %; the UI's reference steps on a thread of its own)\n\
              {:<34}{:>12.0} steps/s  (frames built, not drawn)\n\
              {:<34}{:>12.3} ms median, {:.3} ms p99 over {} frames (target ≤ 2 ms)\n\
              {:<34}{:>12.1} frames/s\n",
@@ -49,6 +51,7 @@ impl TuiBench {
             self.ui_steps_per_s,
             "cost of the UI",
             100.0 * self.ui_cost,
+            100.0 * self.ui_cost_target,
             "engine alone",
             self.undrawn_steps_per_s,
             "render one frame",
@@ -58,6 +61,15 @@ impl TuiBench {
             "frames drawn",
             self.frames_per_s
         )
+    }
+}
+
+/// The most the UI may cost: 3 % on a line, 15 % on a map (whose frames reduce a grid).
+fn ui_cost_target(s: &scenario::Scenario) -> f64 {
+    if crate::geometry::Grid::of(s).map(s.cells).is_some() {
+        0.15
+    } else {
+        0.03
     }
 }
 
@@ -149,6 +161,7 @@ pub fn tui(args: &BenchArgs) -> Result<TuiBench> {
         headless_steps_per_s: hl,
         ui_steps_per_s: ui,
         ui_cost: 1.0 - ui / hl,
+        ui_cost_target: ui_cost_target(&s),
         undrawn_steps_per_s: undrawn,
         frames_drawn: render_ms.len(),
         frames_per_s: render_ms.len() as f64 / drawing_s.max(1e-9),

@@ -23,11 +23,11 @@ impl Core {
         let ranges = s.ranges();
         let device = ranges.iter().position(|r| r.contains(&row))?;
         let values = self.backend.cell(k, grid).ok()?;
-        let reference = (self.cmp.reference_step == step).then(|| {
-            let d = &self.cmp.reference.devices[0];
+        let reference = self.cmp.reference.now(step).and_then(|r| {
+            let d = r.state()?;
             let rows = row..row + 1;
             let (e, h) = (d.read(Field::E, &rows), d.read(Field::H, &rows));
-            grid.values(k, e, h).into_iter().map(|(_, v)| v).collect()
+            Some(grid.values(k, e, h).into_iter().map(|(_, v)| v).collect())
         });
         let column = edges.index_of(grid.locate(k));
         let states = crate::decomp::DeviceState::shapes(s);

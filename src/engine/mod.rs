@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::decomp::Domain;
+use crate::decomp::Reference;
 use crate::geometry::Coefficients;
 use crate::memory::OutOfMemory;
 use crate::program::{Mode, Program, ProgramFile};
@@ -18,6 +18,7 @@ use crate::scenario::Scenario;
 use crate::snapshot::Partial;
 use crate::trace::TraceRecord;
 
+mod follow;
 mod goal;
 mod inspect;
 mod pace;
@@ -26,6 +27,10 @@ mod picture;
 mod plot;
 mod to_goal;
 pub use goal::{Goal, GoalState, REACHED};
+
+/// A frame's time: about 30 frames a second.
+const FRAME: Duration = Duration::from_millis(33);
+use follow::Follower;
 use parts::{Code, Comparison, Pacing, Shown};
 pub use picture::{CellInfo, CodePart, CopyHistory, Picture, PlotPart, RunPart, TracePart};
 
@@ -195,8 +200,7 @@ impl Core {
                 refused_mode: None,
             },
             cmp: Comparison {
-                reference: Domain::reference(s, &coefficients)?,
-                reference_step: 0,
+                reference: Follower::new(Reference::new(s, &coefficients)?),
                 last_max_diff: Some(0.0),
                 last_first_diff: None,
                 first_diff_seen: Vec::new(),
@@ -205,7 +209,7 @@ impl Core {
             pacing: Pacing {
                 running: cfg.running,
                 speed: cfg.speed,
-                batch: 1,
+                step_time: Duration::ZERO,
                 rate_mark: (Instant::now(), 0, 0.0),
                 step_us: 0.0,
                 steps_per_s: 0.0,
@@ -233,8 +237,9 @@ impl Core {
     }
 
     fn run(&mut self, control: Receiver<Control>, mut publish: impl FnMut(Picture)) {
+        // When the last frame began to be built: the next is out 33 ms later.
+        let mut last_start = Instant::now();
         publish(self.frame());
-        let mut last_publish = Instant::now();
         // What building the last frame took (the reference catching up, the reduction):
         // the runtime's slice shrinks by it; and on a grid whose frames take longer than a
         // frame's time, fewer steps a frame, so that frames keep coming about 30 a second.
@@ -275,11 +280,13 @@ impl Core {
                 // Capped: the frame is due now.
                 capped = self.pacing.speed.is_none() && due == 0;
                 changed |= capped;
-                if due > 0 {
-                    // Up to the next frame's time, less what building it will take.
-                    let slice = Duration::from_millis(33)
-                        .saturating_sub(last_publish.elapsed() + frame_cost)
-                        .clamp(Duration::from_millis(2), Duration::from_millis(20));
+                // Steps until the next frame must begin, none that would make it late
+                // (at least one a frame, however long a step takes).
+                let left = FRAME.saturating_sub(last_start.elapsed() + frame_cost);
+                let late = left <= self.pacing.step_time && now > published_at;
+                changed |= late;
+                if due > 0 && !late {
+                    let slice = left.clamp(Duration::from_millis(2), Duration::from_millis(20));
                     match self.goal {
                         Some(GoalState::Running(g)) => self.advance_goal(g, due, slice),
                         _ => self.advance_timed(due, slice),
@@ -287,15 +294,15 @@ impl Core {
                     changed = true;
                 }
             }
-            if changed
-                && (last_publish.elapsed() >= Duration::from_millis(33) || !self.pacing.running || capped)
-            {
+            let left = FRAME.saturating_sub(last_start.elapsed() + frame_cost);
+            if changed && (left <= self.pacing.step_time || !self.pacing.running || capped) {
                 let t = Instant::now();
                 publish(self.frame());
                 frame_cost = t.elapsed();
                 let steps = self.step().saturating_sub(published_at);
-                per_frame = pace::steps_per_frame(per_frame, steps, frame_cost, self.pacing.running);
-                (last_publish, published_at) = (Instant::now(), self.step());
+                let cycle = last_start.elapsed();
+                per_frame = pace::steps_per_frame(per_frame, steps, cycle, self.pacing.running);
+                (last_start, published_at) = (t, self.step());
             }
         }
     }
@@ -477,8 +484,20 @@ impl Core {
     fn advance_timed(&mut self, steps: u64, budget: Duration) {
         let t0 = Instant::now();
         let mut done = 0;
-        let mut batch = self.pacing.batch;
-        while done < steps && t0.elapsed() < budget && !self.stopped() {
+        while done < steps && !self.stopped() {
+            // A batch fills what is left of the budget at the last batch's time per step:
+            // few batches, since observing a step copies the state where threads ran past
+            // it; none that would overrun it. (Controls are read between slices.)
+            let left = budget.saturating_sub(t0.elapsed()).as_secs_f64();
+            let per_step = self.pacing.step_time.as_secs_f64();
+            if left <= 0.0 || (done > 0 && left < per_step) {
+                break;
+            }
+            let batch = if per_step > 0.0 {
+                ((left / per_step) as u64).clamp(1, 1 << 16)
+            } else {
+                1
+            };
             let n = batch.min(steps - done);
             let target = self.step() + n;
             if let Some(at) = self.cfg.inject_panic
@@ -486,22 +505,21 @@ impl Core {
             {
                 self.backend.inject_panic(0);
             }
+            // The reference steps on in its thread while the batch runs (a run that fails
+            // short of the target has no comparison to make).
+            if self.compares() {
+                self.cmp.reference.follow(target);
+            }
             let (t, before) = (Instant::now(), self.step());
             let r = self.backend.run_batch(target);
             self.check(r);
             self.collect_copies();
             // A program of rounds completes whole rounds: count the steps it ran, not the
             // ones asked for (small batches under load would otherwise run `steps` rounds).
-            done += self.step().saturating_sub(before).max(n);
-            // Batches of about 2 ms: bookkeeping stays small, controls stay responsive.
-            let took = t.elapsed();
-            if took < Duration::from_millis(1) {
-                batch = (batch * 2).min(1 << 16);
-            } else if took > Duration::from_millis(4) {
-                batch = (batch / 2).max(1);
-            }
+            let ran = self.step().saturating_sub(before).max(n);
+            done += ran;
+            self.pacing.step_time = t.elapsed() / u32::try_from(ran).unwrap_or(u32::MAX);
         }
-        self.pacing.batch = batch;
         if !self.stopped() {
             let boundary = self.backend.next_boundary();
             self.advance_to(boundary);
@@ -519,13 +537,10 @@ impl Core {
     fn frame(&mut self) -> Picture {
         let step = self.step();
         let boundary = self.backend.at_boundary();
-        // The reference follows the run to every step boundary. It runs on the CPU: beside
-        // GPUs, past a few million cells it would set the pace (headless --check-every
-        // compares any size).
-        let cells = self.cfg.scenario.total_cells();
-        let compare = self.backend.compare_up_to().is_none_or(|n| cells <= n);
+        // The reference follows the run to every step boundary.
+        let compare = self.compares();
         let reference = self.reference_now(compare);
-        let (edges, (columns, max_diff, first_diff)) = self.reduce_fields(reference.as_ref());
+        let (edges, (columns, max_diff, first_diff), finite) = self.reduce_fields(reference.as_ref());
 
         if reference.is_some() {
             self.cmp.last_max_diff = Some(max_diff);
@@ -547,9 +562,12 @@ impl Core {
                 self.shown.scale = self.shown.scale.max(m);
             }
         }
-        // A run that blew up stops here, saying where: it is never "bit-identical".
+        // A run that blew up stops here, saying where: it is never "bit-identical". (Where
+        // the reduction saw every value finite, there is nothing to look for: a value
+        // that stopped being a number does not become one again.)
         if boundary
             && self.failure.is_none()
+            && !finite
             && let Some(why) = self.backend.non_finite()
         {
             self.pacing.running = false;
@@ -941,9 +959,10 @@ mod tests {
 
     #[test]
     fn a_timed_advance_counts_the_steps_a_round_ran_not_the_ones_asked_for() {
-        // wide-halo runs rounds of 16 steps: asked for 5 in batches of 1, it runs one round.
+        // wide-halo runs rounds of 16 steps: asked for 5 in batches of 1 (a step takes the
+        // whole budget), it runs one round.
         let mut c = core(Mode::WideHalo, None);
-        c.pacing.batch = 1;
+        c.pacing.step_time = Duration::from_secs(10);
         c.advance_timed(5, Duration::from_secs(10));
         assert_eq!(c.step(), 16);
     }

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::follow::Follower;
 use super::picture::CopyHistory;
-use crate::decomp::Domain;
 use crate::program::{Mode, Program, ProgramFile};
 
 /// The program being run: its mode or file, the checker's findings, what was refused.
@@ -38,8 +38,7 @@ impl Code {
 
 /// The single-domain reference the run is compared with, and what the comparisons found.
 pub(super) struct Comparison {
-    pub reference: Domain,
-    pub reference_step: u64,
+    pub reference: Follower,
     pub last_max_diff: Option<f32>,
     pub last_first_diff: Option<usize>,
     /// Per screen column, the first step it was seen to differ from the reference.
@@ -52,8 +51,8 @@ pub(super) struct Comparison {
 pub(super) struct Pacing {
     pub running: bool,
     pub speed: Option<f64>,
-    /// Steps per batch while running (adapted to take about 2 ms).
-    pub batch: u64,
+    /// What a step took in the last batch run (zero: none yet).
+    pub step_time: std::time::Duration,
     /// Rates between frames: when, at which step, at which clock.
     pub rate_mark: (Instant, u64, f64),
     pub step_us: f64,

@@ -10,7 +10,8 @@ use crate::snapshot::{self, Column, Edges};
 
 /// What a frame's fields are: where its screen cells lie (a 1D plot's columns or a 2D
 /// heat map's cells), and the merged screen cells with the largest and first difference.
-type Reduced = (Arc<Edges>, (Vec<Column>, f32, Option<usize>));
+/// And whether every device's reduction saw only finite values.
+type Reduced = (Arc<Edges>, (Vec<Column>, f32, Option<usize>), bool);
 
 impl Core {
     /// The reference's fields at the current step, when the frame is compared with it:
@@ -20,20 +21,15 @@ impl Core {
         if !(compare && self.backend.at_boundary()) {
             return None;
         }
-        while self.cmp.reference_step < step {
-            self.cmp.reference.step(self.cmp.reference_step);
-            self.cmp.reference_step += 1;
-        }
-        let gathered = (self.cmp.reference_step == step)
-            .then(|| self.cmp.reference.gathered())
-            .transpose();
-        match gathered {
-            Ok(r) => r.map(Arc::new),
-            Err(e) => {
-                self.failure.get_or_insert(e.to_string());
-                None
-            }
-        }
+        self.cmp.reference.at(step)
+    }
+
+    /// Whether frames compare the run with the reference: on a grid the runtime lets the
+    /// UI compare at every frame (beside GPUs, past a few million cells the CPU's reference
+    /// would set the pace; headless `--check-every` compares any size).
+    pub(super) fn compares(&self) -> bool {
+        let cells = self.cfg.scenario.total_cells();
+        self.backend.compare_up_to().is_none_or(|n| cells <= n)
     }
 
     /// The run's fields reduced on its devices for a plot of `self.columns` × `self.rows`;
@@ -50,13 +46,15 @@ impl Core {
         } else {
             Edges::Columns(snapshot::column_edges(s.cells, self.shown.columns))
         });
-        let merged = match self.backend.reduce(&edges, reference) {
-            Ok(parts) => snapshot::merge(&parts, edges.len()),
+        match self.backend.reduce(&edges, reference) {
+            Ok(parts) => {
+                let finite = parts.iter().all(|p| p.finite);
+                (edges.clone(), snapshot::merge(&parts, edges.len()), finite)
+            }
             Err(e) => {
                 self.failure.get_or_insert(format!("{e:#}"));
-                (Vec::new(), 0.0, None)
+                (edges, (Vec::new(), 0.0, None), false)
             }
-        };
-        (edges, merged)
+        }
     }
 }

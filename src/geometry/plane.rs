@@ -41,9 +41,10 @@ pub struct PlaneShare {
     /// The `H` curl coefficient (the Courant number).
     pub ch: f32,
     pub periodic: bool,
-    /// `ca`, `cb` per `Ez` cell, row-major over the held rows.
-    pub ca: Vec<f32>,
-    pub cb: Vec<f32>,
+    /// `ca`, `cb` per `Ez` cell, row-major over the held rows (never changed: an
+    /// observation's fork shares them).
+    pub ca: std::sync::Arc<[f32]>,
+    pub cb: std::sync::Arc<[f32]>,
     /// The Mur state of the bottom and top rows (one per column), where this device
     /// holds them.
     pub prev_bottom: Vec<f32>,
@@ -75,8 +76,8 @@ impl PlaneShare {
             nx,
             ch: c.ch,
             periodic: s.sides == crate::scenario::Sides::Periodic,
-            ca,
-            cb,
+            ca: ca.into(),
+            cb: cb.into(),
             prev_bottom: vec![0.0; if lo == 0 { nx } else { 0 }],
             prev_top: vec![0.0; if hi == s.cells { nx } else { 0 }],
             mur_bottom: c.mur_rows.0.clone(),
@@ -198,8 +199,8 @@ mod tests {
             nx,
             ch: 0.5,
             periodic,
-            ca: vec![1.0; nx * rows],
-            cb: vec![0.5; nx * rows],
+            ca: vec![1.0; nx * rows].into(),
+            cb: vec![0.5; nx * rows].into(),
             prev_bottom: vec![0.0; nx],
             prev_top: vec![0.0; nx],
             mur_bottom: vec![0.0; nx],

@@ -158,7 +158,7 @@ impl Share {
     pub fn coefficient_arrays(&self, len: usize) -> (Vec<f32>, Vec<f32>) {
         match self {
             Share::Line(l) => l.coefficient_arrays(len),
-            Share::Plane(p) => (p.ca.clone(), p.cb.clone()),
+            Share::Plane(p) => (p.ca.to_vec(), p.cb.to_vec()),
             #[cfg(test)]
             Share::Ladder(l) => l.coefficient_arrays(len),
         }

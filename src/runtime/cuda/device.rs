@@ -323,12 +323,13 @@ impl Dev {
                 self.set_program(p)?;
                 Reply::Done
             }
-            Cmd::Reduce(edges, reference) => Reply::Reduced(match &*edges {
-                crate::snapshot::Edges::Columns(e) => self.reduce(e, reference.as_deref())?,
-                crate::snapshot::Edges::Map { rows, cols } => {
-                    self.reduce_map((rows, cols), reference.as_deref())?
-                }
-            }),
+            Cmd::Reduce(edges, reference) => {
+                let r = reference.as_ref().map(|r| r.fields());
+                Reply::Reduced(match &*edges {
+                    crate::snapshot::Edges::Columns(e) => self.reduce(e, r)?,
+                    crate::snapshot::Edges::Map { rows, cols } => self.reduce_map((rows, cols), r)?,
+                })
+            }
             Cmd::Micro => Reply::Micro(self.micro()?),
             Cmd::Fields => {
                 let (e, h) = self.fields()?;

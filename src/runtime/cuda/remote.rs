@@ -104,6 +104,7 @@ fn from_wire_partials(parts: Vec<(Vec<WireColumn>, u32, Option<usize>)>) -> Vec<
                 .collect(),
             max_diff: f32::from_bits(max_diff),
             first_diff,
+            finite: false,
         })
         .collect()
 }
@@ -208,8 +209,10 @@ pub(super) fn proxy(
                     Edges::Columns(e) => (Some(e.clone()), Vec::new(), Vec::new()),
                     Edges::Map { rows, cols } => (None, rows.clone(), cols.clone()),
                 };
-                let ex = reference.as_ref().map(|r| r.e.len());
-                let payload = reference.map(|r| joined(&r.e, &r.h)).unwrap_or_default();
+                let ex = reference.as_ref().map(|r| r.fields().0.len());
+                let payload = reference
+                    .map(|r| joined(r.fields().0, r.fields().1))
+                    .unwrap_or_default();
                 (WireCmd::Reduce { line, rows, cols, ex }, payload)
             }
             Cmd::Micro | Cmd::Issue | Cmd::PassBarrier => {
@@ -288,7 +291,7 @@ pub(super) fn serve(
                     Some(e) => Edges::Columns(e),
                     None => Edges::Map { rows, cols },
                 };
-                let reference = ex.map(|ex| Arc::new(split(&payload, ex)));
+                let reference = ex.map(|ex| crate::decomp::Reference::given(split(&payload, ex)));
                 Cmd::Reduce(Arc::new(edges), reference)
             }
         };
@@ -375,8 +378,9 @@ mod tests {
                         diff: 0.0,
                     },
                 )],
-                max_diff: r.map_or(-1.0, |r| r.e[0]),
+                max_diff: r.map_or(-1.0, |r| r.fields().0[0]),
                 first_diff: Some(7),
+                finite: false,
             }]),
             Cmd::SetProgram(_) => Reply::Done,
             _ => unreachable!("the proxy keeps micro-steps"),
@@ -434,7 +438,7 @@ mod tests {
             }
             _ => panic!("the fields"),
         }
-        let reference = Arc::new(crate::decomp::Gathered {
+        let reference = crate::decomp::Reference::given(crate::decomp::Gathered {
             e: vec![0.25f32; 3],
             h: vec![0.5f32; 3],
         });

@@ -66,7 +66,7 @@ impl Dev {
     pub(super) fn reduce(
         &mut self,
         edges: &[usize],
-        reference: Option<&crate::decomp::Gathered>,
+        reference: Option<(&[f32], &[f32])>,
     ) -> Result<Vec<Partial>, Failure> {
         let cells = self.meta.lo..self.meta.hi;
         let m = cells.len();
@@ -130,8 +130,9 @@ impl Dev {
             columns,
             max_diff: 0.0,
             first_diff: None,
+            finite: false,
         }];
-        if let Some(crate::decomp::Gathered { e: re, h: rh }) = reference {
+        if let Some((re, rh)) = reference {
             let (e, h) = host[ex_at..].split_at(m);
             parts.push(snapshot::differences(cells, e, h, (re, rh), edges));
         }
@@ -201,7 +202,7 @@ impl Dev {
     pub(super) fn reduce_map(
         &mut self,
         (rows, cols): (&[usize], &[usize]),
-        reference: Option<&crate::decomp::Gathered>,
+        reference: Option<(&[f32], &[f32])>,
     ) -> Result<Vec<Partial>, Failure> {
         let owned = self.meta.lo..self.meta.hi;
         let grid = self.meta.grid;
@@ -268,8 +269,9 @@ impl Dev {
             columns,
             max_diff: 0.0,
             first_diff: None,
+            finite: false,
         }];
-        if let Some(crate::decomp::Gathered { e: re, h: rh }) = reference {
+        if let Some((re, rh)) = reference {
             let (e, hh) = host[ez_at..ez_at + m * (we + wh)].split_at(m * we);
             parts.push(snapshot::reduce_map(
                 owned,

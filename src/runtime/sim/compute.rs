@@ -109,8 +109,12 @@ impl Executor {
                                 let _ = reply.send(slot.view(v).fork());
                             }
                             Command::Reduce(v, edges, reference, reply) => {
-                                let r = reference.as_deref().map(|g| (g.e.as_slice(), g.h.as_slice()));
-                                let _ = reply.send(reduce_state(slot.view(v), r, &edges));
+                                let r = reference.as_ref().map(|r| r.fields());
+                                let reduced = reduce_state(slot.view(v), r, &edges);
+                                // Let go of the reference before replying: it steps on
+                                // without a copy once every device has.
+                                drop(reference);
+                                let _ = reply.send(reduced);
                             }
                             Command::NonFinite(v, reply) => {
                                 let _ = reply.send((non_finite(slot.view(v)), slot.blown));
@@ -167,6 +171,24 @@ impl Executor {
         self.send(d, make(tx))?;
         rx.recv()
             .map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))
+    }
+
+    /// Asks every device at once, then collects their answers: they work in parallel.
+    pub(super) fn ask_all<T>(&self, make: impl Fn(Sender<T>) -> Command) -> anyhow::Result<Vec<T>> {
+        let replies = (0..self.commands.len())
+            .map(|d| {
+                let (tx, rx) = bounded(1);
+                self.send(d, make(tx)).map(|()| rx)
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        replies
+            .into_iter()
+            .enumerate()
+            .map(|(d, rx)| {
+                rx.recv()
+                    .map_err(|_| anyhow::anyhow!("device thread dev-{d} has stopped"))
+            })
+            .collect()
     }
 }
 

@@ -1,6 +1,5 @@
 //! The sim runtime: the scheduler and the compute for one scenario and one program.
 
-use crossbeam_channel::bounded;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -251,9 +250,7 @@ impl SimRuntime {
     pub fn states(&self) -> anyhow::Result<Vec<DeviceState>> {
         let v = self.view;
         match &self.compute {
-            Compute::Threads(x) => (0..self.devices())
-                .map(|d| x.ask(d, |tx| Command::State(v, tx)))
-                .collect(),
+            Compute::Threads(x) => x.ask_all(|tx| Command::State(v, tx)),
             Compute::Inline(i) => Ok(i.slots.iter().map(|s| s.view(v).fork()).collect()),
         }
     }
@@ -265,31 +262,16 @@ impl SimRuntime {
         reference: Option<&crate::decomp::Reference>,
     ) -> anyhow::Result<Vec<Partial>> {
         let v = self.view;
-        let x = match &self.compute {
-            Compute::Threads(x) => x,
+        match &self.compute {
+            Compute::Threads(x) => x.ask_all(|tx| Command::Reduce(v, edges.clone(), reference.cloned(), tx)),
             Compute::Inline(i) => {
-                let r = reference.map(|r| (r.e.as_slice(), r.h.as_slice()));
-                return Ok(i
-                    .slots
+                let r = reference.map(|r| r.fields());
+                Ok(i.slots
                     .iter()
                     .map(|s| reduce_state(s.view(v), r, edges))
-                    .collect());
+                    .collect())
             }
-        };
-        // Ask every device first, then collect: they reduce in parallel.
-        let mut replies = Vec::new();
-        for d in 0..self.devices() {
-            let (tx, rx) = bounded(1);
-            x.send(d, Command::Reduce(v, edges.clone(), reference.cloned(), tx))?;
-            replies.push(rx);
         }
-        replies
-            .into_iter()
-            .map(|rx| {
-                rx.recv()
-                    .map_err(|_| anyhow::anyhow!("a device thread has stopped"))
-            })
-            .collect()
     }
 
     /// Where the run stopped being numbers: `(step, field, global cell, value)`, the step
@@ -298,9 +280,7 @@ impl SimRuntime {
     pub fn non_finite(&self) -> anyhow::Result<Option<Blowup>> {
         let v = self.view;
         let found: Vec<_> = match &self.compute {
-            Compute::Threads(x) => (0..self.devices())
-                .map(|d| x.ask(d, |tx| Command::NonFinite(v, tx)))
-                .collect::<anyhow::Result<Vec<_>>>()?,
+            Compute::Threads(x) => x.ask_all(|tx| Command::NonFinite(v, tx))?,
             Compute::Inline(i) => i.slots.iter().map(|s| (non_finite(s.view(v)), s.blown)).collect(),
         };
         let base = self.scheduler.base_step();

@@ -111,17 +111,21 @@ fn scroll_to_focus(lines: &[Line], area: Rect) -> u16 {
     scroll.min(usize::from(u16::MAX)) as u16
 }
 
-/// What `thread` does once, before its first step (creating its events).
+/// What `thread` does once, before its first step: picks its device (`gpuMapping`), then
+/// creates its events.
 fn setup_lines(p: &crate::program::Program, thread: usize) -> Vec<Line<'static>> {
-    if p.setup[thread].is_empty() {
-        return Vec::new();
-    }
     let dim = Style::new().fg(Color::DarkGray);
-    std::iter::once(Line::styled("once, before the first step:", dim.bold()))
-        .chain(
-            p.setup[thread]
-                .iter()
-                .map(|op| Line::styled(format!("     {}", p.render(op)), dim)),
-        )
-        .collect()
+    let device = super::threads::device_of(p, thread);
+    let pick = format!("     cudaSetDevice({device});  // host thread {thread} drives dev{device}");
+    [
+        Line::styled("once, before the first step:", dim.bold()),
+        Line::styled(pick, dim),
+    ]
+    .into_iter()
+    .chain(
+        p.setup[thread]
+            .iter()
+            .map(|op| Line::styled(format!("     {}", p.render(op)), dim)),
+    )
+    .collect()
 }

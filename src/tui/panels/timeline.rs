@@ -26,8 +26,9 @@ pub fn title(frame: &Picture, look: &Look) -> String {
             let first = s.saturating_sub(crate::runtime::TIMELINE_STEPS - 1);
             format!(" Timeline: steps {first}–{s} ({} clock) ", clock_name(frame))
         }
+        // Steps are numbered from 0: after step 1204 the status bar counts 1205 done.
         Some(s) => format!(
-            " Timeline: step {s} ({} clock; z: the last few) ",
+            " Timeline: step {s}, the last done ({} clock; z: the last few) ",
             clock_name(frame)
         ),
         None => " Timeline ".to_string(),
