@@ -247,14 +247,17 @@ impl Band {
 
 /// A heat map's `(buckets, bands)` for a map of `(across, along)` points (`Grid::map`)
 /// in a plot of `width` characters and `rows` text rows, less one for the colour bar:
-/// half-block cells (two bands a row) keep the grid's aspect, never more than a point each.
+/// half-block cells (two bands a row) filling the plot, never more than a point each. The
+/// map is then stretched one way ([`heat_stretch`]), which its title says.
 pub fn heat_size((across, along): (usize, usize), width: usize, rows: usize) -> (usize, usize) {
-    let (w, h) = (width.max(1) as f64, (2 * rows.saturating_sub(1)).max(2) as f64);
-    let (gx, gy) = (across as f64, along as f64);
-    let fit = (w / gx).min(h / gy);
-    let buckets = ((gx * fit).floor() as usize).clamp(1, across.min(width.max(1)));
-    let bands = ((gy * fit).floor() as usize).clamp(1, along);
-    (buckets, bands)
+    let bands = (2 * rows.saturating_sub(1)).max(2);
+    (across.min(width).max(1), along.min(bands).max(1))
+}
+
+/// How much wider than tall a heat map of `(buckets, bands)` draws a grid of `(across,
+/// along)` points, a half-block cell being about square: 1 keeps its shape.
+pub fn heat_stretch((buckets, bands): (usize, usize), (across, along): (usize, usize)) -> f64 {
+    (buckets as f64 * along as f64) / (bands as f64 * across as f64).max(1.0)
 }
 
 /// The part of a snapshot one device contributes.

@@ -141,7 +141,7 @@ fn a_2d_scenario_is_a_heat_map_whose_cells_the_inspector_walks() {
     let (code, screen, err) = haloscope(&["-s", "radiate", "--paused", "--screen", keys, "--size", "120x30"]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        screen.contains("Fields: Ez on 320×240 cells, 4 slabs of rows"),
+        screen.contains("Fields: Ez on 320×240 cells, drawn 3.8× wide, 4 slabs of rows"),
         "{screen}"
     );
     assert!(screen.contains("√ scale"), "the colour bar:\n{screen}");
@@ -150,9 +150,16 @@ fn a_2d_scenario_is_a_heat_map_whose_cells_the_inspector_walks() {
         3,
         "three slab boundaries:\n{screen}"
     );
-    // The map is 24 bands of 10 rows by 29 buckets of 11 columns: (160, 120) → (171, 130).
+    // The map fills its panel: 24 bands of 10 rows by 110 buckets of 2 or 3 columns (so
+    // drawn 3.8× wider than tall): (160, 120) → (162, 130).
     let legend = screen.lines().nth(1).unwrap_or_default();
-    assert!(legend.contains("▼ (x 171, y 130) (dev2)"), "{legend}");
+    assert!(legend.contains("▼ (x 162, y 130) (dev2)"), "{legend}");
+    let map_row = screen.lines().nth(3).unwrap_or_default();
+    assert!(
+        map_row.matches('▀').count() >= 100,
+        "the map fills the panel's width:
+{screen}"
+    );
     assert!(
         legend.contains("Ez ") && legend.contains("Hx ") && legend.contains("|Δ| 0"),
         "{legend}"

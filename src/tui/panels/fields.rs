@@ -15,11 +15,19 @@ use crate::engine::Picture;
 pub fn title(frame: &Picture, look: &Look) -> String {
     let device = look.device;
     let dev = device.map_or(String::new(), |d| format!(" · dev{d} focused"));
-    if frame.plot.heat.is_some() {
+    if let Some(heat) = frame.plot.heat {
+        let (across, along) = (frame.run.grid.per_slice(), frame.run.cells);
+        // The map fills its panel: said where that stretches it.
+        let k = crate::snapshot::heat_stretch(heat, (across, along));
+        let shape = if k > 1.05 {
+            format!(", drawn {k:.1}× wide")
+        } else if k < 1.0 / 1.05 {
+            format!(", drawn {:.1}× tall", 1.0 / k)
+        } else {
+            String::new()
+        };
         return format!(
-            " Fields: Ez on {}×{} cells, {} slabs of rows{dev} ",
-            frame.run.grid.per_slice(),
-            frame.run.cells,
+            " Fields: Ez on {across}×{along} cells{shape}, {} slabs of rows{dev} ",
             frame.run.split.len()
         );
     }

@@ -351,28 +351,35 @@ pub(crate) fn draw_record(
     }
 }
 
-/// A lane: its label, its device, and its stream (`None`: the host thread).
-type Lane = (String, usize, Option<usize>);
+/// A lane: its label, its device, and its streams, drawn in this order (empty: the host
+/// thread).
+type Lane = (String, usize, Vec<usize>);
 
 /// Lanes: each device's streams, then its host thread (only `device`'s when one is
-/// focused), fitted to `rows`: host lanes go first, then copy lanes, when short of rows.
+/// focused), fitted to `rows`: when short of rows the host lanes go first, then each
+/// device's streams share one lane (its first stream drawn first, the others over it), so
+/// that no stream is lost before a device is.
 fn lanes(frame: &Picture, device: Option<usize>, rows: usize) -> Vec<Lane> {
     let p = &frame.code.program;
+    let devices: Vec<usize> = (0..p.devices())
+        .filter(|&d| device.is_none_or(|f| f == d))
+        .collect();
+    let streams = p.stream_names.len();
     let mut lanes: Vec<Lane> = Vec::new();
-    for d in 0..p.devices() {
-        if device.is_some_and(|f| f != d) {
-            continue;
-        }
+    for &d in &devices {
         for (i, name) in p.stream_names.iter().enumerate() {
-            lanes.push((format!("dev{d} {name}"), d, Some(i)));
+            lanes.push((format!("dev{d} {name}"), d, vec![i]));
         }
-        lanes.push((format!("dev{d} host"), d, None));
+        lanes.push((format!("dev{d} host"), d, Vec::new()));
     }
     if lanes.len() > rows {
-        lanes.retain(|l| l.2.is_some());
+        lanes.retain(|l| !l.2.is_empty());
     }
-    if lanes.len() > rows {
-        lanes.retain(|l| l.2 == Some(0));
+    if lanes.len() > rows && streams > 1 {
+        lanes = devices
+            .iter()
+            .map(|&d| (format!("dev{d} streams"), d, (0..streams).collect()))
+            .collect();
     }
     lanes.truncate(rows);
     lanes
@@ -380,7 +387,7 @@ fn lanes(frame: &Picture, device: Option<usize>, rows: usize) -> Vec<Lane> {
 
 /// One lane's label and calls on row `y`; `x_of` places a time on the lane.
 fn draw_lane(
-    (name, d, stream): &Lane,
+    (name, d, streams): &Lane,
     records: &[&TraceRecord],
     x_of: &dyn Fn(f64) -> u16,
     (x, y, label_w): (u16, u16, u16),
@@ -395,29 +402,44 @@ fn draw_lane(
         Style::new().fg(Color::Gray),
     );
     let x_base = x + label_w;
-    // Bars first, then the event markers on top of them.
-    for markers in [false, true] {
+    // Bars first (a stream at a time, a shared lane's later streams over its first), then
+    // the event markers on top of them.
+    let host = streams.is_empty();
+    let passes = streams
+        .iter()
+        .map(|&i| (false, Some(i)))
+        .chain([(false, None), (true, None)]);
+    for (markers, only) in passes {
+        if host && only.is_some() {
+            continue;
+        }
         for r in records {
+            if only.is_some_and(|i| r.stream.is_none_or(|s| s.index != i)) {
+                continue;
+            }
             // The host lane: host-only calls (barrier, synchronize), and calls for a
             // stream that blocked the host (a full queue: longer than any call's cost).
             let blocked = r.stream.is_some() && r.returned_us - r.issue_us > crate::trace::BLOCKED_CALL_US;
-            let on_lane = match stream {
-                Some(i) => r.stream.is_some_and(|s| s.device == *d && s.index == *i),
-                None => (r.stream.is_none() || blocked) && r.thread == *d,
+            let on_lane = if host {
+                (r.stream.is_none() || blocked) && r.thread == *d
+            } else {
+                r.stream
+                    .is_some_and(|s| s.device == *d && streams.contains(&s.index))
             };
-            let marker = r.kind == OpKind::Event && stream.is_some();
-            if !on_lane || markers != marker {
+            let marker = r.kind == OpKind::Event && !host;
+            // A stream's bars in its own pass (the host lane's in the one without).
+            if !on_lane || markers != marker || (!markers && !host && only.is_none()) {
                 continue;
             }
-            let span = if blocked && stream.is_none() {
+            let span = if blocked && host {
                 (r.issue_us, r.returned_us)
             } else {
                 (r.start_us, r.end_us)
             };
             let at = (x_of(span.0), x_of(span.1));
-            draw_record(r, stream.is_none(), at, x_base, y, stale.contains(&r.id), buf);
+            draw_record(r, host, at, x_base, y, stale.contains(&r.id), buf);
             // The picked hazard's calls: a `!` where their work starts.
-            if stream.is_some() && marked.contains(&(r.thread, r.op_index)) {
+            if !host && marked.contains(&(r.thread, r.op_index)) {
                 let cell = &mut buf[(x_base + x_of(span.0), y)];
                 cell.set_symbol("!").set_fg(Color::White).set_bg(Color::Red);
             }
