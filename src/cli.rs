@@ -124,6 +124,17 @@ pub struct Cli {
 
 impl Cli {
     /// Whether the command prints JSON (`--json` on a run, `check` or `bench`).
+    /// Whether this run asks for the cuda runtime.
+    pub fn wants_cuda(&self) -> bool {
+        let kind = match &self.command {
+            None => self.run.runtime,
+            Some(Command::Bench(b)) => b.runtime,
+            Some(Command::Tour(t)) => t.runtime,
+            Some(_) => return false,
+        };
+        kind == RuntimeKind::Cuda
+    }
+
     pub fn wants_json(&self) -> bool {
         match &self.command {
             None => self.run.json,

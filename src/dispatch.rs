@@ -7,6 +7,21 @@ use crate::headless;
 use crate::plan::{Plan, Watch};
 use crate::scenario::BUILTIN;
 
+/// For a run on the cuda runtime whose user has not set `CUDA_DEVICE_MAX_CONNECTIONS`:
+/// sets it (CUDA reads it when a context is made) and says so once. `main` calls it before
+/// any thread starts (the environment cannot be changed soundly after).
+pub fn default_cuda_queues(cli: &Cli) {
+    if !cli.wants_cuda() {
+        return;
+    }
+    if let Some((var, value)) = crate::runtime::cuda::default_queues() {
+        eprintln!(
+            "note: {var} was not set; haloscope sets it to {value} for this run, so that flag \
+             waits of several devices on one GPU cannot hang (set it to choose another value)"
+        );
+    }
+}
+
 pub fn main(cli: Cli) -> Result<()> {
     match &cli.command {
         Some(Command::Bench(b)) => return crate::bench::main(b),

@@ -5,6 +5,7 @@ use haloscope::cli::Cli;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    haloscope::dispatch::default_cuda_queues(&cli);
     let json = cli.wants_json();
     match haloscope::dispatch::main(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -27,6 +27,11 @@ pub fn follow(
     refused()
 }
 
+/// Without CUDA support no run uses CUDA: the environment is left as it is.
+pub fn default_queues() -> Option<(&'static str, &'static str)> {
+    None
+}
+
 /// The GPUs visible here: none without CUDA support.
 pub fn default_gpus() -> Result<Vec<i32>> {
     refused()

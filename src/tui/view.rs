@@ -39,7 +39,15 @@ impl Widget for &App {
             return;
         };
         let [_, status] = Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(area);
-        for (panel, r) in panel_areas(area, self.zoom, self.focus, self.secondary) {
+        // Zoomed, the panel ends above the tour's caption, which then covers none of it.
+        let caption = if self.zoom {
+            panels::tour::height(Some(frame), self, area)
+        } else {
+            0
+        };
+        let caption_top = status.y.saturating_sub(caption);
+        for (panel, mut r) in panel_areas(area, self.zoom, self.focus, self.secondary) {
+            r.height = r.height.min(caption_top.saturating_sub(r.y));
             let focused = panel == self.focus;
             let (title, render): (Title, Render) = match panel {
                 Panel::Fields => (panels::fields::title, panels::fields::render),
@@ -769,6 +777,11 @@ pub mod tests {
                     let named =
                         screen.contains(&format!("dev{d}")) || labels.contains(&d.to_string().as_str());
                     assert!(named, "{at}: dev{d} missing:\n{screen}");
+                }
+                // The inspector says what wrote its cell last, on a second row where the
+                // first is full (from 120 columns; narrower screens show what fits).
+                if name.starts_with("inspect") && w >= 120 {
+                    assert!(screen.contains("last written by"), "{at}:\n{screen}");
                 }
                 insta::assert_snapshot!(format!("screen_{name}_{w}x{h}"), t.backend());
             }

@@ -31,6 +31,21 @@ mod watchdog;
 mod wide;
 
 pub use backend::CudaBackend;
+
+/// The hardware queues a GPU gives its streams where the user has not chosen: flag waits
+/// of several devices on one GPU need one per stream (`runtime.rs`, `queues_enough`), and
+/// 32 is the most a GPU gives.
+const QUEUES: &str = "32";
+
+/// Sets `CUDA_DEVICE_MAX_CONNECTIONS` to 32 where it is unset, before CUDA starts (while
+/// the process has one thread): `Some((variable, value))` when it did.
+pub fn default_queues() -> Option<(&'static str, &'static str)> {
+    const VAR: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
+    if std::env::var_os(VAR).is_some() {
+        return None;
+    }
+    sys::set_env_single_threaded(VAR, QUEUES).then_some((VAR, QUEUES))
+}
 pub use runtime::{CudaRuntime, check_flags, default_gpus, visible};
 
 /// A rank other than 0 of several processes: see [`CudaRuntime::follow`].

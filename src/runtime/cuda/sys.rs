@@ -259,3 +259,21 @@ pub fn event_done(e: Event) -> Result<bool, DriverError> {
     check("cuEventQuery", r)?;
     Ok(true)
 }
+
+/// Sets the environment variable `var` to `value` if this process has a single thread (its
+/// count read from `/proc/self/status`): the only time changing the environment is sound.
+/// `false` when it could not tell, or there are other threads (then nothing is changed).
+pub fn set_env_single_threaded(var: &str, value: &str) -> bool {
+    let threads = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+    });
+    if threads != Some(1) {
+        return false;
+    }
+    // SAFETY: the process has one thread (counted just above, by this thread, which starts
+    // none in between), so no other thread reads or writes the environment meanwhile.
+    unsafe { std::env::set_var(var, value) };
+    true
+}

@@ -47,7 +47,12 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     if let Some(heat) = frame.plot.heat {
         return super::heat::render(frame, look, area, buf, heat);
     }
-    let [legend, plots] = Layout::vertical([Constraint::Length(1), Constraint::Min(2)]).areas(area);
+    // The inspector takes a second row where its line does not fit in one.
+    let legend_rows = match &frame.plot.inspected {
+        Some(info) if super::inspector::overflows(info, area.width) => 2,
+        _ => 1,
+    };
+    let [legend, plots] = Layout::vertical([Constraint::Length(legend_rows), Constraint::Min(2)]).areas(area);
     let diff = diff_span(frame);
     let wide = area.width >= 110;
     let mut spans = vec![

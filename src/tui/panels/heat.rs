@@ -63,6 +63,12 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer, (bucke
         (buckets as u16).min(area.width - HEAT_GUTTER as u16),
         (bands.div_ceil(2) as u16).min(area.height - 2),
     );
+    // An inspector line too long for one row goes on in the colour bar's row, below.
+    let inspector_rest = frame
+        .plot
+        .inspected
+        .as_ref()
+        .filter(|info| super::inspector::overflows(info, area.width));
     match &frame.plot.inspected {
         Some(info) => super::inspector::line(info, Rect::new(area.x, area.y, area.width, 1), buf),
         None => legend(frame, Rect::new(area.x, area.y, area.width, 1), buf),
@@ -104,12 +110,11 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer, (bucke
     if let Some(info) = &frame.plot.inspected {
         cursor(frame, info.cell, map, (buckets, bands), buf);
     }
-    colour_bar(
-        scale,
-        max_diff,
-        Rect::new(area.x, map.bottom(), area.width, 1),
-        buf,
-    );
+    let bar = Rect::new(area.x, map.bottom(), area.width, 1);
+    match inspector_rest {
+        Some(info) => super::inspector::rest(info, bar, buf),
+        None => colour_bar(scale, max_diff, bar, buf),
+    }
 }
 
 fn legend(frame: &Picture, area: Rect, buf: &mut Buffer) {

@@ -9,8 +9,33 @@ use ratatui::widgets::Widget;
 
 use super::common::*;
 
-/// The inspected point in one line: whole items, as many as fit.
+/// The inspected point: its whole items on the first row as many as fit, and the rest
+/// (when the first differed, what wrote it last) on a second where `area` has one.
 pub(crate) fn line(info: &crate::engine::CellInfo, area: Rect, buf: &mut Buffer) {
+    Line::from(fitting(items(info), area.width)).render(Rect { height: 1, ..area }, buf);
+    if area.height >= 2 {
+        rest(info, Rect::new(area.x, area.y + 1, area.width, 1), buf);
+    }
+}
+
+/// The items of the inspector's line that did not fit on its first row, on `area`'s row.
+pub(crate) fn rest(info: &crate::engine::CellInfo, area: Rect, buf: &mut Buffer) {
+    let items = items(info);
+    let n = fitting(items.clone(), area.width).len();
+    let rest = items
+        .into_iter()
+        .skip(n)
+        .map(|s| Span::styled(format!("  {}", s.content.trim_start()), s.style));
+    Line::from(fitting(rest, area.width)).render(area, buf);
+}
+
+/// Whether the inspector's items need a second row at `width`.
+pub(crate) fn overflows(info: &crate::engine::CellInfo, width: u16) -> bool {
+    items(info).iter().map(Span::width).sum::<usize>() > usize::from(width)
+}
+
+/// The inspector's items, in the order they are shown.
+fn items(info: &crate::engine::CellInfo) -> Vec<Span<'static>> {
     let gray = Style::new().fg(Color::Gray);
     let value = |v: f32, r: Option<f32>| match r {
         Some(r) if r.to_bits() == v.to_bits() => format!("{v:.4e}"),
@@ -52,5 +77,5 @@ pub(crate) fn line(info: &crate::engine::CellInfo, area: Rect, buf: &mut Buffer)
         items.push(Span::styled(format!("  last written by {w}"), gray));
     }
     items.push(Span::styled("  (i: stop)", Style::new().fg(Color::DarkGray)));
-    Line::from(fitting(items, area.width)).render(area, buf);
+    items
 }

@@ -13,7 +13,30 @@ use crate::tui::app::App;
 use crate::tui::keymap::Action;
 
 pub fn render(frame: Option<&Picture>, app: &App, area: Rect, buf: &mut Buffer) {
-    let Some((tour, i)) = &app.tour else { return };
+    let Some((r, lines, title)) = placed(frame, app, area) else {
+        return;
+    };
+    Clear.render(r, buf);
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: true })
+        .block(
+            Block::bordered()
+                .border_type(BorderType::Double)
+                .border_style(Style::new().fg(Color::Cyan))
+                .title(Span::styled(title, Style::new().fg(Color::Cyan).bold())),
+        )
+        .render(r, buf);
+}
+
+/// The rows the caption takes at the bottom of `area` (0 without a tour): a zoomed panel
+/// is drawn above them, so that the caption covers none of it (the Timeline's time axis).
+pub fn height(frame: Option<&Picture>, app: &App, area: Rect) -> u16 {
+    placed(frame, app, area).map_or(0, |(r, ..)| r.height)
+}
+
+/// Where the caption goes, its lines and its title.
+fn placed(frame: Option<&Picture>, app: &App, area: Rect) -> Option<(Rect, Vec<Line<'static>>, String)> {
+    let (tour, i) = app.tour.as_ref()?;
     let stop = &tour.stops[*i];
     let width = area.width;
     let inner = usize::from(width.saturating_sub(2)).max(1);
@@ -69,16 +92,7 @@ pub fn render(frame: Option<&Picture>, app: &App, area: Rect, buf: &mut Buffer) 
         Line::from(Span::styled(help, Style::new().fg(Color::DarkGray))),
     ];
     let title = format!(" Tour {}/{}: {} ", i + 1, tour.stops.len(), stop.title);
-    Clear.render(r, buf);
-    Paragraph::new(lines)
-        .wrap(Wrap { trim: true })
-        .block(
-            Block::bordered()
-                .border_type(BorderType::Double)
-                .border_style(Style::new().fg(Color::Cyan))
-                .title(Span::styled(title, Style::new().fg(Color::Cyan).bold())),
-        )
-        .render(r, buf);
+    Some((r, lines, title))
 }
 
 #[cfg(test)]
@@ -87,6 +101,41 @@ mod tests {
     use crate::tui::app::App;
     use crate::tui::keymap::KeyMap;
     use ratatui::{Terminal, backend::TestBackend};
+
+    #[test]
+    fn a_stop_that_zooms_the_timeline_keeps_its_time_axis_above_the_caption() {
+        let tour = std::sync::Arc::new(crate::tour::load(None).unwrap());
+        let mut zoomed = 0;
+        for i in 0..tour.stops.len() {
+            let stop = &tour.stops[i];
+            if stop.show != Some("timeline") {
+                continue;
+            }
+            zoomed += 1;
+            for (w, h) in [(80u16, 24u16), (120, 34), (160, 48)] {
+                let mut app = App::new(stop.mode, KeyMap::default(), None);
+                app.tour = Some((tour.clone(), i));
+                let runtime = crate::runtime::RuntimeChoice::Sim { jitter: None };
+                app.enter_stop(&runtime, ratatui::layout::Rect::new(0, 0, w, h));
+                app.set_frame(Box::new(crate::tui::fixture::fixture(
+                    stop.mode,
+                    stop.scenario.split.len(),
+                )));
+                let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+                t.draw(|f| f.render_widget(&app, f.area())).unwrap();
+                let lines: Vec<String> = t.backend().to_string().lines().map(str::to_string).collect();
+                let axis = lines.iter().position(|l| l.contains("µs   ╵0"));
+                let caption = lines.iter().position(|l| l.contains("╔ Tour"));
+                assert!(
+                    matches!((axis, caption), (Some(a), Some(c)) if a < c),
+                    "stop {} at {w}x{h}: the axis above the caption\n{}",
+                    i + 1,
+                    t.backend()
+                );
+            }
+        }
+        assert!(zoomed >= 2, "the tour zooms the Timeline at {zoomed} stops");
+    }
 
     #[test]
     fn every_stops_caption_is_read_whole_down_to_60x16() {
