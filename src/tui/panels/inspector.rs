@@ -29,9 +29,11 @@ pub(crate) fn rest(info: &crate::engine::CellInfo, area: Rect, buf: &mut Buffer)
     Line::from(fitting(rest, area.width)).render(area, buf);
 }
 
-/// Whether the inspector's items need a second row at `width`.
+/// Whether the inspector's items need a second row at `width` (its closing hint alone
+/// does not take one).
 pub(crate) fn overflows(info: &crate::engine::CellInfo, width: u16) -> bool {
-    items(info).iter().map(Span::width).sum::<usize>() > usize::from(width)
+    let items = items(info);
+    items[..items.len() - 1].iter().map(Span::width).sum::<usize>() > usize::from(width)
 }
 
 /// The inspector's items, in the order they are shown.
