@@ -8,17 +8,12 @@ use crate::plan::{Plan, Watch};
 use crate::scenario::BUILTIN;
 
 /// For a run on the cuda runtime whose user has not set `CUDA_DEVICE_MAX_CONNECTIONS`:
-/// sets it (CUDA reads it when a context is made) and says so once. `main` calls it before
-/// any thread starts (the environment cannot be changed soundly after).
+/// sets it (CUDA reads it when a context is made); the runtime says so among its notes
+/// once it starts. `main` calls it before any thread starts (the environment cannot be
+/// changed soundly after).
 pub fn default_cuda_queues(cli: &Cli) {
-    if !cli.wants_cuda() {
-        return;
-    }
-    if let Some((var, value)) = crate::runtime::cuda::default_queues() {
-        eprintln!(
-            "note: {var} was not set; haloscope sets it to {value} for this run, so that flag \
-             waits of several devices on one GPU cannot hang (set it to choose another value)"
-        );
+    if cli.wants_cuda() {
+        crate::runtime::cuda::default_queues();
     }
 }
 

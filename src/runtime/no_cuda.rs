@@ -28,9 +28,7 @@ pub fn follow(
 }
 
 /// Without CUDA support no run uses CUDA: the environment is left as it is.
-pub fn default_queues() -> Option<(&'static str, &'static str)> {
-    None
-}
+pub fn default_queues() {}
 
 /// The GPUs visible here: none without CUDA support.
 pub fn default_gpus() -> Result<Vec<i32>> {

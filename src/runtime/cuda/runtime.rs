@@ -193,6 +193,7 @@ impl CudaRuntime {
                 .ok_or_else(|| anyhow!("unexpected reply"))
         })?;
         rt.topology = topology(gpus, &names, &place.local);
+        rt.topology.extend(super::queues_note());
         if rt.program.uses_nccl()
             && let Ok((path, version)) = nccl_sys::version()
         {
