@@ -193,7 +193,7 @@ impl CudaRuntime {
                 .ok_or_else(|| anyhow!("unexpected reply"))
         })?;
         rt.topology = topology(gpus, &names, &place.local);
-        rt.topology.extend(super::queues_note());
+        rt.topology.extend(queues_note());
         if rt.program.uses_nccl()
             && let Ok((path, version)) = nccl_sys::version()
         {
@@ -593,6 +593,33 @@ pub fn check_flags(program: &Program, gpus: &[i32]) -> Result<(), UsageError> {
         ))),
         None => Ok(()),
     }
+}
+
+/// The hardware queues a GPU gives its streams where the user has not chosen: flag waits
+/// of several devices on one GPU need one per stream (`runtime.rs`, `queues_enough`), and
+/// 32 is the most a GPU gives.
+const QUEUES: &str = "32";
+
+/// Whether [`default_queues`] set the variable (the runtime's notes then say so).
+static QUEUES_SET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets `CUDA_DEVICE_MAX_CONNECTIONS` to 32 where it is unset, before CUDA starts (while
+/// the process has one thread).
+pub fn default_queues() {
+    const VAR: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
+    if std::env::var_os(VAR).is_none() && super::sys::set_env_single_threaded(VAR, QUEUES) {
+        QUEUES_SET.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// What the runtime's notes say when haloscope chose the GPUs' hardware queues.
+fn queues_note() -> Option<String> {
+    QUEUES_SET.load(std::sync::atomic::Ordering::Relaxed).then(|| {
+        format!(
+            "CUDA_DEVICE_MAX_CONNECTIONS was not set: haloscope set it to {QUEUES}, so that flag \
+             waits of several devices on one GPU cannot hang (set it to choose another value)"
+        )
+    })
 }
 
 /// A flag wait at the head of a hardware queue holds every stream the GPU put behind it in
