@@ -26,13 +26,13 @@ mod parts;
 mod picture;
 mod plot;
 mod to_goal;
+use follow::Follower;
 pub use goal::{Goal, GoalState, REACHED};
+use parts::{Code, Comparison, Pacing, Shown};
+pub use picture::{CellInfo, CodePart, CopyHistory, Picture, PlotPart, RunPart, TracePart};
 
 /// A frame's time: about 30 frames a second.
 const FRAME: Duration = Duration::from_millis(33);
-use follow::Follower;
-use parts::{Code, Comparison, Pacing, Shown};
-pub use picture::{CellInfo, CodePart, CopyHistory, Picture, PlotPart, RunPart, TracePart};
 
 /// What the UI can ask of the engine.
 #[derive(Debug, Clone, PartialEq)]

@@ -180,3 +180,19 @@ pub fn fit(s: &str, w: usize) -> String {
     out.push('…');
     out
 }
+
+/// Wrapped `lines` in a double-bordered `block`, drawn on `r` over whatever was there
+/// (the lesson, the tour's caption).
+pub(crate) fn boxed_over(
+    lines: Vec<ratatui::text::Line<'_>>,
+    block: Block<'_>,
+    r: Rect,
+    buf: &mut ratatui::buffer::Buffer,
+) {
+    use ratatui::widgets::{Clear, Paragraph, Widget, Wrap};
+    Clear.render(r, buf);
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: true })
+        .block(block.border_type(BorderType::Double))
+        .render(r, buf);
+}

@@ -4,7 +4,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Widget, Wrap};
+use ratatui::widgets::Block;
 
 use super::common::*;
 use crate::engine::Picture;
@@ -59,13 +59,5 @@ pub fn render(frame: &Picture, area: Rect, buf: &mut Buffer) {
             .sum::<usize>();
     let paragraph_rows = (text as u16).div_ceil(w.saturating_sub(4).max(1)) + 1 + rules.len() as u16;
     let r = centered(area, w, lines.len() as u16 + paragraph_rows + 2);
-    Clear.render(r, buf);
-    Paragraph::new(lines)
-        .wrap(Wrap { trim: true })
-        .block(
-            Block::bordered()
-                .border_type(BorderType::Double)
-                .title(" Lesson "),
-        )
-        .render(r, buf);
+    boxed_over(lines, Block::bordered().title(" Lesson "), r, buf);
 }

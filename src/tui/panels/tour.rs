@@ -5,7 +5,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Widget, Wrap};
+use ratatui::widgets::Block;
 
 use super::common::rows;
 use crate::engine::{GoalState, Picture};
@@ -16,16 +16,10 @@ pub fn render(frame: Option<&Picture>, app: &App, area: Rect, buf: &mut Buffer) 
     let Some((r, lines, title)) = placed(frame, app, area) else {
         return;
     };
-    Clear.render(r, buf);
-    Paragraph::new(lines)
-        .wrap(Wrap { trim: true })
-        .block(
-            Block::bordered()
-                .border_type(BorderType::Double)
-                .border_style(Style::new().fg(Color::Cyan))
-                .title(Span::styled(title, Style::new().fg(Color::Cyan).bold())),
-        )
-        .render(r, buf);
+    let block = Block::bordered()
+        .border_style(Style::new().fg(Color::Cyan))
+        .title(Span::styled(title, Style::new().fg(Color::Cyan).bold()));
+    super::common::boxed_over(lines, block, r, buf);
 }
 
 /// The rows the caption takes at the bottom of `area` (0 without a tour): a zoomed panel
