@@ -199,19 +199,50 @@ pub struct ProgramArgs {
     pub action: ProgramAction,
 }
 
+const EXPORT_HELP: &str = "Examples:
+  haloscope program export events > mine.halo
+  haloscope program export events --cuda --out events-cuda
+  haloscope program export mine.halo --cuda --out mine-cuda --scenario radiate --devices 4 --gpus 0,0,0,0
+  cd events-cuda && nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo && ./halo
+
+The CUDA program writes its fields to fields/ as `haloscope --headless --dump-fields DIR` does
+(same scenario, devices and steps): they are equal bit for bit.";
+
 #[derive(Debug, Subcommand, Clone)]
 pub enum ProgramAction {
-    /// Write MODE's program file to standard output (or to --output FILE).
+    /// Write MODE's program file to standard output (or to --output FILE); with `--cuda
+    /// --out DIR`, MODE or a program FILE as a standalone CUDA C++ program.
+    #[command(after_help = EXPORT_HELP)]
     Export {
-        #[arg(value_parser = mode_parser())]
-        mode: Mode,
+        /// A mode's name (its program file), or with --cuda a program file.
+        #[arg(value_name = "MODE|FILE")]
+        program: String,
         /// Also list, as comments, the calls each host thread makes on N devices of the
-        /// default scenario.
+        /// default scenario; with --cuda, split the grid evenly over N devices.
         #[arg(long, value_name = "N")]
         devices: Option<usize>,
         /// Write to FILE instead of standard output (refused if FILE exists).
-        #[arg(short, long, value_name = "FILE")]
+        #[arg(short, long, value_name = "FILE", conflicts_with = "cuda")]
         output: Option<PathBuf>,
+        /// Write a standalone CUDA C++ program into --out DIR: main.cu (host code, one
+        /// OpenMP thread per device), halo.cuh, the kernels, the scenario's data, a README
+        /// with the nvcc line. It gives haloscope's fields bit for bit.
+        #[arg(long, requires = "out")]
+        cuda: bool,
+        /// The folder for --cuda (made; refused if it exists and is not empty).
+        #[arg(long, value_name = "DIR", requires = "cuda")]
+        out: Option<PathBuf>,
+        /// With --cuda: a built-in scenario name or a scenario TOML file (default: pulse).
+        #[arg(short, long, value_name = "NAME|FILE", requires = "cuda")]
+        scenario: Option<String>,
+        /// With --cuda: steps to run (default: the scenario's `grid.steps`; rounded up to
+        /// whole rounds).
+        #[arg(long, value_name = "N", requires = "cuda")]
+        steps: Option<u64>,
+        /// With --cuda: the GPU of each device, `0,0,0,0` for four on GPU 0 (default: one
+        /// GPU per device; `./halo --gpus LIST` changes it at run time).
+        #[arg(long, value_name = "LIST", requires = "cuda")]
+        gpus: Option<String>,
     },
 }
 

@@ -5,6 +5,7 @@ use anyhow::Result;
 use crate::cli::{Cli, Command};
 use crate::headless;
 use crate::plan::{Plan, Watch};
+use crate::program::Mode;
 use crate::scenario::BUILTIN;
 
 /// For a run on the cuda runtime whose user has not set `CUDA_DEVICE_MAX_CONNECTIONS`:
@@ -205,10 +206,35 @@ Hint: {}",
 /// devices as comments.
 fn program(p: &crate::cli::ProgramArgs) -> Result<()> {
     let crate::cli::ProgramAction::Export {
-        mode,
+        program,
         devices,
         output,
+        cuda,
+        out,
+        scenario,
+        steps,
+        gpus,
     } = &p.action;
+    if *cuda {
+        let request = crate::export::Request {
+            program: program.clone(),
+            scenario: scenario.clone(),
+            devices: *devices,
+            steps: *steps,
+            gpus: gpus.clone(),
+            out: out.clone().expect("clap requires --out with --cuda"),
+        };
+        let command: Vec<String> = std::env::args().collect();
+        return crate::export::export(&request, &command.join(" "));
+    }
+    let Some(mode) = Mode::from_name(program) else {
+        let modes: Vec<&str> = Mode::all().iter().map(|m| m.name()).collect();
+        return Err(crate::error::UsageError(format!(
+            "{program}: not a mode ({}); a program file exports with --cuda --out DIR",
+            modes.join(", ")
+        ))
+        .into());
+    };
     let mut text = mode.source().to_string();
     if let Some(n) = devices {
         let s = crate::scenario::load(None)?.with_devices(*n)?;

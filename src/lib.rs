@@ -12,6 +12,7 @@ pub mod dispatch;
 pub mod engine;
 pub mod error;
 pub mod exercise;
+pub mod export;
 pub mod fused;
 pub mod geometry;
 pub mod hazard;

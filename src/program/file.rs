@@ -100,6 +100,11 @@ impl ProgramFile {
         })
     }
 
+    /// The parsed program.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
     /// The comment the file starts with: what it is about, for the lesson overlay.
     pub fn about(&self) -> String {
         self.text

@@ -5,4 +5,4 @@ mod instance;
 mod syntax;
 
 pub use instance::{InstanceError, halo_width, instantiate};
-pub use syntax::{Source, SyntaxError, parse};
+pub use syntax::{CellPtr, EventDecl, EventRef, Expr, Source, Stmt, StmtKind, SyntaxError, parse};

@@ -1,0 +1,647 @@
+//! A program as CUDA C++ host code: `main.cu`, one OpenMP host thread per device running
+//! the program's step each round, its statements in its order with its cell ranges
+//! written as it wrote them (`lo - 1`, `hi - k`), its comments kept. What a statement does
+//! to memory is `halo.cuh`'s (assets/export/halo.cuh): the kernels' launches over the same
+//! cells as haloscope's cuda runtime.
+
+use std::fmt::Write;
+
+use crate::program::lang::{CellPtr, EventRef, Expr, Source, Stmt, StmtKind};
+
+/// What the text of `main.cu` is made from.
+pub struct Unit<'a> {
+    pub name: &'a str,
+    pub text: &'a str,
+    pub src: &'a Source,
+    /// Logical devices and the default GPU of each.
+    pub gpus: &'a [i32],
+    /// The line that exported it, for the header.
+    pub command: &'a str,
+    /// A comment for the wait written at a byte offset of the text: which order it keeps.
+    pub keeps: &'a dyn Fn(usize) -> Option<String>,
+}
+
+/// Names `main.cu` or `halo.cuh` use themselves: a program name among them gets a `_`.
+const TAKEN: [&str; 40] = [
+    "main",
+    "n",
+    "d",
+    "lo",
+    "hi",
+    "k",
+    "dev",
+    "iter",
+    "step",
+    "steps",
+    "round",
+    "launch",
+    "device",
+    "scenario",
+    "cell",
+    "bytes",
+    "field",
+    "width",
+    "driver",
+    "gpuMapping",
+    "start",
+    "stop",
+    "ex",
+    "hy",
+    "emod",
+    "flag_value",
+    "keep_up",
+    "here_step",
+    "here_thread",
+    "fail",
+    "int",
+    "long",
+    "float",
+    "double",
+    "char",
+    "auto",
+    "new",
+    "delete",
+    "class",
+    "this",
+];
+
+fn ident(name: &str) -> String {
+    if TAKEN.contains(&name) && !matches!(name, "d" | "n" | "lo" | "hi" | "k" | "dev" | "iter") {
+        format!("{name}_")
+    } else {
+        name.to_string()
+    }
+}
+
+/// Binding strength of a binary operator, as in C.
+fn strength(op: &str) -> u8 {
+    match op {
+        "*" | "/" | "%" => 6,
+        "+" | "-" => 5,
+        "<" | ">" | "<=" | ">=" => 4,
+        "==" | "!=" => 3,
+        "&&" => 2,
+        _ => 1,
+    }
+}
+
+/// `e` as C++ (every number a `long`), parenthesised where C needs it.
+pub fn expr(e: &Expr) -> String {
+    expr_in(e, 0)
+}
+
+fn expr_in(e: &Expr, outer: u8) -> String {
+    match e {
+        Expr::Num(n) => n.to_string(),
+        Expr::Var(v, _) => ident(v),
+        Expr::Not(x) => format!("!{}", expr_in(x, 7)),
+        Expr::Neg(x, _) => format!("-{}", expr_in(x, 7)),
+        Expr::Call(f, a, b) => format!("std::{f}<long>({}, {})", expr(a), expr(b)),
+        Expr::Bin("%", a, b, _) => format!("emod({}, {})", expr(a), expr(b)),
+        Expr::Bin(op, a, b, _) => {
+            let s = strength(op);
+            // Left-associative: the right operand binds one tighter.
+            let text = format!("{} {op} {}", expr_in(a, s), expr_in(b, s + 1));
+            if s < outer { format!("({text})") } else { text }
+        }
+    }
+}
+
+fn member(e: &EventRef) -> String {
+    format!("{}[{}]", ident(&e.name), expr(&e.index))
+}
+
+fn ptr(p: &CellPtr, device: &str) -> String {
+    format!("cell({}, {device}, {})", p.field, expr(&p.offset))
+}
+
+/// Whether a statement of `body`, nested ones included, is one `f` picks.
+pub fn any(body: &[Stmt], f: &dyn Fn(&StmtKind) -> bool) -> bool {
+    body.iter().any(|s| {
+        f(&s.kind)
+            || match &s.kind {
+                StmtKind::If(_, a, b) => any(a, f) || any(b, f),
+                StmtKind::For(_, _, _, b) | StmtKind::Graph(_, b) => any(b, f),
+                _ => false,
+            }
+    })
+}
+
+/// The `//` comments written in `text[from..to]`, each to the end of its line.
+fn comments(text: &str, from: usize, to: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let (from, to) = (from.min(text.len()), to.min(text.len()));
+    let mut at = from;
+    while let Some(i) = text[at..to].find("//") {
+        let start = at + i;
+        let end = text[start..].find('\n').map_or(text.len(), |e| start + e);
+        let c = text[start..end].trim_end();
+        if !c.starts_with("//!") {
+            out.push(c.to_string());
+        }
+        at = end.min(to);
+        if at >= to {
+            break;
+        }
+    }
+    out
+}
+
+/// The end of the line `at` is on.
+fn line_end(text: &str, at: usize) -> usize {
+    let at = at.min(text.len());
+    text[at..].find('\n').map_or(text.len(), |e| at + e)
+}
+
+struct Writer<'a> {
+    u: &'a Unit<'a>,
+    out: String,
+    depth: usize,
+    /// `d`, or `dev` where the program uses cudaSetDevice.
+    dev: &'static str,
+    graphs: usize,
+}
+
+impl Writer<'_> {
+    fn line(&mut self, s: &str) {
+        for _ in 0..self.depth {
+            self.out.push_str("    ");
+        }
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+
+    fn block(&mut self, body: &[Stmt], from: usize) {
+        let mut at = from;
+        for s in body {
+            for c in comments(self.u.text, at, s.span.start) {
+                self.line(&c);
+            }
+            self.stmt(s);
+            at = line_end(self.u.text, s.span.end);
+        }
+    }
+
+    /// The comment on the line a one-line statement ends on, if any.
+    fn trailing(&self, s: &Stmt) -> String {
+        let end = line_end(self.u.text, s.span.end);
+        let from = if self.spans_lines(s) {
+            s.span.end
+        } else {
+            s.span.start
+        };
+        comments(self.u.text, from, end)
+            .first()
+            .map_or(String::new(), |c| format!("  {c}"))
+    }
+
+    /// A call statement: one line (and, above a wait, the order it keeps).
+    fn call(&self, s: &Stmt) -> Option<String> {
+        let dev = self.dev;
+        let text = match &s.kind {
+            StmtKind::Launch { kernel, stream, args } => {
+                let (from, to) = (expr(&args[0]), expr(&args[1]));
+                let third = args.get(2).map(expr);
+                if kernel.starts_with("fused_") {
+                    let steps = third.unwrap_or_else(|| "1".into());
+                    format!(
+                        "launch::{kernel}({dev}, {}, {from}, {to}, {steps}, step);",
+                        ident(stream)
+                    )
+                } else {
+                    let at = third.map_or("step".to_string(), |t| format!("step + {t}"));
+                    format!("launch::{kernel}({dev}, {}, {from}, {to}, {at});", ident(stream))
+                }
+            }
+            StmtKind::Record { event, stream } => {
+                format!("CHECK(cudaEventRecord({}, {}));", member(event), ident(stream))
+            }
+            StmtKind::Wait { stream, event } => {
+                format!(
+                    "CHECK(cudaStreamWaitEvent({}, {}, 0));",
+                    ident(stream),
+                    member(event)
+                )
+            }
+            StmtKind::Copy {
+                dst,
+                dst_device,
+                src,
+                src_device,
+                count,
+                stream,
+            } => {
+                let (dd, sd) = (expr(dst_device), expr(src_device));
+                format!(
+                    "CHECK(cudaMemcpyPeerAsync({}, gpuMapping[{dd}], {}, gpuMapping[{sd}], bytes({}, {}), {}));",
+                    ptr(dst, &dd),
+                    ptr(src, &sd),
+                    src.field,
+                    expr(count),
+                    ident(stream)
+                )
+            }
+            StmtKind::StreamSync(st) => format!("CHECK(cudaStreamSynchronize({}));", ident(st)),
+            StmtKind::DeviceSync => "CHECK(cudaDeviceSynchronize());".into(),
+            StmtKind::SetDevice(e) => {
+                format!(
+                    "dev = {}; CHECK(cudaSetDevice(gpuMapping[dev])); lo = device[dev].lo; hi = device[dev].hi;",
+                    expr(e)
+                )
+            }
+            StmtKind::Let(name, e) => format!("const long {} = {};", ident(name), expr(e)),
+            StmtKind::Create(e) => format!(
+                "CHECK(cudaEventCreateWithFlags(&{}, cudaEventDisableTiming));",
+                member(e)
+            ),
+            StmtKind::Destroy(e) => format!("CHECK(cudaEventDestroy({}));", member(e)),
+            StmtKind::Barrier => "#pragma omp barrier".into(),
+            StmtKind::Flag {
+                wait: true,
+                stream,
+                flag,
+                value,
+            } => format!(
+                "CHECK(driver.cuStreamWaitValue32({}, {}, flag_value({}), CU_STREAM_WAIT_VALUE_GEQ));",
+                ident(stream),
+                member(flag),
+                expr(value)
+            ),
+            StmtKind::Flag {
+                wait: false,
+                stream,
+                flag,
+                value,
+            } => format!(
+                "CHECK(driver.cuStreamWriteValue32({}, {}, flag_value({}), 0));",
+                ident(stream),
+                member(flag),
+                expr(value)
+            ),
+            _ => return None,
+        };
+        Some(text)
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        if matches!(s.kind, StmtKind::Wait { .. } | StmtKind::Flag { wait: true, .. })
+            && let Some(c) = (self.u.keeps)(s.span.start)
+        {
+            self.line(&format!("// {c}"));
+        }
+        if let Some(text) = self.call(s) {
+            let t = self.trailing(s);
+            self.line(&format!("{text}{t}"));
+            return;
+        }
+        match &s.kind {
+            StmtKind::If(c, then, els) => self.if_stmt(s, c, then, els),
+            StmtKind::For(v, from, to, body) => {
+                let v = ident(v);
+                let head = format!("for (long {v} = {}; {v} < {}; {v}++) {{", expr(from), expr(to));
+                self.line(&format!("{head}{}", self.trailing_open(s)));
+                self.depth += 1;
+                self.block(body, line_end(self.u.text, s.span.start));
+                self.depth -= 1;
+                self.line("}");
+            }
+            StmtKind::Graph(stream, body) => self.graph(s, stream, body),
+            _ => unreachable!("NCCL statements are refused before the export"),
+        }
+    }
+
+    /// The comment on a compound statement's first line (after its `{`).
+    fn trailing_open(&self, s: &Stmt) -> String {
+        let end = line_end(self.u.text, s.span.start);
+        comments(self.u.text, s.span.start, end)
+            .first()
+            .map_or(String::new(), |c| format!("  {c}"))
+    }
+
+    fn if_stmt(&mut self, s: &Stmt, c: &Expr, then: &[Stmt], els: &[Stmt]) {
+        let head = format!("if ({})", expr(c));
+        // One call on the if's own line, as the program wrote it.
+        let simple = |b: &[Stmt]| {
+            b.len() == 1 && !matches!(b[0].kind, StmtKind::Barrier) && self.call(&b[0]).is_some()
+        };
+        if els.is_empty() && simple(then) && !self.spans_lines(s) {
+            let text = self.call(&then[0]).unwrap_or_default();
+            if matches!(
+                then[0].kind,
+                StmtKind::Wait { .. } | StmtKind::Flag { wait: true, .. }
+            ) && let Some(k) = (self.u.keeps)(then[0].span.start)
+            {
+                self.line(&format!("// {k}"));
+            }
+            let t = self.trailing(s);
+            self.line(&format!("{head} {text}{t}"));
+            return;
+        }
+        self.line(&format!("{head} {{{}", self.trailing_open(s)));
+        self.depth += 1;
+        self.block(then, line_end(self.u.text, s.span.start));
+        self.depth -= 1;
+        if els.is_empty() {
+            self.line("}");
+            return;
+        }
+        self.line("} else {");
+        self.depth += 1;
+        let from = then
+            .last()
+            .map_or(s.span.start, |x| line_end(self.u.text, x.span.end));
+        self.block(els, from);
+        self.depth -= 1;
+        self.line("}");
+    }
+
+    fn spans_lines(&self, s: &Stmt) -> bool {
+        self.u.text[s.span.start.min(self.u.text.len())..s.span.end.min(self.u.text.len())].contains('\n')
+    }
+
+    fn graph(&mut self, s: &Stmt, stream: &str, body: &[Stmt]) {
+        let g = format!("graph{}", self.graphs);
+        self.graphs += 1;
+        let st = ident(stream);
+        self.line(&format!(
+            "// cudaGraphLaunch({st}) {{ … }}: the launches below, captured as a graph (each node after the one"
+        ));
+        self.line(
+            "// before). Built at the first round; each later round captures them again only to update",
+        );
+        self.line("// the nodes' arguments (the sources' values) in place with cudaGraphExecUpdate.");
+        self.line("{");
+        self.depth += 1;
+        self.line("cudaGraph_t captured;");
+        self.line(&format!(
+            "CHECK(cudaStreamBeginCapture({st}, cudaStreamCaptureModeThreadLocal));{}",
+            self.trailing_open(s)
+        ));
+        self.block(body, line_end(self.u.text, s.span.start));
+        self.line(&format!("CHECK(cudaStreamEndCapture({st}, &captured));"));
+        self.line(&format!("if ({g} == nullptr) {{"));
+        self.line(&format!("    CHECK(cudaGraphInstantiate(&{g}, captured, 0));"));
+        self.line("} else {");
+        self.line("    cudaGraphExecUpdateResultInfo info;");
+        self.line(&format!("    CHECK(cudaGraphExecUpdate({g}, captured, &info));"));
+        self.line("}");
+        self.line("CHECK(cudaGraphDestroy(captured));");
+        self.line(&format!("CHECK(cudaGraphLaunch({g}, {st}));"));
+        self.depth -= 1;
+        self.line("}");
+    }
+}
+
+/// The program's own description: the `//` lines before `program NAME;` (not `//!`).
+fn about(text: &str) -> Vec<String> {
+    text.lines()
+        .take_while(|l| !l.trim_start().starts_with("program "))
+        .filter(|l| l.trim_start().starts_with("//") && !l.trim_start().starts_with("//!"))
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+/// The family declarations: events and flags, one per device.
+fn declarations(u: &Unit, out: &mut String) {
+    let src = u.src;
+    if !src.events.is_empty() {
+        let names: Vec<String> = src
+            .events
+            .iter()
+            .map(|e| format!("{}[n]", ident(&e.name)))
+            .collect();
+        let _ = writeln!(out, "static cudaEvent_t {};", names.join(", "));
+    }
+    if !src.flags.is_empty() {
+        let names: Vec<String> = src
+            .flags
+            .iter()
+            .map(|e| format!("{}[n]", ident(&e.name)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "static CUdeviceptr {};  // flags: a 32-bit word each, in its device's memory",
+            names.join(", ")
+        );
+    }
+}
+
+/// Creates each family's members on their devices (`on`: `i` unless declared), as the
+/// program's set-up does; a family the step creates itself is left to the step.
+fn creations(u: &Unit, out: &mut String) {
+    let fams = u
+        .src
+        .events
+        .iter()
+        .filter(|e| !u.src.manual.contains(&e.name))
+        .map(|e| (e, false))
+        .chain(u.src.flags.iter().map(|e| (e, true)));
+    for (e, flag) in fams {
+        let on = e.on.as_ref().map_or("i".to_string(), expr);
+        let name = ident(&e.name);
+        let _ = writeln!(out, "    for (long i = 0; i < n; i++) {{");
+        if e.on.is_some() {
+            let _ = writeln!(out, "        const long on = {on};");
+            let _ = writeln!(out, "        if (on < 0 || on >= n) continue;  // no such device");
+        } else {
+            let _ = writeln!(out, "        const long on = i;");
+        }
+        let _ = writeln!(out, "        CHECK(cudaSetDevice(gpuMapping[on]));");
+        if flag {
+            let _ = writeln!(out, "        {name}[i] = flag_word();");
+        } else {
+            let _ = writeln!(
+                out,
+                "        CHECK(cudaEventCreateWithFlags(&{name}[i], cudaEventDisableTiming));"
+            );
+        }
+        let _ = writeln!(out, "    }}");
+    }
+}
+
+/// `main.cu` of the unit.
+pub fn main_cu(u: &Unit) -> String {
+    let src = u.src;
+    let n = u.gpus.len();
+    let flags = !src.flags.is_empty();
+    let setdev = any(&src.step, &|s| matches!(s, StmtKind::SetDevice(_)));
+    let mut w = Writer {
+        u,
+        out: String::new(),
+        depth: 3,
+        dev: if setdev { "dev" } else { "d" },
+        graphs: 0,
+    };
+    w.block(&src.step, src.step_span.start);
+    let body = w.out;
+    let graphs = w.graphs;
+
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "// main.cu: haloscope's program `{}` as CUDA C++, exported by\n//   {}",
+        u.name, u.command
+    );
+    let _ = writeln!(out, "//");
+    for l in about(u.text) {
+        let _ = writeln!(out, "{l}");
+    }
+    out.push_str(HEADER);
+    for (k, v) in crate::kernels::defines() {
+        let _ = writeln!(out, "#define {k} {v}");
+    }
+    let _ = writeln!(
+        out,
+        "#define HALO {}  // halo cells each side of a device's cells",
+        crate::decomp::HALO
+    );
+    let _ = writeln!(out, "#define THREADS_2D {}", crate::kernels::THREADS_2D);
+    let _ = writeln!(out, "#define SHARED_2D {}", crate::kernels::shared_2d());
+    out.push_str("#include \"halo.cuh\"\n\n");
+    let _ = writeln!(
+        out,
+        "static const int n = {n};  // logical devices, one host thread each"
+    );
+    let gpus: Vec<String> = u.gpus.iter().map(|g| g.to_string()).collect();
+    let _ = writeln!(
+        out,
+        "static int gpuMapping[n] = {{{}}};  // the GPU of each device (./halo --gpus LIST)",
+        gpus.join(", ")
+    );
+    declarations(u, &mut out);
+    out.push_str(MAIN_START);
+    if flags {
+        out.push_str("    load_driver();\n");
+    }
+    creations(u, &mut out);
+    out.push_str("    set_up_done();  // every memset and copy of the set-up has landed\n");
+    out.push_str(&round_setup(u));
+    out.push_str(THREAD_START);
+    if setdev {
+        out.push_str("        int dev = d;  // the device this thread's calls go to (cudaSetDevice)\n");
+        out.push_str("        long lo = device[d].lo, hi = device[d].hi;\n");
+    } else {
+        out.push_str("        const long lo = device[d].lo, hi = device[d].hi;  // the cells it owns\n");
+    }
+    for (s, _) in &src.streams {
+        let _ = writeln!(out, "        cudaStream_t {};", ident(s));
+        let _ = writeln!(
+            out,
+            "        CHECK(cudaStreamCreateWithFlags(&{}, cudaStreamNonBlocking));",
+            ident(s)
+        );
+    }
+    for g in 0..graphs {
+        let _ = writeln!(out, "        cudaGraphExec_t graph{g} = nullptr;");
+    }
+    out.push_str(LOOP_START);
+    if flags {
+        out.push_str("            const long iter = step / round;  // the round's number, from 0: flags count rounds\n");
+    }
+    if setdev {
+        out.push_str("            dev = d; CHECK(cudaSetDevice(gpuMapping[d])); lo = device[d].lo; hi = device[d].hi;\n");
+    }
+    if flags {
+        out.push_str(
+            "            keep_up(d, iter);  // at most RUN_AHEAD rounds ahead of the slowest thread\n",
+        );
+    }
+    out.push_str(&body);
+    out.push_str("        }\n");
+    // Each thread waits for its own streams: a cudaDeviceSynchronize would also wait for
+    // (and stall) the other threads' devices on the same GPU, and end their graph captures.
+    for (s, _) in &src.streams {
+        let _ = writeln!(out, "        CHECK(cudaStreamSynchronize({}));", ident(s));
+    }
+    out.push_str(LOOP_END);
+    out
+}
+
+fn round_setup(u: &Unit) -> String {
+    let round = u.src.round.as_ref().map_or("1".to_string(), |(e, _)| expr(e));
+    format!(
+        "    // k: the halo's width — at most what every device owns, at most HALO.
+    long k = HALO;
+    for (int i = 0; i < n; i++) k = std::min(k, device[i].hi - device[i].lo);
+    k = std::max(k, 1L);
+    const long round = {round};  // steps per round
+    const long steps = scenario.steps;
+"
+    )
+}
+
+const HEADER: &str = "//
+// Build: nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo
+//        (--fmad=false and never --use_fast_math: a contracted multiply-add changes the bits)
+// Run:   ./halo [--gpus 0,0,0,0] [--out fields]
+//
+// One OpenMP host thread per logical device d (0 … n-1) runs the step below each round,
+// with lo..hi the cells (rows in 2D) device d owns and gpuMapping[d] its GPU. Its halo
+// cells are lo - HALO .. lo and hi .. hi + HALO. halo.cuh holds the rest: the data, the
+// memory, the kernels' launches (launch::update_h(d, stream, from, to, step) launches
+// kernels/fdtd1d.cu's update_h over the cells from..to that device d holds).
+
+// The kernels' constants: haloscope's src/kernels.rs (its build.rs passes them to nvcc).
+";
+
+const MAIN_START: &str = "
+int main(int argc, char **argv) {
+    std::string out = \"fields\";
+    for (int a = 1; a < argc; a++) {
+        std::string arg = argv[a];
+        if (arg == \"--out\" && a + 1 < argc) {
+            out = argv[++a];
+        } else if (arg == \"--gpus\" && a + 1 < argc) {
+            std::string list = argv[++a];
+            int i = 0;
+            for (size_t p = 0; p <= list.size() && i < n; i++) {
+                gpuMapping[i] = atoi(list.c_str() + p);
+                p = list.find(',', p);
+                p = p == std::string::npos ? list.size() + 1 : p + 1;
+            }
+            if (i != n) {
+                fprintf(stderr, \"--gpus %s: give one GPU for each of the %d devices\\n\", list.c_str(), n);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, \"usage: %s [--gpus LIST] [--out DIR]   (fields to DIR, default fields/)\\n\", argv[0]);
+            return 2;
+        }
+    }
+    // Several devices on one GPU wait on each other's flags through the hardware queues:
+    // more than the default 8 keep a waiting stream from holding up the one it waits for.
+    setenv(\"CUDA_DEVICE_MAX_CONNECTIONS\", \"32\", 0);
+    // Kernels loaded at start (halo.cuh's load_kernels also asks for each): a kernel loaded
+    // at its first launch waits for the GPU's pending work, flag waits included.
+    setenv(\"CUDA_MODULE_LOADING\", \"EAGER\", 0);
+    set_up(\"data\", std::vector<int>(gpuMapping, gpuMapping + n));
+";
+
+const THREAD_START: &str = "
+    double start = 0, stop = 0;
+#pragma omp parallel num_threads(n)
+    {
+        const int d = omp_get_thread_num();
+        here_thread = d;
+        CHECK(cudaSetDevice(gpuMapping[d]));
+";
+
+const LOOP_START: &str = "#pragma omp barrier
+#pragma omp single
+        start = omp_get_wtime();
+        for (long step = 0; step < steps; step += round) {
+            here_step = step;
+";
+
+const LOOP_END: &str = "        here_step = -1;
+#pragma omp barrier
+#pragma omp single
+        stop = omp_get_wtime();
+    }
+    mkdir_for(out);
+    dump_fields(out);
+    printf(\"%ld steps on %d devices in %.3f s: %.2f us per step; fields in %s/\\n\", steps, n,
+           stop - start, 1e6 * (stop - start) / std::max(steps, 1L), out.c_str());
+    return 0;
+}
+";

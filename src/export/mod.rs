@@ -1,0 +1,294 @@
+//! `haloscope program export MODE|FILE --cuda --out DIR`: a program as a standalone CUDA
+//! C++ program (`main.cu` from [`cuda`], `halo.cuh`, the kernels haloscope's cuda runtime
+//! loads, the scenario's data as haloscope computed it, a README) that builds with nvcc
+//! and gives haloscope's fields bit for bit.
+
+pub mod cuda;
+
+use anyhow::Result;
+use std::fmt::Write as _;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use crate::decomp::{DeviceState, place_sources};
+use crate::error::UsageError;
+use crate::geometry::Coefficients;
+use crate::physics::EndCondition;
+use crate::program::lang::StmtKind;
+use crate::program::{Mode, ProgramFile};
+use crate::scenario::{Injection, Scenario};
+
+/// The support header and the kernels, as this build of haloscope has them.
+const HALO_CUH: &str = include_str!("../../assets/export/halo.cuh");
+const KERNELS: [(&str, &str); 3] = [
+    ("fdtd1d.cu", include_str!("../../kernels/fdtd1d.cu")),
+    ("fdtd2d.cu", include_str!("../../kernels/fdtd2d.cu")),
+    ("fused.cu", include_str!("../../kernels/fused.cu")),
+];
+
+/// The nvcc line that builds an export.
+pub const BUILD: &str = "nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo";
+
+/// What to export.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// A mode's name or a program file.
+    pub program: String,
+    pub scenario: Option<String>,
+    pub devices: Option<usize>,
+    pub steps: Option<u64>,
+    pub gpus: Option<String>,
+    pub out: PathBuf,
+}
+
+/// The program of `spec`: a built-in mode's file (unless a file of that name exists), or
+/// a program file.
+pub fn program_of(spec: &str) -> Result<ProgramFile> {
+    if let Some(m) = Mode::from_name(spec).filter(|_| !Path::new(spec).exists()) {
+        return Ok(ProgramFile::parse(
+            Path::new(&format!("assets/programs/{}.halo", m.name())),
+            m.source().to_string(),
+        )?);
+    }
+    if !Path::new(spec).exists() {
+        let modes: Vec<&str> = Mode::all().iter().map(|m| m.name()).collect();
+        return Err(UsageError(format!(
+            "{spec}: neither a mode ({}) nor a program file",
+            modes.join(", ")
+        ))
+        .into());
+    }
+    Ok(ProgramFile::load(Path::new(spec))?)
+}
+
+/// The scenario of `r`: its devices and steps, rounded up to whole rounds of `k` steps.
+fn scenario_of(r: &Request) -> Result<Scenario> {
+    let mut s = crate::scenario::load(r.scenario.as_deref())?;
+    if let Some(n) = r.devices {
+        s = s.with_devices(n)?;
+    }
+    if let Some(steps) = r.steps {
+        if steps == 0 {
+            return Err(UsageError("--steps 0: give at least 1".into()).into());
+        }
+        s.steps = steps;
+    }
+    Ok(s)
+}
+
+fn uses_nccl(body: &[crate::program::lang::Stmt]) -> bool {
+    cuda::any(body, &|s| {
+        matches!(
+            s,
+            StmtKind::P2p { .. } | StmtKind::GroupStart | StmtKind::GroupEnd
+        )
+    })
+}
+
+/// Writes the export of `r` and says what it wrote and how to build and run it.
+pub fn export(r: &Request, command: &str) -> Result<()> {
+    let file = program_of(&r.program)?;
+    if uses_nccl(&file.source().step) {
+        return Err(UsageError(format!(
+            "{}: an NCCL program; the export writes programs of peer copies, events and flags \
+             (NCCL programs run in haloscope with --runtime cuda)",
+            file.name
+        ))
+        .into());
+    }
+    let mut s = scenario_of(r)?;
+    let ranges = s.ranges();
+    let program = file.instantiate(&ranges)?;
+    let k = program.steps_per_round;
+    if !s.steps.is_multiple_of(k) {
+        let steps = s.steps.div_ceil(k) * k;
+        eprintln!(
+            "note: {} runs {k} steps per round: {steps} steps instead of {}",
+            file.name, s.steps
+        );
+        s.steps = steps;
+    }
+    let gpus = match &r.gpus {
+        Some(list) => crate::plan::parse_gpus(list)?,
+        None => (0..ranges.len() as i32).collect(),
+    };
+    if gpus.len() != ranges.len() {
+        return Err(UsageError(format!(
+            "--gpus {}: {} GPUs for {} devices (give one per device; several may be the same GPU)",
+            r.gpus.as_deref().unwrap_or(""),
+            gpus.len(),
+            ranges.len()
+        ))
+        .into());
+    }
+    let out = &r.out;
+    fresh_dir(out)?;
+    let keeps = keeps::Keeps::new(&file, &s);
+    let unit = cuda::Unit {
+        name: &file.name,
+        text: &file.text,
+        src: file.source(),
+        gpus: &gpus,
+        command,
+        keeps: &|at| keeps.at(at),
+    };
+    let main = cuda::main_cu(&unit);
+    let written = write_all(out, &main, &s, &ranges)
+        .map_err(|e| UsageError(format!("--out {}: cannot write: {e}", out.display())))?;
+    std::fs::write(out.join("README.md"), readme(&file.name, &s, &gpus, command))?;
+    eprintln!(
+        "wrote {} ({}: {} on {} devices, {} {}, {} steps; {written} files)\n\nbuild and run it on a GPU:\n  cd {}\n  {BUILD}\n  ./halo\n\nit writes its fields to fields/, as `haloscope --headless --dump-fields` does",
+        out.display(),
+        file.name,
+        s.name,
+        ranges.len(),
+        s.cells,
+        if s.nx > 1 { "rows" } else { "cells" },
+        s.steps,
+        out.display()
+    );
+    Ok(())
+}
+
+mod keeps;
+
+/// `dir` created, or refused where it exists and holds anything (nothing is overwritten).
+fn fresh_dir(dir: &Path) -> Result<()> {
+    if let Ok(mut entries) = std::fs::read_dir(dir)
+        && entries.next().is_some()
+    {
+        return Err(UsageError(format!(
+            "--out {}: the folder exists and is not empty (nothing is overwritten: give a new one)",
+            dir.display()
+        ))
+        .into());
+    }
+    std::fs::create_dir_all(dir.join("kernels"))
+        .and_then(|_| std::fs::create_dir_all(dir.join("data")))
+        .map_err(|e| UsageError(format!("--out {}: cannot create it: {e}", dir.display())))?;
+    Ok(())
+}
+
+/// Every file but the README; how many.
+fn write_all(out: &Path, main: &str, s: &Scenario, ranges: &[Range<usize>]) -> Result<usize> {
+    std::fs::write(out.join("main.cu"), main)?;
+    std::fs::write(out.join("halo.cuh"), HALO_CUH)?;
+    for (name, text) in KERNELS {
+        std::fs::write(out.join("kernels").join(name), text)?;
+    }
+    Ok(3 + KERNELS.len() + write_data(&out.join("data"), s, ranges)?)
+}
+
+fn bits(x: f32) -> String {
+    format!("0x{:08x}", x.to_bits())
+}
+
+/// The scenario as `halo.cuh` reads it: `scenario.txt` (integers, and floats as their
+/// bits), the sources' value in every step, each device's coefficients, the 2D Mur rows.
+fn write_data(dir: &Path, s: &Scenario, ranges: &[Range<usize>]) -> Result<usize> {
+    let c = Coefficients::new(s)?;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# {}: {}\n# written by haloscope for the export beside it: halo.cuh reads it at start",
+        s.name, s.description
+    );
+    if s.nx > 1 {
+        let sides = if s.sides == crate::scenario::Sides::Periodic {
+            "periodic"
+        } else {
+            "pec"
+        };
+        let _ = writeln!(t, "grid plane {} {sides}", s.nx);
+    } else {
+        let _ = writeln!(t, "grid line");
+    }
+    let _ = writeln!(t, "cells {}\nsteps {}\nch {}", s.cells, s.steps, bits(c.ch));
+    for (side, b, mur) in [("left", s.left, c.mur_left), ("right", s.right, c.mur_right)] {
+        match EndCondition::new(b, mur) {
+            EndCondition::Pec => writeln!(t, "end {side} pec")?,
+            EndCondition::Mur(m) => writeln!(t, "end {side} mur {}", bits(m))?,
+        }
+    }
+    for (d, r) in ranges.iter().enumerate() {
+        writeln!(t, "device {d} {} {}", r.start, r.end)?;
+    }
+    let placed = place_sources(s, 0..s.cells, 0);
+    for (_, p) in &placed {
+        let hard = if p.injection == Injection::Hard {
+            "hard"
+        } else {
+            "soft"
+        };
+        writeln!(
+            t,
+            "source {} {} {} {hard}",
+            p.position, p.columns.start, p.columns.end
+        )?;
+    }
+    std::fs::write(dir.join("scenario.txt"), t)?;
+    let mut files = 1;
+    if !placed.is_empty() {
+        let values: Vec<f32> = (0..s.steps)
+            .flat_map(|step| placed.iter().map(move |(_, p)| p.value(step)))
+            .collect();
+        crate::npy::write_f32_shaped(
+            &dir.join("sources.npy"),
+            &values,
+            &[s.steps as usize, placed.len()],
+        )?;
+        files += 1;
+    }
+    if s.nx > 1 {
+        let mur = [c.mur_rows.0.clone(), c.mur_rows.1.clone()].concat();
+        crate::npy::write_f32_shaped(&dir.join("mur.npy"), &mur, &[2, s.nx])?;
+        files += 1;
+    }
+    for (d, r) in ranges.iter().enumerate() {
+        let (ca, cb) = DeviceState::new(d, r.clone(), s, &c)?.coefficient_arrays();
+        crate::npy::write_f32_shaped(&dir.join(format!("dev{d}.ca.npy")), &ca, &[ca.len()])?;
+        crate::npy::write_f32_shaped(&dir.join(format!("dev{d}.cb.npy")), &cb, &[cb.len()])?;
+        files += 2;
+    }
+    Ok(files)
+}
+
+fn readme(name: &str, s: &Scenario, gpus: &[i32], command: &str) -> String {
+    let list: Vec<String> = gpus.iter().map(|g| g.to_string()).collect();
+    let same: Vec<String> = gpus.iter().map(|_| "0".to_string()).collect();
+    format!(
+        "# {name} on {} ({} devices), as CUDA C++\n\n\
+         Exported by haloscope: `{command}`\n\n\
+         ## Build (CUDA 12 or later, a Hopper GPU: sm_90)\n\n    {BUILD}\n\n\
+         `--fmad=false` keeps every multiply and add rounded on its own, as haloscope's CPU \
+         and its cuda runtime do; never add `--use_fast_math`.\n\n\
+         ## Run\n\n    ./halo                      # GPUs {}\n    ./halo --gpus {}   # every device on GPU 0\n\n\
+         It runs {} steps, prints the time per step and writes the final fields to `fields/` \
+         (`--out DIR` for another folder), with the names and layout of `haloscope --headless \
+         --dump-fields`. Compare them with numpy:\n\n\
+         ```python\nimport numpy as np\nfor f in {}:\n    a, b = np.load(f\"fields/{{f}}\"), np.load(f\"theirs/{{f}}\")\n    print(f, np.array_equal(a.view(np.uint32), b.view(np.uint32)))\n```\n\n\
+         ## What is here\n\n\
+         - `main.cu`: the program, one OpenMP host thread per device, its step in its own words;\n\
+         - `halo.cuh`: the data, each device's memory, the kernels' launches over the cells \
+         haloscope's cuda runtime launches them over, checked calls, `.npy` files;\n\
+         - `kernels/`: haloscope's CUDA kernels, unchanged;\n\
+         - `data/`: the scenario as haloscope computed it — `scenario.txt` (the split, the ends, \
+         the sources; floats as their bits), `sources.npy` (each source's value in every step), \
+         `devN.ca.npy` / `devN.cb.npy` (each device's coefficients, halos included){}.\n",
+        s.name,
+        gpus.len(),
+        list.join(","),
+        same.join(","),
+        s.steps,
+        if s.nx > 1 {
+            "(\"ez.npy\", \"hx.npy\", \"hy.npy\")"
+        } else {
+            "(\"ex.npy\", \"hy.npy\")"
+        },
+        if s.nx > 1 {
+            ", `mur.npy` (the Mur coefficients of the bottom and top rows)"
+        } else {
+            ""
+        }
+    )
+}
