@@ -155,6 +155,15 @@ Your file: {} ({kept}); edit it in any editor.",
         ))?;
         let v = crate::exercise::judge(ex, &path);
         crate::out::print(&v.text())?;
+        if v.solved() {
+            let how = (ex.scenario.as_deref(), ex.devices, ex.steps);
+            if let Some(c) = crate::export::command_for(&path, how) {
+                crate::out::line(format_args!(
+                    "\nTake it out into real CUDA: a program nvcc builds, which gives these fields \
+                     bit for bit on a GPU:\n  {c}"
+                ))?;
+            }
+        }
         Ok(v.solved())
     };
     if judge()? {
@@ -224,8 +233,7 @@ fn program(p: &crate::cli::ProgramArgs) -> Result<()> {
             gpus: gpus.clone(),
             out: out.clone().expect("clap requires --out with --cuda"),
         };
-        let command: Vec<String> = std::env::args().collect();
-        return crate::export::export(&request, &command.join(" "));
+        return crate::export::export(&request);
     }
     let Some(mode) = Mode::from_name(program) else {
         let modes: Vec<&str> = Mode::all().iter().map(|m| m.name()).collect();

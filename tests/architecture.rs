@@ -37,6 +37,7 @@ const LAYERS: &[&str] = &[
     "engine",
     "headless",
     "exercise",
+    "export",
     "tour",
     "tui",
     "bench",

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::decomp::{DeviceState, place_sources};
 use crate::error::UsageError;
-use crate::geometry::Coefficients;
+use crate::geometry::{Coefficients, Grid};
 use crate::physics::EndCondition;
 use crate::program::lang::StmtKind;
 use crate::program::{Mode, ProgramFile};
@@ -39,6 +39,67 @@ pub struct Request {
     pub steps: Option<u64>,
     pub gpus: Option<String>,
     pub out: PathBuf,
+}
+
+impl Request {
+    /// The command that makes this export, in canonical form (no `--out`: the files'
+    /// folder), for the headers of what it writes.
+    pub fn command(&self) -> String {
+        let mut c = format!("haloscope program export {} --cuda", self.program);
+        if let Some(s) = &self.scenario {
+            let _ = write!(c, " --scenario {s}");
+        }
+        if let Some(n) = self.devices {
+            let _ = write!(c, " --devices {n}");
+        }
+        if let Some(n) = self.steps {
+            let _ = write!(c, " --steps {n}");
+        }
+        if let Some(g) = &self.gpus {
+            let _ = write!(c, " --gpus {g}");
+        }
+        c
+    }
+
+    /// The headless run that gives the same fields, dumped into `theirs/`.
+    pub fn headless_command(&self) -> String {
+        let program = if Mode::from_name(&self.program).is_some() && !Path::new(&self.program).exists() {
+            format!("--mode {}", self.program)
+        } else {
+            format!("--program {}", self.program)
+        };
+        let mut c = format!("haloscope --headless {program}");
+        if let Some(s) = &self.scenario {
+            let _ = write!(c, " --scenario {s}");
+        }
+        if let Some(n) = self.devices {
+            let _ = write!(c, " --devices {n}");
+        }
+        if let Some(n) = self.steps {
+            let _ = write!(c, " --steps {n}");
+        }
+        c + " --dump-fields theirs"
+    }
+}
+
+/// The export command of the program file at `path` for a run on `devices` devices of
+/// `scenario` (the default one if none) for `steps` steps; `None` where it cannot export
+/// (an NCCL program, a file that does not parse).
+pub fn command_for(path: &Path, (scenario, devices, steps): (Option<&str>, usize, u64)) -> Option<String> {
+    let file = ProgramFile::load(path).ok()?;
+    if uses_nccl(&file.source().step) {
+        return None;
+    }
+    let stem = path.file_stem()?.to_string_lossy();
+    let r = Request {
+        program: path.display().to_string(),
+        scenario: scenario.map(String::from),
+        devices: Some(devices),
+        steps: Some(steps),
+        gpus: None,
+        out: PathBuf::from(format!("{stem}-cuda")),
+    };
+    Some(format!("{} --out {}", r.command(), r.out.display()))
 }
 
 /// The program of `spec`: a built-in mode's file (unless a file of that name exists), or
@@ -85,8 +146,16 @@ fn uses_nccl(body: &[crate::program::lang::Stmt]) -> bool {
     })
 }
 
-/// Writes the export of `r` and says what it wrote and how to build and run it.
-pub fn export(r: &Request, command: &str) -> Result<()> {
+/// What an export is made of: the program, the scenario (its steps whole rounds) and the
+/// GPU of each device.
+pub struct Plan {
+    pub file: ProgramFile,
+    pub scenario: Scenario,
+    pub gpus: Vec<i32>,
+}
+
+/// The plan of `r`, or why it cannot be exported.
+pub fn plan(r: &Request) -> Result<Plan> {
     let file = program_of(&r.program)?;
     if uses_nccl(&file.source().step) {
         return Err(UsageError(format!(
@@ -121,29 +190,47 @@ pub fn export(r: &Request, command: &str) -> Result<()> {
         ))
         .into());
     }
-    let out = &r.out;
-    fresh_dir(out)?;
-    let keeps = keeps::Keeps::new(&file, &s);
+    Ok(Plan {
+        file,
+        scenario: s,
+        gpus,
+    })
+}
+
+/// `main.cu` of the plan.
+pub fn main_text(p: &Plan, command: &str) -> String {
+    let keeps = keeps::Keeps::new(&p.file, &p.scenario);
     let unit = cuda::Unit {
-        name: &file.name,
-        text: &file.text,
-        src: file.source(),
-        gpus: &gpus,
+        name: &p.file.name,
+        text: &p.file.text,
+        src: p.file.source(),
+        gpus: &p.gpus,
         command,
         keeps: &|at| keeps.at(at),
     };
-    let main = cuda::main_cu(&unit);
-    let written = write_all(out, &main, &s, &ranges)
+    cuda::main_cu(&unit)
+}
+
+/// Writes the export of `r` and says what it wrote and how to build and run it.
+pub fn export(r: &Request) -> Result<()> {
+    let p = plan(r)?;
+    let command = r.command();
+    let out = &r.out;
+    fresh_dir(out)?;
+    let main = main_text(&p, &command);
+    let (file, s, gpus) = (&p.file, &p.scenario, &p.gpus);
+    let ranges = s.ranges();
+    let written = write_all(out, &main, s, &ranges)
         .map_err(|e| UsageError(format!("--out {}: cannot write: {e}", out.display())))?;
-    std::fs::write(out.join("README.md"), readme(&file.name, &s, &gpus, command))?;
+    let text = readme(&file.name, s, gpus, (&command, &r.headless_command()));
+    std::fs::write(out.join("README.md"), text)?;
     eprintln!(
-        "wrote {} ({}: {} on {} devices, {} {}, {} steps; {written} files)\n\nbuild and run it on a GPU:\n  cd {}\n  {BUILD}\n  ./halo\n\nit writes its fields to fields/, as `haloscope --headless --dump-fields` does",
+        "wrote {} ({}: {} on {} devices, {}, {} steps; {written} files)\n\nbuild and run it on a GPU:\n  cd {}\n  {BUILD}\n  ./halo\n\nit writes its fields to fields/, as `haloscope --headless --dump-fields` does",
         out.display(),
         file.name,
         s.name,
         ranges.len(),
-        s.cells,
-        if s.nx > 1 { "rows" } else { "cells" },
+        Grid::of(s).extent(s.cells),
         s.steps,
         out.display()
     );
@@ -193,16 +280,8 @@ fn write_data(dir: &Path, s: &Scenario, ranges: &[Range<usize>]) -> Result<usize
         "# {}: {}\n# written by haloscope for the export beside it: halo.cuh reads it at start",
         s.name, s.description
     );
-    if s.nx > 1 {
-        let sides = if s.sides == crate::scenario::Sides::Periodic {
-            "periodic"
-        } else {
-            "pec"
-        };
-        let _ = writeln!(t, "grid plane {} {sides}", s.nx);
-    } else {
-        let _ = writeln!(t, "grid line");
-    }
+    let grid = Grid::of(s);
+    let _ = writeln!(t, "grid {}", grid.export_shape());
     let _ = writeln!(t, "cells {}\nsteps {}\nch {}", s.cells, s.steps, bits(c.ch));
     for (side, b, mur) in [("left", s.left, c.mur_left), ("right", s.right, c.mur_right)] {
         match EndCondition::new(b, mur) {
@@ -239,11 +318,10 @@ fn write_data(dir: &Path, s: &Scenario, ranges: &[Range<usize>]) -> Result<usize
         )?;
         files += 1;
     }
-    if s.nx > 1 {
-        let mur = [c.mur_rows.0.clone(), c.mur_rows.1.clone()].concat();
-        crate::npy::write_f32_shaped(&dir.join("mur.npy"), &mur, &[2, s.nx])?;
-        files += 1;
-    }
+    // The end rows' Mur coefficients (a 2D grid's per column; on a line the ends' own).
+    let mur = [c.mur_rows.0.clone(), c.mur_rows.1.clone()].concat();
+    crate::npy::write_f32_shaped(&dir.join("mur.npy"), &mur, &[2, grid.per_slice()])?;
+    files += 1;
     for (d, r) in ranges.iter().enumerate() {
         let (ca, cb) = DeviceState::new(d, r.clone(), s, &c)?.coefficient_arrays();
         crate::npy::write_f32_shaped(&dir.join(format!("dev{d}.ca.npy")), &ca, &[ca.len()])?;
@@ -253,9 +331,14 @@ fn write_data(dir: &Path, s: &Scenario, ranges: &[Range<usize>]) -> Result<usize
     Ok(files)
 }
 
-fn readme(name: &str, s: &Scenario, gpus: &[i32], command: &str) -> String {
+fn readme(name: &str, s: &Scenario, gpus: &[i32], (command, headless): (&str, &str)) -> String {
     let list: Vec<String> = gpus.iter().map(|g| g.to_string()).collect();
     let same: Vec<String> = gpus.iter().map(|_| "0".to_string()).collect();
+    let files: Vec<String> = Grid::of(s)
+        .components()
+        .iter()
+        .map(|c| format!("\"{}.npy\"", c.name.to_lowercase()))
+        .collect();
     format!(
         "# {name} on {} ({} devices), as CUDA C++\n\n\
          Exported by haloscope: `{command}`\n\n\
@@ -265,8 +348,8 @@ fn readme(name: &str, s: &Scenario, gpus: &[i32], command: &str) -> String {
          ## Run\n\n    ./halo                      # GPUs {}\n    ./halo --gpus {}   # every device on GPU 0\n\n\
          It runs {} steps, prints the time per step and writes the final fields to `fields/` \
          (`--out DIR` for another folder), with the names and layout of `haloscope --headless \
-         --dump-fields`. Compare them with numpy:\n\n\
-         ```python\nimport numpy as np\nfor f in {}:\n    a, b = np.load(f\"fields/{{f}}\"), np.load(f\"theirs/{{f}}\")\n    print(f, np.array_equal(a.view(np.uint32), b.view(np.uint32)))\n```\n\n\
+         --dump-fields`. haloscope's, to compare with:\n\n    {headless}\n\nand with numpy:\n\n\
+         ```python\nimport numpy as np\nfor f in ({}):\n    a, b = np.load(f\"fields/{{f}}\"), np.load(f\"theirs/{{f}}\")\n    print(f, np.array_equal(a.view(np.uint32), b.view(np.uint32)))\n```\n\n\
          ## What is here\n\n\
          - `main.cu`: the program, one OpenMP host thread per device, its step in its own words;\n\
          - `halo.cuh`: the data, each device's memory, the kernels' launches over the cells \
@@ -274,21 +357,13 @@ fn readme(name: &str, s: &Scenario, gpus: &[i32], command: &str) -> String {
          - `kernels/`: haloscope's CUDA kernels, unchanged;\n\
          - `data/`: the scenario as haloscope computed it — `scenario.txt` (the split, the ends, \
          the sources; floats as their bits), `sources.npy` (each source's value in every step), \
-         `devN.ca.npy` / `devN.cb.npy` (each device's coefficients, halos included){}.\n",
+         `devN.ca.npy` / `devN.cb.npy` (each device's coefficients, halos included), `mur.npy` \
+         (the Mur coefficients of the two end rows, per column).\n",
         s.name,
         gpus.len(),
         list.join(","),
         same.join(","),
         s.steps,
-        if s.nx > 1 {
-            "(\"ez.npy\", \"hx.npy\", \"hy.npy\")"
-        } else {
-            "(\"ex.npy\", \"hy.npy\")"
-        },
-        if s.nx > 1 {
-            ", `mur.npy` (the Mur coefficients of the bottom and top rows)"
-        } else {
-            ""
-        }
+        files.join(", "),
     )
 }

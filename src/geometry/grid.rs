@@ -250,6 +250,19 @@ impl Grid {
         }
     }
 
+    /// The grid as a CUDA export's `halo.cuh` reads it (the `grid` line of its
+    /// data/scenario.txt): `line`, or `plane NX pec|periodic` (what its side columns do).
+    pub fn export_shape(self) -> String {
+        match self {
+            Grid::Line => "line".into(),
+            #[cfg(test)]
+            Grid::Ladder => "line".into(),
+            Grid::Plane { nx, periodic } => {
+                format!("plane {nx} {}", if periodic { "periodic" } else { "pec" })
+            }
+        }
+    }
+
     /// A grid of `slices` slices, short: `4096 cells`, `128×128 cells`.
     pub fn extent(self, slices: usize) -> String {
         match self {

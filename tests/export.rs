@@ -1,0 +1,284 @@
+//! `haloscope program export … --cuda`: what it writes (a golden `main.cu`, the data as
+//! haloscope computed it), which programs export, what it refuses. With the `cuda` feature
+//! every export also builds with nvcc (no GPU: it is compiled and linked, not run).
+
+mod common;
+use common::haloscope;
+
+use haloscope::export::{Request, main_text, plan};
+use haloscope::program::Mode;
+
+fn request(program: &str, scenario: Option<&str>, devices: Option<usize>) -> Request {
+    Request {
+        program: program.into(),
+        scenario: scenario.map(String::from),
+        devices,
+        steps: None,
+        gpus: None,
+        out: "unused".into(),
+    }
+}
+
+/// The modes an export takes: all but NCCL's.
+fn exported_modes() -> Vec<Mode> {
+    Mode::all().iter().copied().filter(|m| !m.uses_nccl()).collect()
+}
+
+#[test]
+fn the_generated_main_cu_of_events_on_four_devices_is_as_reviewed() {
+    let r = request("events", None, Some(4));
+    let p = plan(&r).unwrap();
+    insta::assert_snapshot!("events_main_cu", main_text(&p, &r.command()));
+}
+
+#[test]
+fn the_generated_main_cu_of_fused_flags_is_as_reviewed() {
+    let r = request("fused-flags", Some("uneven"), None);
+    let p = plan(&r).unwrap();
+    insta::assert_snapshot!("fused_flags_main_cu", main_text(&p, &r.command()));
+}
+
+#[test]
+fn every_non_nccl_mode_exports_in_1d_and_2d_and_every_wait_says_what_it_keeps() {
+    for m in exported_modes() {
+        for (scenario, devices) in [("pulse", 4), ("uneven", 7), ("radiate", 4)] {
+            let r = request(m.name(), Some(scenario), Some(devices));
+            let p = plan(&r).unwrap_or_else(|e| panic!("{} on {scenario}: {e}", m.name()));
+            let text = main_text(&p, &r.command());
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, l) in lines.iter().enumerate() {
+                let wait = l.contains("cudaStreamWaitEvent(") || l.contains("cuStreamWaitValue32(");
+                if wait && !l.trim_start().starts_with("//") {
+                    let above = lines[i - 1].trim_start();
+                    assert!(
+                        above.starts_with("// keeps"),
+                        "{} on {scenario}: the wait `{}` has no comment saying what it keeps",
+                        m.name(),
+                        l.trim()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_wait_that_orders_a_copy_after_its_producer_keeps_a_read_after_write() {
+    let r = request("events", None, Some(4));
+    let text = main_text(&plan(&r).unwrap(), &r.command());
+    assert!(
+        text.contains("// keeps read-after-write on hy"),
+        "the wait before the Hy halo's copy: {text}"
+    );
+}
+
+#[test]
+fn an_export_writes_the_program_its_kernels_and_the_scenario_as_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("events-cuda");
+    let o = out.to_str().unwrap();
+    let (code, _, err) = haloscope(&[
+        "program",
+        "export",
+        "events",
+        "--cuda",
+        "--out",
+        o,
+        "--scenario",
+        "uneven",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo"),
+        "{err}"
+    );
+    for f in [
+        "main.cu",
+        "halo.cuh",
+        "README.md",
+        "kernels/fdtd1d.cu",
+        "kernels/fdtd2d.cu",
+        "kernels/fused.cu",
+        "data/scenario.txt",
+        "data/sources.npy",
+    ] {
+        assert!(out.join(f).exists(), "{f} missing");
+    }
+    // The kernels are the cuda runtime's, unchanged.
+    assert_eq!(
+        std::fs::read_to_string(out.join("kernels/fused.cu")).unwrap(),
+        include_str!("../kernels/fused.cu")
+    );
+    // The split, the ends and the sources as written: floats as their bits.
+    let s = haloscope::scenario::load(Some("uneven")).unwrap();
+    let text = std::fs::read_to_string(out.join("data/scenario.txt")).unwrap();
+    for (d, r) in s.ranges().iter().enumerate() {
+        assert!(
+            text.contains(&format!("device {d} {} {}\n", r.start, r.end)),
+            "{text}"
+        );
+    }
+    assert!(text.contains("end left mur 0x"), "{text}");
+    assert!(text.contains("source 150 0 1 soft"), "{text}");
+    let c = haloscope::geometry::Coefficients::new(&s).unwrap();
+    assert!(text.contains(&format!("ch 0x{:08x}\n", c.ch.to_bits())), "{text}");
+    // Each device's coefficients as the device holds them, halos included.
+    for (d, r) in s.ranges().iter().enumerate() {
+        let st = haloscope::decomp::DeviceState::new(d, r.clone(), &s, &c).unwrap();
+        let (ca, _) = st.coefficient_arrays();
+        let npy = std::fs::read(out.join(format!("data/dev{d}.ca.npy"))).unwrap();
+        assert_eq!(npy, haloscope::npy::encode_f32_shaped(&ca, &[ca.len()]), "dev{d}");
+    }
+    // Every step's source value, in step order.
+    let npy = std::fs::read(out.join("data/sources.npy")).unwrap();
+    let placed = haloscope::decomp::place_sources(&s, 0..s.cells, 0);
+    let values: Vec<f32> = (0..s.steps).map(|t| placed[0].1.value(t)).collect();
+    assert_eq!(
+        npy,
+        haloscope::npy::encode_f32_shaped(&values, &[values.len(), 1])
+    );
+}
+
+#[test]
+fn a_learners_file_and_every_exercise_solution_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let solutions = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/exercises/solutions");
+    let mut n = 0;
+    for e in std::fs::read_dir(&solutions).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        if text.contains("ncclSend") || text.contains("ncclRecv") {
+            continue;
+        }
+        let out = dir.path().join(path.file_stem().unwrap());
+        let (code, _, err) = haloscope(&[
+            "program",
+            "export",
+            path.to_str().unwrap(),
+            "--cuda",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{}: {err}", path.display());
+        assert!(out.join("main.cu").exists());
+        n += 1;
+    }
+    assert!(n >= 10, "{n} solutions exported");
+}
+
+#[test]
+fn what_cannot_be_exported_is_refused_in_one_line_and_nothing_is_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x");
+    let o = out.to_str().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["program", "export", "nccl", "--cuda", "--out", o],
+            "an NCCL program",
+        ),
+        (
+            &["program", "export", "nonesuch", "--cuda", "--out", o],
+            "neither a mode",
+        ),
+        (
+            &[
+                "program", "export", "events", "--cuda", "--out", o, "--gpus", "0,1",
+            ],
+            "2 GPUs for 4 devices",
+        ),
+        (&["program", "export", "events", "--out", o], "--cuda"),
+        (
+            &[
+                "program", "export", "events", "--cuda", "--out", o, "--steps", "0",
+            ],
+            "--steps 0",
+        ),
+    ];
+    for (args, says) in cases {
+        let (code, _, err) = haloscope(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} made the folder");
+    }
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("mine.txt"), "keep me").unwrap();
+    let (code, _, err) = haloscope(&["program", "export", "events", "--cuda", "--out", o]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not empty"), "{err}");
+    assert_eq!(std::fs::read_to_string(out.join("mine.txt")).unwrap(), "keep me");
+}
+
+/// nvcc, found as build.rs finds it (the `cuda` feature builds only where it is).
+#[cfg(feature = "cuda")]
+fn nvcc() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("NVCC") {
+        return p.into();
+    }
+    if let Some(root) = std::env::var_os("CUDA_PATH") {
+        return std::path::Path::new(&root).join("bin/nvcc");
+    }
+    "nvcc".into()
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn every_export_builds_with_the_readmes_nvcc_line() {
+    use std::collections::BTreeMap;
+    let dir = tempfile::tempdir().unwrap();
+    let nvcc = nvcc();
+    // The toolkit's libraries (cudart_static), where a pip-installed nvcc keeps them.
+    let root = nvcc.parent().and_then(|b| b.parent()).map(|r| r.to_path_buf());
+    let libs: Vec<String> = root
+        .iter()
+        .flat_map(|r| [r.join("lib"), r.join("lib64")])
+        .filter(|l| l.exists())
+        .map(|l| format!("-L{}", l.display()))
+        .collect();
+    // One build per distinct main.cu: the rest of an export is the same for every mode.
+    let mut sources = BTreeMap::new();
+    for m in exported_modes() {
+        for (scenario, devices) in [("pulse", 4), ("radiate", 4)] {
+            let r = request(m.name(), Some(scenario), Some(devices));
+            let text = main_text(&plan(&r).unwrap(), &r.command());
+            sources
+                .entry(text)
+                .or_insert_with(|| format!("{}-{scenario}", m.name()));
+        }
+    }
+    let base = dir.path().join("base");
+    let (code, _, err) = haloscope(&[
+        "program",
+        "export",
+        "events",
+        "--cuda",
+        "--out",
+        base.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let build = |name: &str, text: &str| {
+        std::fs::write(base.join(format!("{name}.cu")), text).unwrap();
+        std::process::Command::new(&nvcc)
+            .current_dir(&base)
+            .args(["-O3", "--fmad=false", "-arch=sm_90", "-Xcompiler", "-fopenmp"])
+            .arg(format!("{name}.cu"))
+            .args(["-o", name])
+            .args(&libs)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("nvcc runs")
+    };
+    let all: Vec<(&String, &String)> = sources.iter().map(|(t, n)| (n, t)).collect();
+    // Two at a time: CI has two cores.
+    for pair in all.chunks(2) {
+        let running: Vec<_> = pair.iter().map(|(n, t)| (*n, build(n, t))).collect();
+        for (name, child) in running {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{name}: nvcc failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(base.join(name).exists());
+        }
+    }
+}
