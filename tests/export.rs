@@ -99,6 +99,7 @@ fn an_export_writes_the_program_its_kernels_and_the_scenario_as_data() {
         "kernels/fdtd1d.cu",
         "kernels/fdtd2d.cu",
         "kernels/fused.cu",
+        "kernels/access.txt",
         "data/scenario.txt",
         "data/sources.npy",
     ] {
@@ -206,6 +207,73 @@ fn what_cannot_be_exported_is_refused_in_one_line_and_nothing_is_overwritten() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not empty"), "{err}");
     assert_eq!(std::fs::read_to_string(out.join("mine.txt")).unwrap(), "keep me");
+}
+
+/// The parameter names of every `extern "C" __global__` kernel of a `.cu` source.
+fn kernel_params(cu: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for part in cu.split("extern \"C\" __global__ void ").skip(1) {
+        let (name, rest) = part.split_once('(').unwrap();
+        let params = rest.split_once(')').unwrap().0;
+        let names = params
+            .split(',')
+            .map(|p| {
+                let p = p.trim();
+                let at = p
+                    .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .map_or(0, |i| i + 1);
+                p[at..].to_string()
+            })
+            .collect();
+        out.push((name.trim().to_string(), names));
+    }
+    out
+}
+
+#[test]
+fn every_kernel_an_export_carries_is_annotated_with_its_own_parameters() {
+    let lines: Vec<(String, Vec<String>, String)> = haloscope::export::ACCESS
+        .lines()
+        .filter_map(|l| l.strip_prefix("kernel "))
+        .map(|l| {
+            let (head, body) = l.split_once("):").unwrap();
+            let (name, params) = head.split_once('(').unwrap();
+            let params = params.split(',').map(|p| p.trim().to_string()).collect();
+            (name.to_string(), params, body.to_string())
+        })
+        .collect();
+    let sources = [
+        include_str!("../kernels/fdtd1d.cu"),
+        include_str!("../kernels/fdtd2d.cu"),
+        include_str!("../kernels/fused.cu"),
+    ];
+    let mut seen = 0;
+    for (name, params) in sources.iter().flat_map(|s| kernel_params(s)) {
+        let (_, p, body) = lines
+            .iter()
+            .find(|(n, ..)| *n == name)
+            .unwrap_or_else(|| panic!("kernels/access.txt has no line for {name}"));
+        assert_eq!(
+            *p, params,
+            "{name}: the annotation's parameters are not the kernel's"
+        );
+        // Every buffer an annotation names is one of the kernel's parameters.
+        for clause in body.split(';').map(str::trim).filter(|c| !c.is_empty()) {
+            let buffer = clause
+                .strip_prefix("reads ")
+                .or_else(|| clause.strip_prefix("writes "))
+                .unwrap_or_else(|| panic!("{name}: `{clause}` neither reads nor writes"))
+                .split('[')
+                .next()
+                .unwrap();
+            assert!(
+                params.iter().any(|p| p == buffer),
+                "{name}: {buffer} is not a parameter"
+            );
+        }
+        seen += 1;
+    }
+    assert_eq!(seen, lines.len(), "a line for a kernel the sources do not have");
 }
 
 /// nvcc, found as build.rs finds it (the `cuda` feature builds only where it is).

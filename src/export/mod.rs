@@ -20,6 +20,8 @@ use crate::scenario::{Injection, Scenario};
 
 /// The support header and the kernels, as this build of haloscope has them.
 const HALO_CUH: &str = include_str!("../../assets/export/halo.cuh");
+/// The kernels' access annotations, for a checker of recorded calls.
+pub const ACCESS: &str = include_str!("../../assets/export/access.txt");
 const KERNELS: [(&str, &str); 3] = [
     ("fdtd1d.cu", include_str!("../../kernels/fdtd1d.cu")),
     ("fdtd2d.cu", include_str!("../../kernels/fdtd2d.cu")),
@@ -263,7 +265,8 @@ fn write_all(out: &Path, main: &str, s: &Scenario, ranges: &[Range<usize>]) -> R
     for (name, text) in KERNELS {
         std::fs::write(out.join("kernels").join(name), text)?;
     }
-    Ok(3 + KERNELS.len() + write_data(&out.join("data"), s, ranges)?)
+    std::fs::write(out.join("kernels/access.txt"), ACCESS)?;
+    Ok(4 + KERNELS.len() + write_data(&out.join("data"), s, ranges)?)
 }
 
 fn bits(x: f32) -> String {
@@ -354,7 +357,8 @@ fn readme(name: &str, s: &Scenario, gpus: &[i32], (command, headless): (&str, &s
          - `main.cu`: the program, one OpenMP host thread per device, its step in its own words;\n\
          - `halo.cuh`: the data, each device's memory, the kernels' launches over the cells \
          haloscope's cuda runtime launches them over, checked calls, `.npy` files;\n\
-         - `kernels/`: haloscope's CUDA kernels, unchanged;\n\
+         - `kernels/`: haloscope's CUDA kernels, unchanged, and `access.txt`: what each reads and \
+         writes, in terms of its parameters;\n\
          - `data/`: the scenario as haloscope computed it — `scenario.txt` (the split, the ends, \
          the sources; floats as their bits), `sources.npy` (each source's value in every step), \
          `devN.ca.npy` / `devN.cb.npy` (each device's coefficients, halos included), `mur.npy` \
