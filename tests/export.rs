@@ -172,7 +172,20 @@ fn what_cannot_be_exported_is_refused_in_one_line_and_nothing_is_overwritten() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x");
     let o = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &[
+                "program",
+                "export",
+                "events",
+                "--cuda",
+                "--out",
+                o,
+                "--steps",
+                "4000000000",
+            ],
+            "export fewer steps",
+        ),
         (
             &["program", "export", "nccl", "--cuda", "--out", o],
             "an NCCL program",

@@ -31,6 +31,9 @@ const KERNELS: [(&str, &str); 3] = [
 /// The nvcc line that builds an export.
 pub const BUILD: &str = "nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo";
 
+/// The most bytes of source values an export writes (`data/sources.npy`).
+pub const MAX_SOURCE_TABLE: u64 = 256 << 20;
+
 /// What to export.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -189,6 +192,19 @@ pub fn plan(r: &Request) -> Result<Plan> {
             r.gpus.as_deref().unwrap_or(""),
             gpus.len(),
             ranges.len()
+        ))
+        .into());
+    }
+    // Every step's source values travel as data: a bound on what that file may take.
+    let table = s.steps.saturating_mul(s.sources.len() as u64).saturating_mul(4);
+    if table > MAX_SOURCE_TABLE {
+        return Err(UsageError(format!(
+            "--steps {}: the export writes every step's value of each of the {} source(s): {} MiB, \
+             more than the {} MiB it allows; export fewer steps",
+            s.steps,
+            s.sources.len(),
+            table >> 20,
+            MAX_SOURCE_TABLE >> 20
         ))
         .into());
     }
