@@ -70,6 +70,34 @@ pub struct TraceWriter {
 
 const HOST_TID: usize = 100;
 
+/// The signals that end a run by default and that a write of the trace defers: Linux stops
+/// a write to a file at a page boundary once a fatal signal is pending, so a write cut by
+/// one would leave the file without its closing `]`. (SIGKILL cannot be deferred; a write
+/// of one record's events rarely crosses a page.)
+const DEFERRED: [i32; 3] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+];
+
+/// No trace write is in progress: a deferred signal takes its default action at once.
+static FREE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+/// Which deferred signals arrived.
+static ARRIVED: [std::sync::atomic::AtomicBool; 3] = [const { std::sync::atomic::AtomicBool::new(false) }; 3];
+
+/// Installs the deferral once: each signal is noted, then ends the run as it would have
+/// unless a write is in progress; the write that ends raises it again.
+fn defer_signals() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for (sig, arrived) in DEFERRED.iter().zip(&ARRIVED) {
+            // The note first: actions run in the order they were registered.
+            let _ = signal_hook::flag::register(*sig, arrived);
+            let _ = signal_hook::flag::register_conditional_default(*sig, &FREE);
+        }
+    });
+}
+
 /// A call for a stream that kept its host thread longer than this blocked it (a full
 /// queue): every call's own host cost is shorter, jitter included.
 pub const BLOCKED_CALL_US: f64 = 3.5;
@@ -84,6 +112,7 @@ impl TraceWriter {
         steps: TraceSteps,
     ) -> std::io::Result<TraceWriter> {
         let file = std::fs::File::create(path)?;
+        defer_signals();
         let mut w = TraceWriter {
             out: file,
             end: 0,
@@ -142,7 +171,15 @@ impl TraceWriter {
         const CLOSE: &[u8] = b"\n]\n";
         let events = self.pending.len() as u64;
         self.pending.extend_from_slice(CLOSE);
+        use std::sync::atomic::Ordering::SeqCst;
+        FREE.store(false, SeqCst);
         let r = self.out.write_all_at(&self.pending, self.end);
+        FREE.store(true, SeqCst);
+        for (sig, arrived) in DEFERRED.iter().zip(&ARRIVED) {
+            if arrived.swap(false, SeqCst) {
+                let _ = signal_hook::low_level::raise(*sig);
+            }
+        }
         self.pending.clear();
         if r.is_ok() {
             self.end += events;

@@ -8,6 +8,21 @@ use common::haloscope;
 use haloscope::export::{Request, main_text, plan};
 use haloscope::program::Mode;
 
+/// `haloscope program export PROGRAM --cuda --out OUT EXTRA…`: its exit code and stderr.
+fn export_to(program: &str, out: &std::path::Path, extra: &[&str]) -> (i32, String) {
+    let mut args = vec![
+        "program",
+        "export",
+        program,
+        "--cuda",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (code, _, err) = haloscope(&args);
+    (code, err)
+}
+
 fn request(program: &str, scenario: Option<&str>, devices: Option<usize>) -> Request {
     Request {
         program: program.into(),
@@ -76,17 +91,7 @@ fn a_wait_that_orders_a_copy_after_its_producer_keeps_a_read_after_write() {
 fn an_export_writes_the_program_its_kernels_and_the_scenario_as_data() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("events-cuda");
-    let o = out.to_str().unwrap();
-    let (code, _, err) = haloscope(&[
-        "program",
-        "export",
-        "events",
-        "--cuda",
-        "--out",
-        o,
-        "--scenario",
-        "uneven",
-    ]);
+    let (code, err) = export_to("events", &out, &["--scenario", "uneven"]);
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains("nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo"),
@@ -152,14 +157,7 @@ fn a_learners_file_and_every_exercise_solution_export() {
             continue;
         }
         let out = dir.path().join(path.file_stem().unwrap());
-        let (code, _, err) = haloscope(&[
-            "program",
-            "export",
-            path.to_str().unwrap(),
-            "--cuda",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let (code, err) = export_to(path.to_str().unwrap(), &out, &[]);
         assert_eq!(code, 0, "{}: {err}", path.display());
         assert!(out.join("main.cu").exists());
         n += 1;
@@ -216,7 +214,7 @@ fn what_cannot_be_exported_is_refused_in_one_line_and_nothing_is_overwritten() {
     }
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("mine.txt"), "keep me").unwrap();
-    let (code, _, err) = haloscope(&["program", "export", "events", "--cuda", "--out", o]);
+    let (code, err) = export_to("events", &out, &[]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not empty"), "{err}");
     assert_eq!(std::fs::read_to_string(out.join("mine.txt")).unwrap(), "keep me");
@@ -326,15 +324,21 @@ fn every_export_builds_with_the_readmes_nvcc_line() {
                 .or_insert_with(|| format!("{}-{scenario}", m.name()));
         }
     }
+    // And every exercise's solution: programs people write, not the built-in modes.
+    let solutions = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/exercises/solutions");
+    for e in std::fs::read_dir(&solutions).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        if text.contains("ncclSend") || text.contains("ncclRecv") {
+            continue; // refused, as tested above
+        }
+        let r = request(path.to_str().unwrap(), None, None);
+        let p = plan(&r).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        sources.entry(main_text(&p, &r.command())).or_insert(name);
+    }
     let base = dir.path().join("base");
-    let (code, _, err) = haloscope(&[
-        "program",
-        "export",
-        "events",
-        "--cuda",
-        "--out",
-        base.to_str().unwrap(),
-    ]);
+    let (code, err) = export_to("events", &base, &[]);
     assert_eq!(code, 0, "{err}");
     let build = |name: &str, text: &str| {
         std::fs::write(base.join(format!("{name}.cu")), text).unwrap();

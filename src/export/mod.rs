@@ -50,7 +50,20 @@ impl Request {
     /// The command that makes this export, in canonical form (no `--out`: the files'
     /// folder), for the headers of what it writes.
     pub fn command(&self) -> String {
-        let mut c = format!("haloscope program export {} --cuda", self.program);
+        let mut c = format!(
+            "haloscope program export {} --cuda{}",
+            self.program,
+            self.run_options()
+        );
+        if let Some(g) = &self.gpus {
+            let _ = write!(c, " --gpus {g}");
+        }
+        c
+    }
+
+    /// ` --scenario S --devices N --steps N`, those given: what a run and an export share.
+    fn run_options(&self) -> String {
+        let mut c = String::new();
         if let Some(s) = &self.scenario {
             let _ = write!(c, " --scenario {s}");
         }
@@ -59,9 +72,6 @@ impl Request {
         }
         if let Some(n) = self.steps {
             let _ = write!(c, " --steps {n}");
-        }
-        if let Some(g) = &self.gpus {
-            let _ = write!(c, " --gpus {g}");
         }
         c
     }
@@ -73,17 +83,10 @@ impl Request {
         } else {
             format!("--program {}", self.program)
         };
-        let mut c = format!("haloscope --headless {program}");
-        if let Some(s) = &self.scenario {
-            let _ = write!(c, " --scenario {s}");
-        }
-        if let Some(n) = self.devices {
-            let _ = write!(c, " --devices {n}");
-        }
-        if let Some(n) = self.steps {
-            let _ = write!(c, " --steps {n}");
-        }
-        c + " --dump-fields theirs"
+        format!(
+            "haloscope --headless {program}{} --dump-fields theirs",
+            self.run_options()
+        )
     }
 }
 
