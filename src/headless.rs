@@ -98,6 +98,27 @@ fn check_dump_dir(dir: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
+/// `n` (of option `what`) rounded up to whole rounds of `k` steps of `name`; refused where
+/// that overflows.
+pub fn round_up(n: u64, k: u64, what: &str, name: &str) -> Result<u64, UsageError> {
+    n.div_ceil(k).checked_mul(k).ok_or_else(|| {
+        UsageError(format!(
+            "{what} {n}: {name} runs {k} steps per round, and rounding up to whole rounds overflows"
+        ))
+    })
+}
+
+/// A run's `steps` rounded up to whole rounds of `k` steps of `name`, with a note when
+/// they change.
+pub fn whole_steps(steps: u64, k: u64, name: &str) -> Result<u64, UsageError> {
+    if steps.is_multiple_of(k) {
+        return Ok(steps);
+    }
+    let whole = round_up(steps, k, "--steps", name)?;
+    eprintln!("note: {name} runs {k} steps per round: {whole} steps instead of {steps}");
+    Ok(whole)
+}
+
 /// Steps and check points rounded up to whole rounds (modes that exchange once every few
 /// steps stop only at the end of a round), with a note for each change.
 fn whole_rounds(plan: &Plan, h: &HeadlessPlan) -> Result<(Scenario, HeadlessPlan)> {
@@ -107,23 +128,9 @@ fn whole_rounds(plan: &Plan, h: &HeadlessPlan) -> Result<(Scenario, HeadlessPlan
     }
     let name = plan.program_name();
     let k = plan.program(&s)?.steps_per_round;
-    let whole = |n: u64, what: &str| {
-        n.div_ceil(k).checked_mul(k).ok_or_else(|| {
-            UsageError(format!(
-                "{what} {n}: {name} runs {k} steps per round, and rounding up to whole rounds overflows"
-            ))
-        })
-    };
-    if !s.steps.is_multiple_of(k) {
-        let steps = whole(s.steps, "--steps")?;
-        eprintln!(
-            "note: {name} runs {k} steps per round: {steps} steps instead of {}",
-            s.steps
-        );
-        s.steps = steps;
-    }
+    s.steps = whole_steps(s.steps, k, &name)?;
     if let Some(e) = h.check_every.filter(|e| !e.is_multiple_of(k)) {
-        let every = whole(e, "--check-every")?;
+        let every = round_up(e, k, "--check-every", &name)?;
         eprintln!("note: {name} runs {k} steps per round: --check-every {every} instead of {e}");
         h.check_every = Some(every);
     }

@@ -170,7 +170,20 @@ fn what_cannot_be_exported_is_refused_in_one_line_and_nothing_is_overwritten() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x");
     let o = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &[
+                "program",
+                "export",
+                "wide-halo",
+                "--cuda",
+                "--out",
+                o,
+                "--steps",
+                "18446744073709551615",
+            ],
+            "rounding up to whole rounds overflows",
+        ),
         (
             &[
                 "program",

@@ -78,10 +78,9 @@ impl Request {
 
     /// The headless run that gives the same fields, dumped into `theirs/`.
     pub fn headless_command(&self) -> String {
-        let program = if Mode::from_name(&self.program).is_some() && !Path::new(&self.program).exists() {
-            format!("--mode {}", self.program)
-        } else {
-            format!("--program {}", self.program)
+        let program = match builtin(&self.program) {
+            Some(m) => format!("--mode {}", m.name()),
+            None => format!("--program {}", self.program),
         };
         format!(
             "haloscope --headless {program}{} --dump-fields theirs",
@@ -110,10 +109,15 @@ pub fn command_for(path: &Path, (scenario, devices, steps): (Option<&str>, usize
     Some(format!("{} --out {}", r.command(), r.out.display()))
 }
 
+/// The built-in mode `spec` names, unless a file of that name exists.
+fn builtin(spec: &str) -> Option<Mode> {
+    Mode::from_name(spec).filter(|_| !Path::new(spec).exists())
+}
+
 /// The program of `spec`: a built-in mode's file (unless a file of that name exists), or
 /// a program file.
 pub fn program_of(spec: &str) -> Result<ProgramFile> {
-    if let Some(m) = Mode::from_name(spec).filter(|_| !Path::new(spec).exists()) {
+    if let Some(m) = builtin(spec) {
         return Ok(ProgramFile::parse(
             Path::new(&format!("assets/programs/{}.halo", m.name())),
             m.source().to_string(),
@@ -176,15 +180,7 @@ pub fn plan(r: &Request) -> Result<Plan> {
     let mut s = scenario_of(r)?;
     let ranges = s.ranges();
     let program = file.instantiate(&ranges)?;
-    let k = program.steps_per_round;
-    if !s.steps.is_multiple_of(k) {
-        let steps = s.steps.div_ceil(k) * k;
-        eprintln!(
-            "note: {} runs {k} steps per round: {steps} steps instead of {}",
-            file.name, s.steps
-        );
-        s.steps = steps;
-    }
+    s.steps = crate::headless::whole_steps(s.steps, program.steps_per_round, &file.name)?;
     let gpus = match &r.gpus {
         Some(list) => crate::plan::parse_gpus(list)?,
         None => (0..ranges.len() as i32).collect(),
