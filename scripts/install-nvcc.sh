@@ -8,7 +8,7 @@ dir=${1:?usage: $0 DIR}
 nvcc="$dir/nvidia/cu13/bin/nvcc"
 if [ ! -x "$nvcc" ]; then
   python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dir" \
-    nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96 >&2
+    nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85 >&2
 fi
 "$nvcc" --version >&2
 echo "$nvcc"

@@ -206,7 +206,9 @@ const EXPORT_HELP: &str = "Examples:
   cd events-cuda && nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo && ./halo
 
 The CUDA program writes its fields to fields/ as `haloscope --headless --dump-fields DIR` does
-(same scenario, devices and steps): they are equal bit for bit.";
+(same scenario, devices and steps): they are equal bit for bit. An NCCL program (nccl,
+nccl-overlap, a file with ncclSend/ncclRecv) links NCCL (`… -o halo -lnccl`) and needs one GPU
+per device: NCCL refuses two ranks on one GPU.";
 
 #[derive(Debug, Subcommand, Clone)]
 pub enum ProgramAction {
@@ -240,7 +242,8 @@ pub enum ProgramAction {
         #[arg(long, value_name = "N", requires = "cuda")]
         steps: Option<u64>,
         /// With --cuda: the GPU of each device, `0,0,0,0` for four on GPU 0 (default: one
-        /// GPU per device; `./halo --gpus LIST` changes it at run time).
+        /// GPU per device; `./halo --gpus LIST` changes it at run time). NCCL programs:
+        /// distinct GPUs only.
         #[arg(long, value_name = "LIST", requires = "cuda")]
         gpus: Option<String>,
     },

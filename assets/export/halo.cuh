@@ -925,3 +925,47 @@ static void set_up(const std::string &dir, const std::vector<int> &gpu) {
     }
     CHECK(cudaGetLastError());
 }
+
+// ---- NCCL (programs that send their halos as NCCL messages) -------------------------
+#ifdef HALO_NCCL
+#include <nccl.h>
+
+static void check_call(ncclResult_t e, const char *call, const char *file, int line) {
+    if (e != ncclSuccess) {
+        std::string why = std::string(ncclGetErrorString(e));
+        const char *last = ncclGetLastError(nullptr);
+        if (last && *last) why += std::string(": ") + last;
+        fail(file, line, call, why.c_str());
+    }
+}
+
+// One communicator per device, rank d on GPU gpuMapping[d].
+static std::vector<ncclComm_t> comms;
+
+// The communicators of every device, made at once by this one host thread. NCCL refuses
+// two ranks on one GPU, so each device needs its own GPU.
+static void start_nccl(const int *gpus, int count) {
+    for (int d = 0; d < count; d++) {
+        for (int o = 0; o < d; o++) {
+            if (gpus[o] == gpus[d]) {
+                fprintf(stderr,
+                        "--gpus: devices %d and %d are both on GPU %d; NCCL refuses two ranks on one "
+                        "GPU: give each device its own GPU\n",
+                        o, d, gpus[d]);
+                std::exit(2);
+            }
+        }
+    }
+    comms.resize(count);
+    CHECK(ncclCommInitAll(comms.data(), count, gpus));
+}
+
+static void stop_nccl() {
+    for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c));
+}
+
+// `count` cells (rows in 2D) of field `f`, as the floats NCCL counts.
+static size_t floats(Field f, long count) {
+    return (size_t)count * width(f);
+}
+#endif

@@ -278,6 +278,23 @@ impl Writer<'_> {
                 member(flag),
                 expr(value)
             ),
+            StmtKind::P2p {
+                send,
+                buf,
+                count,
+                peer,
+                stream,
+            } => format!(
+                "CHECK({}({}, floats({}, {}), ncclFloat, {}, comm, {}));",
+                if *send { "ncclSend" } else { "ncclRecv" },
+                ptr(buf, dev),
+                buf.field,
+                expr(count),
+                expr(peer),
+                ident(stream)
+            ),
+            StmtKind::GroupStart => "CHECK(ncclGroupStart());".into(),
+            StmtKind::GroupEnd => "CHECK(ncclGroupEnd());".into(),
             _ => return None,
         };
         Some(text)
@@ -464,6 +481,7 @@ pub fn main_cu(u: &Unit) -> String {
     let src = u.src;
     let n = u.gpus.len();
     let flags = !src.flags.is_empty();
+    let nccl = uses_nccl(&src.step);
     let setdev = any(&src.step, &|s| matches!(s, StmtKind::SetDevice(_)));
     let mut w = Writer {
         u,
@@ -486,6 +504,18 @@ pub fn main_cu(u: &Unit) -> String {
     for l in about(u.text) {
         let _ = writeln!(out, "{l}");
     }
+    let _ = writeln!(out, "//\n// Build: {}", super::build_line(nccl));
+    out.push_str(
+        "//        (--fmad=false and never --use_fast_math: a contracted multiply-add changes the bits)\n",
+    );
+    if nccl {
+        out.push_str(NCCL_BUILD);
+        out.push_str(
+            "// Run:   ./halo [--gpus 0,1,2,3] [--out fields]   (one GPU per device: NCCL's rule)\n",
+        );
+    } else {
+        out.push_str("// Run:   ./halo [--gpus 0,0,0,0] [--out fields]\n");
+    }
     out.push_str(HEADER);
     for (k, v) in crate::kernels::defines() {
         let _ = writeln!(out, "#define {k} {v}");
@@ -497,6 +527,9 @@ pub fn main_cu(u: &Unit) -> String {
     );
     let _ = writeln!(out, "#define THREADS_2D {}", crate::kernels::THREADS_2D);
     let _ = writeln!(out, "#define SHARED_2D {}", crate::kernels::shared_2d());
+    if nccl {
+        out.push_str("#define HALO_NCCL 1  // halo.cuh's NCCL part: the communicators\n");
+    }
     out.push_str("#include \"halo.cuh\"\n\n");
     let _ = writeln!(
         out,
@@ -515,8 +548,14 @@ pub fn main_cu(u: &Unit) -> String {
     }
     creations(u, &mut out);
     out.push_str("    set_up_done();  // every memset and copy of the set-up has landed\n");
+    if nccl {
+        out.push_str("    start_nccl(gpuMapping, n);  // one communicator per device: ncclCommInitAll\n");
+    }
     out.push_str(&round_setup(u));
     out.push_str(THREAD_START);
+    if nccl {
+        out.push_str("        ncclComm_t comm = comms[d];  // rank d's communicator\n");
+    }
     if setdev {
         out.push_str("        int dev = d;  // the device this thread's calls go to (cudaSetDevice)\n");
         out.push_str("        long lo = device[d].lo, hi = device[d].hi;\n");
@@ -554,7 +593,21 @@ pub fn main_cu(u: &Unit) -> String {
         let _ = writeln!(out, "        CHECK(cudaStreamSynchronize({}));", ident(s));
     }
     out.push_str(LOOP_END);
+    if nccl {
+        out.push_str("    stop_nccl();\n");
+    }
+    out.push_str(FINISH);
     out
+}
+
+/// Whether the step sends NCCL messages.
+pub fn uses_nccl(body: &[Stmt]) -> bool {
+    any(body, &|s| {
+        matches!(
+            s,
+            StmtKind::P2p { .. } | StmtKind::GroupStart | StmtKind::GroupEnd
+        )
+    })
 }
 
 fn round_setup(u: &Unit) -> String {
@@ -570,11 +623,10 @@ fn round_setup(u: &Unit) -> String {
     )
 }
 
+const NCCL_BUILD: &str = "//        NCCL from pip (nvidia-nccl-cu13): NCCL=$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])')
+//        then, for -lnccl: -I$NCCL/include -L$NCCL/lib -l:libnccl.so.2 -Xlinker -rpath=$NCCL/lib
+";
 const HEADER: &str = "//
-// Build: nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo
-//        (--fmad=false and never --use_fast_math: a contracted multiply-add changes the bits)
-// Run:   ./halo [--gpus 0,0,0,0] [--out fields]
-//
 // One OpenMP host thread per logical device d (0 … n-1) runs the step below each round,
 // with lo..hi the cells (rows in 2D) device d owns and gpuMapping[d] its GPU. Its halo
 // cells are lo - HALO .. lo and hi .. hi + HALO. halo.cuh holds the rest: the data, the
@@ -638,7 +690,8 @@ const LOOP_END: &str = "        here_step = -1;
 #pragma omp single
         stop = omp_get_wtime();
     }
-    mkdir_for(out);
+";
+const FINISH: &str = "    mkdir_for(out);
     dump_fields(out);
     printf(\"%ld steps on %d devices in %.3f s: %.2f us per step; fields in %s/\\n\", steps, n,
            stop - start, 1e6 * (stop - start) / std::max(steps, 1L), out.c_str());

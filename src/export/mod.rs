@@ -14,7 +14,6 @@ use crate::decomp::{DeviceState, place_sources};
 use crate::error::UsageError;
 use crate::geometry::{Coefficients, Grid};
 use crate::physics::EndCondition;
-use crate::program::lang::StmtKind;
 use crate::program::{Mode, ProgramFile};
 use crate::scenario::{Injection, Scenario};
 
@@ -30,6 +29,21 @@ const KERNELS: [(&str, &str); 3] = [
 
 /// The nvcc line that builds an export.
 pub const BUILD: &str = "nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo";
+
+/// The nvcc line of an NCCL program with NCCL from pip (`nvidia-nccl-cu13`: its `lib`
+/// holds `libnccl.so.2` only, no `libnccl.so` for `-lnccl`), after
+/// `NCCL=$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])')`.
+pub const BUILD_PIP_NCCL: &str = "nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo \
+     -I$NCCL/include -L$NCCL/lib -l:libnccl.so.2 -Xlinker -rpath=$NCCL/lib";
+
+/// The nvcc line of an export; an NCCL program links NCCL too.
+pub fn build_line(nccl: bool) -> String {
+    if nccl {
+        format!("{BUILD} -lnccl")
+    } else {
+        BUILD.to_string()
+    }
+}
 
 /// The most bytes of source values an export writes (`data/sources.npy`).
 pub const MAX_SOURCE_TABLE: u64 = 256 << 20;
@@ -91,12 +105,9 @@ impl Request {
 
 /// The export command of the program file at `path` for a run on `devices` devices of
 /// `scenario` (the default one if none) for `steps` steps; `None` where it cannot export
-/// (an NCCL program, a file that does not parse).
+/// (a file that does not parse).
 pub fn command_for(path: &Path, (scenario, devices, steps): (Option<&str>, usize, u64)) -> Option<String> {
-    let file = ProgramFile::load(path).ok()?;
-    if uses_nccl(&file.source().step) {
-        return None;
-    }
+    ProgramFile::load(path).ok()?;
     let stem = path.file_stem()?.to_string_lossy();
     let r = Request {
         program: path.display().to_string(),
@@ -149,15 +160,6 @@ fn scenario_of(r: &Request) -> Result<Scenario> {
     Ok(s)
 }
 
-fn uses_nccl(body: &[crate::program::lang::Stmt]) -> bool {
-    cuda::any(body, &|s| {
-        matches!(
-            s,
-            StmtKind::P2p { .. } | StmtKind::GroupStart | StmtKind::GroupEnd
-        )
-    })
-}
-
 /// What an export is made of: the program, the scenario (its steps whole rounds) and the
 /// GPU of each device.
 pub struct Plan {
@@ -169,14 +171,6 @@ pub struct Plan {
 /// The plan of `r`, or why it cannot be exported.
 pub fn plan(r: &Request) -> Result<Plan> {
     let file = program_of(&r.program)?;
-    if uses_nccl(&file.source().step) {
-        return Err(UsageError(format!(
-            "{}: an NCCL program; the export writes programs of peer copies, events and flags \
-             (NCCL programs run in haloscope with --runtime cuda)",
-            file.name
-        ))
-        .into());
-    }
     let mut s = scenario_of(r)?;
     let ranges = s.ranges();
     let program = file.instantiate(&ranges)?;
@@ -191,6 +185,19 @@ pub fn plan(r: &Request) -> Result<Plan> {
             r.gpus.as_deref().unwrap_or(""),
             gpus.len(),
             ranges.len()
+        ))
+        .into());
+    }
+    if cuda::uses_nccl(&file.source().step)
+        && let Some((a, b)) =
+            (0..gpus.len()).find_map(|b| (0..b).find(|&a| gpus[a] == gpus[b]).map(|a| (a, b)))
+    {
+        return Err(UsageError(format!(
+            "--gpus {}: devices {a} and {b} are both on GPU {}; {} sends NCCL messages and NCCL \
+             refuses two ranks on one GPU: give each device its own GPU (as the default does)",
+            r.gpus.as_deref().unwrap_or(""),
+            gpus[b],
+            file.name
         ))
         .into());
     }
@@ -239,17 +246,19 @@ pub fn export(r: &Request) -> Result<()> {
     let ranges = s.ranges();
     let written = write_all(out, &main, s, &ranges)
         .map_err(|e| UsageError(format!("--out {}: cannot write: {e}", out.display())))?;
-    let text = readme(&file.name, s, gpus, (&command, &r.headless_command()));
+    let nccl = cuda::uses_nccl(&file.source().step);
+    let text = readme(&file.name, s, (gpus, nccl), (&command, &r.headless_command()));
     std::fs::write(out.join("README.md"), text)?;
     eprintln!(
-        "wrote {} ({}: {} on {} devices, {}, {} steps; {written} files)\n\nbuild and run it on a GPU:\n  cd {}\n  {BUILD}\n  ./halo\n\nit writes its fields to fields/, as `haloscope --headless --dump-fields` does",
+        "wrote {} ({}: {} on {} devices, {}, {} steps; {written} files)\n\nbuild and run it on a GPU:\n  cd {}\n  {}\n  ./halo\n\nit writes its fields to fields/, as `haloscope --headless --dump-fields` does",
         out.display(),
         file.name,
         s.name,
         ranges.len(),
         Grid::of(s).extent(s.cells),
         s.steps,
-        out.display()
+        out.display(),
+        build_line(nccl)
     );
     Ok(())
 }
@@ -349,9 +358,33 @@ fn write_data(dir: &Path, s: &Scenario, ranges: &[Range<usize>]) -> Result<usize
     Ok(files)
 }
 
-fn readme(name: &str, s: &Scenario, gpus: &[i32], (command, headless): (&str, &str)) -> String {
+fn readme(
+    name: &str,
+    s: &Scenario,
+    (gpus, nccl): (&[i32], bool),
+    (command, headless): (&str, &str),
+) -> String {
     let list: Vec<String> = gpus.iter().map(|g| g.to_string()).collect();
     let same: Vec<String> = gpus.iter().map(|_| "0".to_string()).collect();
+    let (build, other) = if nccl {
+        (
+            format!(
+                "    {}\n\nWith NCCL from pip (`nvidia-nccl-cu13`), tell nvcc where it is:\n\n    \
+                 NCCL=$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])')\n    \
+                 {BUILD_PIP_NCCL}",
+                build_line(true)
+            ),
+            format!(
+                "./halo --gpus {}   # any distinct GPUs: NCCL refuses two ranks on one GPU",
+                list.join(",")
+            ),
+        )
+    } else {
+        (
+            format!("    {BUILD}"),
+            format!("./halo --gpus {}   # every device on GPU 0", same.join(",")),
+        )
+    };
     let files: Vec<String> = Grid::of(s)
         .components()
         .iter()
@@ -360,10 +393,10 @@ fn readme(name: &str, s: &Scenario, gpus: &[i32], (command, headless): (&str, &s
     format!(
         "# {name} on {} ({} devices), as CUDA C++\n\n\
          Exported by haloscope: `{command}`\n\n\
-         ## Build (CUDA 12 or later, a Hopper GPU: sm_90)\n\n    {BUILD}\n\n\
+         ## Build (CUDA 12 or later, a Hopper GPU: sm_90)\n\n{build}\n\n\
          `--fmad=false` keeps every multiply and add rounded on its own, as haloscope's CPU \
          and its cuda runtime do; never add `--use_fast_math`.\n\n\
-         ## Run\n\n    ./halo                      # GPUs {}\n    ./halo --gpus {}   # every device on GPU 0\n\n\
+         ## Run\n\n    ./halo                      # GPUs {}\n    {other}\n\n\
          It runs {} steps, prints the time per step and writes the final fields to `fields/` \
          (`--out DIR` for another folder), with the names and layout of `haloscope --headless \
          --dump-fields`. haloscope's, to compare with:\n\n    {headless}\n\nand with numpy:\n\n\
@@ -381,7 +414,6 @@ fn readme(name: &str, s: &Scenario, gpus: &[i32], (command, headless): (&str, &s
         s.name,
         gpus.len(),
         list.join(","),
-        same.join(","),
         s.steps,
         files.join(", "),
     )
