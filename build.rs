@@ -54,6 +54,26 @@ fn halo_files(out: &Path, dir: &str, name: &str, file: &str, what: &str) {
     std::fs::write(out.join(file), text).unwrap_or_else(|e| panic!("writing OUT_DIR/{file}: {e}"));
 }
 
+/// Compiles inject/haloscope_inject.c into `OUT_DIR/libhaloscope_inject.so` with the system C
+/// compiler (the one Rust links with): `haloscope record` carries it inside the binary. It
+/// needs no CUDA to build; CUPTI is loaded when a recording runs.
+fn injection_library(out: &Path) {
+    let src = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"))
+        .join("inject/haloscope_inject.c");
+    println!("cargo:rerun-if-changed={}", src.display());
+    let so = out.join("libhaloscope_inject.so");
+    let compiler = cc::Build::new().cargo_metadata(false).get_compiler();
+    let status = compiler
+        .to_command()
+        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-o"])
+        .arg(&so)
+        .arg(&src)
+        .args(["-ldl", "-lpthread"])
+        .status()
+        .unwrap_or_else(|e| panic!("the C compiler ({}): {e}", compiler.path().display()));
+    assert!(status.success(), "compiling {} failed", src.display());
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -72,6 +92,7 @@ fn main() {
         "solutions.rs",
         "Every exercise's reference solution (the judge's speed goal is its time)",
     );
+    injection_library(&out);
     if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;
     }

@@ -150,7 +150,8 @@ pub enum Command {
     /// Measure throughput: the runtime against a plain single-loop CPU stepper, in one run.
     Bench(BenchArgs),
     /// Check a mode's program for hazards: every pair of conflicting accesses it leaves
-    /// unordered, whatever the timing (exit 1 when there are any).
+    /// unordered, whatever the timing (exit 1 when there are any); or, with --recording, a
+    /// real CUDA program's recorded calls (`haloscope record`).
     Check(CheckArgs),
     /// A guided tour in the UI: each stop sets scenario, devices and mode, runs to a moment
     /// worth seeing, pauses there and says what to look at. t or Enter moves on, T or
@@ -164,6 +165,38 @@ pub enum Command {
     /// file each time it is saved: solved when the hazard checker finds nothing and the run
     /// is bit-identical to the reference.
     Exercise(ExerciseArgs),
+    /// Record a real CUDA program's stream and event calls (through CUPTI, loaded by CUDA
+    /// itself), to check with `haloscope check --recording FILE`.
+    #[command(after_help = RECORD_HELP)]
+    Record(RecordArgs),
+}
+
+const RECORD_HELP: &str = "Examples:
+  haloscope record -- ./halo --gpus 0,0
+  haloscope record --out seed.recording -- ./seed
+  haloscope check --recording seed.recording
+
+The program runs as always (its output, its exit status); CUDA loads haloscope's recorder
+into it through CUDA_INJECTION64_PATH, and the recorder writes each ordering call (devices,
+streams, events, records, waits, launches with their arguments, copies, memsets,
+synchronisations, allocations) with its host thread and sequence numbers. CUPTI comes from
+NVIDIA's wheel (pip install nvidia-cuda-cupti) or the toolkit; --cupti says where.";
+
+/// Options of `haloscope record`.
+#[derive(Debug, Args, Clone)]
+pub struct RecordArgs {
+    /// The recording file (default: COMMAND.recording; never overwritten).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// libcupti.so, or its folder (default: HALOSCOPE_CUPTI, NVIDIA's wheels, the toolkit).
+    #[arg(long, value_name = "PATH")]
+    pub cupti: Option<PathBuf>,
+    /// Stop recording after N calls (the program runs on); the file says so.
+    #[arg(long, value_name = "N", default_value_t = 50_000_000)]
+    pub max_calls: u64,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// Options of `haloscope exercise`.
@@ -307,6 +340,16 @@ pub struct CheckArgs {
     /// Split the grid evenly over N devices.
     #[arg(long, value_name = "N")]
     pub devices: Option<usize>,
+
+    /// Check a recording of a real CUDA program (`haloscope record`) instead of a mode.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["mode", "program", "scenario", "devices"])]
+    pub recording: Option<PathBuf>,
+
+    /// With --recording: what each kernel reads and writes, in terms of its parameters
+    /// (`kernel NAME(params): reads P[a .. b]; writes P[a .. b];`, as an export's
+    /// kernels/access.txt); other kernels read and write all their pointers' allocations.
+    #[arg(long, value_name = "FILE", requires = "recording")]
+    pub annotations: Option<PathBuf>,
 
     /// Print the findings as one JSON object.
     #[arg(long)]

@@ -25,6 +25,14 @@ pub fn main(cli: Cli) -> Result<()> {
         Some(Command::Tour(t)) => return tour(t),
         Some(Command::Program(p)) => return program(p),
         Some(Command::Exercise(e)) => return exercise(e),
+        Some(Command::Record(r)) => {
+            return crate::record::record(&crate::record::Request {
+                out: r.out.clone(),
+                cupti: r.cupti.clone(),
+                max_calls: r.max_calls,
+                command: &r.command,
+            });
+        }
         None => {}
     }
     let args = cli.run;
@@ -330,6 +338,9 @@ fn watch(plan: &Plan, ui: &crate::plan::UiPlan, tour: Option<crate::tour::Tour>)
 /// `haloscope check`: the findings of a mode's (or a file's) program; exit 1 when there
 /// are any.
 fn check(c: &crate::cli::CheckArgs) -> Result<()> {
+    if let Some(path) = &c.recording {
+        return crate::record::check_recording(path, c.annotations.as_deref(), c.json);
+    }
     let mut s = crate::scenario::load(c.scenario.as_deref())?;
     if let Some(n) = c.devices {
         s = s.with_devices(n)?;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 /// itself).
 const LAYERS: &[&str] = &[
     "error",
+    "wheels",
     "out",
     "memory",
     "stats",
@@ -38,6 +39,7 @@ const LAYERS: &[&str] = &[
     "headless",
     "exercise",
     "export",
+    "record",
     "tour",
     "tui",
     "bench",

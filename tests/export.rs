@@ -254,6 +254,11 @@ fn kernel_params(cu: &str) -> Vec<(String, Vec<String>)> {
 
 #[test]
 fn every_kernel_an_export_carries_is_annotated_with_its_own_parameters() {
+    // The file reads as `haloscope check --recording --annotations` reads it.
+    let parsed =
+        haloscope::record::annotate::parse(std::path::Path::new("access.txt"), haloscope::export::ACCESS)
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert!(parsed["boundaries"].clauses.iter().any(|c| c.when.is_some()));
     let lines: Vec<(String, Vec<String>, String)> = haloscope::export::ACCESS
         .lines()
         .filter_map(|l| l.strip_prefix("kernel "))
@@ -281,6 +286,7 @@ fn every_kernel_an_export_carries_is_annotated_with_its_own_parameters() {
         );
         // Every buffer an annotation names is one of the kernel's parameters.
         for clause in body.split(';').map(str::trim).filter(|c| !c.is_empty()) {
+            let clause = clause.split(" if ").next().unwrap();
             let buffer = clause
                 .strip_prefix("reads ")
                 .or_else(|| clause.strip_prefix("writes "))

@@ -278,24 +278,7 @@ impl Writer<'_> {
                 member(flag),
                 expr(value)
             ),
-            StmtKind::P2p {
-                send,
-                buf,
-                count,
-                peer,
-                stream,
-            } => format!(
-                "CHECK({}({}, floats({}, {}), ncclFloat, {}, comm, {}));",
-                if *send { "ncclSend" } else { "ncclRecv" },
-                ptr(buf, dev),
-                buf.field,
-                expr(count),
-                expr(peer),
-                ident(stream)
-            ),
-            StmtKind::GroupStart => "CHECK(ncclGroupStart());".into(),
-            StmtKind::GroupEnd => "CHECK(ncclGroupEnd());".into(),
-            _ => return None,
+            k => return nccl_call(k, dev),
         };
         Some(text)
     }
@@ -476,24 +459,26 @@ fn creations(u: &Unit, out: &mut String) {
     }
 }
 
-/// `main.cu` of the unit.
-pub fn main_cu(u: &Unit) -> String {
-    let src = u.src;
-    let n = u.gpus.len();
-    let flags = !src.flags.is_empty();
-    let nccl = uses_nccl(&src.step);
-    let setdev = any(&src.step, &|s| matches!(s, StmtKind::SetDevice(_)));
-    let mut w = Writer {
-        u,
-        out: String::new(),
-        depth: 3,
-        dev: if setdev { "dev" } else { "d" },
-        graphs: 0,
-    };
-    w.block(&src.step, src.step_span.start);
-    let body = w.out;
-    let graphs = w.graphs;
+/// The nvcc line that builds an export.
+pub const BUILD: &str = "nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo";
 
+/// The nvcc line of an NCCL program with NCCL from pip (`nvidia-nccl-cu13`: its `lib`
+/// holds `libnccl.so.2` only, no `libnccl.so` for `-lnccl`), after
+/// `NCCL=$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])')`.
+pub const BUILD_PIP_NCCL: &str = "nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo \
+     -I$NCCL/include -L$NCCL/lib -l:libnccl.so.2 -Xlinker -rpath=$NCCL/lib";
+
+/// The nvcc line of an export; an NCCL program links NCCL too.
+pub fn build_line(nccl: bool) -> String {
+    if nccl {
+        format!("{BUILD} -lnccl")
+    } else {
+        BUILD.to_string()
+    }
+}
+
+/// `main.cu`'s head: what it is, how to build and run it, the kernels' constants.
+fn head(u: &Unit, nccl: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -504,7 +489,7 @@ pub fn main_cu(u: &Unit) -> String {
     for l in about(u.text) {
         let _ = writeln!(out, "{l}");
     }
-    let _ = writeln!(out, "//\n// Build: {}", super::build_line(nccl));
+    let _ = writeln!(out, "//\n// Build: {}", build_line(nccl));
     out.push_str(
         "//        (--fmad=false and never --use_fast_math: a contracted multiply-add changes the bits)\n",
     );
@@ -527,6 +512,28 @@ pub fn main_cu(u: &Unit) -> String {
     );
     let _ = writeln!(out, "#define THREADS_2D {}", crate::kernels::THREADS_2D);
     let _ = writeln!(out, "#define SHARED_2D {}", crate::kernels::shared_2d());
+    out
+}
+
+/// `main.cu` of the unit.
+pub fn main_cu(u: &Unit) -> String {
+    let src = u.src;
+    let n = u.gpus.len();
+    let flags = !src.flags.is_empty();
+    let nccl = uses_nccl(&src.step);
+    let setdev = any(&src.step, &|s| matches!(s, StmtKind::SetDevice(_)));
+    let mut w = Writer {
+        u,
+        out: String::new(),
+        depth: 3,
+        dev: if setdev { "dev" } else { "d" },
+        graphs: 0,
+    };
+    w.block(&src.step, src.step_span.start);
+    let body = w.out;
+    let graphs = w.graphs;
+
+    let mut out = head(u, nccl);
     if nccl {
         out.push_str("#define HALO_NCCL 1  // halo.cuh's NCCL part: the communicators\n");
     }
@@ -598,6 +605,30 @@ pub fn main_cu(u: &Unit) -> String {
     }
     out.push_str(FINISH);
     out
+}
+
+/// An NCCL call statement: one line.
+fn nccl_call(k: &StmtKind, dev: &str) -> Option<String> {
+    Some(match k {
+        StmtKind::P2p {
+            send,
+            buf,
+            count,
+            peer,
+            stream,
+        } => format!(
+            "CHECK({}({}, floats({}, {}), ncclFloat, {}, comm, {}));",
+            if *send { "ncclSend" } else { "ncclRecv" },
+            ptr(buf, dev),
+            buf.field,
+            expr(count),
+            expr(peer),
+            ident(stream)
+        ),
+        StmtKind::GroupStart => "CHECK(ncclGroupStart());".into(),
+        StmtKind::GroupEnd => "CHECK(ncclGroupEnd());".into(),
+        _ => return None,
+    })
 }
 
 /// Whether the step sends NCCL messages.

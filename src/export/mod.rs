@@ -27,23 +27,7 @@ const KERNELS: [(&str, &str); 3] = [
     ("fused.cu", include_str!("../../kernels/fused.cu")),
 ];
 
-/// The nvcc line that builds an export.
-pub const BUILD: &str = "nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo";
-
-/// The nvcc line of an NCCL program with NCCL from pip (`nvidia-nccl-cu13`: its `lib`
-/// holds `libnccl.so.2` only, no `libnccl.so` for `-lnccl`), after
-/// `NCCL=$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])')`.
-pub const BUILD_PIP_NCCL: &str = "nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo \
-     -I$NCCL/include -L$NCCL/lib -l:libnccl.so.2 -Xlinker -rpath=$NCCL/lib";
-
-/// The nvcc line of an export; an NCCL program links NCCL too.
-pub fn build_line(nccl: bool) -> String {
-    if nccl {
-        format!("{BUILD} -lnccl")
-    } else {
-        BUILD.to_string()
-    }
-}
+pub use cuda::{BUILD, BUILD_PIP_NCCL, build_line};
 
 /// The most bytes of source values an export writes (`data/sources.npy`).
 pub const MAX_SOURCE_TABLE: u64 = 256 << 20;

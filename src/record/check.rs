@@ -1,0 +1,628 @@
+//! `haloscope check --recording`: the recorded calls replayed through happens-before
+//! (order.rs), every GPU access tested against the earlier ones it may run beside.
+//! Copies and memsets touch exactly their bytes; a kernel reads and writes every
+//! allocation its pointer arguments point into (conservative: the recording does not
+//! say which bytes it touches).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::annotate::{Annotations, eval};
+use super::format::{Call, kernel_args};
+use super::order::{Clock, Order, Stamp, StreamKey};
+use crate::hazard::Kind;
+
+/// A device allocation (`cudaMalloc`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Alloc {
+    pub name: String,
+    pub bytes: u64,
+    pub device: i64,
+    pub line: usize,
+    #[serde(skip)]
+    start: u64,
+}
+
+/// A call as a finding names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Site {
+    pub thread: usize,
+    pub seq: u64,
+    pub line: usize,
+    /// The call as CUDA code.
+    pub call: String,
+}
+
+/// One finding of a recording.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub kind: Kind,
+    /// The allocation both calls touch (conflicts only).
+    pub buffer: Option<String>,
+    pub first: Site,
+    pub second: Option<Site>,
+    pub why: String,
+    /// How many times the same two calls (same threads, calls and streams) met so.
+    pub times: usize,
+}
+
+/// What the check found.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub calls: usize,
+    pub threads: usize,
+    pub devices: Vec<i64>,
+    pub allocations: Vec<Alloc>,
+    pub findings: Vec<Finding>,
+}
+
+struct Access {
+    stamp: usize,
+    site: Site,
+    key: String,
+    write: bool,
+}
+
+#[derive(Default)]
+struct Range {
+    last_write: Option<Access>,
+    reads: Vec<Access>,
+}
+
+#[derive(Clone)]
+struct Record {
+    seq_out: u64,
+    /// Its line in the recording.
+    line: usize,
+    /// What its stream had done at the record; `None` while the record is held back behind a
+    /// flag wait (the wait still binds to it: the call returned).
+    clock: Option<Clock>,
+}
+
+#[derive(Default)]
+struct Checker<'a> {
+    notes: Option<&'a Annotations>,
+    order: Order,
+    stamps: Vec<Stamp>,
+    allocs: BTreeMap<u64, Alloc>,
+    ranges: HashMap<(String, u64, u64), Range>,
+    events: HashMap<u64, (i64, String, Vec<Record>)>,
+    /// Every record's call interval, per event handle, to see a wait that overlapped one.
+    record_spans: HashMap<u64, Vec<(u64, u64, usize)>>,
+    /// Every creation's and destruction's call interval, per event handle.
+    create_spans: HashMap<u64, Vec<(u64, u64, usize)>>,
+    destroy_spans: HashMap<u64, Vec<(u64, u64, usize)>>,
+    findings: Vec<Finding>,
+    seen: HashMap<String, usize>,
+    /// Each host thread's first and last call (indices into the calls).
+    first_of: HashMap<usize, usize>,
+    last_of: HashMap<usize, usize>,
+    /// Threads whose last call has been replayed: when it returned, and their clock then.
+    ended: Vec<(usize, u64, Clock)>,
+    joined: std::collections::HashSet<(usize, usize)>,
+    event_count: usize,
+    alloc_count: usize,
+    /// Flags: the host clock a held-back call was issued with, while it is replayed.
+    host_clock: Option<Clock>,
+    /// Every flag write, per address: its value and line.
+    flag_writes: HashMap<u64, Vec<(u64, usize)>>,
+    /// The clock of each flag write replayed, by line.
+    write_clock: HashMap<usize, Clock>,
+    /// Streams held by a flag wait on a write not yet replayed: the write's line, and the
+    /// calls issued to the stream since (index, the host's clock then).
+    blocked: HashMap<StreamKey, (usize, Vec<(usize, Clock)>)>,
+}
+
+/// The findings of a recording's calls, kernels narrowed by `notes` where they name them;
+/// or the line of a call that lacks what its kind needs, and why.
+pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usize, String)> {
+    let mut k = Checker {
+        notes,
+        ..Checker::default()
+    };
+    for (i, c) in calls.iter().enumerate() {
+        k.first_of.entry(c.thread).or_insert(i);
+        k.last_of.insert(c.thread, i);
+        let spans = match c.name.as_str() {
+            "record" => Some(&mut k.record_spans),
+            "event_create" => Some(&mut k.create_spans),
+            "event_destroy" => Some(&mut k.destroy_spans),
+            _ => None,
+        };
+        if let (Some(spans), Ok(e)) = (spans, c.num("event")) {
+            spans.entry(e).or_default().push((c.seq_in, c.seq_out, i));
+        }
+        if c.name == "flag_write"
+            && c.rc == 0
+            && let (Ok(a), Ok(v)) = (c.num("addr"), c.num("value"))
+        {
+            k.flag_writes.entry(a).or_default().push((v, c.line));
+        }
+    }
+    for (i, c) in calls.iter().enumerate() {
+        k.lifetimes(i, c);
+        k.step(i, c, calls).map_err(|why| (c.line, why))?;
+        if k.last_of.get(&c.thread) == Some(&i) {
+            let clock = k.order.thread_clock(c.thread);
+            k.ended.push((c.thread, c.seq_out, clock));
+        }
+    }
+    let mut threads: Vec<usize> = calls.iter().map(|c| c.thread).collect();
+    threads.sort();
+    threads.dedup();
+    let mut devices: Vec<i64> = calls.iter().map(|c| c.device).filter(|d| *d >= 0).collect();
+    devices.sort();
+    devices.dedup();
+    Ok(Report {
+        calls: calls.len(),
+        threads: threads.len(),
+        devices,
+        allocations: k.allocs.into_values().collect(),
+        findings: k.findings,
+    })
+}
+
+fn site(c: &Call, call: String) -> Site {
+    Site {
+        thread: c.thread,
+        seq: c.seq_in,
+        line: c.line,
+        call,
+    }
+}
+
+impl Checker<'_> {
+    /// The host threads' lifetimes, the one host order a recording shows: a thread's first
+    /// call follows every call replayed before it (it was started after them: OpenMP's
+    /// fork, `std::thread`), and a thread's calls that begin after another thread's last
+    /// call returned follow that thread (it had ended: joined).
+    fn lifetimes(&mut self, i: usize, c: &Call) {
+        let host = self.order.thread(c.thread);
+        if self.first_of.get(&c.thread) == Some(&i) {
+            for u in self.order.other_threads(c.thread) {
+                let clock = self.order.thread_clock(u);
+                self.order.host_sees(host, &clock);
+            }
+        }
+        for (u, out, clock) in &self.ended {
+            if *u != c.thread && *out < c.seq_in && self.joined.insert((c.thread, *u)) {
+                self.order.host_sees(host, clock);
+            }
+        }
+    }
+
+    fn call(&mut self, c: &Call, all: &[Call]) -> Result<(), String> {
+        let host = self.order.thread_agent(c.thread);
+        if c.rc != 0 {
+            return self.failed(c);
+        }
+        match c.name.as_str() {
+            "malloc" => {
+                self.alloc_count += 1;
+                let start = c.num("ptr")?;
+                let a = Alloc {
+                    name: format!("alloc{}", self.alloc_count),
+                    bytes: c.num("bytes")?,
+                    device: c.device,
+                    line: c.line,
+                    start,
+                };
+                self.allocs.insert(start, a);
+            }
+            "free" => {
+                self.order.host_waits_device(host, c.device);
+                self.allocs.remove(&c.num("ptr")?);
+            }
+            "stream_create" => self
+                .order
+                .create_stream(c.num("stream")?, c.device, c.num("flags")?),
+            "event_create" => {
+                self.event_count += 1;
+                let name = format!("event{}", self.event_count);
+                self.events.insert(c.num("event")?, (c.device, name, Vec::new()));
+            }
+            "record" => {
+                self.destroyed(c, all)?;
+                self.record(c, host)?;
+            }
+            "wait" => {
+                self.destroyed(c, all)?;
+                self.wait(c, host, all)?;
+            }
+            "flag_write" | "flag_wait" => self.flag(c, host)?,
+            "launch" | "memcpy_async" | "memset_async" | "memcpy_peer_async" => {
+                let s = self.order.stream(c, c.num("stream")?);
+                let stamp = self.issue(s, host);
+                self.access(c, stamp)?;
+            }
+            "memcpy" | "memset" => {
+                let s = self.order.stream(c, 0);
+                let stamp = self.issue(s, host);
+                self.access(c, stamp)?;
+                // A copy with host memory on one side returns when it is done.
+                if c.name == "memcpy" && !(self.find(c.num("dst")?) && self.find(c.num("src")?)) {
+                    self.order.host_waits(host, s);
+                }
+            }
+            "memcpy_peer" => {
+                let devs = [c.device, c.int("dstdev")?, c.int("srcdev")?];
+                let stamp = self.order.serialise(&devs, host);
+                self.access(c, stamp)?;
+            }
+            "device_sync" => self.order.host_waits_device(host, c.device),
+            "stream_sync" | "stream_query" => {
+                let s = self.order.stream(c, c.num("stream")?);
+                self.order.host_waits(host, s);
+            }
+            "event_sync" | "event_query" => {
+                self.destroyed(c, all)?;
+                if let Some((_, _, recs)) = self.events.get(&c.num("event")?)
+                    && let Some(r) = recs.iter().rev().find(|r| r.seq_out < c.seq_in)
+                    && let Some(clock) = r.clock.clone()
+                {
+                    self.order.host_sees(host, &clock);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A call that failed did nothing (INVALID: the order it was to keep is not kept); a
+    /// record on another device's stream says why. A query that says "not ready" did not fail.
+    fn failed(&mut self, c: &Call) -> Result<(), String> {
+        const NOT_READY: i64 = 600;
+        if c.name.ends_with("_query") && c.rc == NOT_READY {
+            return Ok(());
+        }
+        if c.name == "record" {
+            let before = self.findings.len();
+            self.record_on_wrong_device(c, true)?;
+            if self.findings.len() > before {
+                return Ok(());
+            }
+        }
+        let text = self.text(c);
+        let key = format!("failed {} {} {}", c.thread, c.name, c.rc);
+        let f = Finding {
+            kind: Kind::Invalid,
+            buffer: None,
+            first: site(c, text),
+            second: None,
+            why: format!(
+                "the call returned error {} and did nothing: whatever order it was to keep is not kept",
+                c.rc
+            ),
+            times: 1,
+        };
+        self.add(key, f);
+        Ok(())
+    }
+
+    fn record_on_wrong_device(&mut self, c: &Call, failed: bool) -> Result<(), String> {
+        let (e, h) = (c.num("event")?, c.num("stream")?);
+        let s = self.order.stream(c, h);
+        let sdev = self.order.streams[&s].device;
+        let Some((edev, ename, _)) = self.events.get(&e) else {
+            return Ok(());
+        };
+        if *edev != sdev {
+            let text = self.text(c);
+            let rc = if failed {
+                format!("; it returned {}", c.rc)
+            } else {
+                String::new()
+            };
+            self.findings.push(Finding {
+                kind: Kind::Invalid,
+                buffer: None,
+                first: site(c, text),
+                second: None,
+                why: format!(
+                    "{ename} was created on GPU {edev} and is recorded on a stream of GPU {sdev}: \
+                     an event is recorded only on a stream of its own device{rc}"
+                ),
+                times: 1,
+            });
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, c: &Call, host: usize) -> Result<(), String> {
+        self.record_on_wrong_device(c, false)?;
+        let s = self.order.stream(c, c.num("stream")?);
+        let stamp = self.issue(s, host);
+        self.write_clock.insert(c.line, stamp.clock.clone());
+        self.note_record(c, Some(stamp.clock))
+    }
+
+    /// A record in its event's list: replayed (its clock), or held back (`None`; its clock
+    /// comes when it is replayed).
+    pub(super) fn note_record(&mut self, c: &Call, clock: Option<Clock>) -> Result<(), String> {
+        if let Some((_, _, recs)) = self.events.get_mut(&c.num("event")?) {
+            if let Some(r) = recs.iter_mut().find(|r| r.line == c.line) {
+                r.clock = clock;
+                return Ok(());
+            }
+            recs.push(Record {
+                seq_out: c.seq_out,
+                line: c.line,
+                clock,
+            });
+            if recs.len() > 8 {
+                recs.remove(0);
+            }
+        }
+        Ok(())
+    }
+
+    fn wait(&mut self, c: &Call, host: usize, all: &[Call]) -> Result<(), String> {
+        let e = c.num("event")?;
+        let s = self.order.stream(c, c.num("stream")?);
+        self.issue(s, host);
+        // Records of the event that ran while the wait ran: which one it bound to was the
+        // host threads' race.
+        let overlapped: Vec<usize> = self
+            .record_spans
+            .get(&e)
+            .into_iter()
+            .flatten()
+            .filter(|(i, o, _)| *i < c.seq_out && c.seq_in < *o)
+            .map(|(_, _, at)| *at)
+            .collect();
+        for at in overlapped {
+            let r = &all[at];
+            let (rt, wt) = (self.text(r), self.text(c));
+            let key = format!("BINDING {} {} {} {}", r.thread, r.name, c.thread, wt);
+            self.add(
+                key,
+                Finding {
+                    kind: Kind::Binding,
+                    buffer: None,
+                    first: site(r, rt),
+                    second: Some(site(c, wt)),
+                    why: "the wait's call ran while the record's did, on another host thread: \
+                          whether it waits for this record or the one before is the host threads' race"
+                        .into(),
+                    times: 1,
+                },
+            );
+        }
+        if let Some((_, _, recs)) = self.events.get(&e)
+            && let Some(r) = recs.iter().rev().find(|r| r.seq_out < c.seq_in)
+        {
+            match r.clock.clone() {
+                Some(clock) => self.order.wait(s, &clock),
+                // Its record is held behind a flag wait: so is this stream, until it is replayed.
+                None => {
+                    self.blocked.insert(s, (r.line, Vec::new()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A call on an event that another call destroyed before it began (INVALID), or while it
+    /// ran (BINDING: the host threads raced).
+    fn destroyed(&mut self, c: &Call, all: &[Call]) -> Result<(), String> {
+        let e = c.num("event")?;
+        let born = self
+            .create_spans
+            .get(&e)
+            .into_iter()
+            .flatten()
+            .filter(|(_, o, _)| *o < c.seq_in)
+            .map(|(_, o, _)| *o)
+            .max()
+            .unwrap_or(0);
+        let hits: Vec<(usize, bool)> = self
+            .destroy_spans
+            .get(&e)
+            .into_iter()
+            .flatten()
+            .filter(|(i, o, _)| *i > born && *i < c.seq_out && (*o < c.seq_in || c.seq_in < *o))
+            .map(|(_, o, at)| (*at, *o < c.seq_in))
+            .collect();
+        for (at, before) in hits {
+            let d = &all[at];
+            let (dt, ct) = (self.text(d), self.text(c));
+            let (kind, why) = if before {
+                (
+                    Kind::Invalid,
+                    "the event was destroyed before this call began: its handle names nothing \
+                     (CUDA may fail the call, or reach freed memory)",
+                )
+            } else {
+                (
+                    Kind::Binding,
+                    "this call ran while another host thread destroyed its event: whether it \
+                     meets the event or freed memory is the host threads' race",
+                )
+            };
+            let key = format!("{} destroyed {} {} {}", kind.name(), d.thread, c.thread, c.name);
+            self.add(
+                key,
+                Finding {
+                    kind,
+                    buffer: None,
+                    first: site(d, dt),
+                    second: Some(site(c, ct)),
+                    why: why.into(),
+                    times: 1,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, key: String, f: Finding) {
+        match self.seen.get(&key) {
+            Some(&i) => self.findings[i].times += 1,
+            None => {
+                self.seen.insert(key, self.findings.len());
+                self.findings.push(f);
+            }
+        }
+    }
+
+    fn find(&self, ptr: u64) -> bool {
+        self.alloc_of(ptr).is_some()
+    }
+
+    fn alloc_of(&self, ptr: u64) -> Option<&Alloc> {
+        self.allocs
+            .range(..=ptr)
+            .next_back()
+            .map(|(_, a)| a)
+            .filter(|a| ptr < a.start + a.bytes.max(1))
+    }
+}
+
+impl Checker<'_> {
+    /// The bytes a call touches: `(pointer, bytes or None for the whole allocation, write)`.
+    fn touches(&self, c: &Call) -> Result<Vec<(u64, Option<u64>, bool)>, String> {
+        Ok(match c.name.as_str() {
+            "memcpy" | "memcpy_async" | "memcpy_peer" | "memcpy_peer_async" => {
+                let n = c.num("bytes")?;
+                vec![(c.num("src")?, Some(n), false), (c.num("dst")?, Some(n), true)]
+            }
+            "memset" | "memset_async" => vec![(c.num("ptr")?, Some(c.num("bytes")?), true)],
+            "launch" => {
+                let args = c.keys.get("args").map(String::as_str).unwrap_or("?");
+                match kernel_args(args) {
+                    Some(args) => self.kernel_touches(c, &args),
+                    // No layout: every allocation of its device.
+                    None => self
+                        .allocs
+                        .values()
+                        .filter(|a| a.device == c.device)
+                        .map(|a| (a.start, None, true))
+                        .collect(),
+                }
+            }
+            _ => Vec::new(),
+        })
+    }
+
+    /// A launch's accesses: its annotation's ranges where it has one, and every allocation a
+    /// pointer argument no clause names points into (read and written).
+    fn kernel_touches(&self, c: &Call, args: &[(usize, u64)]) -> Vec<(u64, Option<u64>, bool)> {
+        let name = text::kernel_name(c.keys.get("kernel").map_or("?", String::as_str));
+        let note = self
+            .notes
+            .and_then(|n| n.get(&name))
+            .filter(|k| k.params.len() == args.len());
+        let mut out = Vec::new();
+        let mut named = vec![false; args.len()];
+        if let Some(k) = note {
+            let value = |w: &str| {
+                let i = k.params.iter().position(|p| p == w)?;
+                let (size, v) = args[i];
+                Some(if size == 4 { v as u32 as i64 } else { v as i64 })
+            };
+            for cl in &k.clauses {
+                named[cl.param] = true;
+                if let Some(w) = &cl.when
+                    && eval(w, &value) == Ok(0)
+                {
+                    continue;
+                }
+                let (Ok(from), Ok(to)) = (eval(&cl.from, &value), eval(&cl.to, &value)) else {
+                    named[cl.param] = false;
+                    continue;
+                };
+                if to > from {
+                    let ptr = args[cl.param].1.wrapping_add((from * 4) as u64);
+                    out.push((ptr, Some(((to - from) * 4) as u64), cl.write));
+                }
+            }
+        }
+        for (i, (size, v)) in args.iter().enumerate() {
+            if !named[i] && *size == 8 && self.find(*v) {
+                out.push((*v, None, true));
+            }
+        }
+        out
+    }
+
+    fn access(&mut self, c: &Call, stamp: Stamp) -> Result<(), String> {
+        let id = self.stamps.len();
+        self.stamps.push(stamp);
+        let text = self.text(c);
+        let s = site(c, text);
+        let stream = c.keys.get("stream").cloned().unwrap_or_default();
+        let key = format!("{} {} {}", c.thread, self.template(c), stream);
+        for (ptr, bytes, write) in self.touches(c)? {
+            let Some(a) = self.alloc_of(ptr) else {
+                continue; // host memory, or memory this recording did not see allocated
+            };
+            let (name, lo) = (a.name.clone(), a.start);
+            let (from, to) = match bytes {
+                Some(n) => (ptr - lo, ptr - lo + n),
+                None => (0, a.bytes),
+            };
+            let acc = Access {
+                stamp: id,
+                site: s.clone(),
+                key: key.clone(),
+                write,
+            };
+            self.conflicts(&name, (from, to), &acc);
+            let r = self.ranges.entry((name, from, to)).or_default();
+            if write {
+                r.reads.clear();
+                r.last_write = Some(acc);
+            } else {
+                let stamps = &self.stamps;
+                r.reads.retain(|x| !stamps[x.stamp].before(&stamps[acc.stamp]));
+                r.reads.push(acc);
+            }
+        }
+        Ok(())
+    }
+
+    fn conflicts(&mut self, alloc: &str, (from, to): (u64, u64), b: &Access) {
+        let mut found = Vec::new();
+        for ((name, lo, hi), r) in &self.ranges {
+            if name != alloc || *hi <= from || to <= *lo {
+                continue;
+            }
+            let later = &self.stamps[b.stamp];
+            if let Some(w) = &r.last_write
+                && !self.stamps[w.stamp].before(later)
+            {
+                found.push((if b.write { Kind::Waw } else { Kind::Raw }, w));
+            }
+            if b.write {
+                for rd in &r.reads {
+                    if !self.stamps[rd.stamp].before(later) {
+                        found.push((Kind::War, rd));
+                    }
+                }
+            }
+        }
+        let found: Vec<(Kind, Site, String)> = found
+            .into_iter()
+            .map(|(k, a)| (k, a.site.clone(), a.key.clone()))
+            .collect();
+        for (kind, first, fkey) in found {
+            let key = format!("{} {alloc} {fkey} | {}", kind.name(), b.key);
+            let f = Finding {
+                kind,
+                buffer: Some(alloc.to_string()),
+                first,
+                second: Some(b.site.clone()),
+                why: "no stream order, record and wait, or synchronisation puts one before the other".into(),
+                times: 1,
+            };
+            self.add(key, f);
+        }
+    }
+}
+
+#[path = "text.rs"]
+mod text;
+
+#[path = "flags.rs"]
+mod flags;

@@ -1,0 +1,211 @@
+//! The recording format, version 1: what `haloscope record` writes (inject/haloscope_inject.c)
+//! and `haloscope check --recording` reads. Text, one call a line, in the order the calls
+//! returned:
+//!
+//! ```text
+//! haloscope-recording 1
+//! # comment lines start with '#'
+//! SEQ_IN SEQ_OUT THREAD T_IN T_OUT RC DEVICE CALL KEY=VALUE…
+//! ```
+//!
+//! `SEQ_IN`/`SEQ_OUT`: one global sequence, a number taken at the call's entry and one at its
+//! exit (two calls whose ranges overlap ran at once on two host threads). `THREAD`: the host
+//! thread, numbered from 0 in the order of their first call. `T_IN`/`T_OUT`: nanoseconds since
+//! the recorder started. `RC`: the call's return code (0 = cudaSuccess). `DEVICE`: the current
+//! device when the call returned (-1 if none). Pointers and handles are hex (`0x…`; `(nil)`
+//! is 0). The calls and their keys:
+//!
+//! | CALL | keys |
+//! |---|---|
+//! | `setdev` | `to` |
+//! | `malloc` / `free` | `ptr`, `bytes` / `ptr` |
+//! | `stream_create` / `stream_destroy` | `stream`, `flags` (1 = non-blocking), `priority` / `stream` |
+//! | `event_create` / `event_destroy` | `event`, `flags` / `event` |
+//! | `record` | `event`, `stream`, `ptsz` |
+//! | `wait` | `stream`, `event`, `ptsz` |
+//! | `launch` | `kernel` (its symbol), `grid`, `block`, `stream`, `ptsz`, `args` (`size:hex`, …; `?` unknown) |
+//! | `memcpy` / `memcpy_async` | `dst`, `src`, `bytes`, `kind`, [`stream`], `ptsz` |
+//! | `memcpy_peer` / `memcpy_peer_async` | `dst`, `dstdev`, `src`, `srcdev`, `bytes`, [`stream`] |
+//! | `memset` / `memset_async` | `ptr`, `value`, `bytes`, [`stream`], `ptsz` |
+//! | `device_sync`, `stream_sync`, `event_sync`, `stream_query`, `event_query` | [`stream`/`event`] |
+//!
+//! Streams: handle 0 is the legacy default stream (the per-thread one in a `ptsz=1` call),
+//! 0x1 the legacy stream, 0x2 the per-thread stream, each of the current device.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::error::UsageError;
+
+/// The first line of a recording of this version.
+pub const MAGIC: &str = "haloscope-recording 1";
+
+/// One recorded call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// Its line in the file, from 1.
+    pub line: usize,
+    pub seq_in: u64,
+    pub seq_out: u64,
+    pub thread: usize,
+    pub t_in: u64,
+    pub t_out: u64,
+    pub rc: i64,
+    pub device: i64,
+    pub name: String,
+    pub keys: BTreeMap<String, String>,
+}
+
+impl Call {
+    /// The key `k` as a number (hex with `0x`, `(nil)` as 0), or why not.
+    pub fn num(&self, k: &str) -> Result<u64, String> {
+        let v = self
+            .keys
+            .get(k)
+            .ok_or_else(|| format!("{}: no `{k}`", self.name))?;
+        parse_num(v).ok_or_else(|| format!("{}: `{k}={v}` is not a number", self.name))
+    }
+
+    /// The key `k` as a signed number.
+    pub fn int(&self, k: &str) -> Result<i64, String> {
+        let v = self
+            .keys
+            .get(k)
+            .ok_or_else(|| format!("{}: no `{k}`", self.name))?;
+        v.parse()
+            .map_err(|_| format!("{}: `{k}={v}` is not a number", self.name))
+    }
+
+    /// Whether the call ran on the per-thread default stream's terms (`_ptsz`).
+    pub fn ptsz(&self) -> bool {
+        self.keys.get("ptsz").is_some_and(|v| v == "1")
+    }
+}
+
+fn parse_num(v: &str) -> Option<u64> {
+    if v == "(nil)" {
+        return Some(0);
+    }
+    match v.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+/// A kernel argument: its size in bytes and its value (the first 8 bytes, little-endian).
+pub fn kernel_args(text: &str) -> Option<Vec<(usize, u64)>> {
+    if text.starts_with('?') {
+        return None;
+    }
+    let mut out = Vec::new();
+    for a in text.split(',').filter(|a| !a.is_empty()) {
+        let (size, hex) = a.split_once(':')?;
+        let size: usize = size.parse().ok()?;
+        // The hex holds the bytes most significant first: the low 8 bytes are its tail.
+        let tail = &hex[hex.len().saturating_sub(16)..];
+        out.push((size, u64::from_str_radix(tail, 16).unwrap_or(0)));
+    }
+    Some(out)
+}
+
+/// Parses a recording; a bad line names the file, the line and why (exit 2).
+pub fn parse(path: &Path, text: &str) -> Result<Vec<Call>> {
+    let bad = |line: usize, why: String| -> anyhow::Error {
+        UsageError(format!("{}:{line}: {why}", path.display())).into()
+    };
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, l)) if l.trim() == MAGIC => {}
+        Some((_, l)) if l.starts_with("haloscope-recording ") => {
+            return Err(bad(
+                1,
+                format!("`{l}`: this haloscope reads `{MAGIC}` (record it again with this version)"),
+            ));
+        }
+        _ => {
+            return Err(bad(
+                1,
+                format!("not a haloscope recording (its first line is not `{MAGIC}`)"),
+            ));
+        }
+    }
+    let mut calls = Vec::new();
+    for (i, l) in lines {
+        let l = l.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        calls.push(parse_line(i + 1, l).map_err(|why| bad(i + 1, why))?);
+    }
+    Ok(calls)
+}
+
+fn parse_line(line: usize, l: &str) -> Result<Call, String> {
+    let mut w = l.split_whitespace();
+    let mut field = |name: &str| w.next().ok_or_else(|| format!("no {name}"));
+    let n = |s: &str, name: &str| -> Result<u64, String> {
+        s.parse().map_err(|_| format!("{name} `{s}` is not a number"))
+    };
+    let i = |s: &str, name: &str| -> Result<i64, String> {
+        s.parse().map_err(|_| format!("{name} `{s}` is not a number"))
+    };
+    let seq_in = n(field("SEQ_IN")?, "SEQ_IN")?;
+    let seq_out = n(field("SEQ_OUT")?, "SEQ_OUT")?;
+    let thread = n(field("THREAD")?, "THREAD")? as usize;
+    let t_in = n(field("T_IN")?, "T_IN")?;
+    let t_out = n(field("T_OUT")?, "T_OUT")?;
+    let rc = i(field("RC")?, "RC")?;
+    let device = i(field("DEVICE")?, "DEVICE")?;
+    let name = field("CALL")?.to_string();
+    if seq_out < seq_in {
+        return Err(format!("SEQ_OUT {seq_out} is before SEQ_IN {seq_in}"));
+    }
+    let mut keys = BTreeMap::new();
+    for kv in w {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("`{kv}` is not KEY=VALUE"))?;
+        keys.insert(k.to_string(), v.to_string());
+    }
+    Ok(Call {
+        line,
+        seq_in,
+        seq_out,
+        thread,
+        t_in,
+        t_out,
+        rc,
+        device,
+        name,
+        keys,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_parses_into_its_fields_and_a_bad_one_says_where() {
+        let text = format!("{MAGIC}\n# c\n3 4 1 100 200 0 0 record event=0x55 stream=(nil) ptsz=0\n");
+        let calls = parse(Path::new("r.txt"), &text).unwrap();
+        assert_eq!(calls[0].line, 3);
+        assert_eq!(calls[0].num("event"), Ok(0x55));
+        assert_eq!(calls[0].num("stream"), Ok(0));
+        let e = parse(Path::new("r.txt"), &format!("{MAGIC}\n3 x 1\n")).unwrap_err();
+        assert_eq!(e.to_string(), "r.txt:2: SEQ_OUT `x` is not a number");
+        let e = parse(Path::new("r.txt"), "hello\n").unwrap_err();
+        assert!(e.to_string().contains("not a haloscope recording"), "{e}");
+    }
+
+    #[test]
+    fn kernel_arguments_read_as_sizes_and_values() {
+        assert_eq!(
+            kernel_args("8:00007f0000001000,4:00000010"),
+            Some(vec![(8, 0x7f00_0000_1000), (4, 16)])
+        );
+        assert_eq!(kernel_args("?"), None);
+    }
+}

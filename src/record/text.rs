@@ -1,0 +1,168 @@
+//! Recorded calls as CUDA code, with haloscope's names for what the handles stand for:
+//! `alloc2 + 4096`, `stream1`, `event3`.
+
+use super::super::format::{Call, kernel_args};
+use super::super::order::StreamKey;
+use super::Checker;
+
+/// A kernel's name from its symbol: `_Z8update_hPfS_ii` → `update_h` (the identifier of an
+/// Itanium-mangled name; other symbols as they are).
+pub fn kernel_name(symbol: &str) -> String {
+    let Some(rest) = symbol.strip_prefix("_Z") else {
+        return symbol.to_string();
+    };
+    let rest = rest.strip_prefix('N').unwrap_or(rest);
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    match digits.parse::<usize>() {
+        Ok(n) if rest.len() >= digits.len() + n => rest[digits.len()..digits.len() + n].to_string(),
+        _ => symbol.to_string(),
+    }
+}
+
+impl Checker<'_> {
+    fn ptr(&self, v: u64) -> String {
+        match self.alloc_of(v) {
+            Some(a) if v == a.start => a.name.clone(),
+            Some(a) => format!("{} + {}", a.name, v - a.start),
+            None if v == 0 => "nullptr".into(),
+            None => format!("{v:#x}"),
+        }
+    }
+
+    fn stream_name(&self, c: &Call) -> String {
+        let Ok(h) = c.num("stream") else {
+            return "?".into();
+        };
+        let key = match h {
+            0 if c.ptsz() => StreamKey::PerThread(c.thread, c.device),
+            0 | 1 => StreamKey::Legacy(c.device),
+            2 => StreamKey::PerThread(c.thread, c.device),
+            h => StreamKey::Created(h),
+        };
+        self.order
+            .streams
+            .get(&key)
+            .map_or(format!("{h:#x}"), |s| s.name.clone())
+    }
+
+    fn event_name(&self, c: &Call) -> String {
+        let Ok(e) = c.num("event") else {
+            return "?".into();
+        };
+        self.events
+            .get(&e)
+            .map_or(format!("{e:#x}"), |(d, n, _)| format!("{n} (GPU {d})"))
+    }
+
+    fn arg(&self, c: &Call, k: &str) -> String {
+        c.num(k).map(|v| self.ptr(v)).unwrap_or_else(|_| "?".into())
+    }
+
+    /// An async call's name suffix and its last argument (`Async`, `, stream1`); nothing for
+    /// the synchronous form.
+    fn async_parts(&self, c: &Call) -> (&'static str, String) {
+        if c.name.ends_with("async") {
+            ("Async", format!(", {}", self.stream_name(c)))
+        } else {
+            ("", String::new())
+        }
+    }
+
+    /// What a finding groups calls by: the call without its changing arguments.
+    pub(super) fn template(&self, c: &Call) -> String {
+        match c.name.as_str() {
+            "launch" => kernel_name(c.keys.get("kernel").map_or("?", String::as_str)),
+            _ => self.text(c),
+        }
+    }
+
+    /// The call as CUDA code.
+    pub(super) fn text(&self, c: &Call) -> String {
+        let k = |key: &str| c.keys.get(key).cloned().unwrap_or_else(|| "?".into());
+        match c.name.as_str() {
+            "setdev" => format!("cudaSetDevice({})", k("to")),
+            "malloc" => format!("cudaMalloc(&{}, {})", self.arg(c, "ptr"), k("bytes")),
+            "free" => format!("cudaFree({})", self.arg(c, "ptr")),
+            "record" => format!("cudaEventRecord({}, {})", self.event_name(c), self.stream_name(c)),
+            "wait" => format!(
+                "cudaStreamWaitEvent({}, {}, 0)",
+                self.stream_name(c),
+                self.event_name(c)
+            ),
+            "launch" => {
+                let args: Vec<String> = kernel_args(&k("args")).map_or(vec!["…".into()], |a| {
+                    a.iter()
+                        .map(|(size, v)| match size {
+                            8 if self.alloc_of(*v).is_some() => self.ptr(*v),
+                            4 => (*v as u32 as i32).to_string(),
+                            _ => v.to_string(),
+                        })
+                        .collect()
+                });
+                format!(
+                    "{}<<<({}), ({}), 0, {}>>>({})",
+                    kernel_name(&k("kernel")),
+                    k("grid"),
+                    k("block"),
+                    self.stream_name(c),
+                    args.join(", ")
+                )
+            }
+            "memcpy_peer" | "memcpy_peer_async" => {
+                let (a, s) = self.async_parts(c);
+                format!(
+                    "cudaMemcpyPeer{a}({}, {}, {}, {}, {}{s})",
+                    self.arg(c, "dst"),
+                    k("dstdev"),
+                    self.arg(c, "src"),
+                    k("srcdev"),
+                    k("bytes")
+                )
+            }
+            "memcpy" | "memcpy_async" => {
+                let (a, s) = self.async_parts(c);
+                let (dst, src) = (self.arg(c, "dst"), self.arg(c, "src"));
+                format!("cudaMemcpy{a}({dst}, {src}, {}, {}{s})", k("bytes"), k("kind"))
+            }
+            "memset" | "memset_async" => {
+                let (a, s) = self.async_parts(c);
+                let ptr = self.arg(c, "ptr");
+                format!("cudaMemset{a}({ptr}, {}, {}{s})", k("value"), k("bytes"))
+            }
+            "stream_create" => format!("cudaStreamCreateWithFlags(&{}, {})", k("stream"), k("flags")),
+            "event_create" => format!("cudaEventCreateWithFlags(&{}, {})", k("event"), k("flags")),
+            "flag_wait" => format!(
+                "cuStreamWaitValue32({}, {}, {}, {})",
+                self.stream_name(c),
+                self.arg(c, "addr"),
+                k("value"),
+                match c.num("flags").map(|f| f & 3) {
+                    Ok(0) => "CU_STREAM_WAIT_VALUE_GEQ",
+                    Ok(1) => "CU_STREAM_WAIT_VALUE_EQ",
+                    Ok(2) => "CU_STREAM_WAIT_VALUE_AND",
+                    _ => "CU_STREAM_WAIT_VALUE_NOR",
+                }
+            ),
+            "flag_write" => format!(
+                "cuStreamWriteValue32({}, {}, {}, 0)",
+                self.stream_name(c),
+                self.arg(c, "addr"),
+                k("value")
+            ),
+            "event_destroy" => format!("cudaEventDestroy({})", self.event_name(c)),
+            "device_sync" => "cudaDeviceSynchronize()".into(),
+            "stream_sync" => format!("cudaStreamSynchronize({})", self.stream_name(c)),
+            "event_sync" => format!("cudaEventSynchronize({})", self.event_name(c)),
+            other => other.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_mangled_kernel_symbol_reads_as_its_name() {
+        assert_eq!(super::kernel_name("_Z8update_hPfS_ii"), "update_h");
+        assert_eq!(super::kernel_name("jacobi_kernel"), "jacobi_kernel");
+    }
+}
