@@ -111,7 +111,7 @@ pub fn record(r: &Request) -> Result<()> {
         .status();
     let _ = std::fs::remove_file(&lib);
     let status = status.map_err(|e| UsageError(format!("{program}: cannot run it: {e}")))?;
-    let Ok(text) = std::fs::read_to_string(&out) else {
+    let Ok(file) = std::fs::File::open(&out) else {
         eprintln!(
             "haloscope record: nothing recorded: {program} made no CUDA runtime call, or CUDA did not \
              load the recorder (a program linked without the CUDA runtime, or one that clears \
@@ -119,11 +119,9 @@ pub fn record(r: &Request) -> Result<()> {
         );
         return Err(Reported(status.code().unwrap_or(1).max(1) as u8).into());
     };
-    let calls = format::parse(&out, &text)?;
-    let threads = calls.iter().map(|c| c.thread).max().map_or(0, |t| t + 1);
+    let (calls, threads) = tally(file)?;
     eprintln!(
-        "haloscope record: {} calls on {threads} host thread(s) in {}; check them:\n  haloscope check --recording {}",
-        calls.len(),
+        "haloscope record: {calls} calls on {threads} host thread(s) in {}; check them:\n  haloscope check --recording {}",
         out.display(),
         out.display()
     );
@@ -139,6 +137,28 @@ pub fn record(r: &Request) -> Result<()> {
             Err(Reported(128u8.saturating_add(sig as u8)).into())
         }
     }
+}
+
+/// The calls and host threads of a recording, read a line at a time (a recording may be
+/// large; `check` reads it whole, this summary need not).
+fn tally(file: std::fs::File) -> Result<(u64, usize)> {
+    use std::io::BufRead;
+    let (mut calls, mut threads) = (0u64, 0usize);
+    for line in std::io::BufReader::new(file).lines() {
+        let line = line?;
+        if line.starts_with('#') || line.starts_with("haloscope-recording") || line.trim().is_empty() {
+            continue;
+        }
+        calls += 1;
+        if let Some(t) = line
+            .split_whitespace()
+            .nth(2)
+            .and_then(|t| t.parse::<usize>().ok())
+        {
+            threads = threads.max(t + 1);
+        }
+    }
+    Ok((calls, threads))
 }
 
 /// `haloscope check --recording FILE [--annotations FILE]`: the findings; exit 1 when there

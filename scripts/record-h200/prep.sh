@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Prepares gpu/ (git-ignored) for scripts/record-h200/run.sh: haloscope (built here: the
+# recorder needs no CUDA to build), the seed programs, the injection library's source (the
+# memory figure runs it without haloscope's parent), every non-NCCL mode exported for pulse
+# on 4 devices of GPU 0 (64 steps) and, when given, a fetched copy of NVIDIA's
+# multi-gpu-programming-models (its single_gpu/jacobi.cu, never kept in this repository).
+# usage: scripts/record-h200/prep.sh [PATH-TO-multi-gpu-programming-models-git-dir]
+set -euo pipefail
+H=${H:-target/release/haloscope}
+rm -rf gpu && mkdir -p gpu/exports
+cp "$H" gpu/haloscope
+cp tests/cuda/seed.cu tests/cuda/seed-fixed.cu inject/haloscope_inject.c scripts/record-h200/run.sh gpu/
+if [ -n "${1:-}" ]; then mkdir -p gpu/jacobi && git --git-dir "$1" show HEAD:single_gpu/jacobi.cu > gpu/jacobi/jacobi.cu; fi
+for m in events host-sync overlap push wide-halo graph graph-push graph-flags fused fused-push fused-flags \
+         fused-overlap fused-p2p no-wait wait-before-record cross-device-record halo-overwrite write-after-read; do
+  "$H" program export $m --cuda --out gpu/exports/$m --scenario pulse --gpus 0,0,0,0 --steps 64 2>/dev/null
+done
+du -sh gpu
