@@ -227,6 +227,14 @@ static void format_args(void *func, void **params) {
     }
 }
 
+// A launch's line: its kernel, shape, stream, and the arguments its driver launch gave.
+static void emit_launch(int rc, const callback_data *cb, dim3 grid, dim3 block, void *stream, int ptsz) {
+    in_launch = 0;
+    emit(rc, "launch", "kernel=%s grid=%u,%u,%u block=%u,%u,%u stream=%p ptsz=%d args=%s",
+         cb->symbol_name ? cb->symbol_name : "?", grid.x, grid.y, grid.z, block.x, block.y, block.z, stream, ptsz,
+         launch_args);
+}
+
 static void on_runtime(uint32_t cbid, const callback_data *cb) {
     if (cb->site == SITE_ENTER) {
         enter();
@@ -343,20 +351,13 @@ static void on_runtime(uint32_t cbid, const callback_data *cb) {
     case RT_LAUNCH_KERNEL_PTSZ: ptsz = 1; /* fall through */
     case RT_LAUNCH_KERNEL: {
         const p_launch *l = q;
-        in_launch = 0;
-        emit(rc, "launch", "kernel=%s grid=%u,%u,%u block=%u,%u,%u stream=%p ptsz=%d args=%s",
-             cb->symbol_name ? cb->symbol_name : "?", l->grid.x, l->grid.y, l->grid.z, l->block.x, l->block.y,
-             l->block.z, l->stream, ptsz, launch_args);
+        emit_launch(rc, cb, l->grid, l->block, l->stream, ptsz);
         break;
     }
     case RT_LAUNCH_KERNEL_EXC_PTSZ: ptsz = 1; /* fall through */
     case RT_LAUNCH_KERNEL_EXC: {
-        const p_launch_exc *l = q;
-        const launch_config *c = l->config;
-        in_launch = 0;
-        emit(rc, "launch", "kernel=%s grid=%u,%u,%u block=%u,%u,%u stream=%p ptsz=%d args=%s",
-             cb->symbol_name ? cb->symbol_name : "?", c->grid.x, c->grid.y, c->grid.z, c->block.x, c->block.y,
-             c->block.z, c->stream, ptsz, launch_args);
+        const launch_config *c = ((const p_launch_exc *)q)->config;
+        emit_launch(rc, cb, c->grid, c->block, c->stream, ptsz);
         break;
     }
     default: break;

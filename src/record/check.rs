@@ -257,9 +257,9 @@ impl Checker<'_> {
             }
             "event_sync" | "event_query" => {
                 self.destroyed(c, all)?;
-                if let Some((_, _, recs)) = self.events.get(&c.num("event")?)
-                    && let Some(r) = recs.iter().rev().find(|r| r.seq_out < c.seq_in)
-                    && let Some(clock) = r.clock.clone()
+                if let Some(clock) = self
+                    .bound_record(c, c.num("event")?)
+                    .and_then(|r| r.clock.clone())
                 {
                     self.order.host_sees(host, &clock);
                 }
@@ -276,12 +276,8 @@ impl Checker<'_> {
         if c.name.ends_with("_query") && c.rc == NOT_READY {
             return Ok(());
         }
-        if c.name == "record" {
-            let before = self.findings.len();
-            self.record_on_wrong_device(c, true)?;
-            if self.findings.len() > before {
-                return Ok(());
-            }
+        if c.name == "record" && self.record_on_wrong_device(c, true)? {
+            return Ok(());
         }
         let text = self.text(c);
         let key = format!("failed {} {} {}", c.thread, c.name, c.rc);
@@ -300,14 +296,17 @@ impl Checker<'_> {
         Ok(())
     }
 
-    fn record_on_wrong_device(&mut self, c: &Call, failed: bool) -> Result<(), String> {
+    /// INVALID if `c` records an event on a stream of another device than the event's;
+    /// whether it did.
+    fn record_on_wrong_device(&mut self, c: &Call, failed: bool) -> Result<bool, String> {
         let (e, h) = (c.num("event")?, c.num("stream")?);
         let s = self.order.stream(c, h);
         let sdev = self.order.streams[&s].device;
         let Some((edev, ename, _)) = self.events.get(&e) else {
-            return Ok(());
+            return Ok(false);
         };
-        if *edev != sdev {
+        let wrong = *edev != sdev;
+        if wrong {
             let text = self.text(c);
             let rc = if failed {
                 format!("; it returned {}", c.rc)
@@ -326,7 +325,7 @@ impl Checker<'_> {
                 times: 1,
             });
         }
-        Ok(())
+        Ok(wrong)
     }
 
     fn record(&mut self, c: &Call, host: usize) -> Result<(), String> {
@@ -355,6 +354,13 @@ impl Checker<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The record of event `e` that call `c` binds to: the latest whose call returned before
+    /// `c` began.
+    fn bound_record(&self, c: &Call, e: u64) -> Option<&Record> {
+        let (_, _, recs) = self.events.get(&e)?;
+        recs.iter().rev().find(|r| r.seq_out < c.seq_in)
     }
 
     fn wait(&mut self, c: &Call, host: usize, all: &[Call]) -> Result<(), String> {
@@ -389,9 +395,7 @@ impl Checker<'_> {
                 },
             );
         }
-        if let Some((_, _, recs)) = self.events.get(&e)
-            && let Some(r) = recs.iter().rev().find(|r| r.seq_out < c.seq_in)
-        {
+        if let Some(r) = self.bound_record(c, e) {
             match r.clock.clone() {
                 Some(clock) => self.order.wait(s, &clock),
                 // Its record is held behind a flag wait: so is this stream, until it is replayed.

@@ -21,6 +21,19 @@ pub enum StreamKey {
     PerThread(usize, i64),
 }
 
+impl StreamKey {
+    /// The stream a call's handle names: 0 the legacy stream (the per-thread one in a `_ptsz`
+    /// call), 0x1 the legacy stream, 0x2 the per-thread stream, of the call's device.
+    pub fn of(c: &Call, handle: u64) -> StreamKey {
+        match handle {
+            0 if c.ptsz() => StreamKey::PerThread(c.thread, c.device),
+            0 | 1 => StreamKey::Legacy(c.device),
+            2 => StreamKey::PerThread(c.thread, c.device),
+            h => StreamKey::Created(h),
+        }
+    }
+}
+
 /// A stream's facts: its device, whether it is blocking (synchronises with the legacy
 /// stream), its name in findings.
 #[derive(Debug, Clone)]
@@ -124,12 +137,7 @@ impl Order {
     /// The stream a call's `stream=` names (created before the recording began: a
     /// blocking stream of the call's device).
     pub fn stream(&mut self, c: &Call, handle: u64) -> StreamKey {
-        let key = match handle {
-            0 if c.ptsz() => StreamKey::PerThread(c.thread, c.device),
-            0 | 1 => StreamKey::Legacy(c.device),
-            2 => StreamKey::PerThread(c.thread, c.device),
-            h => StreamKey::Created(h),
-        };
+        let key = StreamKey::of(c, handle);
         if !self.streams.contains_key(&key) {
             let agent = self.agent();
             let name = match key {

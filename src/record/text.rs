@@ -33,15 +33,9 @@ impl Checker<'_> {
         let Ok(h) = c.num("stream") else {
             return "?".into();
         };
-        let key = match h {
-            0 if c.ptsz() => StreamKey::PerThread(c.thread, c.device),
-            0 | 1 => StreamKey::Legacy(c.device),
-            2 => StreamKey::PerThread(c.thread, c.device),
-            h => StreamKey::Created(h),
-        };
         self.order
             .streams
-            .get(&key)
+            .get(&StreamKey::of(c, h))
             .map_or(format!("{h:#x}"), |s| s.name.clone())
     }
 
