@@ -537,6 +537,16 @@ pub struct RunArgs {
     )]
     pub size: String,
 
+    /// Open a real CUDA program's recording (`haloscope record`) in the UI: each host
+    /// thread's calls as CUDA code, the streams' work in issue order, the findings of
+    /// `haloscope check --recording` marked in both threads; `.` walks the calls.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["headless", "program", "scenario", "runtime"])]
+    pub recording: Option<PathBuf>,
+
+    /// With --recording: what each kernel reads and writes (as for `check --recording`).
+    #[arg(long, value_name = "FILE", requires = "recording")]
+    pub annotations: Option<PathBuf>,
+
     /// Test hook: make a device thread panic at this step.
     #[arg(long, hide = true, value_name = "STEP")]
     pub inject_panic: Option<u64>,

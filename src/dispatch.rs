@@ -39,6 +39,16 @@ pub fn main(cli: Cli) -> Result<()> {
     if args.list {
         return list(args.json);
     }
+    if let Some(r) = &args.recording {
+        let screen = args.screen.as_deref().map(|k| (k, args.size.as_str()));
+        return crate::tui::recording::open(
+            r,
+            args.annotations.as_deref(),
+            args.keymap.as_deref(),
+            screen,
+            args.format,
+        );
+    }
     let plan = Plan::resolve(&args)?;
     if let (Some(w), crate::runtime::RuntimeChoice::Cuda { gpus }) =
         (crate::world::process().world, &plan.runtime)

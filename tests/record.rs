@@ -181,6 +181,72 @@ fn check_recording_on_the_command_line_text_json_and_bad_input() {
 }
 
 #[test]
+fn a_recording_opens_in_the_ui_with_its_findings_marked_in_both_threads() {
+    let seed = data("seed.recording");
+    let (code, out, err) = haloscope(&[
+        "--recording",
+        seed.to_str().unwrap(),
+        "--screen",
+        "down",
+        "--size",
+        "120x34",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("1: host thread 0") && out.contains("2: host thread 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Fields") && out.contains("None: a recording holds"),
+        "{out}"
+    );
+    assert!(out.contains("Hazards: 7"), "{out}");
+    // The first finding picked: the destroy in thread 0 and the wait in thread 1.
+    let marked: Vec<&str> = out.lines().filter(|l| l.contains("│!")).collect();
+    assert!(
+        marked.iter().any(|l| l.contains("cudaEventDestroy"))
+            && marked.iter().any(|l| l.contains("cudaStreamWaitEvent")),
+        "{out}"
+    );
+    // With the export's annotations the corrected program has nothing to mark.
+    let (code, out, err) = haloscope(&[
+        "--recording",
+        data("events-export.recording").to_str().unwrap(),
+        "--annotations",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/assets/export/access.txt"),
+        "--screen",
+        "end",
+        "--size",
+        "120x34",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("no findings") && out.contains("call 1980 of 1980"),
+        "{out}"
+    );
+    // A bad file is said as `check` says it (exit 2); --recording does not mix with a run.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.recording");
+    std::fs::write(&bad, "haloscope-recording 1\n1 2 0 5 6 0 0 record event=0xz\n").unwrap();
+    let (code, _, err) = haloscope(&[
+        "--recording",
+        bad.to_str().unwrap(),
+        "--screen",
+        "",
+        "--size",
+        "80x24",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bad.recording:2:"), "{err}");
+    let (code, _, err) = haloscope(&["--recording", seed.to_str().unwrap(), "--headless"]);
+    assert_eq!(code, 2, "{err}");
+    // Without a terminal and without --screen: said, exit 2.
+    let (code, _, err) = haloscope(&["--recording", seed.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("needs a terminal"), "{err}");
+}
+
+#[test]
 fn the_recorder_is_carried_in_the_binary_and_says_what_it_could_not_do() {
     // The injection library build.rs compiled: a shared object with CUDA's entry point.
     let lib = haloscope::record::INJECTION;

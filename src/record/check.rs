@@ -55,6 +55,12 @@ pub struct Report {
     pub devices: Vec<i64>,
     pub allocations: Vec<Alloc>,
     pub findings: Vec<Finding>,
+    /// Each call as CUDA code, in the recording's order (for the UI).
+    #[serde(skip)]
+    pub texts: Vec<String>,
+    /// The stream each call was issued to, by haloscope's name for it (the UI's timeline).
+    #[serde(skip)]
+    pub streams: Vec<Option<String>>,
 }
 
 struct Access {
@@ -94,6 +100,8 @@ struct Checker<'a> {
     create_spans: HashMap<u64, Vec<(u64, u64, usize)>>,
     destroy_spans: HashMap<u64, Vec<(u64, u64, usize)>>,
     findings: Vec<Finding>,
+    /// The calls replayed so far as CUDA code, named as they were then.
+    texts: Vec<String>,
     seen: HashMap<String, usize>,
     /// Each host thread's first and last call (indices into the calls).
     first_of: HashMap<usize, usize>,
@@ -140,9 +148,16 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
             k.flag_writes.entry(a).or_default().push((v, c.line));
         }
     }
+    let mut streams = Vec::with_capacity(calls.len());
     for (i, c) in calls.iter().enumerate() {
         k.lifetimes(i, c);
+        // Named as the call saw them: a freed pointer before, a new allocation after.
+        let before = k.text(c);
         k.step(i, c, calls).map_err(|why| (c.line, why))?;
+        let named_by_it = matches!(c.name.as_str(), "malloc" | "stream_create" | "event_create");
+        let text = if named_by_it { k.text(c) } else { before };
+        k.texts.push(text);
+        streams.push(c.keys.contains_key("stream").then(|| k.stream_name(c)));
         if k.last_of.get(&c.thread) == Some(&i) {
             let clock = k.order.thread_clock(c.thread);
             k.ended.push((c.thread, c.seq_out, clock));
@@ -160,6 +175,8 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         devices,
         allocations: k.allocs.into_values().collect(),
         findings: k.findings,
+        texts: k.texts,
+        streams,
     })
 }
 
@@ -356,6 +373,12 @@ impl Checker<'_> {
         Ok(())
     }
 
+    /// Call `at` as CUDA code, named as when it was replayed (a handle may name another event
+    /// since); as now if it has not been replayed yet.
+    fn text_at(&self, at: usize, all: &[Call]) -> String {
+        self.texts.get(at).cloned().unwrap_or_else(|| self.text(&all[at]))
+    }
+
     /// The record of event `e` that call `c` binds to: the latest whose call returned before
     /// `c` began.
     fn bound_record(&self, c: &Call, e: u64) -> Option<&Record> {
@@ -379,7 +402,7 @@ impl Checker<'_> {
             .collect();
         for at in overlapped {
             let r = &all[at];
-            let (rt, wt) = (self.text(r), self.text(c));
+            let (rt, wt) = (self.text_at(at, all), self.text(c));
             let key = format!("BINDING {} {} {} {}", r.thread, r.name, c.thread, wt);
             self.add(
                 key,
@@ -430,7 +453,7 @@ impl Checker<'_> {
             .collect();
         for (at, before) in hits {
             let d = &all[at];
-            let (dt, ct) = (self.text(d), self.text(c));
+            let (dt, ct) = (self.text_at(at, all), self.text(c));
             let (kind, why) = if before {
                 (
                     Kind::Invalid,

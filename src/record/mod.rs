@@ -164,19 +164,7 @@ fn tally(file: std::fs::File) -> Result<(u64, usize)> {
 /// `haloscope check --recording FILE [--annotations FILE]`: the findings; exit 1 when there
 /// are any.
 pub fn check_recording(path: &Path, annotations: Option<&Path>, json: bool) -> Result<()> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("--recording {}: {e}", path.display())))?;
-    let notes = match annotations {
-        Some(a) => {
-            let t = std::fs::read_to_string(a)
-                .map_err(|e| UsageError(format!("--annotations {}: {e}", a.display())))?;
-            Some(annotate::parse(a, &t)?)
-        }
-        None => None,
-    };
-    let calls = format::parse(path, &text)?;
-    let report = check::check(&calls, notes.as_ref())
-        .map_err(|(line, why)| UsageError(format!("{}:{line}: {why}", path.display())))?;
+    let (_, report) = load(path, annotations)?;
     if json {
         crate::out::line(serde_json::json!({
             "recording": path.display().to_string(),
@@ -196,6 +184,25 @@ pub fn check_recording(path: &Path, annotations: Option<&Path>, json: bool) -> R
             report.findings.len()
         ))
     }
+}
+
+/// A recording read and checked (kernels narrowed by the annotations file, if any): its
+/// calls and the report; a bad file, line or annotation as `file:line: why` (exit 2).
+pub fn load(path: &Path, annotations: Option<&Path>) -> Result<(Vec<format::Call>, check::Report)> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("--recording {}: {e}", path.display())))?;
+    let notes = match annotations {
+        Some(a) => {
+            let t = std::fs::read_to_string(a)
+                .map_err(|e| UsageError(format!("--annotations {}: {e}", a.display())))?;
+            Some(annotate::parse(a, &t)?)
+        }
+        None => None,
+    };
+    let calls = format::parse(path, &text)?;
+    let report = check::check(&calls, notes.as_ref())
+        .map_err(|(line, why)| UsageError(format!("{}:{line}: {why}", path.display())))?;
+    Ok((calls, report))
 }
 
 /// The report as text: a head line, then each finding with both calls.

@@ -29,7 +29,7 @@ impl Checker<'_> {
         }
     }
 
-    fn stream_name(&self, c: &Call) -> String {
+    pub(super) fn stream_name(&self, c: &Call) -> String {
         let Ok(h) = c.num("stream") else {
             return "?".into();
         };
@@ -123,8 +123,16 @@ impl Checker<'_> {
                 let ptr = self.arg(c, "ptr");
                 format!("cudaMemset{a}({ptr}, {}, {}{s})", k("value"), k("bytes"))
             }
-            "stream_create" => format!("cudaStreamCreateWithFlags(&{}, {})", k("stream"), k("flags")),
-            "event_create" => format!("cudaEventCreateWithFlags(&{}, {})", k("event"), k("flags")),
+            "stream_create" => format!(
+                "cudaStreamCreateWithFlags(&{}, {})",
+                self.stream_name(c),
+                k("flags")
+            ),
+            "event_create" => {
+                let e = c.num("event").unwrap_or(0);
+                let name = self.events.get(&e).map_or(k("event"), |(_, n, _)| n.clone());
+                format!("cudaEventCreateWithFlags(&{name}, {})", k("flags"))
+            }
             "flag_wait" => format!(
                 "cuStreamWaitValue32({}, {}, {}, {})",
                 self.stream_name(c),

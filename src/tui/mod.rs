@@ -11,6 +11,7 @@ pub mod keymap;
 pub mod layout;
 mod panels;
 pub mod picker;
+pub mod recording;
 pub mod view;
 
 use anyhow::{Context, Result};

@@ -16,4 +16,4 @@ pub mod timeline;
 pub mod tour;
 pub mod transfers;
 
-pub(crate) use common::{Look, block};
+pub(crate) use common::{COPY_COLOR, EVENT_COLOR, KERNEL_COLOR, Look, SYNC_COLOR, block, centered, fit};

@@ -1,0 +1,416 @@
+//! `haloscope --recording FILE`: a real CUDA program's recording (`haloscope record`) in the
+//! UI. Its host threads' calls as CUDA code side by side, the streams' work in issue order
+//! (the recording holds no GPU times), the checker's findings with the picked one marked in
+//! both threads; `.` walks the recorded issue order a call at a time. There are no fields:
+//! the panel says so.
+
+mod view;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use crossbeam_channel::{select, tick};
+use crossterm::event::{Event, KeyCode, KeyEvent};
+
+use super::export;
+use super::keymap::{Action, KeyMap};
+use crate::record::check::{Finding, Report};
+use crate::record::format::Call;
+
+/// One recorded call as the viewer shows it.
+struct Row {
+    thread: usize,
+    seq: u64,
+    device: i64,
+    /// The call as CUDA code.
+    text: String,
+    /// Its stream's lane on the timeline, if it was issued to one.
+    lane: Option<usize>,
+    glyph: char,
+    rc: i64,
+}
+
+/// What one recorded call looks like on the timeline: K kernel, C copy, M memset, R record,
+/// W wait, S a synchronisation, f/F a flag wait/write.
+fn glyph(name: &str) -> char {
+    match name {
+        "launch" => 'K',
+        n if n.starts_with("memcpy") => 'C',
+        n if n.starts_with("memset") => 'M',
+        "record" => 'R',
+        "wait" => 'W',
+        "flag_wait" => 'f',
+        "flag_write" => 'F',
+        n if n.ends_with("sync") => 'S',
+        _ => '·',
+    }
+}
+
+/// Calls per second while playing, slowest to fastest.
+const PACES: [f64; 7] = [1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0];
+
+/// The viewer's state: plain data, drawn by view.rs.
+pub struct Viewer {
+    name: String,
+    report: Report,
+    /// The calls in issue order (their entry's sequence number).
+    rows: Vec<Row>,
+    /// Host threads, in order.
+    threads: Vec<usize>,
+    /// The timeline's lanes: a stream's name and its GPU.
+    lanes: Vec<(String, i64)>,
+    /// A finding's calls, as indices into `rows`.
+    sites: Vec<(usize, Option<usize>)>,
+    /// Calls issued so far: rows[..at]; the current call is rows[at - 1].
+    at: usize,
+    picked: Option<usize>,
+    playing: bool,
+    pace: usize,
+    /// Calls owed to playing (fractions carry over).
+    owed: f64,
+    /// One host thread's code alone (1–9), else all side by side.
+    alone: Option<usize>,
+    help: bool,
+    quit: bool,
+    keymap: KeyMap,
+    notice: Option<String>,
+}
+
+impl Viewer {
+    /// The viewer over a recording's calls and their check; at its first call.
+    pub fn new(name: &str, calls: &[Call], report: Report, keymap: KeyMap, notice: Option<String>) -> Viewer {
+        let mut order: Vec<usize> = (0..calls.len()).collect();
+        order.sort_by_key(|&i| (calls[i].seq_in, i));
+        let mut lanes: Vec<(String, i64)> = Vec::new();
+        let mut by_line = HashMap::new();
+        let mut rows = Vec::with_capacity(calls.len());
+        for (at, &i) in order.iter().enumerate() {
+            let c = &calls[i];
+            by_line.insert(c.line, at);
+            let lane = report.streams.get(i).cloned().flatten().map(|s| {
+                lanes.iter().position(|(n, _)| *n == s).unwrap_or_else(|| {
+                    lanes.push((s, c.device));
+                    lanes.len() - 1
+                })
+            });
+            rows.push(Row {
+                thread: c.thread,
+                seq: c.seq_in,
+                device: c.device,
+                text: report.texts.get(i).cloned().unwrap_or_else(|| c.name.clone()),
+                lane,
+                glyph: glyph(&c.name),
+                rc: c.rc,
+            });
+        }
+        let mut threads: Vec<usize> = rows.iter().map(|r| r.thread).collect();
+        threads.sort();
+        threads.dedup();
+        let at_line = |l: &usize| by_line.get(l).copied();
+        let sites = report
+            .findings
+            .iter()
+            .map(|f| {
+                let first = at_line(&f.first.line).unwrap_or(0);
+                (first, f.second.as_ref().and_then(|s| at_line(&s.line)))
+            })
+            .collect();
+        Viewer {
+            name: name.to_string(),
+            report,
+            at: rows.len().min(1),
+            rows,
+            threads,
+            lanes,
+            sites,
+            picked: None,
+            playing: false,
+            pace: 2,
+            owed: 0.0,
+            alone: None,
+            help: false,
+            quit: false,
+            keymap,
+            notice,
+        }
+    }
+
+    fn findings(&self) -> &[Finding] {
+        &self.report.findings
+    }
+
+    /// The picked finding's calls (indices into the rows).
+    fn marks(&self) -> [Option<usize>; 2] {
+        match self.picked.and_then(|p| self.sites.get(p)) {
+            Some(&(a, b)) => [Some(a), b],
+            None => [None, None],
+        }
+    }
+
+    /// Picks finding `p` and walks to its later call: both calls issued, in view.
+    fn pick(&mut self, p: usize) {
+        self.picked = Some(p);
+        if let Some(&(a, b)) = self.sites.get(p) {
+            self.at = a.max(b.unwrap_or(0)) + 1;
+        }
+        self.playing = false;
+    }
+
+    fn walk(&mut self, by: isize) {
+        let n = self.rows.len();
+        self.at = self.at.saturating_add_signed(by).clamp(n.min(1), n);
+    }
+
+    /// Plays on for `dt`: `pace` calls a second; stops at the last call.
+    fn advance(&mut self, dt: Duration) {
+        if !self.playing {
+            return;
+        }
+        self.owed += PACES[self.pace] * dt.as_secs_f64();
+        let whole = self.owed.floor();
+        self.owed -= whole;
+        self.walk(whole as isize);
+        if self.at == self.rows.len() {
+            self.playing = false;
+        }
+    }
+
+    /// One key.
+    pub fn on_key(&mut self, k: KeyEvent) {
+        self.notice = None;
+        if self.help {
+            self.help = false;
+            if self.keymap.action(&k) != Some(Action::Quit) {
+                return;
+            }
+        }
+        let n = self.findings().len();
+        match k.code {
+            KeyCode::Char(',') | KeyCode::Left => self.walk(-1),
+            KeyCode::PageDown => self.walk(20),
+            KeyCode::PageUp => self.walk(-20),
+            KeyCode::Home => self.at = self.rows.len().min(1),
+            KeyCode::End => self.at = self.rows.len(),
+            KeyCode::Up if n > 0 => self.pick(self.picked.map_or(n - 1, |p| (p + n - 1) % n)),
+            KeyCode::Down if n > 0 => self.pick(self.picked.map_or(0, |p| (p + 1) % n)),
+            KeyCode::Char('0') => self.alone = None,
+            KeyCode::Char(c @ '1'..='9') => {
+                let t = c as usize - '1' as usize;
+                self.alone = (t < self.threads.len() && self.alone != Some(t)).then_some(t);
+            }
+            _ => self.on_action(k),
+        }
+    }
+
+    /// A key that is not the viewer's own: its action in the keymap.
+    fn on_action(&mut self, k: KeyEvent) {
+        let n = self.findings().len();
+        match self.keymap.action(&k) {
+            Some(Action::MicroStep | Action::Step) => {
+                self.playing = false;
+                self.walk(1);
+            }
+            Some(Action::Pause) => self.playing = !self.playing && self.at < self.rows.len(),
+            Some(Action::Faster) => self.pace = (self.pace + 1).min(PACES.len() - 1),
+            Some(Action::Slower) => self.pace = self.pace.saturating_sub(1),
+            Some(Action::Reset) => {
+                self.at = self.rows.len().min(1);
+                self.playing = false;
+            }
+            Some(Action::Hazards) if n > 0 => self.pick(self.picked.map_or(0, |p| (p + 1) % n)),
+            Some(Action::Hazards) => self.notice = Some("no findings: nothing to pick".into()),
+            Some(Action::Help) => self.help = true,
+            Some(Action::Quit) => self.quit = true,
+            Some(_) => self.notice = Some("not in a recording (it has no fields, modes or steps)".into()),
+            None => {}
+        }
+    }
+}
+
+/// The viewer over `path`, checked with `annotations`: on the terminal, or off-screen with
+/// `screen` (keys, size) printed in `format`.
+pub fn open(
+    path: &Path,
+    annotations: Option<&Path>,
+    keymap: Option<&Path>,
+    screen: Option<(&str, &str)>,
+    format: export::Format,
+) -> Result<()> {
+    let (calls, report) = crate::record::load(path, annotations)?;
+    if calls.is_empty() {
+        return Err(crate::error::UsageError(format!(
+            "--recording {}: no calls recorded (nothing to show)",
+            path.display()
+        ))
+        .into());
+    }
+    let (keys, notice) = KeyMap::load(keymap);
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let viewer = Viewer::new(&name, &calls, report, keys, notice);
+    drop(calls);
+    match screen {
+        Some((keys, size)) => {
+            if let Some(n) = &viewer.notice {
+                eprintln!("warning: {n}");
+            }
+            crate::out::print(&off_screen(viewer, keys, size, format)?)?;
+            Ok(())
+        }
+        None => on_terminal(viewer),
+    }
+}
+
+/// Presses `keys` off-screen at `size`; the last screen (or every one, animated).
+fn off_screen(mut v: Viewer, keys: &str, size: &str, format: export::Format) -> Result<String> {
+    use ratatui::{Terminal, backend::TestBackend};
+    let presses = super::parse_presses(keys)?;
+    let area = super::parse_size(size)?;
+    let animated = matches!(format, export::Format::Cast | export::Format::AnimatedSvg);
+    let mut term = Terminal::new(TestBackend::new(area.width, area.height))?;
+    let mut frames = Vec::new();
+    let mut t = 0.0;
+    let mut draw = |v: &Viewer, t: f64, frames: &mut Vec<_>| -> Result<()> {
+        term.draw(|f| f.render_widget(v, f.area()))?;
+        frames.push((t, term.backend().buffer().clone()));
+        Ok(())
+    };
+    draw(&v, t, &mut frames)?;
+    for p in presses {
+        match p {
+            super::Press::Key(k) => {
+                t += 1.0;
+                v.on_key(k);
+            }
+            super::Press::Wait(d) => {
+                t += d.as_secs_f64();
+                v.advance(d);
+            }
+        }
+        draw(&v, t, &mut frames)?;
+        if v.quit {
+            break;
+        }
+    }
+    let last = &frames.last().expect("the first screen").1;
+    if animated {
+        let title = format!("haloscope --recording --screen \"{keys}\"");
+        return Ok(export::animation(&frames, format, &title));
+    }
+    Ok(export::export(last, format))
+}
+
+/// Runs the viewer on the terminal until the user quits.
+fn on_terminal(mut v: Viewer) -> Result<()> {
+    super::need_terminal()?;
+    let signals = super::signals()?;
+    let mut terminal = ratatui::try_init().context("setting up the terminal")?;
+    super::install_panic_hook();
+    let mut stopped_by = None;
+    let result = (|| -> Result<()> {
+        let input = super::input_events(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)));
+        let period = Duration::from_millis(33);
+        let ticks = tick(period);
+        let mut dirty = true;
+        while !v.quit {
+            select! {
+                recv(input) -> ev => {
+                    if let Event::Key(k) = ev.context("terminal input closed")?.context("reading terminal input")? {
+                        v.on_key(k);
+                    }
+                    dirty = true;
+                }
+                recv(signals) -> s => {
+                    stopped_by = s.ok();
+                    v.quit = true;
+                }
+                recv(ticks) -> _ => {
+                    if v.playing {
+                        v.advance(period);
+                        dirty = true;
+                    }
+                    if std::mem::take(&mut dirty) {
+                        terminal.draw(|f| f.render_widget(&v, f.area())).context("drawing")?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    })();
+    super::restore_terminal();
+    result?;
+    match stopped_by {
+        Some(s) => Err(crate::error::Signalled(s).into()),
+        None => Ok(()),
+    }
+}
+
+/// Where the viewer is, for tests: the current call's text.
+#[cfg(test)]
+fn current(v: &Viewer) -> &str {
+    &v.rows[v.at - 1].text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossterm::event::KeyModifiers;
+
+    fn seed() -> Viewer {
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/recordings/seed.recording"
+        ));
+        let (calls, report) = crate::record::load(path, None).unwrap();
+        Viewer::new("seed.recording", &calls, report, KeyMap::default(), None)
+    }
+
+    fn key(c: KeyCode) -> KeyEvent {
+        KeyEvent::new(c, KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn micro_steps_walk_the_issue_order_and_picking_a_finding_walks_to_its_later_call() {
+        let mut v = seed();
+        assert_eq!(current(&v), "cudaSetDevice(0)");
+        let seqs: Vec<u64> = v.rows.iter().map(|r| r.seq).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "issue order");
+        v.on_key(key(KeyCode::Char('.')));
+        v.on_key(key(KeyCode::Char('.')));
+        assert_eq!(v.at, 3);
+        v.on_key(key(KeyCode::Char(',')));
+        assert_eq!(v.at, 2);
+        v.on_key(key(KeyCode::Char('h')));
+        assert_eq!(v.picked, Some(0));
+        let [a, b] = v.marks();
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(v.at, a.max(b) + 1);
+        assert_ne!(
+            v.rows[a].thread, v.rows[b].thread,
+            "the seed's first finding spans both threads"
+        );
+        v.on_key(key(KeyCode::Up));
+        assert_eq!(v.picked, Some(v.findings().len() - 1));
+        v.on_key(key(KeyCode::End));
+        assert_eq!(v.at, v.rows.len());
+        v.on_key(key(KeyCode::Char('.')));
+        assert_eq!(v.at, v.rows.len(), "nothing after the last call");
+    }
+
+    #[test]
+    fn playing_issues_calls_at_the_pace_and_stops_at_the_end() {
+        let mut v = seed();
+        v.on_key(key(KeyCode::Char(' ')));
+        assert!(v.playing);
+        v.advance(Duration::from_millis(1500));
+        assert_eq!(v.at, 1 + 15, "10 calls a second");
+        v.on_key(key(KeyCode::Char('+')));
+        v.advance(Duration::from_secs(1000));
+        assert_eq!(v.at, v.rows.len());
+        assert!(!v.playing);
+    }
+}

@@ -1,0 +1,449 @@
+//! The recording viewer drawn: a head line, the host threads' calls, the streams' work in
+//! issue order, the findings beside the (empty) fields, and a status line of keys.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Widget, Wrap};
+
+use super::{PACES, Viewer};
+use crate::tui::keymap::Action;
+use crate::tui::panels::{COPY_COLOR, EVENT_COLOR, KERNEL_COLOR, SYNC_COLOR, block, centered, fit};
+
+/// Narrowest column that still shows a call.
+const MIN_COLUMN: u16 = 24;
+/// Below this the viewer says it needs more room.
+const MIN_SIZE: (u16, u16) = (60, 16);
+
+const MARK: Style = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
+
+impl Widget for &Viewer {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
+            let say = format!(
+                "haloscope --recording needs at least {}x{} (this terminal is {}x{})",
+                MIN_SIZE.0, MIN_SIZE.1, area.width, area.height
+            );
+            Paragraph::new(say).wrap(Wrap { trim: true }).render(area, buf);
+            return;
+        }
+        let [head, body, status] =
+            Layout::vertical([Constraint::Length(1), Constraint::Min(1), Constraint::Length(1)]).areas(area);
+        self.head(head, buf);
+        let timeline_h = (self.lanes.len() as u16 + 3).clamp(4, body.height / 4 + 1);
+        let bottom_h = (body.height / 4).max(5);
+        let [threads, timeline, bottom] = Layout::vertical([
+            Constraint::Min(4),
+            Constraint::Length(timeline_h),
+            Constraint::Length(bottom_h),
+        ])
+        .areas(body);
+        self.threads(threads, buf);
+        self.timeline(timeline, buf);
+        let fields_w = (bottom.width / 4).clamp(22, 34);
+        let [hazards, fields] =
+            Layout::horizontal([Constraint::Min(20), Constraint::Length(fields_w)]).areas(bottom);
+        self.hazards(hazards, buf);
+        Paragraph::new(
+            "None: a recording holds the program's calls, not its cells. Run the program's mode \
+             in haloscope to watch fields.",
+        )
+        .wrap(Wrap { trim: true })
+        .style(Style::new().fg(Color::Gray))
+        .block(block(" Fields ".into(), false))
+        .render(fields, buf);
+        self.status(status, buf);
+        if self.help {
+            self.help_overlay(area, buf);
+        }
+    }
+}
+
+impl Viewer {
+    fn head(&self, area: Rect, buf: &mut Buffer) {
+        let r = &self.report;
+        let gpus: Vec<String> = r.devices.iter().map(i64::to_string).collect();
+        let n = r.findings.len();
+        let verdict = if n == 0 {
+            Span::styled("  no findings", Style::new().fg(Color::Green).bold())
+        } else {
+            Span::styled(format!("  {n} finding(s)"), MARK)
+        };
+        let line = Line::from(vec![
+            Span::styled(format!(" {} ", self.name), Style::new().bold().reversed()),
+            Span::raw(format!(
+                "  {} calls on {} host thread(s), GPU {}",
+                r.calls,
+                r.threads,
+                gpus.join(", ")
+            )),
+            verdict,
+        ]);
+        Paragraph::new(line).render(area, buf);
+    }
+
+    /// The host threads' calls: side by side, stacked when narrow, or one alone (1–9).
+    fn threads(&self, area: Rect, buf: &mut Buffer) {
+        let shown: Vec<usize> = match self.alone {
+            Some(t) => vec![t],
+            None => (0..self.threads.len()).collect(),
+        };
+        let n = shown.len() as u16;
+        let side = area.width / n.max(1) >= MIN_COLUMN;
+        let parts = if side {
+            Layout::horizontal(vec![Constraint::Ratio(1, u32::from(n)); shown.len()]).split(area)
+        } else {
+            Layout::vertical(vec![Constraint::Ratio(1, u32::from(n)); shown.len()]).split(area)
+        };
+        for (&t, &r) in shown.iter().zip(parts.iter()) {
+            self.thread(t, r, buf);
+        }
+    }
+
+    /// Host thread `t` (by its place in the order): a window of its calls around its latest
+    /// issued one (`▶`; bright when it is the call just issued), later calls dim, the
+    /// picked finding's calls marked `!`, failed calls `✗`.
+    fn thread(&self, t: usize, area: Rect, buf: &mut Buffer) {
+        let id = self.threads[t];
+        let mine: Vec<usize> = (0..self.rows.len())
+            .filter(|&i| self.rows[i].thread == id)
+            .collect();
+        let issued = mine.partition_point(|&i| i < self.at);
+        let device = mine.first().map_or(-1, |&i| self.rows[i].device);
+        let mut title = format!(
+            " {}: host thread {id} · GPU {device} · {} calls ",
+            t + 1,
+            mine.len()
+        );
+        if title.chars().count() + 2 > usize::from(area.width) {
+            title = format!(" {}: thread {id} · GPU {device} ", t + 1);
+        }
+        let b = block(title, self.alone == Some(t));
+        let inner = b.inner(area);
+        b.render(area, buf);
+        let h = usize::from(inner.height);
+        if h == 0 {
+            return;
+        }
+        // The latest issued call a third of the way down.
+        let from = issued.saturating_sub(h / 3 + 1).min(mine.len().saturating_sub(h));
+        let marks = self.marks();
+        let width = usize::from(inner.width);
+        let lines: Vec<Line> = mine
+            .iter()
+            .enumerate()
+            .skip(from)
+            .take(h)
+            .map(|(k, &i)| {
+                let r = &self.rows[i];
+                let now = k + 1 == issued;
+                let marked = marks.contains(&Some(i));
+                let lead = if marked {
+                    Span::styled("!", MARK)
+                } else if now {
+                    Span::styled("▶", Style::new().fg(Color::Yellow).bold())
+                } else {
+                    Span::raw(" ")
+                };
+                let mut style = if i >= self.at {
+                    Style::new().fg(Color::DarkGray)
+                } else {
+                    Style::new()
+                };
+                if now && i + 1 == self.at {
+                    style = style.add_modifier(Modifier::REVERSED);
+                } else if marked {
+                    style = style.fg(Color::Red);
+                }
+                let failed = if r.rc != 0 {
+                    format!(" ✗ error {}", r.rc)
+                } else {
+                    String::new()
+                };
+                let seq = format!("{:>5} ", r.seq);
+                let room = width.saturating_sub(1 + seq.len() + failed.chars().count());
+                Line::from(vec![
+                    lead,
+                    Span::styled(seq, Style::new().fg(Color::DarkGray)),
+                    Span::styled(cut(&r.text, room), style),
+                    Span::styled(failed, MARK),
+                ])
+            })
+            .collect();
+        Paragraph::new(lines).render(inner, buf);
+    }
+
+    /// One lane per stream; one column per call issued to a stream, in issue order, the
+    /// latest at the right.
+    fn timeline(&self, area: Rect, buf: &mut Buffer) {
+        let b = block(
+            " Timeline: each stream's calls in issue order (no GPU times recorded) ".into(),
+            false,
+        );
+        let inner = b.inner(area);
+        b.render(area, buf);
+        if inner.height == 0 || inner.width < 10 {
+            return;
+        }
+        let label_w = self
+            .lanes
+            .iter()
+            .map(|(n, d)| lane_name(n, *d).chars().count())
+            .max()
+            .unwrap_or(0)
+            .min(usize::from(inner.width) / 3)
+            + 1;
+        let cols = usize::from(inner.width).saturating_sub(label_w);
+        let shown: Vec<usize> = (0..self.at)
+            .rev()
+            .filter(|&i| self.rows[i].lane.is_some())
+            .take(cols)
+            .collect();
+        let marks = self.marks();
+        let lanes_room = usize::from(inner.height).saturating_sub(1);
+        let mut lines = Vec::new();
+        for (l, (name, d)) in self.lanes.iter().enumerate().take(lanes_room) {
+            let mut spans = vec![Span::styled(
+                format!("{:<label_w$}", fit(&lane_name(name, *d), label_w - 1)),
+                Style::new().fg(Color::Gray),
+            )];
+            for &i in shown.iter().rev() {
+                let r = &self.rows[i];
+                if r.lane != Some(l) {
+                    spans.push(Span::styled("·", Style::new().fg(Color::DarkGray)));
+                    continue;
+                }
+                let mut style = Style::new().fg(match r.glyph {
+                    'K' => KERNEL_COLOR,
+                    'C' | 'M' => COPY_COLOR,
+                    'R' | 'W' | 'f' | 'F' => EVENT_COLOR,
+                    _ => SYNC_COLOR,
+                });
+                if marks.contains(&Some(i)) {
+                    style = MARK.add_modifier(Modifier::REVERSED);
+                } else if i + 1 == self.at {
+                    style = style.add_modifier(Modifier::REVERSED);
+                }
+                spans.push(Span::styled(r.glyph.to_string(), style));
+            }
+            lines.push(Line::from(spans));
+        }
+        if self.lanes.len() > lanes_room {
+            lines.truncate(lanes_room.saturating_sub(1));
+            lines.push(Line::styled(
+                format!("… {} more streams", self.lanes.len() - lines.len()),
+                Style::new().fg(Color::DarkGray),
+            ));
+        }
+        lines.push(Line::styled(
+            fit(
+                "K kernel  C copy  M memset  R record  W wait  S sync  f/F flag wait/write  ! the picked finding",
+                usize::from(inner.width),
+            ),
+            Style::new().fg(Color::DarkGray),
+        ));
+        Paragraph::new(lines).render(inner, buf);
+    }
+
+    /// The findings, the picked one reversed with its reason below.
+    fn hazards(&self, area: Rect, buf: &mut Buffer) {
+        let f = self.findings();
+        let title = format!(
+            " Hazards: {} (↑/↓ or h: pick one; marked ! in its threads) ",
+            f.len()
+        );
+        let b = block(title, self.picked.is_some());
+        let inner = b.inner(area);
+        b.render(area, buf);
+        let width = usize::from(inner.width);
+        let mut lines = Vec::new();
+        if f.is_empty() {
+            lines.push(Line::styled(
+                "None: every pair of recorded accesses to the same bytes is ordered by the \
+                 recorded streams, events and synchronisations.",
+                Style::new().fg(Color::Green),
+            ));
+        }
+        let picked = self.picked.unwrap_or(0);
+        let room = usize::from(inner.height).saturating_sub(if self.picked.is_some() { 2 } else { 0 });
+        let first = picked.saturating_sub(room.saturating_sub(1));
+        for (i, x) in f.iter().enumerate().skip(first).take(room.max(1)) {
+            let on = x.buffer.as_deref().map_or(String::new(), |b| format!(" on {b}"));
+            let times = if x.times > 1 {
+                format!(" ×{}", x.times)
+            } else {
+                String::new()
+            };
+            let other = x.second.as_ref().map_or(String::new(), |s| {
+                format!("  ↔  t{} #{} {}", s.thread, s.seq, s.call)
+            });
+            let text = format!(
+                "{}{on}{times}: t{} #{} {}{other}",
+                x.kind.name(),
+                x.first.thread,
+                x.first.seq,
+                x.first.call
+            );
+            let style = if self.picked == Some(i) {
+                Style::new().add_modifier(Modifier::REVERSED)
+            } else {
+                Style::new()
+            };
+            lines.push(Line::styled(cut(&text, width), style));
+        }
+        if let Some(x) = self.picked.and_then(|p| f.get(p)) {
+            lines.push(Line::styled(x.why.clone(), Style::new().fg(Color::Gray)));
+        }
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .render(inner, buf);
+    }
+
+    fn status(&self, area: Rect, buf: &mut Buffer) {
+        let keys = |a: Action| {
+            self.keymap
+                .bindings
+                .get(&a)
+                .and_then(|k| k.first())
+                .map_or("?".into(), |k| k.label())
+        };
+        let at = self.rows.get(self.at.wrapping_sub(1)).map_or(0, |r| r.seq);
+        let play = if self.playing {
+            format!("playing {} calls/s", PACES[self.pace])
+        } else {
+            "paused".into()
+        };
+        let text = self.notice.clone().unwrap_or_else(|| {
+            format!(
+                "call {} of {} (seq {at}), {play}   {} next call  , back  {} play  ↑/↓ a finding  1–9 one thread  {} help  {} quit",
+                self.at,
+                self.rows.len(),
+                keys(Action::MicroStep),
+                keys(Action::Pause),
+                keys(Action::Help),
+                keys(Action::Quit),
+            )
+        });
+        Paragraph::new(fit(&text, usize::from(area.width)))
+            .style(Style::new().fg(Color::Black).bg(Color::Gray))
+            .render(area, buf);
+    }
+
+    fn help_overlay(&self, area: Rect, buf: &mut Buffer) {
+        let keys = |a: Action| {
+            let k: Vec<String> = self
+                .keymap
+                .bindings
+                .get(&a)
+                .map_or(vec![], |k| k.iter().map(|k| k.label()).collect());
+            k.join(" ")
+        };
+        let entries = [
+            (
+                keys(Action::MicroStep),
+                "the next recorded call (issue order)".to_string(),
+            ),
+            (keys(Action::Step), "the same".into()),
+            (", ←".into(), "the call before".into()),
+            ("PgDn PgUp".into(), "20 calls on, back".into()),
+            ("Home End".into(), "the first call, the last".into()),
+            (keys(Action::Pause), "play the calls / pause".into()),
+            (
+                format!("{} {}", keys(Action::Faster), keys(Action::Slower)),
+                "play faster, slower".into(),
+            ),
+            (keys(Action::Reset), "back to the first call".into()),
+            (
+                format!("↑ ↓ {}", keys(Action::Hazards)),
+                "pick a finding: walks to its later call, marks both !".into(),
+            ),
+            ("1–9 0".into(), "one host thread's calls alone; all".into()),
+            (keys(Action::Help), "this help".into()),
+            (keys(Action::Quit), "quit".into()),
+        ];
+        let lines: Vec<Line> = entries
+            .into_iter()
+            .map(|(k, what)| {
+                Line::from(vec![
+                    Span::styled(format!("{k:>14}  "), Style::new().bold().fg(Color::Cyan)),
+                    Span::raw(what),
+                ])
+            })
+            .collect();
+        let r = centered(area, area.width.min(72), lines.len() as u16 + 2);
+        Clear.render(r, buf);
+        Paragraph::new(lines)
+            .block(
+                Block::new()
+                    .borders(Borders::ALL)
+                    .border_type(BorderType::Double)
+                    .title(" Keys: a recording (any key closes) "),
+            )
+            .render(r, buf);
+    }
+}
+
+/// `s` cut to `w` characters, `…` where cut (code has few spaces to cut at).
+fn cut(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
+    if w > 0 {
+        out.push('…');
+    }
+    out
+}
+
+/// A lane's label: `stream1 · GPU 0`.
+fn lane_name(stream: &str, device: i64) -> String {
+    if stream.contains("GPU") {
+        stream.to_string()
+    } else {
+        format!("{stream} · GPU {device}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Viewer;
+    use crate::tui::keymap::KeyMap;
+    use std::path::Path;
+
+    fn screen(file: &str, keys: &str, size: &str) -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/recordings")
+            .join(file);
+        let (calls, report) = crate::record::load(&path, None).unwrap();
+        let v = Viewer::new(file, &calls, report, KeyMap::default(), None);
+        super::super::off_screen(v, keys, size, crate::tui::export::Format::Text).unwrap()
+    }
+
+    #[test]
+    fn the_seed_with_its_first_finding_picked() {
+        for size in ["80x24", "120x34", "160x48"] {
+            let s = screen("seed.recording", "h", size);
+            assert!(s.contains("Fields") && s.contains("None: a recording"), "{s}");
+            assert!(s.matches('!').count() >= 2, "both calls marked at {size}:\n{s}");
+            insta::assert_snapshot!(format!("seed_h_{size}"), s);
+        }
+    }
+
+    #[test]
+    fn the_corrected_seed_has_no_findings_and_one_thread_alone() {
+        let s = screen(
+            "seed-fixed.recording",
+            ". . . . . . . . . . . . . . . . . . . . . . . . . 2",
+            "120x34",
+        );
+        assert!(s.contains("no findings"), "{s}");
+        insta::assert_snapshot!("seed_fixed_thread_2_120x34", s);
+    }
+
+    #[test]
+    fn a_small_terminal_is_told_what_it_needs() {
+        let s = screen("seed.recording", "", "50x12");
+        assert!(s.contains("needs at least 60x16"), "{s}");
+    }
+}
