@@ -82,6 +82,23 @@ enum {
     RT_EVENT_RECORD_FLAGS_PTSZ = 371,
     RT_LAUNCH_KERNEL_EXC = 430,
     RT_LAUNCH_KERNEL_EXC_PTSZ = 431,
+    // Graphs made by stream capture: the calls issued to a capturing stream are its nodes.
+    RT_GRAPH_INSTANTIATE_V10000 = 310,
+    RT_GRAPH_LAUNCH = 311,
+    RT_GRAPH_LAUNCH_PTSZ = 312,
+    RT_GRAPH_EXEC_DESTROY = 313,
+    RT_GRAPH_DESTROY = 314,
+    RT_BEGIN_CAPTURE = 315,
+    RT_BEGIN_CAPTURE_PTSZ = 316,
+    RT_END_CAPTURE = 319,
+    RT_END_CAPTURE_PTSZ = 320,
+    RT_GRAPH_EXEC_UPDATE = 335,
+    RT_GRAPH_INSTANTIATE_FLAGS = 418,
+    RT_GRAPH_INSTANTIATE_PARAMS = 436,
+    RT_GRAPH_INSTANTIATE_PARAMS_PTSZ = 437,
+    RT_GRAPH_INSTANTIATE = 443,
+    RT_BEGIN_CAPTURE_TO_GRAPH = 452,
+    RT_BEGIN_CAPTURE_TO_GRAPH_PTSZ = 453,
 };
 // The driver's launches the runtime's launch calls make: their CUfunction gives the
 // parameters' layout (CUPTI_DRIVER_TRACE_CBID_*, cupti_driver_cbid.h).
@@ -114,6 +131,12 @@ typedef struct { dim3 grid; dim3 block; size_t shared; void *stream; void *attrs
 typedef struct { const launch_config *config; const void *func; void **args; } p_launch_exc;
 typedef struct { void *f; unsigned gx, gy, gz, bx, by, bz, shared; void *stream; void **params; void **extra; } p_drv_launch;
 typedef struct { const void *config; void *f; void **params; void **extra; } p_drv_launch_ex;
+typedef struct { void *stream; int mode; } p_begin_capture;
+typedef struct { void *stream; void *graph; } p_begin_capture_to_graph;
+typedef struct { void *stream; void **graph; } p_end_capture;
+typedef struct { void **exec; void *graph; } p_instantiate;  // every form begins so
+typedef struct { void *exec; void *graph; } p_exec_update;
+typedef struct { void *exec; void *stream; } p_graph_launch;
 typedef struct { void *stream; uint64_t addr; uint32_t value; unsigned flags; } p_value32;
 typedef struct { void *stream; uint64_t addr; uint64_t value; unsigned flags; } p_value64;
 
@@ -348,6 +371,46 @@ static void on_runtime(uint32_t cbid, const callback_data *cb) {
         break;
     }
     case RT_DEVICE_SYNC: emit(rc, "device_sync", ""); break;
+    case RT_BEGIN_CAPTURE_PTSZ: ptsz = 1; /* fall through */
+    case RT_BEGIN_CAPTURE: {
+        const p_begin_capture *b = q;
+        emit(rc, "capture_begin", "stream=%p mode=%d ptsz=%d", b->stream, b->mode, ptsz);
+        break;
+    }
+    case RT_BEGIN_CAPTURE_TO_GRAPH_PTSZ: ptsz = 1; /* fall through */
+    case RT_BEGIN_CAPTURE_TO_GRAPH: {
+        const p_begin_capture_to_graph *b = q;
+        emit(rc, "capture_begin", "stream=%p graph=%p ptsz=%d", b->stream, b->graph, ptsz);
+        break;
+    }
+    case RT_END_CAPTURE_PTSZ: ptsz = 1; /* fall through */
+    case RT_END_CAPTURE: {
+        const p_end_capture *e = q;
+        emit(rc, "capture_end", "stream=%p graph=%p ptsz=%d", e->stream, e->graph ? *e->graph : NULL, ptsz);
+        break;
+    }
+    case RT_GRAPH_INSTANTIATE_V10000:
+    case RT_GRAPH_INSTANTIATE:
+    case RT_GRAPH_INSTANTIATE_FLAGS:
+    case RT_GRAPH_INSTANTIATE_PARAMS:
+    case RT_GRAPH_INSTANTIATE_PARAMS_PTSZ: {
+        const p_instantiate *g = q;
+        emit(rc, "graph_instantiate", "exec=%p graph=%p", g->exec ? *g->exec : NULL, g->graph);
+        break;
+    }
+    case RT_GRAPH_EXEC_UPDATE: {
+        const p_exec_update *g = q;
+        emit(rc, "graph_update", "exec=%p graph=%p", g->exec, g->graph);
+        break;
+    }
+    case RT_GRAPH_LAUNCH_PTSZ: ptsz = 1; /* fall through */
+    case RT_GRAPH_LAUNCH: {
+        const p_graph_launch *g = q;
+        emit(rc, "graph_launch", "exec=%p stream=%p ptsz=%d", g->exec, g->stream, ptsz);
+        break;
+    }
+    case RT_GRAPH_EXEC_DESTROY: emit(rc, "graph_exec_destroy", "exec=%p", *(void *const *)q); break;
+    case RT_GRAPH_DESTROY: emit(rc, "graph_destroy", "graph=%p", *(void *const *)q); break;
     case RT_LAUNCH_KERNEL_PTSZ: ptsz = 1; /* fall through */
     case RT_LAUNCH_KERNEL: {
         const p_launch *l = q;
@@ -455,7 +518,11 @@ static const uint32_t RUNTIME_CALLS[] = {
     RT_STREAM_DESTROY_V5050, RT_STREAM_CREATE_PRIORITY, RT_LAUNCH_KERNEL, RT_LAUNCH_KERNEL_PTSZ,
     RT_MEMCPY_PTDS, RT_MEMCPY_ASYNC_PTSZ, RT_MEMSET_PTDS, RT_MEMSET_ASYNC_PTSZ, RT_STREAM_SYNC_PTSZ,
     RT_STREAM_QUERY_PTSZ, RT_EVENT_RECORD_PTSZ, RT_STREAM_WAIT_EVENT_PTSZ, RT_EVENT_RECORD_FLAGS,
-    RT_EVENT_RECORD_FLAGS_PTSZ, RT_LAUNCH_KERNEL_EXC, RT_LAUNCH_KERNEL_EXC_PTSZ,
+    RT_EVENT_RECORD_FLAGS_PTSZ, RT_LAUNCH_KERNEL_EXC, RT_LAUNCH_KERNEL_EXC_PTSZ, RT_GRAPH_INSTANTIATE_V10000,
+    RT_GRAPH_LAUNCH, RT_GRAPH_LAUNCH_PTSZ, RT_GRAPH_EXEC_DESTROY, RT_GRAPH_DESTROY, RT_BEGIN_CAPTURE,
+    RT_BEGIN_CAPTURE_PTSZ, RT_END_CAPTURE, RT_END_CAPTURE_PTSZ, RT_GRAPH_EXEC_UPDATE, RT_GRAPH_INSTANTIATE_FLAGS,
+    RT_GRAPH_INSTANTIATE_PARAMS, RT_GRAPH_INSTANTIATE_PARAMS_PTSZ, RT_GRAPH_INSTANTIATE,
+    RT_BEGIN_CAPTURE_TO_GRAPH, RT_BEGIN_CAPTURE_TO_GRAPH_PTSZ,
 };
 static const uint32_t DRIVER_CALLS[] = {
     DRV_LAUNCH, DRV_LAUNCH_PTSZ, DRV_LAUNCH_EX, DRV_LAUNCH_EX_PTSZ, DRV_WAIT32, DRV_WAIT32_PTSZ, DRV_WRITE32,

@@ -320,3 +320,85 @@ fn a_flag_wait_orders_its_stream_after_the_write_that_meets_it_even_one_issued_l
     let unmet = check(flag_recording(2));
     assert_eq!(kinds(&unmet), ["RAW"], "{:#?}", unmet.findings);
 }
+
+/// A graph captured on stream 0x50 (fork to 0x60 and join back through events): the kernel
+/// on 0x60 writes the first buffer. The capture runs nothing; a stream synchronisation after
+/// it orders nothing of the graph. `launch` is what comes after the capture: the graph's
+/// launch and a copy on stream 0x70 that reads the buffer.
+fn graph_recording(after: &str) -> String {
+    let mut text = "haloscope-recording 1
+1 2 0 1 2 0 0 malloc ptr=0x1000 bytes=64
+3 4 0 3 4 0 0 malloc ptr=0x2000 bytes=64
+5 6 0 5 6 0 0 stream_create stream=0x50 flags=1 priority=0
+7 8 0 7 8 0 0 stream_create stream=0x60 flags=1 priority=0
+9 10 0 9 10 0 0 stream_create stream=0x70 flags=1 priority=0
+11 12 0 11 12 0 0 event_create event=0xe1 flags=2
+13 14 0 13 14 0 0 event_create event=0xe2 flags=2
+15 16 0 15 16 0 0 event_create event=0xe3 flags=2
+17 18 0 17 18 0 0 capture_begin stream=0x50 mode=1 ptsz=0
+19 20 0 19 20 0 0 record event=0xe1 stream=0x50 ptsz=0
+21 22 0 21 22 0 0 wait stream=0x60 event=0xe1 ptsz=0
+23 24 0 23 24 0 0 launch kernel=_Z1kPf grid=1,1,1 block=1,1,1 stream=0x60 ptsz=0 args=8:0000000000001000
+25 26 0 25 26 0 0 record event=0xe2 stream=0x60 ptsz=0
+27 28 0 27 28 0 0 wait stream=0x50 event=0xe2 ptsz=0
+29 30 0 29 30 0 0 capture_end stream=0x50 graph=0x900 ptsz=0
+31 32 0 31 32 0 0 graph_instantiate exec=0xa00 graph=0x900
+33 34 0 33 34 0 0 stream_sync stream=0x50 ptsz=0
+35 36 0 35 36 0 0 stream_sync stream=0x60 ptsz=0
+"
+    .to_string();
+    let mut seq = 37;
+    for line in after.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        text.push_str(&format!("{seq} {} 0 {seq} {} 0 0 {line}\n", seq + 1, seq + 1));
+        seq += 2;
+    }
+    text
+}
+
+#[test]
+fn a_captured_graph_runs_its_nodes_at_each_launch_branches_joined_through_its_events() {
+    let check = |after: &str| {
+        let text = graph_recording(after);
+        let calls = format::parse(Path::new("graph.recording"), &text).unwrap();
+        check::check(&calls, None).unwrap()
+    };
+    let launch = "graph_launch exec=0xa00 stream=0x50 ptsz=0";
+    let copy = "memcpy_async dst=0x2000 src=0x1000 bytes=64 kind=3 stream=0x70 ptsz=0";
+    // The kernel runs at the launch, on the graph's branch: the copy beside it races (the
+    // synchronisations after the capture ordered nothing of it).
+    let racing = check(&format!("{launch}\n{copy}"));
+    assert_eq!(kinds(&racing), ["RAW"], "{:#?}", racing.findings);
+    assert!(
+        racing.findings[0]
+            .first
+            .call
+            .contains("a node of graphExec1, launched at seq 37"),
+        "{:#?}",
+        racing.findings
+    );
+    // Ordered after the launch stream (which joined the branch): nothing.
+    let ordered = check(&format!(
+        "{launch}\nrecord event=0xe3 stream=0x50 ptsz=0\nwait stream=0x70 event=0xe3 ptsz=0\n{copy}"
+    ));
+    assert!(ordered.findings.is_empty(), "{:#?}", ordered.findings);
+    // The host waits for the launch stream: the branch's kernel is done too.
+    let synced = check(&format!("{launch}\nstream_sync stream=0x50 ptsz=0\n{copy}"));
+    assert!(synced.findings.is_empty(), "{:#?}", synced.findings);
+    // Launched twice, the second launch's kernel races the copy issued between them.
+    let twice = check(&format!(
+        "{launch}\nstream_sync stream=0x50 ptsz=0\n{copy}\n{launch}"
+    ));
+    assert_eq!(kinds(&twice), ["WAR"], "{:#?}", twice.findings);
+    // The launch and capture read as CUDA code.
+    let calls = format::parse(Path::new("g"), &graph_recording(launch)).unwrap();
+    let r = check::check(&calls, None).unwrap();
+    let texts = r.texts.join("\n");
+    for want in [
+        "cudaStreamBeginCapture(stream1, cudaStreamCaptureModeThreadLocal)",
+        "cudaStreamEndCapture(stream1, &graph1)",
+        "cudaGraphInstantiate(&graphExec1, graph1, 0)",
+        "cudaGraphLaunch(graphExec1, stream1)",
+    ] {
+        assert!(texts.contains(want), "{want} in\n{texts}");
+    }
+}

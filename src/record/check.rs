@@ -102,6 +102,7 @@ struct Checker<'a> {
     findings: Vec<Finding>,
     /// The calls replayed so far as CUDA code, named as they were then.
     texts: Vec<String>,
+    graphs: graphs::Graphs,
     seen: HashMap<String, usize>,
     /// Each host thread's first and last call (indices into the calls).
     first_of: HashMap<usize, usize>,
@@ -154,8 +155,16 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         // Named as the call saw them: a freed pointer before, a new allocation after.
         let before = k.text(c);
         k.step(i, c, calls).map_err(|why| (c.line, why))?;
-        let named_by_it = matches!(c.name.as_str(), "malloc" | "stream_create" | "event_create");
-        let text = if named_by_it { k.text(c) } else { before };
+        let named_by_it =
+            c.name == "malloc" || c.name.ends_with("_create") || c.name.starts_with("capture_end");
+        let mut text = if named_by_it || c.name == "graph_instantiate" {
+            k.text(c)
+        } else {
+            before
+        };
+        if let Some(g) = k.graphs.captured.take() {
+            text.push_str(&format!("  (captured: a node of graph{g})"));
+        }
         k.texts.push(text);
         streams.push(c.keys.contains_key("stream").then(|| k.stream_name(c)));
         if k.last_of.get(&c.thread) == Some(&i) {
@@ -267,6 +276,7 @@ impl Checker<'_> {
                 let stamp = self.order.serialise(&devs, host);
                 self.access(c, stamp)?;
             }
+            "graph_launch" => self.graph_launch(c, host, all)?,
             "device_sync" => self.order.host_waits_device(host, c.device),
             "stream_sync" | "stream_query" => {
                 let s = self.order.stream(c, c.num("stream")?);
@@ -576,7 +586,10 @@ impl Checker<'_> {
     fn access(&mut self, c: &Call, stamp: Stamp) -> Result<(), String> {
         let id = self.stamps.len();
         self.stamps.push(stamp);
-        let text = self.text(c);
+        let mut text = self.text(c);
+        if let Some(l) = &self.graphs.launching {
+            text.push_str(l);
+        }
         let s = site(c, text);
         let stream = c.keys.get("stream").cloned().unwrap_or_default();
         let key = format!("{} {} {}", c.thread, self.template(c), stream);
@@ -653,3 +666,6 @@ mod text;
 
 #[path = "flags.rs"]
 mod flags;
+
+#[path = "graphs.rs"]
+mod graphs;

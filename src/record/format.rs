@@ -28,6 +28,14 @@
 //! | `memcpy_peer` / `memcpy_peer_async` | `dst`, `dstdev`, `src`, `srcdev`, `bytes`, [`stream`] |
 //! | `memset` / `memset_async` | `ptr`, `value`, `bytes`, [`stream`], `ptsz` |
 //! | `device_sync`, `stream_sync`, `event_sync`, `stream_query`, `event_query` | [`stream`/`event`] |
+//! | `flag_wait` / `flag_write` (`cuStreamWaitValue32/64`, `cuStreamWriteValue32/64`) | `stream`, `addr`, `value`, `flags`, `ptsz` |
+//! | `capture_begin` / `capture_end` | `stream`, `mode` (0 global, 1 thread-local, 2 relaxed) or `graph` (begun into it) / `stream`, `graph` |
+//! | `graph_instantiate` / `graph_update` (`cudaGraphExecUpdate`) | `exec`, `graph` |
+//! | `graph_launch` | `exec`, `stream`, `ptsz` |
+//! | `graph_destroy` / `graph_exec_destroy` | `graph` / `exec` |
+//!
+//! Calls issued to a stream while it captures are written as they were issued (they are the
+//! graph's nodes); the checker replays them at each `graph_launch` of a graph made of them.
 //!
 //! Streams: handle 0 is the legacy default stream (the per-thread one in a `ptsz=1` call),
 //! 0x1 the legacy stream, 0x2 the per-thread stream, each of the current device.

@@ -19,6 +19,9 @@ pub enum StreamKey {
     Legacy(i64),
     /// A host thread's per-thread default stream on a device.
     PerThread(usize, i64),
+    /// A stream captured into a graph, as an executable graph runs it: (the executable
+    /// graph's handle, the captured stream's handle).
+    Branch(u64, u64),
 }
 
 impl StreamKey {
@@ -144,11 +147,27 @@ impl Order {
                 StreamKey::Legacy(d) => format!("0 (legacy stream, GPU {d})"),
                 StreamKey::PerThread(t, d) => format!("cudaStreamPerThread (thread {t}, GPU {d})"),
                 StreamKey::Created(h) => format!("stream {h:#x} (made before the recording)"),
+                StreamKey::Branch(..) => "a graph's branch".into(),
             };
             let info = StreamInfo {
                 agent,
                 device: c.device,
                 blocking: true,
+                name,
+            };
+            self.streams.insert(key, info);
+        }
+        key
+    }
+
+    /// A graph's branch stream `key` on `device` (made on first use; non-blocking).
+    pub fn branch(&mut self, key: StreamKey, device: i64, name: String) -> StreamKey {
+        if !self.streams.contains_key(&key) {
+            let agent = self.agent();
+            let info = StreamInfo {
+                agent,
+                device,
+                blocking: false,
                 name,
             };
             self.streams.insert(key, info);

@@ -152,6 +152,43 @@ impl Checker<'_> {
                 k("value")
             ),
             "event_destroy" => format!("cudaEventDestroy({})", self.event_name(c)),
+            "capture_begin" => {
+                let mode = match c.int("mode") {
+                    Ok(0) => "cudaStreamCaptureModeGlobal",
+                    Ok(1) => "cudaStreamCaptureModeThreadLocal",
+                    Ok(2) => "cudaStreamCaptureModeRelaxed",
+                    _ => "…",
+                };
+                format!("cudaStreamBeginCapture({}, {mode})", self.stream_name(c))
+            }
+            "capture_end" => format!(
+                "cudaStreamEndCapture({}, &{})",
+                self.stream_name(c),
+                self.graphs.graph_name(c.num("graph").unwrap_or(0))
+            ),
+            "graph_instantiate" => format!(
+                "cudaGraphInstantiate(&{}, {}, 0)",
+                self.graphs.exec_name(c.num("exec").unwrap_or(0)),
+                self.graphs.graph_name(c.num("graph").unwrap_or(0))
+            ),
+            "graph_update" => format!(
+                "cudaGraphExecUpdate({}, {}, &info)",
+                self.graphs.exec_name(c.num("exec").unwrap_or(0)),
+                self.graphs.graph_name(c.num("graph").unwrap_or(0))
+            ),
+            "graph_launch" => format!(
+                "cudaGraphLaunch({}, {})",
+                self.graphs.exec_name(c.num("exec").unwrap_or(0)),
+                self.stream_name(c)
+            ),
+            "graph_destroy" => format!(
+                "cudaGraphDestroy({})",
+                self.graphs.graph_name(c.num("graph").unwrap_or(0))
+            ),
+            "graph_exec_destroy" => format!(
+                "cudaGraphExecDestroy({})",
+                self.graphs.exec_name(c.num("exec").unwrap_or(0))
+            ),
             "device_sync" => "cudaDeviceSynchronize()".into(),
             "stream_sync" => format!("cudaStreamSynchronize({})", self.stream_name(c)),
             "event_sync" => format!("cudaEventSynchronize({})", self.event_name(c)),

@@ -1,0 +1,238 @@
+//! Graphs made by stream capture, replayed at each launch. Between `cudaStreamBeginCapture`
+//! and `cudaStreamEndCapture` the calls issued to the capturing stream — and to every stream
+//! that joins the capture by waiting on an event recorded in it — run nothing: they are the
+//! graph's nodes. `cudaGraphInstantiate` makes an executable graph of them,
+//! `cudaGraphExecUpdate` gives it another captured graph's nodes, and each `cudaGraphLaunch`
+//! replays the nodes in the order they were captured: the origin stream's on the launch
+//! stream, each joined stream's on a stream of the executable graph's own (its branch),
+//! records and waits inside the graph ordering the branches among themselves. Graphs built
+//! node by node (`cudaGraphAddKernelNode`, …) are not recorded: their launches order nothing.
+
+use std::collections::HashMap;
+
+use super::super::format::Call;
+use super::super::order::{Clock, StreamKey};
+use super::Checker;
+
+/// The calls that go to a stream, and so may be captured.
+const NODES: [&str; 8] = [
+    "launch",
+    "memcpy_async",
+    "memset_async",
+    "memcpy_peer_async",
+    "record",
+    "wait",
+    "flag_wait",
+    "flag_write",
+];
+
+/// One stream capture: the stream it began on, and its nodes (indices into the calls).
+#[derive(Default)]
+pub(super) struct Capture {
+    origin: Option<StreamKey>,
+    nodes: Vec<usize>,
+}
+
+/// The graphs of a recording: captures under way or ended, graphs and executable graphs by
+/// handle (each names a capture), the events last recorded inside a capture.
+#[derive(Default)]
+pub(super) struct Graphs {
+    captures: HashMap<usize, Capture>,
+    count: usize,
+    capturing: HashMap<StreamKey, usize>,
+    events: HashMap<u64, usize>,
+    graphs: HashMap<u64, usize>,
+    execs: HashMap<u64, (usize, usize)>,
+    exec_count: usize,
+    /// The capture the call just replayed became a node of.
+    pub(super) captured: Option<usize>,
+    /// While a launch is replayed: what its nodes' text adds (the graph, the launch).
+    pub(super) launching: Option<String>,
+}
+
+impl Graphs {
+    /// A graph's name: `graph3` (the third capture).
+    pub(super) fn graph_name(&self, handle: u64) -> String {
+        self.graphs
+            .get(&handle)
+            .map_or(format!("{handle:#x}"), |g| format!("graph{g}"))
+    }
+
+    /// An executable graph's name: `graphExec1`.
+    pub(super) fn exec_name(&self, handle: u64) -> String {
+        self.execs
+            .get(&handle)
+            .map_or(format!("{handle:#x}"), |(n, _)| format!("graphExec{n}"))
+    }
+
+    /// Forgets capture `id` once no graph, executable graph or stream names it.
+    fn drop_unused(&mut self, id: usize) {
+        let used = self.graphs.values().any(|g| *g == id)
+            || self.execs.values().any(|(_, g)| *g == id)
+            || self.capturing.values().any(|g| *g == id);
+        if !used {
+            self.captures.remove(&id);
+        }
+    }
+}
+
+impl Checker<'_> {
+    /// A capture's call (its beginning and end, a graph made, updated or destroyed) or a call
+    /// captured as a node: handled here (true); any other call is replayed as it ran.
+    pub(super) fn capture(&mut self, i: usize, c: &Call) -> Result<bool, String> {
+        if c.rc != 0 {
+            return Ok(false);
+        }
+        let g = &mut self.graphs;
+        match c.name.as_str() {
+            "capture_begin" => {
+                let s = self.order.stream(c, c.num("stream")?);
+                g.count += 1;
+                let id = g.count;
+                g.captures.insert(
+                    id,
+                    Capture {
+                        origin: Some(s),
+                        nodes: Vec::new(),
+                    },
+                );
+                g.capturing.insert(s, id);
+            }
+            "capture_end" => {
+                let s = self.order.stream(c, c.num("stream")?);
+                if let Some(id) = g.capturing.get(&s).copied() {
+                    g.capturing.retain(|_, v| *v != id);
+                    g.events.retain(|_, v| *v != id);
+                    g.graphs.insert(c.num("graph")?, id);
+                }
+            }
+            "graph_instantiate" => {
+                if let Some(&id) = g.graphs.get(&c.num("graph")?) {
+                    g.exec_count += 1;
+                    g.execs.insert(c.num("exec")?, (g.exec_count, id));
+                }
+            }
+            "graph_update" => {
+                let (exec, graph) = (c.num("exec")?, c.num("graph")?);
+                if let (Some(&id), Some(e)) = (g.graphs.get(&graph), g.execs.get_mut(&exec)) {
+                    let old = std::mem::replace(&mut e.1, id);
+                    g.drop_unused(old);
+                }
+            }
+            "graph_destroy" => {
+                if let Some(id) = g.graphs.remove(&c.num("graph")?) {
+                    g.drop_unused(id);
+                }
+            }
+            "graph_exec_destroy" => {
+                if let Some((_, id)) = g.execs.remove(&c.num("exec")?) {
+                    g.drop_unused(id);
+                }
+            }
+            n if NODES.contains(&n) => return self.node(i, c),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Call `i` on a capturing stream (or joining a capture: a wait on an event recorded in
+    /// one) becomes a node of the capture.
+    fn node(&mut self, i: usize, c: &Call) -> Result<bool, String> {
+        let g = &mut self.graphs;
+        if g.capturing.is_empty() {
+            return Ok(false);
+        }
+        let s = StreamKey::of(c, c.num("stream")?);
+        let id = match g.capturing.get(&s) {
+            Some(&id) => id,
+            None if c.name == "wait" => match g.events.get(&c.num("event")?) {
+                Some(&id) => {
+                    g.capturing.insert(s, id);
+                    id
+                }
+                None => return Ok(false),
+            },
+            None => return Ok(false),
+        };
+        if c.name == "record" {
+            g.events.insert(c.num("event")?, id);
+        }
+        if let Some(cap) = g.captures.get_mut(&id) {
+            cap.nodes.push(i);
+        }
+        g.captured = Some(id);
+        Ok(true)
+    }
+
+    /// `cudaGraphLaunch`: the executable graph's nodes replayed in capture order, the origin's
+    /// on the launch stream, each other stream's on the graph's branch for it.
+    pub(super) fn graph_launch(&mut self, c: &Call, host: usize, all: &[Call]) -> Result<(), String> {
+        let exec = c.num("exec")?;
+        let Some(&(_, id)) = self.graphs.execs.get(&exec) else {
+            return Ok(()); // not made by capture: its nodes are not in the recording
+        };
+        let Some(cap) = self.graphs.captures.get(&id) else {
+            return Ok(());
+        };
+        let (origin, nodes) = (cap.origin, cap.nodes.clone());
+        let on = self.order.stream(c, c.num("stream")?);
+        self.graphs.launching = Some(format!(
+            "  (a node of {}, launched at seq {})",
+            self.graphs.exec_name(exec),
+            c.seq_in
+        ));
+        let r = self.replay(c, (exec, origin, on), &nodes, host, all);
+        self.graphs.launching = None;
+        r
+    }
+
+    /// A launch's nodes replayed: `on` runs the origin's.
+    fn replay(
+        &mut self,
+        c: &Call,
+        (exec, origin, on): (u64, Option<StreamKey>, StreamKey),
+        nodes: &[usize],
+        host: usize,
+        all: &[Call],
+    ) -> Result<(), String> {
+        let mut recorded: HashMap<u64, Clock> = HashMap::new();
+        for &n in nodes {
+            let node = &all[n];
+            let key = StreamKey::of(node, node.num("stream")?);
+            let s = if Some(key) == origin {
+                on
+            } else {
+                let name = format!(
+                    "{} branch of {}",
+                    self.graphs.exec_name(exec),
+                    self.stream_name(node)
+                );
+                self.order
+                    .branch(StreamKey::Branch(exec, node.num("stream")?), c.device, name)
+            };
+            let stamp = self.issue(s, host);
+            match node.name.as_str() {
+                "record" => {
+                    recorded.insert(node.num("event")?, stamp.clock);
+                }
+                "wait" => {
+                    let e = node.num("event")?;
+                    let seen = match recorded.get(&e) {
+                        Some(clock) => Some(clock.clone()),
+                        // An event recorded outside the graph: the record before the launch.
+                        None => self.bound_record(c, e).and_then(|r| r.clock.clone()),
+                    };
+                    if let Some(seen) = seen {
+                        self.order.wait(s, &seen);
+                    }
+                }
+                "flag_write" => {
+                    self.write_clock.insert(node.line, stamp.clock);
+                }
+                "flag_wait" => {}
+                _ => self.access(node, stamp)?,
+            }
+        }
+        Ok(())
+    }
+}
