@@ -152,6 +152,18 @@ impl Checker<'_> {
                 k("value")
             ),
             "event_destroy" => format!("cudaEventDestroy({})", self.event_name(c)),
+            "device_sync" => "cudaDeviceSynchronize()".into(),
+            "stream_sync" => format!("cudaStreamSynchronize({})", self.stream_name(c)),
+            "event_sync" => format!("cudaEventSynchronize({})", self.event_name(c)),
+            other => self.graph_text(c).unwrap_or_else(|| other.to_string()),
+        }
+    }
+
+    /// A capture's or a graph's call as CUDA code.
+    fn graph_text(&self, c: &Call) -> Option<String> {
+        let exec = || self.graphs.exec_name(c.num("exec").unwrap_or(0));
+        let graph = || self.graphs.graph_name(c.num("graph").unwrap_or(0));
+        Some(match c.name.as_str() {
             "capture_begin" => {
                 let mode = match c.int("mode") {
                     Ok(0) => "cudaStreamCaptureModeGlobal",
@@ -161,39 +173,14 @@ impl Checker<'_> {
                 };
                 format!("cudaStreamBeginCapture({}, {mode})", self.stream_name(c))
             }
-            "capture_end" => format!(
-                "cudaStreamEndCapture({}, &{})",
-                self.stream_name(c),
-                self.graphs.graph_name(c.num("graph").unwrap_or(0))
-            ),
-            "graph_instantiate" => format!(
-                "cudaGraphInstantiate(&{}, {}, 0)",
-                self.graphs.exec_name(c.num("exec").unwrap_or(0)),
-                self.graphs.graph_name(c.num("graph").unwrap_or(0))
-            ),
-            "graph_update" => format!(
-                "cudaGraphExecUpdate({}, {}, &info)",
-                self.graphs.exec_name(c.num("exec").unwrap_or(0)),
-                self.graphs.graph_name(c.num("graph").unwrap_or(0))
-            ),
-            "graph_launch" => format!(
-                "cudaGraphLaunch({}, {})",
-                self.graphs.exec_name(c.num("exec").unwrap_or(0)),
-                self.stream_name(c)
-            ),
-            "graph_destroy" => format!(
-                "cudaGraphDestroy({})",
-                self.graphs.graph_name(c.num("graph").unwrap_or(0))
-            ),
-            "graph_exec_destroy" => format!(
-                "cudaGraphExecDestroy({})",
-                self.graphs.exec_name(c.num("exec").unwrap_or(0))
-            ),
-            "device_sync" => "cudaDeviceSynchronize()".into(),
-            "stream_sync" => format!("cudaStreamSynchronize({})", self.stream_name(c)),
-            "event_sync" => format!("cudaEventSynchronize({})", self.event_name(c)),
-            other => other.to_string(),
-        }
+            "capture_end" => format!("cudaStreamEndCapture({}, &{})", self.stream_name(c), graph()),
+            "graph_instantiate" => format!("cudaGraphInstantiate(&{}, {}, 0)", exec(), graph()),
+            "graph_update" => format!("cudaGraphExecUpdate({}, {}, &info)", exec(), graph()),
+            "graph_launch" => format!("cudaGraphLaunch({}, {})", exec(), self.stream_name(c)),
+            "graph_destroy" => format!("cudaGraphDestroy({})", graph()),
+            "graph_exec_destroy" => format!("cudaGraphExecDestroy({})", exec()),
+            _ => return None,
+        })
     }
 }
 
