@@ -57,15 +57,45 @@ fn halo_files(out: &Path, dir: &str, name: &str, file: &str, what: &str) {
 /// Compiles inject/haloscope_inject.c into `OUT_DIR/libhaloscope_inject.so` with the system C
 /// compiler (the one Rust links with): `haloscope record` carries it inside the binary. It
 /// needs no CUDA to build; CUPTI is loaded when a recording runs.
+/// inject/schema.txt (the recording's call kinds, version 2) as a C header: an enum of the
+/// codes and each code's value kinds. The Rust side reads the same file (record/format.rs).
+fn schema_header(manifest: &Path, out: &Path) {
+    let src = manifest.join("inject/schema.txt");
+    println!("cargo:rerun-if-changed={}", src.display());
+    let text = std::fs::read_to_string(&src).expect("inject/schema.txt");
+    let (mut codes, mut kinds) = (String::new(), String::new());
+    for (code, line) in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .enumerate()
+    {
+        let mut words = line.split_whitespace();
+        let ident = words.next().expect("an identifier");
+        let _name = words.next().expect("a call name");
+        let k: String = words
+            .map(|w| w.split_once(':').expect("KEY:KIND").1)
+            .collect();
+        codes.push_str(&format!("    {ident} = {code},\n"));
+        kinds.push_str(&format!("    \"{k}\",\n"));
+    }
+    let header = format!(
+        "// Written by build.rs from inject/schema.txt.\nenum {{\n{codes}}};\nstatic const char *const SCHEMA_KINDS[] = {{\n{kinds}}};\n"
+    );
+    std::fs::write(out.join("schema.h"), header).expect("write schema.h");
+}
+
 fn injection_library(out: &Path) {
-    let src = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"))
-        .join("inject/haloscope_inject.c");
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    schema_header(&manifest, out);
+    let src = manifest.join("inject/haloscope_inject.c");
     println!("cargo:rerun-if-changed={}", src.display());
     let so = out.join("libhaloscope_inject.so");
     let compiler = cc::Build::new().cargo_metadata(false).get_compiler();
     let status = compiler
         .to_command()
-        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-o"])
+        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-I"])
+        .arg(out)
+        .arg("-o")
         .arg(&so)
         .arg(&src)
         .args(["-ldl", "-lpthread"])

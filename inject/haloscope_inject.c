@@ -2,8 +2,9 @@
 // into a program started by `haloscope record -- CMD`. Through CUPTI's callback API it
 // writes, for every host thread, the calls that decide the order of GPU work — devices,
 // streams, events, records, waits, launches, copies, memsets, synchronisations,
-// allocations — one text line each, to the recording file (format: src/record/format.rs,
-// documented in DESIGN.md "In from real CUDA").
+// allocations — one compact binary record each (about 30 B; format version 2, documented in
+// src/record/format.rs, its calls in inject/schema.txt), into a ring that a writer thread of
+// its own empties into the recording file: the program's threads never wait on the disk.
 //
 // It is built by build.rs with the system C compiler and needs no CUDA header: the few
 // CUPTI and CUDA types it reads are declared below, as the CUDA 12/13 headers lay them out
@@ -12,8 +13,10 @@
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +24,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "schema.h"  // C_* codes and SCHEMA_KINDS, written by build.rs from inject/schema.txt
 
 // ---- CUPTI's callback API, as cupti_callbacks.h declares it -------------------------
 enum { SITE_ENTER = 0, SITE_EXIT = 1 };
@@ -147,9 +152,17 @@ static ctx_get_device_fn ctx_get_device;
 static func_param_info_fn func_param_info;
 static func_param_info_fn kernel_param_info;  // cuKernelGetParamInfo: the runtime may launch a CUkernel
 
-// ---- the recording file ------------------------------------------------------------
+// ---- the recording: records, the ring, the writer thread -----------------------------
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static FILE *out;
+static pthread_cond_t more = PTHREAD_COND_INITIALIZER;  // the writer has something to write
+static pthread_cond_t room = PTHREAD_COND_INITIALIZER;  // the ring has room again
+#define RING (8u << 20)
+static unsigned char *ring;
+static uint64_t head, tail;  // bytes written to the file, bytes put in the ring (ever)
+static int fd = -1;
+static pthread_t writer;
+static int writer_running, stopping;
+static atomic_int writing, dead;  // the writer is writing; a fatal signal took over
 static uint64_t seq;  // the global sequence: one number at each call's entry, one at its exit
 static uint64_t calls, cap;
 static int capped;
@@ -157,9 +170,8 @@ static int threads;
 static struct timespec t0;
 
 static __thread int my_thread = -1;
-static __thread uint64_t my_seq_in, my_t_in;
-static __thread int in_launch;      // a runtime launch is open: its driver launch fills args
-static __thread char launch_args[4096];
+static __thread uint64_t my_seq_in, my_t_in, my_last_seq, my_last_t;
+static __thread int in_launch;  // a runtime launch is open: its driver launch fills args
 
 static uint64_t now_ns(void) {
     struct timespec t;
@@ -173,38 +185,203 @@ static int current_device(void) {
     return d;
 }
 
-static void flush_out(void) {
+static void write_all(const unsigned char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w <= 0) return;
+        p += w, n -= (size_t)w;
+    }
+}
+
+// Ring bytes [from, to) to the file (they may wrap).
+static void write_ring(uint64_t from, uint64_t to) {
+    while (from < to) {
+        size_t at = from % RING, n = to - from;
+        if (n > RING - at) n = RING - at;
+        write_all(ring + at, n);
+        from += n;
+    }
+}
+
+// The writer thread: empties the ring when a quarter of it is full, and every 200 ms.
+static void *write_out(void *unused) {
+    (void)unused;
     pthread_mutex_lock(&lock);
-    if (out) fflush(out);
+    for (;;) {
+        while (tail == head && !stopping) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 200000000;
+            if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+            pthread_cond_timedwait(&more, &lock, &until);
+        }
+        if (tail == head) break;
+        uint64_t from = head, to = tail;
+        atomic_store(&writing, 1);
+        if (atomic_load(&dead)) {
+            atomic_store(&writing, 0);
+            break;
+        }
+        pthread_mutex_unlock(&lock);
+        write_ring(from, to);
+        pthread_mutex_lock(&lock);
+        head = to;
+        atomic_store(&writing, 0);
+        pthread_cond_broadcast(&room);
+    }
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+// Puts one record in the ring (the lock held); waits for room while the writer writes; once
+// the writer has stopped (the program is exiting), writes it out at once.
+static void put(const unsigned char *p, size_t n) {
+    if (atomic_load(&dead) || fd < 0) return;
+    if (!writer_running) {
+        write_all(p, n);
+        return;
+    }
+    while (tail - head + n > RING && !atomic_load(&dead)) pthread_cond_wait(&room, &lock);
+    for (size_t i = 0; i < n;) {
+        size_t at = (tail + i) % RING, k = n - i;
+        if (k > RING - at) k = RING - at;
+        memcpy(ring + at, p + i, k);
+        i += k;
+    }
+    tail += n;
+    if (tail - head >= RING / 4) pthread_cond_signal(&more);
+}
+
+// A record under construction: its body after a varint length.
+typedef struct {
+    unsigned char b[2048];
+    size_t n;
+} rec;
+
+static void varint(rec *r, uint64_t v) {
+    while (v >= 0x80 && r->n < sizeof r->b) {
+        r->b[r->n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    if (r->n < sizeof r->b) r->b[r->n++] = (unsigned char)v;
+}
+
+static uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+
+static void bytes(rec *r, const void *p, size_t n) {
+    if (n > sizeof r->b - r->n) n = sizeof r->b - r->n;
+    memcpy(r->b + r->n, p, n);
+    r->n += n;
+}
+
+// The record with its length in front, into the ring (the lock held).
+static __thread rec launch_args;  // the open launch's arguments, as its record holds them
+
+static void put_rec(const rec *r) {
+    rec len = {.n = 0};
+    varint(&len, r->n);
+    put(len.b, len.n);
+    put(r->b, r->n);
+}
+
+enum { TAG_COMMENT = 0, TAG_STRING = 1, TAG_CALL = 2 };
+
+// A comment record: text, as a `# …` line of version 1 said it.
+static void comment(const char *fmt, ...) {
+    rec r = {.n = 0};
+    r.b[r.n++] = TAG_COMMENT;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf((char *)r.b + r.n, sizeof r.b - r.n, fmt, ap);
+    va_end(ap);
+    if (k > 0) r.n += (size_t)k < sizeof r.b - r.n ? (size_t)k : sizeof r.b - r.n - 1;
+    put_rec(&r);
+}
+
+// Strings written so far (kernel symbols), by content: each is defined once, before its use.
+#define STRINGS 4096
+static const char *string_of[STRINGS];
+static uint64_t string_hash[STRINGS];
+static unsigned strings;
+
+// The id of `s`, defining it first if new (the lock held). 0: none.
+static uint64_t string_id(const char *s) {
+    if (!s) return 0;
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = s; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    unsigned i = (unsigned)(h % STRINGS);
+    for (unsigned k = 0; k < STRINGS; k++, i = (i + 1) % STRINGS) {
+        if (!string_of[i]) break;
+        if (string_hash[i] == h && strcmp(string_of[i], s) == 0) return i + 1;
+    }
+    if (string_of[i] || strings >= STRINGS - 1) return 0;
+    string_of[i] = strdup(s);
+    string_hash[i] = h;
+    strings++;
+    rec r = {.n = 0};
+    r.b[r.n++] = TAG_STRING;
+    varint(&r, i + 1);
+    bytes(&r, s, strlen(s));
+    put_rec(&r);
+    return i + 1;
+}
+
+// One call: its header (per-thread deltas), then its values as the schema's kinds say; a
+// launch's kernel, shape and arguments after its plain values.
+static void emit_call(int rc, int code, int nv, const uint64_t *v, const char *kernel, const uint64_t *dims) {
+    int dev = current_device();
+    uint64_t t_out = now_ns();
+    pthread_mutex_lock(&lock);
+    if (fd < 0 || capped) {
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    if (my_thread < 0) my_thread = threads++;
+    if (++calls > cap) {
+        capped = 1;
+        comment("cap: recording stopped after %llu calls (HALOSCOPE_RECORD_MAX)", (unsigned long long)cap);
+        fprintf(stderr, "haloscope record: stopped recording after %llu calls (--max-calls); the program runs on\n",
+                (unsigned long long)cap);
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    uint64_t s_out = ++seq;
+    rec r = {.n = 0};
+    r.b[r.n++] = TAG_CALL;
+    varint(&r, (uint64_t)code);
+    varint(&r, (uint64_t)my_thread);
+    varint(&r, my_seq_in - my_last_seq);
+    varint(&r, s_out - my_seq_in);
+    varint(&r, my_t_in - my_last_t);
+    varint(&r, t_out - my_t_in);
+    varint(&r, zigzag(rc));
+    varint(&r, zigzag(dev));
+    my_last_seq = s_out, my_last_t = my_t_in;
+    const char *kinds = SCHEMA_KINDS[code];
+    int k = 0;
+    for (const char *c = kinds; *c; c++) {
+        switch (*c) {
+        case 'u':
+        case 'x': varint(&r, k < nv ? v[k] : 0), k++; break;
+        case 'i': varint(&r, zigzag(k < nv ? (int64_t)v[k] : 0)), k++; break;
+        case 's': varint(&r, string_id(kernel)); break;
+        case 'd':
+            for (int j = 0; j < 3; j++) varint(&r, dims ? *dims++ : 0);
+            break;
+        case 'a': bytes(&r, launch_args.b, launch_args.n); break;
+        }
+    }
+    put_rec(&r);
     pthread_mutex_unlock(&lock);
 }
 
-// One line: `SEQ_IN SEQ_OUT THREAD T_IN T_OUT RC DEVICE CALL FIELDS…` (times in ns).
-static void emit(int rc, const char *call, const char *fmt, ...) {
-    char fields[4600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(fields, sizeof fields, fmt, ap);
-    va_end(ap);
-    int dev = current_device();
-    pthread_mutex_lock(&lock);
-    if (out && !capped) {
-        if (my_thread < 0) my_thread = threads++;
-        if (++calls > cap) {
-            capped = 1;
-            fprintf(out, "# cap: recording stopped after %llu calls (HALOSCOPE_RECORD_MAX)\n",
-                    (unsigned long long)cap);
-            fprintf(stderr, "haloscope record: stopped recording after %llu calls (--max-calls); the program runs on\n",
-                    (unsigned long long)cap);
-        } else {
-            uint64_t s_out = ++seq;
-            fprintf(out, "%llu %llu %d %llu %llu %d %d %s%s%s\n", (unsigned long long)my_seq_in,
-                    (unsigned long long)s_out, my_thread, (unsigned long long)my_t_in,
-                    (unsigned long long)now_ns(), rc, dev, call, fields[0] ? " " : "", fields);
-        }
-    }
-    pthread_mutex_unlock(&lock);
-}
+#define U(p) ((uint64_t)(uintptr_t)(p))
+#define I(x) ((uint64_t)(int64_t)(x))
+#define EMIT(rc, code, ...)                                                                                \
+    do {                                                                                                   \
+        const uint64_t v_[] = {__VA_ARGS__};                                                               \
+        emit_call(rc, code, (int)(sizeof v_ / sizeof *v_), v_, NULL, NULL);                                \
+    } while (0)
 
 static void enter(void) {
     pthread_mutex_lock(&lock);
@@ -214,13 +391,17 @@ static void enter(void) {
     my_t_in = now_ns();
 }
 
-// A kernel's argument values, `size:hex` each (little-endian bytes as one number); `?`
-// when the layout cannot be had (each argument's size comes from the driver: CUDA 12.4).
+// A kernel's argument values (each argument's size comes from the driver: CUDA 12.4): 2,
+// the count, then each argument's size and value — a varint of its little-endian bytes up to
+// 8 bytes, its first 64 bytes as they are beyond; 1 and both lookups' errors when the layout
+// cannot be had; 0 when the launch gave no parameters.
 static void format_args(void *func, void **params) {
-    char *p = launch_args;
-    size_t left = sizeof launch_args;
-    snprintf(p, left, "?");
-    if (!params) return;
+    rec *r = &launch_args;
+    r->n = 0;
+    if (!params) {
+        varint(r, 0);
+        return;
+    }
     func_param_info_fn info = NULL;
     size_t off = 0, size = 0;
     int r1 = func_param_info ? func_param_info(func, 0, &off, &size) : -1;
@@ -228,34 +409,39 @@ static void format_args(void *func, void **params) {
     if (r1 == 0) info = func_param_info;
     else if (r2 == 0) info = kernel_param_info;
     else if (r1 == 1 || r2 == 1) {  // CUDA_ERROR_INVALID_VALUE at index 0: no parameters
-        p[0] = 0;
+        varint(r, 2);
+        varint(r, 0);
         return;
     } else {
-        snprintf(p, left, "?:%d:%d", r1, r2);
+        varint(r, 1);
+        varint(r, zigzag(r1));
+        varint(r, zigzag(r2));
         return;
     }
-    p[0] = 0;
-    for (size_t i = 0;; i++) {
-        if (info(func, i, &off, &size) != 0) break;
+    size_t count = 0;
+    while (count < 256 && info(func, count, &off, &size) == 0) count++;
+    varint(r, 2);
+    varint(r, count);
+    for (size_t i = 0; i < count; i++) {
+        info(func, i, &off, &size);
         const unsigned char *v = (const unsigned char *)params[i];
-        int n = snprintf(p, left, "%s%zu:", i ? "," : "", size);
-        if (n < 0 || (size_t)n >= left) break;
-        p += n, left -= n;
-        size_t shown = size > 64 ? 64 : size;
-        for (size_t b = shown; b-- > 0 && left > 3;) {
-            n = snprintf(p, left, "%02x", v[b]);
-            p += n, left -= n;
+        varint(r, size);
+        if (size <= 8) {
+            uint64_t x = 0;
+            for (size_t b = size; b-- > 0;) x = (x << 8) | v[b];
+            varint(r, x);
+        } else {
+            bytes(r, v, size > 64 ? 64 : size);
         }
-        if (left < 80) break;
     }
 }
 
-// A launch's line: its kernel, shape, stream, and the arguments its driver launch gave.
+// A launch's record: its kernel, shape, stream, and the arguments its driver launch gave.
 static void emit_launch(int rc, const callback_data *cb, dim3 grid, dim3 block, void *stream, int ptsz) {
     in_launch = 0;
-    emit(rc, "launch", "kernel=%s grid=%u,%u,%u block=%u,%u,%u stream=%p ptsz=%d args=%s",
-         cb->symbol_name ? cb->symbol_name : "?", grid.x, grid.y, grid.z, block.x, block.y, block.z, stream, ptsz,
-         launch_args);
+    const uint64_t dims[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
+    const uint64_t v[2] = {U(stream), (uint64_t)ptsz};
+    emit_call(rc, C_LAUNCH, 2, v, cb->symbol_name ? cb->symbol_name : "?", dims);
 }
 
 static void on_runtime(uint32_t cbid, const callback_data *cb) {
@@ -264,129 +450,122 @@ static void on_runtime(uint32_t cbid, const callback_data *cb) {
         if (cbid == RT_LAUNCH_KERNEL || cbid == RT_LAUNCH_KERNEL_PTSZ || cbid == RT_LAUNCH_KERNEL_EXC ||
             cbid == RT_LAUNCH_KERNEL_EXC_PTSZ) {
             in_launch = 1;
-            snprintf(launch_args, sizeof launch_args, "?");
+            launch_args.n = 0;
+            varint(&launch_args, 0);
         }
         return;
     }
     int rc = cb->return_value ? *(int *)cb->return_value : 0;
     const void *q = cb->params;
-    int ptsz = 0;
+    uint64_t ptsz = 0;
     switch (cbid) {
-    case RT_SET_DEVICE: emit(rc, "setdev", "to=%d", ((const p_set_device *)q)->device); break;
+    case RT_SET_DEVICE: EMIT(rc, C_SETDEV, I(((const p_set_device *)q)->device)); break;
     case RT_MALLOC: {
         const p_malloc *m = q;
-        emit(rc, "malloc", "ptr=%p bytes=%zu", m->ptr ? *m->ptr : NULL, m->size);
+        EMIT(rc, C_MALLOC, U(m->ptr ? *m->ptr : NULL), m->size);
         break;
     }
-    case RT_FREE: emit(rc, "free", "ptr=%p", ((const p_free *)q)->ptr); break;
+    case RT_FREE: EMIT(rc, C_FREE, U(((const p_free *)q)->ptr)); break;
     case RT_MEMCPY_PTDS: ptsz = 1; /* fall through */
     case RT_MEMCPY: {
         const p_memcpy *m = q;
-        emit(rc, "memcpy", "dst=%p src=%p bytes=%zu kind=%d ptsz=%d", m->dst, m->src, m->count, m->kind, ptsz);
+        EMIT(rc, C_MEMCPY, U(m->dst), U(m->src), m->count, I(m->kind), ptsz);
         break;
     }
     case RT_MEMCPY_ASYNC_PTSZ: ptsz = 1; /* fall through */
     case RT_MEMCPY_ASYNC: {
         const p_memcpy *m = q;
-        emit(rc, "memcpy_async", "dst=%p src=%p bytes=%zu kind=%d stream=%p ptsz=%d", m->dst, m->src, m->count,
-             m->kind, m->stream, ptsz);
+        EMIT(rc, C_MEMCPY_ASYNC, U(m->dst), U(m->src), m->count, I(m->kind), U(m->stream), ptsz);
         break;
     }
     case RT_MEMCPY_PEER: {
         const p_memcpy_peer *m = q;
-        emit(rc, "memcpy_peer", "dst=%p dstdev=%d src=%p srcdev=%d bytes=%zu", m->dst, m->dst_device, m->src,
-             m->src_device, m->count);
+        EMIT(rc, C_MEMCPY_PEER, U(m->dst), I(m->dst_device), U(m->src), I(m->src_device), m->count);
         break;
     }
     case RT_MEMCPY_PEER_ASYNC: {
         const p_memcpy_peer *m = q;
-        emit(rc, "memcpy_peer_async", "dst=%p dstdev=%d src=%p srcdev=%d bytes=%zu stream=%p", m->dst,
-             m->dst_device, m->src, m->src_device, m->count, m->stream);
+        EMIT(rc, C_MEMCPY_PEER_ASYNC, U(m->dst), I(m->dst_device), U(m->src), I(m->src_device), m->count,
+             U(m->stream));
         break;
     }
     case RT_MEMSET_PTDS: ptsz = 1; /* fall through */
     case RT_MEMSET: {
         const p_memset *m = q;
-        emit(rc, "memset", "ptr=%p value=%d bytes=%zu ptsz=%d", m->ptr, m->value, m->count, ptsz);
+        EMIT(rc, C_MEMSET, U(m->ptr), I(m->value), m->count, ptsz);
         break;
     }
     case RT_MEMSET_ASYNC_PTSZ: ptsz = 1; /* fall through */
     case RT_MEMSET_ASYNC: {
         const p_memset *m = q;
-        emit(rc, "memset_async", "ptr=%p value=%d bytes=%zu stream=%p ptsz=%d", m->ptr, m->value, m->count,
-             m->stream, ptsz);
+        EMIT(rc, C_MEMSET_ASYNC, U(m->ptr), I(m->value), m->count, U(m->stream), ptsz);
         break;
     }
     case RT_STREAM_CREATE: {
         const p_stream_create *s = q;
-        emit(rc, "stream_create", "stream=%p flags=0 priority=0", s->stream ? *s->stream : NULL);
+        EMIT(rc, C_STREAM_CREATE, U(s->stream ? *s->stream : NULL), 0, 0);
         break;
     }
     case RT_STREAM_CREATE_FLAGS: {
         const p_stream_create *s = q;
-        emit(rc, "stream_create", "stream=%p flags=%u priority=0", s->stream ? *s->stream : NULL, s->flags);
+        EMIT(rc, C_STREAM_CREATE, U(s->stream ? *s->stream : NULL), s->flags, 0);
         break;
     }
     case RT_STREAM_CREATE_PRIORITY: {
         const p_stream_create *s = q;
-        emit(rc, "stream_create", "stream=%p flags=%u priority=%d", s->stream ? *s->stream : NULL, s->flags,
-             s->priority);
+        EMIT(rc, C_STREAM_CREATE, U(s->stream ? *s->stream : NULL), s->flags, I(s->priority));
         break;
     }
     case RT_STREAM_DESTROY:
-    case RT_STREAM_DESTROY_V5050: emit(rc, "stream_destroy", "stream=%p", ((const p_stream *)q)->stream); break;
+    case RT_STREAM_DESTROY_V5050: EMIT(rc, C_STREAM_DESTROY, U(((const p_stream *)q)->stream)); break;
     case RT_STREAM_SYNC_PTSZ: ptsz = 1; /* fall through */
-    case RT_STREAM_SYNC: emit(rc, "stream_sync", "stream=%p ptsz=%d", ((const p_stream *)q)->stream, ptsz); break;
+    case RT_STREAM_SYNC: EMIT(rc, C_STREAM_SYNC, U(((const p_stream *)q)->stream), ptsz); break;
     case RT_STREAM_QUERY_PTSZ: ptsz = 1; /* fall through */
-    case RT_STREAM_QUERY: emit(rc, "stream_query", "stream=%p ptsz=%d", ((const p_stream *)q)->stream, ptsz); break;
+    case RT_STREAM_QUERY: EMIT(rc, C_STREAM_QUERY, U(((const p_stream *)q)->stream), ptsz); break;
     case RT_EVENT_CREATE: {
         const p_event_create *e = q;
-        emit(rc, "event_create", "event=%p flags=0", e->event ? *e->event : NULL);
+        EMIT(rc, C_EVENT_CREATE, U(e->event ? *e->event : NULL), 0);
         break;
     }
     case RT_EVENT_CREATE_FLAGS: {
         const p_event_create *e = q;
-        emit(rc, "event_create", "event=%p flags=%u", e->event ? *e->event : NULL, e->flags);
+        EMIT(rc, C_EVENT_CREATE, U(e->event ? *e->event : NULL), e->flags);
         break;
     }
-    case RT_EVENT_DESTROY: emit(rc, "event_destroy", "event=%p", ((const p_event *)q)->event); break;
-    case RT_EVENT_SYNC: emit(rc, "event_sync", "event=%p", ((const p_event *)q)->event); break;
-    case RT_EVENT_QUERY: emit(rc, "event_query", "event=%p", ((const p_event *)q)->event); break;
-    case RT_EVENT_RECORD_PTSZ: ptsz = 1; /* fall through */
-    case RT_EVENT_RECORD: {
-        const p_record *r = q;
-        emit(rc, "record", "event=%p stream=%p ptsz=%d", r->event, r->stream, ptsz);
-        break;
-    }
+    case RT_EVENT_DESTROY: EMIT(rc, C_EVENT_DESTROY, U(((const p_event *)q)->event)); break;
+    case RT_EVENT_SYNC: EMIT(rc, C_EVENT_SYNC, U(((const p_event *)q)->event)); break;
+    case RT_EVENT_QUERY: EMIT(rc, C_EVENT_QUERY, U(((const p_event *)q)->event)); break;
+    case RT_EVENT_RECORD_PTSZ:
     case RT_EVENT_RECORD_FLAGS_PTSZ: ptsz = 1; /* fall through */
+    case RT_EVENT_RECORD:
     case RT_EVENT_RECORD_FLAGS: {
         const p_record *r = q;
-        emit(rc, "record", "event=%p stream=%p ptsz=%d", r->event, r->stream, ptsz);
+        EMIT(rc, C_RECORD, U(r->event), U(r->stream), ptsz);
         break;
     }
     case RT_STREAM_WAIT_EVENT_PTSZ: ptsz = 1; /* fall through */
     case RT_STREAM_WAIT_EVENT: {
         const p_wait *w = q;
-        emit(rc, "wait", "stream=%p event=%p ptsz=%d", w->stream, w->event, ptsz);
+        EMIT(rc, C_WAIT, U(w->stream), U(w->event), ptsz);
         break;
     }
-    case RT_DEVICE_SYNC: emit(rc, "device_sync", ""); break;
+    case RT_DEVICE_SYNC: emit_call(rc, C_DEVICE_SYNC, 0, NULL, NULL, NULL); break;
     case RT_BEGIN_CAPTURE_PTSZ: ptsz = 1; /* fall through */
     case RT_BEGIN_CAPTURE: {
         const p_begin_capture *b = q;
-        emit(rc, "capture_begin", "stream=%p mode=%d ptsz=%d", b->stream, b->mode, ptsz);
+        EMIT(rc, C_CAPTURE_BEGIN, U(b->stream), I(b->mode), ptsz);
         break;
     }
     case RT_BEGIN_CAPTURE_TO_GRAPH_PTSZ: ptsz = 1; /* fall through */
     case RT_BEGIN_CAPTURE_TO_GRAPH: {
         const p_begin_capture_to_graph *b = q;
-        emit(rc, "capture_begin", "stream=%p graph=%p ptsz=%d", b->stream, b->graph, ptsz);
+        EMIT(rc, C_CAPTURE_BEGIN_TO_GRAPH, U(b->stream), U(b->graph), ptsz);
         break;
     }
     case RT_END_CAPTURE_PTSZ: ptsz = 1; /* fall through */
     case RT_END_CAPTURE: {
         const p_end_capture *e = q;
-        emit(rc, "capture_end", "stream=%p graph=%p ptsz=%d", e->stream, e->graph ? *e->graph : NULL, ptsz);
+        EMIT(rc, C_CAPTURE_END, U(e->stream), U(e->graph ? *e->graph : NULL), ptsz);
         break;
     }
     case RT_GRAPH_INSTANTIATE_V10000:
@@ -395,32 +574,32 @@ static void on_runtime(uint32_t cbid, const callback_data *cb) {
     case RT_GRAPH_INSTANTIATE_PARAMS:
     case RT_GRAPH_INSTANTIATE_PARAMS_PTSZ: {
         const p_instantiate *g = q;
-        emit(rc, "graph_instantiate", "exec=%p graph=%p", g->exec ? *g->exec : NULL, g->graph);
+        EMIT(rc, C_GRAPH_INSTANTIATE, U(g->exec ? *g->exec : NULL), U(g->graph));
         break;
     }
     case RT_GRAPH_EXEC_UPDATE: {
         const p_exec_update *g = q;
-        emit(rc, "graph_update", "exec=%p graph=%p", g->exec, g->graph);
+        EMIT(rc, C_GRAPH_UPDATE, U(g->exec), U(g->graph));
         break;
     }
     case RT_GRAPH_LAUNCH_PTSZ: ptsz = 1; /* fall through */
     case RT_GRAPH_LAUNCH: {
         const p_graph_launch *g = q;
-        emit(rc, "graph_launch", "exec=%p stream=%p ptsz=%d", g->exec, g->stream, ptsz);
+        EMIT(rc, C_GRAPH_LAUNCH, U(g->exec), U(g->stream), ptsz);
         break;
     }
-    case RT_GRAPH_EXEC_DESTROY: emit(rc, "graph_exec_destroy", "exec=%p", *(void *const *)q); break;
-    case RT_GRAPH_DESTROY: emit(rc, "graph_destroy", "graph=%p", *(void *const *)q); break;
+    case RT_GRAPH_EXEC_DESTROY: EMIT(rc, C_GRAPH_EXEC_DESTROY, U(*(void *const *)q)); break;
+    case RT_GRAPH_DESTROY: EMIT(rc, C_GRAPH_DESTROY, U(*(void *const *)q)); break;
     case RT_LAUNCH_KERNEL_PTSZ: ptsz = 1; /* fall through */
     case RT_LAUNCH_KERNEL: {
         const p_launch *l = q;
-        emit_launch(rc, cb, l->grid, l->block, l->stream, ptsz);
+        emit_launch(rc, cb, l->grid, l->block, l->stream, (int)ptsz);
         break;
     }
     case RT_LAUNCH_KERNEL_EXC_PTSZ: ptsz = 1; /* fall through */
     case RT_LAUNCH_KERNEL_EXC: {
         const launch_config *c = ((const p_launch_exc *)q)->config;
-        emit_launch(rc, cb, c->grid, c->block, c->stream, ptsz);
+        emit_launch(rc, cb, c->grid, c->block, c->stream, (int)ptsz);
         break;
     }
     default: break;
@@ -451,8 +630,7 @@ static void on_memop(uint32_t cbid, const callback_data *cb) {
         const p_value32 *v = cb->params;
         stream = v->stream, addr = v->addr, value = v->value, flags = v->flags;
     }
-    emit(rc, wait ? "flag_wait" : "flag_write", "stream=%p addr=0x%llx value=%llu flags=%u ptsz=%d", stream,
-         (unsigned long long)addr, (unsigned long long)value, flags, ptsz);
+    EMIT(rc, wait ? C_FLAG_WAIT : C_FLAG_WRITE, U(stream), addr, value, flags, (uint64_t)ptsz);
 }
 
 static int is_memop(uint32_t cbid) {
@@ -481,19 +659,38 @@ static void callback(void *userdata, int domain, uint32_t cbid, const void *data
     else if (domain == DOMAIN_DRIVER) on_driver(cbid, data);
 }
 
-static void at_exit(void) {
-    flush_out();
+// The program is exiting: the writer empties the ring and stops; later calls (destructors)
+// are written at once.
+static void finish(void) {
+    pthread_mutex_lock(&lock);
+    int running = writer_running;
+    stopping = 1;
+    pthread_cond_signal(&more);
+    pthread_mutex_unlock(&lock);
+    if (running) {
+        pthread_join(writer, NULL);
+        pthread_mutex_lock(&lock);
+        writer_running = 0;
+        pthread_mutex_unlock(&lock);
+    }
 }
 
 // A program that dies of a signal (a crash is how many ordering bugs end) keeps what was
-// recorded up to it: the buffer is written out, then the signal does what it did before.
+// recorded up to it: the writer is stopped (after the write it is in), the ring written
+// out with a last comment, then the signal does what it did before.
 static const int FATAL[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM, SIGINT};
 static struct sigaction before[sizeof FATAL / sizeof *FATAL];
 
 static void on_fatal(int sig) {
-    if (out) {
-        fprintf(out, "# the program ended by signal %d\n", sig);
-        fflush(out);
+    if (fd >= 0 && !atomic_exchange(&dead, 1)) {
+        struct timespec ms = {0, 1000000};
+        for (int i = 0; i < 500 && atomic_load(&writing); i++) nanosleep(&ms, NULL);
+        if (writer_running) write_ring(head, tail);
+        char text[64];
+        int n = snprintf(text, sizeof text, "the program ended by signal %d", sig);
+        unsigned char rec_head[2] = {(unsigned char)(n + 1), TAG_COMMENT};
+        write_all(rec_head, 2);
+        write_all((const unsigned char *)text, (size_t)n);
     }
     for (size_t i = 0; i < sizeof FATAL / sizeof *FATAL; i++) {
         if (FATAL[i] == sig) sigaction(sig, &before[i], NULL);
@@ -565,12 +762,17 @@ int InitializeInjection(void) {
             kernel_param_info = (func_param_info_fn)dlsym(cuda, "cuKernelGetParamInfo");
         }
     }
-    out = fopen(path, "w");
-    if (!out) return fail("cannot write the recording file (HALOSCOPE_RECORD_OUT)");
-    setvbuf(out, NULL, _IOFBF, 1 << 20);
-    fprintf(out, "haloscope-recording 1\n# pid %d; kernel arguments: %s; devices: %s\n", (int)getpid(),
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return fail("cannot write the recording file (HALOSCOPE_RECORD_OUT)");
+    ring = malloc(RING);
+    if (!ring) return fail("no memory for the recording's ring");
+    static const char magic[] = "haloscope-recording 2\n";
+    write_all((const unsigned char *)magic, sizeof magic - 1);
+    pthread_mutex_lock(&lock);
+    comment("pid %d; kernel arguments: %s; devices: %s", (int)getpid(),
             func_param_info || kernel_param_info ? "yes" : "no (a driver before CUDA 12.4: kernels touch every allocation)",
             ctx_get_device ? "yes" : "no");
+    pthread_mutex_unlock(&lock);
     void *sub = NULL;
     int r = subscribe(&sub, callback, NULL);
     if (r != 0) {
@@ -578,8 +780,8 @@ int InitializeInjection(void) {
         if (result_string) result_string(r, &s);
         char why[512];
         snprintf(why, sizeof why, "cuptiSubscribe failed: %s (another profiler or tool may hold CUPTI)", s);
-        fclose(out);
-        out = NULL;
+        close(fd);
+        fd = -1;
         return fail(why);
     }
     for (size_t i = 0; i < sizeof RUNTIME_CALLS / sizeof *RUNTIME_CALLS; i++) enable(1, sub, DOMAIN_RUNTIME, RUNTIME_CALLS[i]);
@@ -589,11 +791,12 @@ int InitializeInjection(void) {
     if (!runtime_only || strcmp(runtime_only, "1") != 0) {
         for (size_t i = 0; i < sizeof DRIVER_CALLS / sizeof *DRIVER_CALLS; i++) enable(1, sub, DOMAIN_DRIVER, DRIVER_CALLS[i]);
     }
-    atexit(at_exit);
+    if (pthread_create(&writer, NULL, write_out, NULL) == 0) writer_running = 1;
+    atexit(finish);
     catch_fatal();
     return 1;
 }
 
 __attribute__((destructor)) static void unloaded(void) {
-    flush_out();
+    finish();
 }

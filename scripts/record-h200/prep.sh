@@ -9,7 +9,10 @@ set -euo pipefail
 H=${H:-target/release/haloscope}
 rm -rf gpu && mkdir -p gpu/exports
 cp "$H" gpu/haloscope
-cp tests/cuda/seed.cu tests/cuda/seed-fixed.cu inject/haloscope_inject.c scripts/record-h200/run.sh gpu/
+cp tests/cuda/seed.cu tests/cuda/seed-fixed.cu tests/cuda/graph-once.cu tests/cuda/graph-once.access.txt \
+   inject/haloscope_inject.c scripts/record-h200/run.sh gpu/
+# The recorder's call codes, as build.rs wrote them for the binary above.
+cp "$(ls -t target/release/build/haloscope-*/out/schema.h | head -1)" gpu/
 if [ -n "${1:-}" ]; then mkdir -p gpu/jacobi && git --git-dir "$1" show HEAD:single_gpu/jacobi.cu > gpu/jacobi/jacobi.cu; fi
 for m in events host-sync overlap push wide-halo graph graph-push graph-flags fused fused-push fused-flags \
          fused-overlap fused-p2p no-wait wait-before-record cross-device-record halo-overwrite write-after-read; do

@@ -10,6 +10,7 @@ export NCCL_NVLS_ENABLE=0
 G=$PWD/gpu; OUT=${OUT:-/tmp/out}; mkdir -p $OUT/r; cd $G; chmod +x haloscope; H=$G/haloscope
 nvcc -O3 -arch=sm_90 -Xcompiler -fopenmp seed.cu -o seed &
 nvcc -O3 -arch=sm_90 -Xcompiler -fopenmp seed-fixed.cu -o seed-fixed &
+nvcc -O3 -arch=sm_90 graph-once.cu -o graph-once &
 [ -f jacobi/jacobi.cu ] && (cd jacobi && nvcc -DHAVE_CUB -Xcompiler -fopenmp -lineinfo -DUSE_NVTX -ldl \
   -arch=sm_90 -std=c++17 jacobi.cu -o jacobi > build.log 2>&1 || echo "jacobi: build failed") &
 ls -d exports/* 2>/dev/null | xargs -r -P 14 -I{} sh -c \
@@ -18,12 +19,15 @@ wait
 T=$OUT/table.txt; : > $T
 for i in 1 2 3; do $H record --out $OUT/r/seed-$i.recording -- ./seed 40 > /dev/null 2>&1; echo "seed run $i: exit $?" >> $T; done
 $H record --out $OUT/r/seed-fixed.recording -- ./seed-fixed 40 > /dev/null 2>&1
+$H record --out $OUT/r/graph-once.recording -- ./graph-once 20 > /dev/null 2>&1
+$H record --out $OUT/r/graph-once-broken.recording -- ./graph-once 20 broken > /dev/null 2>&1
 for e in exports/*; do [ -d $e ] || continue; m=$(basename $e)
   (cd $e && $H record --out $OUT/r/$m.recording -- ./halo > /dev/null 2>&1)
 done
 [ -x jacobi/jacobi ] && (cd jacobi && $H record --out $OUT/r/jacobi.recording -- ./jacobi -niter 20 -nx 1024 -ny 1024 > /dev/null 2>&1)
 for r in $OUT/r/*.recording; do
   n=$(basename $r .recording); a=""; [ -f exports/$n/kernels/access.txt ] && a="--annotations exports/$n/kernels/access.txt"
+  case $n in graph-once*) a="--annotations graph-once.access.txt";; esac
   $H check --recording $r $a > $OUT/r/$n.check.txt 2>&1
   printf "%-24s %s\n" "$n" "$(head -1 $OUT/r/$n.check.txt | sed 's/.*: \([0-9]* calls\)/\1/')" >> $T
 done
@@ -34,8 +38,10 @@ for cells in 65536 16777216; do
   r=$(best sh -c "rm -f /tmp/o.rec; $H record --out /tmp/o.rec -- ./seed-fixed 2000 $cells")
   printf "%-10s %-9s %12.3f %12.3f %6.2fx\n" $cells 2000 $p $r $(python3 -c "print($r/$p)") >> $T
 done
-echo "recording of 2000 steps: $(wc -lc < /tmp/o.rec) (calls + header, bytes)" >> $T
-gcc -shared -fPIC -O2 -o libinj.so haloscope_inject.c -ldl -lpthread
+calls=$($H check --recording /tmp/o.rec 2>/dev/null | sed -n 's/^recording [^:]*: \([0-9]*\) calls.*/\1/p')
+bytes=$(stat -c %s /tmp/o.rec)
+echo "recording of 2000 steps: $calls calls in $bytes bytes: $(python3 -c "print(round($bytes/$calls, 1))") B a call" >> $T
+gcc -shared -fPIC -O2 -I. -o libinj.so haloscope_inject.c -ldl -lpthread
 CUPTI=$(python3 -c "import nvidia.cu13 as m, os; print(os.path.join(m.__path__[0], 'lib', 'libcupti.so.13'))")
 for steps in 2000 20000; do
   /usr/bin/time -f "peak memory, $steps steps, plain:    %M KiB" ./seed-fixed $steps 65536 > /dev/null 2>> $T

@@ -1,6 +1,7 @@
-//! The recording format, version 1: what `haloscope record` writes (inject/haloscope_inject.c)
-//! and `haloscope check --recording` reads. Text, one call a line, in the order the calls
-//! returned:
+//! The recording format, version 1: what `haloscope record` wrote before version 2
+//! (binary.rs: the same calls, about a quarter of the bytes), still read by `haloscope check
+//! --recording` (the recordings under tests/data/recordings/ are of this version). Text, one
+//! call a line, in the order the calls returned:
 //!
 //! ```text
 //! haloscope-recording 1

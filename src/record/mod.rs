@@ -5,6 +5,7 @@
 //! happens-before and names what they leave unordered.
 
 pub mod annotate;
+pub mod binary;
 pub mod check;
 pub mod format;
 pub mod order;
@@ -139,12 +140,19 @@ pub fn record(r: &Request) -> Result<()> {
     }
 }
 
-/// The calls and host threads of a recording, read a line at a time (a recording may be
-/// large; `check` reads it whole, this summary need not).
+/// The calls and host threads of a recording, read a record (or line) at a time (a recording
+/// may be large; `check` reads it whole, this summary need not).
 fn tally(file: std::fs::File) -> Result<(u64, usize)> {
-    use std::io::BufRead;
+    use std::io::{BufRead, Read};
+    let mut r = std::io::BufReader::new(file);
+    let mut magic = Vec::new();
+    (&mut r).take(binary::MAGIC.len() as u64).read_to_end(&mut magic)?;
+    if magic == binary::MAGIC {
+        return Ok(binary::tally(r)?);
+    }
     let (mut calls, mut threads) = (0u64, 0usize);
-    for line in std::io::BufReader::new(file).lines() {
+    let rest = std::io::Cursor::new(magic).chain(r);
+    for line in rest.lines() {
         let line = line?;
         if line.starts_with('#') || line.starts_with("haloscope-recording") || line.trim().is_empty() {
             continue;
@@ -189,8 +197,7 @@ pub fn check_recording(path: &Path, annotations: Option<&Path>, json: bool) -> R
 /// A recording read and checked (kernels narrowed by the annotations file, if any): its
 /// calls and the report; a bad file, line or annotation as `file:line: why` (exit 2).
 pub fn load(path: &Path, annotations: Option<&Path>) -> Result<(Vec<format::Call>, check::Report)> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("--recording {}: {e}", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|e| UsageError(format!("--recording {}: {e}", path.display())))?;
     let notes = match annotations {
         Some(a) => {
             let t = std::fs::read_to_string(a)
@@ -199,7 +206,11 @@ pub fn load(path: &Path, annotations: Option<&Path>) -> Result<(Vec<format::Call
         }
         None => None,
     };
-    let calls = format::parse(path, &text)?;
+    let calls = if bytes.starts_with(binary::MAGIC) {
+        binary::decode(path, &bytes)?
+    } else {
+        format::parse(path, &String::from_utf8_lossy(&bytes))?
+    };
     let report = check::check(&calls, notes.as_ref())
         .map_err(|(line, why)| UsageError(format!("{}:{line}: {why}", path.display())))?;
     Ok((calls, report))

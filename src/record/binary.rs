@@ -1,0 +1,298 @@
+//! The recording format, version 2: what the recorder writes now. After the line
+//! `haloscope-recording 2`, records, each a varint length (LEB128) then its body, whose first
+//! byte is its tag:
+//!
+//! - 0, a comment: UTF-8 text (the recorder's notes: its process, a cap, a fatal signal).
+//! - 1, a string: a varint id, then the bytes (a kernel's symbol, defined before its use).
+//! - 2, a call: varints — its kind's code (its place among inject/schema.txt's lines), the
+//!   host thread, SEQ_IN minus the thread's previous SEQ_OUT, SEQ_OUT minus SEQ_IN, T_IN minus
+//!   the thread's previous T_IN, T_OUT minus T_IN (ns), the return code and the device
+//!   (zigzag-signed) — then its values in the schema's order, by kind: `u`/`x` a varint, `i`
+//!   a zigzag varint, `d` three varints, `s` a string's id, `a` the kernel arguments (0: none
+//!   known; 1 and two zigzag error codes: the layout could not be had; 2, the count, then each
+//!   argument's size and its value: a varint of its little-endian bytes up to 8 bytes, else
+//!   its first 64 bytes).
+//!
+//! A call decodes into the same [`Call`] as a version 1 line (its `line` is its place among
+//! the file's records, from 1), so the checker reads both versions. About 30 B a call
+//! (version 1's lines took about 110). A record cut short at the end (the program was killed
+//! while the recorder wrote) ends the recording there.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use anyhow::Result;
+
+use super::format::Call;
+use crate::error::UsageError;
+
+/// The first line of a recording of this version.
+pub const MAGIC: &[u8] = b"haloscope-recording 2\n";
+
+/// Each call kind: its name and its values (key, kind).
+type Schema = Vec<(String, Vec<(String, char)>)>;
+
+fn schema() -> &'static Schema {
+    static SCHEMA: OnceLock<Schema> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        include_str!("../../inject/schema.txt")
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                let mut w = l.split_whitespace().skip(1);
+                let name = w.next().unwrap_or("?").to_string();
+                let keys = w
+                    .filter_map(|kv| kv.split_once(':'))
+                    .map(|(k, v)| (k.to_string(), v.chars().next().unwrap_or('u')))
+                    .collect();
+                (name, keys)
+            })
+            .collect()
+    })
+}
+
+/// A record's body, read a varint at a time.
+struct Body<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Body<'_> {
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let Some(&x) = self.b.get(self.at) else {
+                return Err("the record ends inside a number".into());
+            };
+            self.at += 1;
+            v |= u64::from(x & 0x7f) << shift;
+            if x < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err("a number longer than 64 bits".into())
+    }
+
+    fn signed(&mut self) -> Result<i64, String> {
+        let v = self.varint()?;
+        Ok((v >> 1) as i64 ^ -((v & 1) as i64))
+    }
+
+    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len());
+        let end = end.ok_or("the record ends inside a value")?;
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+}
+
+/// A varint at `at` in `b`: its value and the byte after it; `None` when `b` ends first.
+fn varint_at(b: &[u8], at: usize) -> Option<(u64, usize)> {
+    let mut body = Body { b, at };
+    body.varint().ok().map(|v| (v, body.at))
+}
+
+/// The kernel arguments as version 1 wrote them: `size:hex` (most significant byte first),
+/// `?` or `?:E1:E2`.
+fn args(body: &mut Body) -> Result<String, String> {
+    match body.varint()? {
+        0 => Ok("?".into()),
+        1 => Ok(format!("?:{}:{}", body.signed()?, body.signed()?)),
+        2 => {
+            let n = body.varint()?;
+            let mut out = Vec::new();
+            for _ in 0..n.min(256) {
+                let size = body.varint()? as usize;
+                let hex = if size <= 8 {
+                    format!("{:0w$x}", body.varint()?, w = 2 * size)
+                } else {
+                    body.take(size.min(64))?.iter().rev().map(|x| format!("{x:02x}")).collect()
+                };
+                out.push(format!("{size}:{hex}"));
+            }
+            Ok(out.join(","))
+        }
+        s => Err(format!("kernel arguments of an unknown form {s}")),
+    }
+}
+
+/// Per host thread: its previous SEQ_OUT and T_IN (a call's are deltas from them).
+type Last = HashMap<usize, (u64, u64)>;
+
+fn call(body: &mut Body, line: usize, last: &mut Last, strings: &HashMap<u64, String>) -> Result<Call, String> {
+    let code = body.varint()? as usize;
+    let (name, keys) = schema()
+        .get(code)
+        .ok_or_else(|| format!("a call of unknown kind {code} (recorded by a newer haloscope?)"))?;
+    let thread = body.varint()? as usize;
+    let (last_seq, last_t) = last.get(&thread).copied().unwrap_or((0, 0));
+    let seq_in = last_seq.wrapping_add(body.varint()?);
+    let seq_out = seq_in.wrapping_add(body.varint()?);
+    let t_in = last_t.wrapping_add(body.varint()?);
+    let t_out = t_in.wrapping_add(body.varint()?);
+    last.insert(thread, (seq_out, t_in));
+    let (rc, device) = (body.signed()?, body.signed()?);
+    let mut values = BTreeMap::new();
+    for (key, kind) in keys {
+        let v = match kind {
+            'x' => format!("{:#x}", body.varint()?),
+            'i' => body.signed()?.to_string(),
+            'd' => format!("{},{},{}", body.varint()?, body.varint()?, body.varint()?),
+            's' => {
+                let id = body.varint()?;
+                strings.get(&id).cloned().unwrap_or_else(|| "?".into())
+            }
+            'a' => args(body)?,
+            _ => body.varint()?.to_string(),
+        };
+        values.insert(key.clone(), v);
+    }
+    Ok(Call {
+        line,
+        seq_in,
+        seq_out,
+        thread,
+        t_in,
+        t_out,
+        rc,
+        device,
+        name: name.clone(),
+        keys: values,
+    })
+}
+
+/// The records of `bytes` (after the magic line): each record's tag and body; a record cut
+/// short at the end ends the list.
+fn records(bytes: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
+    let mut at = MAGIC.len();
+    std::iter::from_fn(move || {
+        let (n, start) = varint_at(bytes, at)?;
+        let end = start.checked_add(usize::try_from(n).ok()?)?;
+        let body = bytes.get(start..end)?;
+        at = end;
+        let (&tag, rest) = body.split_first()?;
+        Some((tag, rest))
+    })
+}
+
+/// A version 2 recording's calls; a bad record names the file, the record and why (exit 2).
+pub fn decode(path: &Path, bytes: &[u8]) -> Result<Vec<Call>> {
+    let (mut calls, mut last, mut strings) = (Vec::new(), Last::new(), HashMap::new());
+    for (i, (tag, body)) in records(bytes).enumerate() {
+        let mut b = Body { b: body, at: 0 };
+        let r = match tag {
+            0 => Ok(()),
+            1 => b.varint().map(|id| {
+                strings.insert(id, String::from_utf8_lossy(&body[b.at..]).into_owned());
+            }),
+            2 => call(&mut b, i + 1, &mut last, &strings).map(|c| calls.push(c)),
+            t => Err(format!("a record of unknown tag {t}")),
+        };
+        r.map_err(|why| UsageError(format!("{}:{}: {why}", path.display(), i + 1)))?;
+    }
+    Ok(calls)
+}
+
+/// The calls and host threads of a version 2 recording, read a record at a time from `r`
+/// (after its magic line).
+pub fn tally(mut r: impl Read) -> std::io::Result<(u64, usize)> {
+    let (mut calls, mut threads) = (0u64, 0usize);
+    let mut body = Vec::new();
+    loop {
+        let mut n = 0u64;
+        for shift in (0..64).step_by(7) {
+            let mut x = [0u8];
+            if r.read(&mut x)? == 0 {
+                return Ok((calls, threads));
+            }
+            n |= u64::from(x[0] & 0x7f) << shift;
+            if x[0] < 0x80 {
+                break;
+            }
+        }
+        body.resize(n as usize, 0);
+        if r.read_exact(&mut body).is_err() {
+            return Ok((calls, threads));
+        }
+        if body.first() == Some(&2) {
+            calls += 1;
+            let mut b = Body { b: &body[1..], at: 0 };
+            if let (Ok(_), Ok(t)) = (b.varint(), b.varint()) {
+                threads = threads.max(t as usize + 1);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    fn record(out: &mut Vec<u8>, body: &[u8]) {
+        varint(out, body.len() as u64);
+        out.extend_from_slice(body);
+    }
+
+    /// A string (the kernel) and two calls as the recorder writes them: a record on thread 0,
+    /// a launch on thread 1.
+    fn sample() -> Vec<u8> {
+        let mut f = MAGIC.to_vec();
+        record(&mut f, b"\x00pid 7");
+        let mut s = vec![1u8];
+        varint(&mut s, 5);
+        s.extend_from_slice(b"_Z1kPf");
+        record(&mut f, &s);
+        let record_code = schema().iter().position(|(n, _)| n == "record").unwrap() as u64;
+        let mut c = vec![2u8];
+        for v in [record_code, 0, 3, 1, 100, 20, 0, 0, 0x55, 0x7f00_0000_1000, 0] {
+            varint(&mut c, v);
+        }
+        record(&mut f, &c);
+        let launch = schema().iter().position(|(n, _)| n == "launch").unwrap() as u64;
+        let mut l = vec![2u8];
+        // thread 1, seq 5..6, t 300..350, rc 0, device 0; kernel 5; grid 2,1,1; block 256,1,1;
+        // stream 0x60; ptsz 0; two arguments: a pointer and the int -1.
+        for v in [launch, 1, 5, 1, 300, 50, 0, 0, 5, 2, 1, 1, 256, 1, 1, 0x60, 0, 2, 2, 8, 0x1000, 4, 0xffff_ffff] {
+            varint(&mut l, v);
+        }
+        record(&mut f, &l);
+        f
+    }
+
+    #[test]
+    fn calls_decode_into_what_version_1_lines_said() {
+        let calls = decode(Path::new("r"), &sample()).unwrap();
+        assert_eq!(calls.len(), 2);
+        let r = &calls[0];
+        assert_eq!((r.seq_in, r.seq_out, r.thread, r.t_in, r.t_out), (3, 4, 0, 100, 120));
+        assert_eq!((r.name.as_str(), r.num("event"), r.num("stream")), ("record", Ok(0x55), Ok(0x7f00_0000_1000)));
+        let l = &calls[1];
+        assert_eq!((l.seq_in, l.seq_out, l.thread, l.line), (5, 6, 1, 4));
+        assert_eq!(l.keys["kernel"], "_Z1kPf");
+        assert_eq!(l.keys["grid"], "2,1,1");
+        assert_eq!(l.keys["args"], "8:0000000000001000,4:ffffffff");
+        assert_eq!(tally(&sample()[MAGIC.len()..]).unwrap(), (2, 2));
+    }
+
+    #[test]
+    fn a_record_cut_short_ends_the_recording_and_a_bad_one_says_where() {
+        let full = sample();
+        let cut = decode(Path::new("r"), &full[..full.len() - 3]).unwrap();
+        assert_eq!(cut.len(), 1);
+        let mut bad = MAGIC.to_vec();
+        record(&mut bad, &[2, 99]);
+        let e = decode(Path::new("r"), &bad).unwrap_err();
+        assert!(e.to_string().starts_with("r:1: a call of unknown kind 99"), "{e}");
+    }
+}

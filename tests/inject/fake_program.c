@@ -1,0 +1,128 @@
+// A program that plays CUDA for the recorder (tests/recorder.rs): it loads the injection
+// library named by CUDA_INJECTION64_PATH and calls its InitializeInjection as CUDA would,
+// then drives the callback the recorder subscribed (through fake_cupti.c) with the runtime
+// calls of a two-thread halo exchange, a driver launch inside each kernel launch. The
+// parameter blocks are laid out as CUDA's (the recorder reads them so).
+//
+//   fake_program STEPS [crash]     crash: SIGSEGV in thread 1 after STEPS / 2 steps
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*callback_fn)(void *userdata, int domain, uint32_t cbid, const void *cbdata);
+typedef struct {
+    int site;
+    const char *function_name;
+    const void *params;
+    void *return_value;
+    const char *symbol_name;
+    void *context;
+    uint32_t context_uid;
+    uint64_t *correlation_data;
+    uint32_t correlation_id;
+} callback_data;
+typedef struct { unsigned x, y, z; } dim3;
+
+static callback_fn cb;
+static void *cb_data;
+static long steps;
+static int crash;
+
+// The driver entry points the recorder looks up (found here: built with -rdynamic).
+int cuCtxGetDevice(int *device) {
+    *device = 0;
+    return 0;
+}
+
+// update(float *a, int n): a pointer and an int.
+int cuFuncGetParamInfo(void *func, size_t index, size_t *offset, size_t *size) {
+    (void)func;
+    if (index > 1) return 1;
+    *offset = index * 8;
+    *size = index == 0 ? 8 : 4;
+    return 0;
+}
+
+int cuKernelGetParamInfo(void *func, size_t index, size_t *offset, size_t *size) {
+    return cuFuncGetParamInfo(func, index, offset, size);
+}
+
+static void runtime(uint32_t cbid, const void *params, const char *symbol, void (*inside)(void)) {
+    int rc = 0;
+    callback_data d = {.site = 0, .params = params, .return_value = &rc, .symbol_name = symbol};
+    cb(cb_data, 2, cbid, &d);
+    if (inside) inside();
+    d.site = 1;
+    cb(cb_data, 2, cbid, &d);
+}
+
+static __thread void *kernel_args[2];
+
+static void driver_launch(void) {
+    struct { void *f; unsigned gx, gy, gz, bx, by, bz, shared; void *stream; void **params; void **extra; } p = {
+        .f = (void *)0xf00, .params = kernel_args};
+    callback_data d = {.site = 0, .params = &p};
+    cb(cb_data, 1, 307, &d);
+    d.site = 1;
+    cb(cb_data, 1, 307, &d);
+}
+
+static void *device(void *arg) {
+    int me = (int)(intptr_t)arg;
+    struct { int device; } setdev = {0};
+    runtime(16, &setdev, NULL, NULL);
+    void *buf = (void *)(uintptr_t)(0x7f0000000000ull + ((uint64_t)me << 24));
+    struct { void **ptr; size_t size; } malloc_p = {&buf, 1 << 20};
+    runtime(20, &malloc_p, NULL, NULL);
+    void *stream = (void *)(uintptr_t)(0x5500 + me), *event = (void *)(uintptr_t)(0xe000 + me);
+    struct { void **stream; unsigned flags; int priority; } sc = {&stream, 1, 0};
+    runtime(198, &sc, NULL, NULL);
+    struct { void **event; unsigned flags; } ec = {&event, 2};
+    runtime(134, &ec, NULL, NULL);
+    void *other = (void *)(uintptr_t)(0xe000 + 1 - me);
+    float *a = buf;
+    int n = 4096;
+    for (long s = 0; s < steps; s++) {
+        if (crash && me == 1 && s == steps / 2) raise(SIGSEGV);
+        kernel_args[0] = &a, kernel_args[1] = &n;
+        struct { const void *func; dim3 grid; dim3 block; void **args; size_t shared; void *stream; } l = {
+            (void *)0xf00, {16, 1, 1}, {256, 1, 1}, kernel_args, 0, stream};
+        runtime(211, &l, "_Z6updatePfi", driver_launch);
+        struct { void *event; void *stream; unsigned flags; } r = {event, stream, 0};
+        runtime(135, &r, NULL, NULL);
+        struct { void *stream; void *event; unsigned flags; } w = {stream, other, 0};
+        runtime(147, &w, NULL, NULL);
+        struct { void *dst; int dd; const void *src; int sd; size_t count; void *stream; } c = {
+            buf, 0, (char *)buf + 4096, 0, 4, stream};
+        runtime(161, &c, NULL, NULL);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    steps = argc > 1 ? atol(argv[1]) : 10;
+    crash = argc > 2 && strcmp(argv[2], "crash") == 0;
+    const char *lib = getenv("CUDA_INJECTION64_PATH");
+    void *inj = lib ? dlopen(lib, RTLD_NOW) : NULL;
+    int (*init)(void) = inj ? (int (*)(void))dlsym(inj, "InitializeInjection") : NULL;
+    if (!init || init() != 1) {
+        fprintf(stderr, "fake_program: no recorder (%s)\n", lib ? dlerror() : "CUDA_INJECTION64_PATH unset");
+        return 3;
+    }
+    void *cupti = dlopen(getenv("HALOSCOPE_CUPTI"), RTLD_NOW);
+    callback_fn (*get)(void **) = cupti ? (callback_fn(*)(void **))dlsym(cupti, "fake_callback") : NULL;
+    if (!get || !(cb = get(&cb_data))) {
+        fprintf(stderr, "fake_program: the recorder subscribed nothing\n");
+        return 3;
+    }
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, device, (void *)(intptr_t)i);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    struct { int x; } none = {0};
+    runtime(165, &none, NULL, NULL);
+    return 0;
+}
