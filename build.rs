@@ -72,9 +72,7 @@ fn schema_header(manifest: &Path, out: &Path) {
         let mut words = line.split_whitespace();
         let ident = words.next().expect("an identifier");
         let _name = words.next().expect("a call name");
-        let k: String = words
-            .map(|w| w.split_once(':').expect("KEY:KIND").1)
-            .collect();
+        let k: String = words.map(|w| w.split_once(':').expect("KEY:KIND").1).collect();
         codes.push_str(&format!("    {ident} = {code},\n"));
         kinds.push_str(&format!("    \"{k}\",\n"));
     }

@@ -8,7 +8,7 @@ use common::haloscope;
 use std::path::{Path, PathBuf};
 
 use haloscope::hazard::Kind;
-use haloscope::record::{annotate, check, format};
+use haloscope::record::{annotate, binary, check, format};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -16,10 +16,15 @@ fn data(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// A recording of either version, checked.
 fn report(name: &str, notes: Option<&annotate::Annotations>) -> check::Report {
     let path = data(name);
-    let text = std::fs::read_to_string(&path).unwrap();
-    let calls = format::parse(&path, &text).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let calls = if bytes.starts_with(binary::MAGIC) {
+        binary::decode(&path, &bytes).unwrap()
+    } else {
+        format::parse(&path, &String::from_utf8(bytes).unwrap()).unwrap()
+    };
     check::check(&calls, notes).unwrap()
 }
 
@@ -372,10 +377,11 @@ fn a_captured_graph_runs_its_nodes_at_each_launch_branches_joined_through_its_ev
         racing.findings[0]
             .first
             .call
-            .contains("a node of graphExec1, launched at seq 37"),
+            .contains("a node of graphExec1, captured at seq 23"),
         "{:#?}",
         racing.findings
     );
+    assert_eq!(racing.findings[0].first.seq, 37, "named by its launch");
     // Ordered after the launch stream (which joined the branch): nothing.
     let ordered = check(&format!(
         "{launch}\nrecord event=0xe3 stream=0x50 ptsz=0\nwait stream=0x70 event=0xe3 ptsz=0\n{copy}"
@@ -401,4 +407,45 @@ fn a_captured_graph_runs_its_nodes_at_each_launch_branches_joined_through_its_ev
     ] {
         assert!(texts.contains(want), "{want} in\n{texts}");
     }
+}
+
+#[test]
+fn a_graph_captured_once_and_launched_twenty_times_on_an_h200_is_checked_at_each_launch() {
+    let notes = annotate::parse(
+        Path::new("graph-once.access.txt"),
+        include_str!("cuda/graph-once.access.txt"),
+    )
+    .unwrap();
+    // Recorded in format version 2 (binary): the capture, the instantiation, the launches.
+    let r = report("graph-once.recording", Some(&notes));
+    assert!(r.findings.is_empty(), "{:#?}", r.findings);
+    assert!(
+        r.texts
+            .iter()
+            .any(|t| t.starts_with("cudaGraphLaunch(graphExec1, stream1)"))
+    );
+    // Without its wait, the copy after each launch races the graph's kernel on the branch.
+    let r = report("graph-once-broken.recording", Some(&notes));
+    assert_eq!(kinds(&r), ["RAW"], "{:#?}", r.findings);
+    let f = &r.findings[0];
+    assert_eq!((f.buffer.as_deref(), f.times), (Some("alloc2"), 20));
+    // Named by its launch's place (it runs there), and the call that captured it.
+    assert!(
+        f.first.call.contains("scale<<<")
+            && f.first
+                .call
+                .contains("(a node of graphExec1, captured at seq 31)")
+    );
+    assert!(f.first.seq > 31, "{f:#?}");
+    assert!(
+        f.second
+            .as_ref()
+            .unwrap()
+            .call
+            .starts_with("cudaMemcpyAsync(alloc4, alloc2")
+    );
+    // The graph mode's export, recorded: re-captured and updated every round, no finding.
+    let r = report("graph-export.recording", Some(&export_notes()));
+    assert!(r.findings.is_empty(), "{:#?}", r.findings);
+    assert!(r.texts.iter().any(|t| t.starts_with("cudaGraphExecUpdate(")));
 }

@@ -44,7 +44,13 @@ fn build(dir: &Path) -> (PathBuf, PathBuf) {
 }
 
 fn record(cupti: &Path, out: &Path, extra: &[&str], program: &[&str]) -> (i32, String) {
-    let mut args = vec!["record", "--cupti", cupti.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let mut args = vec![
+        "record",
+        "--cupti",
+        cupti.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
     args.extend_from_slice(extra);
     args.push("--");
     args.extend_from_slice(program);
@@ -60,10 +66,18 @@ fn the_recorder_writes_every_call_of_every_thread_in_about_thirty_bytes() {
     // 2 threads × (4 setup calls + 4 calls × 60,000 steps) + a device synchronisation: about
     // 12 MB, so the ring (8 MiB) wraps.
     let steps = 60_000u64;
-    let (code, err) = record(&cupti, &out, &[], &[program.to_str().unwrap(), &steps.to_string()]);
+    let (code, err) = record(
+        &cupti,
+        &out,
+        &[],
+        &[program.to_str().unwrap(), &steps.to_string()],
+    );
     assert_eq!(code, 0, "{err}");
     let want = 2 * (4 + 4 * steps) + 1;
-    assert!(err.contains(&format!("{want} calls on 3 host thread(s)")), "{err}");
+    assert!(
+        err.contains(&format!("{want} calls on 3 host thread(s)")),
+        "{err}"
+    );
     let bytes = std::fs::read(&out).unwrap();
     let calls = binary::decode(&out, &bytes).unwrap();
     assert_eq!(calls.len() as u64, want);
@@ -76,16 +90,35 @@ fn the_recorder_writes_every_call_of_every_thread_in_about_thirty_bytes() {
     assert_eq!(seqs, (1..=2 * want).collect::<Vec<_>>());
     for t in 0..3 {
         let mine: Vec<_> = calls.iter().filter(|c| c.thread == t).collect();
-        assert!(mine.windows(2).all(|w| w[0].seq_out < w[1].seq_in && w[0].t_in <= w[1].t_in));
+        assert!(
+            mine.windows(2)
+                .all(|w| w[0].seq_out < w[1].seq_in && w[0].t_in <= w[1].t_in)
+        );
     }
     // A launch as CUDA gave it: kernel, shape, stream, and its arguments from the driver's.
     let launch = calls.iter().find(|c| c.name == "launch").unwrap();
     assert_eq!(launch.keys["kernel"], "_Z6updatePfi");
-    assert_eq!((launch.keys["grid"].as_str(), launch.keys["block"].as_str()), ("16,1,1", "256,1,1"));
-    let buf = if launch.thread == 0 { "00007f0000000000" } else { "00007f0001000000" };
+    assert_eq!(
+        (launch.keys["grid"].as_str(), launch.keys["block"].as_str()),
+        ("16,1,1", "256,1,1")
+    );
+    let buf = if launch.thread == 0 {
+        "00007f0000000000"
+    } else {
+        "00007f0001000000"
+    };
     assert_eq!(launch.keys["args"], format!("8:{buf},4:00001000"));
     let names: std::collections::BTreeSet<&str> = calls.iter().map(|c| c.name.as_str()).collect();
-    for n in ["setdev", "malloc", "stream_create", "event_create", "record", "wait", "memcpy_peer_async", "device_sync"] {
+    for n in [
+        "setdev",
+        "malloc",
+        "stream_create",
+        "event_create",
+        "record",
+        "wait",
+        "memcpy_peer_async",
+        "device_sync",
+    ] {
         assert!(names.contains(n), "{n} in {names:?}");
     }
 }
@@ -116,7 +149,12 @@ fn a_crash_keeps_the_calls_before_it_and_a_cap_stops_recording_with_a_message() 
         "the last record says how it ended"
     );
     let out = dir.path().join("capped.recording");
-    let (code, err) = record(&cupti, &out, &["--max-calls", "1000"], &[program.to_str().unwrap(), "20000"]);
+    let (code, err) = record(
+        &cupti,
+        &out,
+        &["--max-calls", "1000"],
+        &[program.to_str().unwrap(), "20000"],
+    );
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("stopped recording after 1000 calls"), "{err}");
     let bytes = std::fs::read(&out).unwrap();

@@ -109,7 +109,11 @@ fn args(body: &mut Body) -> Result<String, String> {
                 let hex = if size <= 8 {
                     format!("{:0w$x}", body.varint()?, w = 2 * size)
                 } else {
-                    body.take(size.min(64))?.iter().rev().map(|x| format!("{x:02x}")).collect()
+                    body.take(size.min(64))?
+                        .iter()
+                        .rev()
+                        .map(|x| format!("{x:02x}"))
+                        .collect()
                 };
                 out.push(format!("{size}:{hex}"));
             }
@@ -122,7 +126,12 @@ fn args(body: &mut Body) -> Result<String, String> {
 /// Per host thread: its previous SEQ_OUT and T_IN (a call's are deltas from them).
 type Last = HashMap<usize, (u64, u64)>;
 
-fn call(body: &mut Body, line: usize, last: &mut Last, strings: &HashMap<u64, String>) -> Result<Call, String> {
+fn call(
+    body: &mut Body,
+    line: usize,
+    last: &mut Last,
+    strings: &HashMap<u64, String>,
+) -> Result<Call, String> {
     let code = body.varint()? as usize;
     let (name, keys) = schema()
         .get(code)
@@ -263,7 +272,31 @@ mod tests {
         let mut l = vec![2u8];
         // thread 1, seq 5..6, t 300..350, rc 0, device 0; kernel 5; grid 2,1,1; block 256,1,1;
         // stream 0x60; ptsz 0; two arguments: a pointer and the int -1.
-        for v in [launch, 1, 5, 1, 300, 50, 0, 0, 5, 2, 1, 1, 256, 1, 1, 0x60, 0, 2, 2, 8, 0x1000, 4, 0xffff_ffff] {
+        for v in [
+            launch,
+            1,
+            5,
+            1,
+            300,
+            50,
+            0,
+            0,
+            5,
+            2,
+            1,
+            1,
+            256,
+            1,
+            1,
+            0x60,
+            0,
+            2,
+            2,
+            8,
+            0x1000,
+            4,
+            0xffff_ffff,
+        ] {
             varint(&mut l, v);
         }
         record(&mut f, &l);
@@ -275,8 +308,14 @@ mod tests {
         let calls = decode(Path::new("r"), &sample()).unwrap();
         assert_eq!(calls.len(), 2);
         let r = &calls[0];
-        assert_eq!((r.seq_in, r.seq_out, r.thread, r.t_in, r.t_out), (3, 4, 0, 100, 120));
-        assert_eq!((r.name.as_str(), r.num("event"), r.num("stream")), ("record", Ok(0x55), Ok(0x7f00_0000_1000)));
+        assert_eq!(
+            (r.seq_in, r.seq_out, r.thread, r.t_in, r.t_out),
+            (3, 4, 0, 100, 120)
+        );
+        assert_eq!(
+            (r.name.as_str(), r.num("event"), r.num("stream")),
+            ("record", Ok(0x55), Ok(0x7f00_0000_1000))
+        );
         let l = &calls[1];
         assert_eq!((l.seq_in, l.seq_out, l.thread, l.line), (5, 6, 1, 4));
         assert_eq!(l.keys["kernel"], "_Z1kPf");

@@ -162,11 +162,13 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         } else {
             before
         };
-        if let Some(g) = k.graphs.captured.take() {
+        let captured = k.graphs.captured.take();
+        if let Some(g) = captured {
             text.push_str(&format!("  (captured: a node of graph{g})"));
         }
         k.texts.push(text);
-        streams.push(c.keys.contains_key("stream").then(|| k.stream_name(c)));
+        // A captured call runs nothing where it was issued: no place on the timeline.
+        streams.push((c.keys.contains_key("stream") && captured.is_none()).then(|| k.stream_name(c)));
         if k.last_of.get(&c.thread) == Some(&i) {
             let clock = k.order.thread_clock(c.thread);
             k.ended.push((c.thread, c.seq_out, clock));
@@ -587,10 +589,13 @@ impl Checker<'_> {
         let id = self.stamps.len();
         self.stamps.push(stamp);
         let mut text = self.text(c);
-        if let Some(l) = &self.graphs.launching {
-            text.push_str(l);
+        let mut s = site(c, String::new());
+        // A graph's node runs at its launch: the finding names the launch's place.
+        if let Some((seq, line, exec)) = &self.graphs.launching {
+            text.push_str(&format!("  (a node of {exec}, captured at seq {})", c.seq_in));
+            (s.seq, s.line) = (*seq, *line);
         }
-        let s = site(c, text);
+        s.call = text;
         let stream = c.keys.get("stream").cloned().unwrap_or_default();
         let key = format!("{} {} {}", c.thread, self.template(c), stream);
         for (ptr, bytes, write) in self.touches(c)? {

@@ -46,8 +46,8 @@ pub(super) struct Graphs {
     exec_count: usize,
     /// The capture the call just replayed became a node of.
     pub(super) captured: Option<usize>,
-    /// While a launch is replayed: what its nodes' text adds (the graph, the launch).
-    pub(super) launching: Option<String>,
+    /// While a launch is replayed: its seq and line, the executable graph's name.
+    pub(super) launching: Option<(u64, usize, String)>,
 }
 
 impl Graphs {
@@ -176,11 +176,7 @@ impl Checker<'_> {
         };
         let (origin, nodes) = (cap.origin, cap.nodes.clone());
         let on = self.order.stream(c, c.num("stream")?);
-        self.graphs.launching = Some(format!(
-            "  (a node of {}, launched at seq {})",
-            self.graphs.exec_name(exec),
-            c.seq_in
-        ));
+        self.graphs.launching = Some((c.seq_in, c.line, self.graphs.exec_name(exec)));
         let r = self.replay(c, (exec, origin, on), &nodes, host, all);
         self.graphs.launching = None;
         r

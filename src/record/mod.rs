@@ -146,7 +146,9 @@ fn tally(file: std::fs::File) -> Result<(u64, usize)> {
     use std::io::{BufRead, Read};
     let mut r = std::io::BufReader::new(file);
     let mut magic = Vec::new();
-    (&mut r).take(binary::MAGIC.len() as u64).read_to_end(&mut magic)?;
+    (&mut r)
+        .take(binary::MAGIC.len() as u64)
+        .read_to_end(&mut magic)?;
     if magic == binary::MAGIC {
         return Ok(binary::tally(r)?);
     }
@@ -197,7 +199,8 @@ pub fn check_recording(path: &Path, annotations: Option<&Path>, json: bool) -> R
 /// A recording read and checked (kernels narrowed by the annotations file, if any): its
 /// calls and the report; a bad file, line or annotation as `file:line: why` (exit 2).
 pub fn load(path: &Path, annotations: Option<&Path>) -> Result<(Vec<format::Call>, check::Report)> {
-    let bytes = std::fs::read(path).map_err(|e| UsageError(format!("--recording {}: {e}", path.display())))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| UsageError(format!("--recording {}: {e}", path.display())))?;
     let notes = match annotations {
         Some(a) => {
             let t = std::fs::read_to_string(a)

@@ -36,6 +36,9 @@ int main(int argc, char **argv) {
     CHECK(cudaMalloc(&c, n * sizeof(float)));
     CHECK(cudaMalloc(&copy, n * sizeof(float)));
     CHECK(cudaMemset(a, 0, n * sizeof(float)));
+    // cudaMemset runs on the legacy stream, which the non-blocking streams below do not
+    // follow: the host waits for it.
+    CHECK(cudaDeviceSynchronize());
     cudaStream_t main_s, side, out;
     CHECK(cudaStreamCreateWithFlags(&main_s, cudaStreamNonBlocking));
     CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));

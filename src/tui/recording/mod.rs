@@ -32,11 +32,12 @@ struct Row {
     rc: i64,
 }
 
-/// What one recorded call looks like on the timeline: K kernel, C copy, M memset, R record,
-/// W wait, S a synchronisation, f/F a flag wait/write.
+/// What one recorded call looks like on the timeline: K kernel, G graph launch, C copy, M
+/// memset, R record, W wait, S a synchronisation, f/F a flag wait/write.
 fn glyph(name: &str) -> char {
     match name {
         "launch" => 'K',
+        "graph_launch" => 'G',
         n if n.starts_with("memcpy") => 'C',
         n if n.starts_with("memset") => 'M',
         "record" => 'R',

@@ -215,7 +215,7 @@ impl Viewer {
                     continue;
                 }
                 let mut style = Style::new().fg(match r.glyph {
-                    'K' => KERNEL_COLOR,
+                    'K' | 'G' => KERNEL_COLOR,
                     'C' | 'M' => COPY_COLOR,
                     'R' | 'W' | 'f' | 'F' => EVENT_COLOR,
                     _ => SYNC_COLOR,
@@ -238,7 +238,7 @@ impl Viewer {
         }
         lines.push(Line::styled(
             fit(
-                "K kernel  C copy  M memset  R record  W wait  S sync  f/F flag wait/write  ! the picked finding",
+                "K kernel  G graph  C copy  M memset  R record  W wait  S sync  f/F flag wait/write  ! the picked finding",
                 usize::from(inner.width),
             ),
             Style::new().fg(Color::DarkGray),
@@ -412,10 +412,13 @@ mod tests {
     use std::path::Path;
 
     fn screen(file: &str, keys: &str, size: &str) -> String {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/recordings")
-            .join(file);
-        let (calls, report) = crate::record::load(&path, None).unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let path = root.join("tests/data/recordings").join(file);
+        // graph-once's kernel, annotated (tests/cuda/).
+        let notes = file
+            .starts_with("graph-once")
+            .then(|| root.join("tests/cuda/graph-once.access.txt"));
+        let (calls, report) = crate::record::load(&path, notes.as_deref()).unwrap();
         let v = Viewer::new(file, &calls, report, KeyMap::default(), None);
         super::super::off_screen(v, keys, size, crate::tui::export::Format::Text).unwrap()
     }
@@ -439,6 +442,14 @@ mod tests {
         );
         assert!(s.contains("no findings"), "{s}");
         insta::assert_snapshot!("seed_fixed_thread_2_120x34", s);
+    }
+
+    #[test]
+    fn a_graph_launch_and_its_racing_node_in_a_binary_recording() {
+        let s = screen("graph-once-broken.recording", "h", "120x34");
+        assert!(s.contains("cudaGraphLaunch(graphExec1, stream1)"), "{s}");
+        assert!(s.contains("captured: a node of graph1"), "{s}");
+        insta::assert_snapshot!("graph_once_broken_h_120x34", s);
     }
 
     #[test]
