@@ -29,7 +29,7 @@
 
 // ---- CUPTI's callback API, as cupti_callbacks.h declares it -------------------------
 enum { SITE_ENTER = 0, SITE_EXIT = 1 };
-enum { DOMAIN_DRIVER = 1, DOMAIN_RUNTIME = 2 };
+enum { DOMAIN_DRIVER = 1, DOMAIN_RUNTIME = 2, DOMAIN_NVTX = 5 };
 typedef void (*callback_fn)(void *userdata, int domain, uint32_t cbid, const void *cbdata);
 typedef struct {
     int site;
@@ -328,7 +328,7 @@ static uint64_t string_id(const char *s) {
 
 // One call: its header (per-thread deltas), then its values as the schema's kinds say; a
 // launch's kernel, shape and arguments after its plain values.
-static void emit_call(int rc, int code, int nv, const uint64_t *v, const char *kernel, const uint64_t *dims) {
+static void emit_call(int rc, int code, int nv, const uint64_t *v, const char *text, const uint64_t *dims) {
     int dev = current_device();
     uint64_t t_out = now_ns();
     pthread_mutex_lock(&lock);
@@ -364,7 +364,7 @@ static void emit_call(int rc, int code, int nv, const uint64_t *v, const char *k
         case 'u':
         case 'x': varint(&r, k < nv ? v[k] : 0), k++; break;
         case 'i': varint(&r, zigzag(k < nv ? (int64_t)v[k] : 0)), k++; break;
-        case 's': varint(&r, string_id(kernel)); break;
+        case 's': varint(&r, string_id(text)); break;
         case 'd':
             for (int j = 0; j < 3; j++) varint(&r, dims ? *dims++ : 0);
             break;
@@ -633,6 +633,49 @@ static void on_memop(uint32_t cbid, const callback_data *cb) {
     EMIT(rc, wait ? C_FLAG_WAIT : C_FLAG_WRITE, U(stream), addr, value, flags, (uint64_t)ptsz);
 }
 
+// NVTX marks and ranges (CUPTI_CBID_NVTX_*; CUPTI gets them when NVTX_INJECTION64_PATH names
+// it, as `haloscope record` sets it): their text, so a user can mark steps ("step …").
+enum {
+    NVTX_MARK_A = 1, NVTX_MARK_EX = 3, NVTX_START_A = 4, NVTX_START_EX = 6, NVTX_PUSH_A = 8, NVTX_PUSH_EX = 10,
+    NVTX_DOMAIN_MARK_EX = 30, NVTX_DOMAIN_START_EX = 31, NVTX_DOMAIN_PUSH_EX = 33,
+};
+typedef struct { const char *function_name; const void *params; const void *return_value; } nvtx_data;
+// nvtxEventAttributes_t (version 2) up to its message: ASCII when message_type is 1.
+typedef struct {
+    uint16_t version, size;
+    uint32_t category;
+    int32_t color_type;
+    uint32_t color;
+    int32_t payload_type, reserved;
+    uint64_t payload;
+    int32_t message_type;
+    const char *message;
+} nvtx_attributes;
+
+static void on_nvtx(uint32_t cbid, const nvtx_data *d) {
+    const void *p = d->params;
+    const char *text = NULL;
+    const nvtx_attributes *a = NULL;
+    uint64_t kind = 0;  // 0 a mark, 1 a range pushed, 2 a range started
+    switch (cbid) {
+    case NVTX_MARK_A: text = *(const char *const *)p; break;
+    case NVTX_START_A: text = *(const char *const *)p, kind = 2; break;
+    case NVTX_PUSH_A: text = *(const char *const *)p, kind = 1; break;
+    case NVTX_MARK_EX: a = *(const nvtx_attributes *const *)p; break;
+    case NVTX_START_EX: a = *(const nvtx_attributes *const *)p, kind = 2; break;
+    case NVTX_PUSH_EX: a = *(const nvtx_attributes *const *)p, kind = 1; break;
+    // The domain forms: the domain's handle, then the attributes.
+    case NVTX_DOMAIN_MARK_EX: a = ((const nvtx_attributes *const *)p)[1]; break;
+    case NVTX_DOMAIN_START_EX: a = ((const nvtx_attributes *const *)p)[1], kind = 2; break;
+    case NVTX_DOMAIN_PUSH_EX: a = ((const nvtx_attributes *const *)p)[1], kind = 1; break;
+    default: return;
+    }
+    if (a && a->message_type == 1) text = a->message;
+    enter();
+    const uint64_t v[1] = {kind};
+    emit_call(0, C_MARK, 1, v, text ? text : "?", NULL);
+}
+
 static int is_memop(uint32_t cbid) {
     return (cbid >= DRV_WAIT32 && cbid <= DRV_WRITE32_PTSZ) || (cbid >= DRV_WAIT64 && cbid <= DRV_WRITE64_PTSZ) ||
            (cbid >= DRV_WAIT32_V2 && cbid <= DRV_WRITE64_V2_PTSZ);
@@ -657,6 +700,7 @@ static void callback(void *userdata, int domain, uint32_t cbid, const void *data
     (void)userdata;
     if (domain == DOMAIN_RUNTIME) on_runtime(cbid, data);
     else if (domain == DOMAIN_DRIVER) on_driver(cbid, data);
+    else if (domain == DOMAIN_NVTX) on_nvtx(cbid, data);
 }
 
 // The program is exiting: the writer empties the ring and stops; later calls (destructors)
@@ -788,6 +832,9 @@ int InitializeInjection(void) {
     // HALOSCOPE_RECORD_RUNTIME_ONLY=1: no driver callbacks (no kernel arguments, no flags),
     // to measure what they cost.
     const char *runtime_only = getenv("HALOSCOPE_RECORD_RUNTIME_ONLY");
+    static const uint32_t NVTX_CALLS[] = {NVTX_MARK_A, NVTX_MARK_EX, NVTX_START_A, NVTX_START_EX, NVTX_PUSH_A,
+                                          NVTX_PUSH_EX, NVTX_DOMAIN_MARK_EX, NVTX_DOMAIN_START_EX, NVTX_DOMAIN_PUSH_EX};
+    for (size_t i = 0; i < sizeof NVTX_CALLS / sizeof *NVTX_CALLS; i++) enable(1, sub, DOMAIN_NVTX, NVTX_CALLS[i]);
     if (!runtime_only || strcmp(runtime_only, "1") != 0) {
         for (size_t i = 0; i < sizeof DRIVER_CALLS / sizeof *DRIVER_CALLS; i++) enable(1, sub, DOMAIN_DRIVER, DRIVER_CALLS[i]);
     }

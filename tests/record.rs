@@ -437,6 +437,11 @@ fn a_graph_captured_once_and_launched_twenty_times_on_an_h200_is_checked_at_each
                 .contains("(a node of graphExec1, captured at seq 31)")
     );
     assert!(f.first.seq > 31, "{f:#?}");
+    // Its NVTX ranges named "step" (recorded through CUPTI) number the steps.
+    assert_eq!(
+        (f.first.step, f.second.as_ref().unwrap().step),
+        (Some(1), Some(1))
+    );
     assert!(
         f.second
             .as_ref()
@@ -448,4 +453,34 @@ fn a_graph_captured_once_and_launched_twenty_times_on_an_h200_is_checked_at_each
     let r = report("graph-export.recording", Some(&export_notes()));
     assert!(r.findings.is_empty(), "{:#?}", r.findings);
     assert!(r.texts.iter().any(|t| t.starts_with("cudaGraphExecUpdate(")));
+}
+
+#[test]
+fn nvtx_ranges_named_step_number_each_findings_steps() {
+    // flag_recording(2) races; each thread opens a range "step" first (and thread 0 a second
+    // before its write): the finding's calls are in step 1 (the kernel) and 1 (the copy).
+    let mut text = flag_recording(2);
+    text.push_str("17 18 0 17 18 0 0 mark text=setup kind=1\n");
+    let text = text.replace(
+        "9 10 1 9 10 0 0 flag_wait",
+        "8 8 1 8 8 0 0 mark text=step kind=1\n9 10 1 9 10 0 0 flag_wait",
+    );
+    let text = text.replace(
+        "11 12 0 11 12 0 0 launch",
+        "10 10 0 10 10 0 0 mark text=Step kind=0\n11 12 0 11 12 0 0 launch",
+    );
+    let calls = format::parse(Path::new("steps.recording"), &text).unwrap();
+    let r = check::check(&calls, None).unwrap();
+    assert_eq!(kinds(&r), ["RAW"], "{:#?}", r.findings);
+    let f = &r.findings[0];
+    assert_eq!(
+        (f.first.step, f.second.as_ref().unwrap().step),
+        (Some(1), Some(1))
+    );
+    let said = haloscope::record::summary(Path::new("steps.recording"), &r);
+    assert!(said.contains(", step 1): k<<<"), "{said}");
+    assert!(r.texts.iter().any(|t| t == "nvtxMark(\"Step\")"), "{:?}", r.texts);
+    // Without step marks, no steps.
+    let plain = check::check(&format::parse(Path::new("f"), &flag_recording(2)).unwrap(), None).unwrap();
+    assert_eq!(plain.findings[0].first.step, None);
 }

@@ -63,8 +63,8 @@ fn the_recorder_writes_every_call_of_every_thread_in_about_thirty_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let (cupti, program) = build(dir.path());
     let out = dir.path().join("halo.recording");
-    // 2 threads × (4 setup calls + 4 calls × 60,000 steps) + a device synchronisation: about
-    // 12 MB, so the ring (8 MiB) wraps.
+    // 2 threads × (4 setup calls + 5 calls (a step mark, 4 CUDA calls) × 60,000 steps) + a
+    // device synchronisation: about 13 MB, so the ring (8 MiB) wraps.
     let steps = 60_000u64;
     let (code, err) = record(
         &cupti,
@@ -73,7 +73,7 @@ fn the_recorder_writes_every_call_of_every_thread_in_about_thirty_bytes() {
         &[program.to_str().unwrap(), &steps.to_string()],
     );
     assert_eq!(code, 0, "{err}");
-    let want = 2 * (4 + 4 * steps) + 1;
+    let want = 2 * (4 + 5 * steps) + 1;
     assert!(
         err.contains(&format!("{want} calls on 3 host thread(s)")),
         "{err}"
@@ -109,6 +109,11 @@ fn the_recorder_writes_every_call_of_every_thread_in_about_thirty_bytes() {
     };
     assert_eq!(launch.keys["args"], format!("8:{buf},4:00001000"));
     let names: std::collections::BTreeSet<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+    let mark = calls.iter().find(|c| c.name == "mark").unwrap();
+    assert_eq!(
+        (mark.keys["text"].as_str(), mark.keys["kind"].as_str()),
+        ("step", "1")
+    );
     for n in [
         "setdev",
         "malloc",
@@ -144,6 +149,8 @@ fn a_crash_keeps_the_calls_before_it_and_a_cap_stops_recording_with_a_message() 
     let (code, text, err) = haloscope(&["check", "--recording", out.to_str().unwrap()]);
     assert!(code == 0 || code == 1, "{err}");
     assert!(text.contains(&format!("{} calls on", calls.len())), "{text}");
+    // Its NVTX "step" ranges number the steps of each finding's calls.
+    assert!(text.contains(", step "), "{text}");
     assert!(
         bytes.windows(30).any(|w| w == b"the program ended by signal 11"),
         "the last record says how it ended"

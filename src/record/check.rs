@@ -32,6 +32,10 @@ pub struct Site {
     pub line: usize,
     /// The call as CUDA code.
     pub call: String,
+    /// Its host thread's step, where the program marks steps (an NVTX mark or range named
+    /// `step…`: the number of them the thread had made).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
 }
 
 /// One finding of a recording.
@@ -61,6 +65,9 @@ pub struct Report {
     /// The stream each call was issued to, by haloscope's name for it (the UI's timeline).
     #[serde(skip)]
     pub streams: Vec<Option<String>>,
+    /// Each call's step, where the program marks steps.
+    #[serde(skip)]
+    pub steps: Vec<Option<u64>>,
 }
 
 struct Access {
@@ -174,6 +181,18 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
             k.ended.push((c.thread, c.seq_out, clock));
         }
     }
+    let step_of = steps(calls);
+    if let Some(step_of) = &step_of {
+        for f in &mut k.findings {
+            for s in std::iter::once(&mut f.first).chain(f.second.as_mut()) {
+                s.step = step_of.get(&s.line).copied();
+            }
+        }
+    }
+    let steps = calls
+        .iter()
+        .map(|c| step_of.as_ref().and_then(|m| m.get(&c.line).copied()))
+        .collect();
     let mut threads: Vec<usize> = calls.iter().map(|c| c.thread).collect();
     threads.sort();
     threads.dedup();
@@ -188,6 +207,7 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         findings: k.findings,
         texts: k.texts,
         streams,
+        steps,
     })
 }
 
@@ -197,7 +217,32 @@ fn site(c: &Call, call: String) -> Site {
         seq: c.seq_in,
         line: c.line,
         call,
+        step: None,
     }
+}
+
+/// Whether an NVTX mark or range marks a step: its text begins `step` (any case).
+fn marks_step(c: &Call) -> bool {
+    c.name == "mark"
+        && c.keys
+            .get("text")
+            .is_some_and(|t| t.trim_start().to_ascii_lowercase().starts_with("step"))
+}
+
+/// Each call's step (by its line), where the recording marks steps: the number of step
+/// marks its host thread had made, its own included.
+fn steps(calls: &[Call]) -> Option<HashMap<usize, u64>> {
+    if !calls.iter().any(marks_step) {
+        return None;
+    }
+    let mut count: HashMap<usize, u64> = HashMap::new();
+    let mut by_line = HashMap::new();
+    for c in calls {
+        let n = count.entry(c.thread).or_default();
+        *n += u64::from(marks_step(c));
+        by_line.insert(c.line, *n);
+    }
+    Some(by_line)
 }
 
 impl Checker<'_> {

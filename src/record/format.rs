@@ -34,6 +34,7 @@
 //! | `graph_instantiate` / `graph_update` (`cudaGraphExecUpdate`) | `exec`, `graph` |
 //! | `graph_launch` | `exec`, `stream`, `ptsz` |
 //! | `graph_destroy` / `graph_exec_destroy` | `graph` / `exec` |
+//! | `mark` (an NVTX mark or range push or start: version 2 only) | `text`, `kind` (0 mark, 1 push, 2 start) |
 //!
 //! Calls issued to a stream while it captures are written as they were issued (they are the
 //! graph's nodes); the checker replays them at each `graph_launch` of a graph made of them.

@@ -109,6 +109,11 @@ pub fn record(r: &Request) -> Result<()> {
         .env("HALOSCOPE_RECORD_OUT", &abs)
         .env("HALOSCOPE_CUPTI", &cupti)
         .env("HALOSCOPE_RECORD_MAX", r.max_calls.to_string())
+        // NVTX marks reach CUPTI (and so the recorder) through NVTX's own injection.
+        .env(
+            "NVTX_INJECTION64_PATH",
+            std::env::var_os("NVTX_INJECTION64_PATH").unwrap_or_else(|| cupti.clone().into_os_string()),
+        )
         .status();
     let _ = std::fs::remove_file(&lib);
     let status = status.map_err(|e| UsageError(format!("{program}: cannot run it: {e}")))?;
@@ -247,9 +252,10 @@ pub fn summary(path: &Path, r: &check::Report) -> String {
         };
         let _ = writeln!(s, "\n{}{on}{times}", f.kind.name());
         for c in std::iter::once(&f.first).chain(&f.second) {
+            let step = c.step.map_or(String::new(), |n| format!(", step {n}"));
             let _ = writeln!(
                 s,
-                "  thread {} (seq {}, line {}): {}",
+                "  thread {} (seq {}, line {}{step}): {}",
                 c.thread, c.seq, c.line, c.call
             );
         }

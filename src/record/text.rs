@@ -153,6 +153,14 @@ impl Checker<'_> {
             ),
             "event_destroy" => format!("cudaEventDestroy({})", self.event_name(c)),
             "device_sync" => "cudaDeviceSynchronize()".into(),
+            "mark" => {
+                let f = match c.num("kind") {
+                    Ok(1) => "nvtxRangePush",
+                    Ok(2) => "nvtxRangeStart",
+                    _ => "nvtxMark",
+                };
+                format!("{f}(\"{}\")", k("text"))
+            }
             "stream_sync" => format!("cudaStreamSynchronize({})", self.stream_name(c)),
             "event_sync" => format!("cudaEventSynchronize({})", self.event_name(c)),
             other => self.graph_text(c).unwrap_or_else(|| other.to_string()),

@@ -4,13 +4,15 @@
 // `out`, reads `b`. Correct (the default), `out` waits on an event recorded on `main` after
 // the launch; `./graph-once STEPS broken` leaves that wait out, so the copy races the graph's
 // kernel on `side` (its next launch's too). haloscope's checker must see the graph's kernels
-// at each cudaGraphLaunch, not at the capture: the capture runs nothing.
+// at each cudaGraphLaunch, not at the capture: the capture runs nothing. Each step is an NVTX
+// range named "step", so findings say their step.
 //
 // Build: nvcc -O3 -arch=sm_90 graph-once.cu -o graph-once
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 
 #define CHECK(x)                                                                                 \
     do {                                                                                         \
@@ -61,6 +63,7 @@ int main(int argc, char **argv) {
     CHECK(cudaGraphInstantiate(&exec, graph, 0));
 
     for (int s = 0; s < steps; s++) {
+        nvtxRangePushA("step");  // haloscope numbers each finding's step by these
         CHECK(cudaGraphLaunch(exec, main_s));
         if (!broken) {
             CHECK(cudaEventRecord(done, main_s));
@@ -70,6 +73,7 @@ int main(int argc, char **argv) {
         // The next launch overwrites b: it waits for the copy.
         CHECK(cudaEventRecord(done, out));
         CHECK(cudaStreamWaitEvent(main_s, done, 0));
+        nvtxRangePop();
     }
     CHECK(cudaDeviceSynchronize());
     float h;

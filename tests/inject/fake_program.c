@@ -1,7 +1,8 @@
 // A program that plays CUDA for the recorder (tests/recorder.rs): it loads the injection
 // library named by CUDA_INJECTION64_PATH and calls its InitializeInjection as CUDA would,
 // then drives the callback the recorder subscribed (through fake_cupti.c) with the runtime
-// calls of a two-thread halo exchange, a driver launch inside each kernel launch. The
+// calls of a two-thread halo exchange, a driver launch inside each kernel launch, an NVTX
+// range "step" opening each step. The
 // parameter blocks are laid out as CUDA's (the recorder reads them so).
 //
 //   fake_program STEPS [crash]     crash: SIGSEGV in thread 1 after STEPS / 2 steps
@@ -88,6 +89,11 @@ static void *device(void *arg) {
     int n = 4096;
     for (long s = 0; s < steps; s++) {
         if (crash && me == 1 && s == steps / 2) raise(SIGSEGV);
+        // nvtxRangePushA("step"): NVTX's callback (domain 5, its id 8), once.
+        const char *message = "step";
+        struct { const char *function_name; const void *params; const void *return_value; } mark = {
+            "nvtxRangePushA", &message, NULL};
+        cb(cb_data, 5, 8, &mark);
         kernel_args[0] = &a, kernel_args[1] = &n;
         struct { const void *func; dim3 grid; dim3 block; void **args; size_t shared; void *stream; } l = {
             (void *)0xf00, {16, 1, 1}, {256, 1, 1}, kernel_args, 0, stream};

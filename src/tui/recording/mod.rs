@@ -30,6 +30,8 @@ struct Row {
     lane: Option<usize>,
     glyph: char,
     rc: i64,
+    /// Its host thread's step, where the program marks steps.
+    step: Option<u64>,
 }
 
 /// What one recorded call looks like on the timeline: K kernel, G graph launch, C copy, M
@@ -104,6 +106,7 @@ impl Viewer {
                 lane,
                 glyph: glyph(&c.name),
                 rc: c.rc,
+                step: report.steps.get(i).copied().flatten(),
             });
         }
         let mut threads: Vec<usize> = rows.iter().map(|r| r.thread).collect();

@@ -308,7 +308,11 @@ impl Viewer {
                 .and_then(|k| k.first())
                 .map_or("?".into(), |k| k.label())
         };
-        let at = self.rows.get(self.at.wrapping_sub(1)).map_or(0, |r| r.seq);
+        let now = self.rows.get(self.at.wrapping_sub(1));
+        let at = now.map_or(0, |r| r.seq);
+        let step = now
+            .and_then(|r| r.step)
+            .map_or(String::new(), |n| format!(", step {n}"));
         let play = if self.playing {
             format!("playing {} calls/s", PACES[self.pace])
         } else {
@@ -316,7 +320,7 @@ impl Viewer {
         };
         let text = self.notice.clone().unwrap_or_else(|| {
             format!(
-                "call {} of {} (seq {at}), {play}   {} next call  , back  {} play  ↑/↓ a finding  1–9 one thread  {} help  {} quit",
+                "call {} of {} (seq {at}{step}), {play}   {} next call  , back  {} play  ↑/↓ a finding  1–9 one thread  {} help  {} quit",
                 self.at,
                 self.rows.len(),
                 keys(Action::MicroStep),
