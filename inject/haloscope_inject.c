@@ -87,6 +87,23 @@ enum {
     RT_EVENT_RECORD_FLAGS_PTSZ = 371,
     RT_LAUNCH_KERNEL_EXC = 430,
     RT_LAUNCH_KERNEL_EXC_PTSZ = 431,
+    // 2D copies and memsets, stream-ordered and managed allocations.
+    RT_MALLOC_PITCH = 21,
+    RT_MEMCPY_2D = 32,
+    RT_MEMCPY_2D_ASYNC = 44,
+    RT_MEMSET_2D = 50,
+    RT_MEMSET_2D_ASYNC = 52,
+    RT_MALLOC_MANAGED = 206,
+    RT_MEMCPY_2D_PTDS = 216,
+    RT_MEMCPY_2D_ASYNC_PTSZ = 228,
+    RT_MEMSET_2D_PTDS = 234,
+    RT_MEMSET_2D_ASYNC_PTSZ = 236,
+    RT_MALLOC_ASYNC = 373,
+    RT_MALLOC_ASYNC_PTSZ = 374,
+    RT_FREE_ASYNC = 375,
+    RT_FREE_ASYNC_PTSZ = 376,
+    RT_MALLOC_FROM_POOL_ASYNC = 391,
+    RT_MALLOC_FROM_POOL_ASYNC_PTSZ = 392,
     // Graphs made by stream capture: the calls issued to a capturing stream are its nodes.
     RT_GRAPH_INSTANTIATE_V10000 = 310,
     RT_GRAPH_LAUNCH = 311,
@@ -136,6 +153,10 @@ typedef struct { dim3 grid; dim3 block; size_t shared; void *stream; void *attrs
 typedef struct { const launch_config *config; const void *func; void **args; } p_launch_exc;
 typedef struct { void *f; unsigned gx, gy, gz, bx, by, bz, shared; void *stream; void **params; void **extra; } p_drv_launch;
 typedef struct { const void *config; void *f; void **params; void **extra; } p_drv_launch_ex;
+typedef struct { void *dst; size_t dpitch; const void *src; size_t spitch, width, height; int kind; void *stream; } p_memcpy_2d;
+typedef struct { void *ptr; size_t pitch; int value; size_t width, height; void *stream; } p_memset_2d;
+typedef struct { void **ptr; size_t *pitch; size_t width, height; } p_malloc_pitch;
+typedef struct { void *ptr; void *stream; } p_free_async;
 typedef struct { void *stream; int mode; } p_begin_capture;
 typedef struct { void *stream; void *graph; } p_begin_capture_to_graph;
 typedef struct { void *stream; void **graph; } p_end_capture;
@@ -466,6 +487,52 @@ static void on_runtime(uint32_t cbid, const callback_data *cb) {
         break;
     }
     case RT_FREE: EMIT(rc, C_FREE, U(((const p_free *)q)->ptr)); break;
+    // Allocations of every kind begin (void **ptr, size_t size, …).
+    case RT_MALLOC_MANAGED:
+    case RT_MALLOC_ASYNC:
+    case RT_MALLOC_ASYNC_PTSZ:
+    case RT_MALLOC_FROM_POOL_ASYNC:
+    case RT_MALLOC_FROM_POOL_ASYNC_PTSZ: {
+        const p_malloc *m = q;
+        EMIT(rc, C_MALLOC, U(m->ptr ? *m->ptr : NULL), m->size);
+        break;
+    }
+    case RT_MALLOC_PITCH: {
+        const p_malloc_pitch *m = q;
+        EMIT(rc, C_MALLOC, U(m->ptr ? *m->ptr : NULL), (m->pitch ? *m->pitch : m->width) * m->height);
+        break;
+    }
+    case RT_FREE_ASYNC_PTSZ: ptsz = 1; /* fall through */
+    case RT_FREE_ASYNC: {
+        const p_free_async *f = q;
+        EMIT(rc, C_FREE_ASYNC, U(f->ptr), U(f->stream), ptsz);
+        break;
+    }
+    case RT_MEMCPY_2D_PTDS: ptsz = 1; /* fall through */
+    case RT_MEMCPY_2D: {
+        const p_memcpy_2d *m = q;
+        EMIT(rc, C_MEMCPY_2D, U(m->dst), m->dpitch, U(m->src), m->spitch, m->width, m->height, I(m->kind), ptsz);
+        break;
+    }
+    case RT_MEMCPY_2D_ASYNC_PTSZ: ptsz = 1; /* fall through */
+    case RT_MEMCPY_2D_ASYNC: {
+        const p_memcpy_2d *m = q;
+        EMIT(rc, C_MEMCPY_2D_ASYNC, U(m->dst), m->dpitch, U(m->src), m->spitch, m->width, m->height, I(m->kind),
+             U(m->stream), ptsz);
+        break;
+    }
+    case RT_MEMSET_2D_PTDS: ptsz = 1; /* fall through */
+    case RT_MEMSET_2D: {
+        const p_memset_2d *m = q;
+        EMIT(rc, C_MEMSET_2D, U(m->ptr), m->pitch, I(m->value), m->width, m->height, ptsz);
+        break;
+    }
+    case RT_MEMSET_2D_ASYNC_PTSZ: ptsz = 1; /* fall through */
+    case RT_MEMSET_2D_ASYNC: {
+        const p_memset_2d *m = q;
+        EMIT(rc, C_MEMSET_2D_ASYNC, U(m->ptr), m->pitch, I(m->value), m->width, m->height, U(m->stream), ptsz);
+        break;
+    }
     case RT_MEMCPY_PTDS: ptsz = 1; /* fall through */
     case RT_MEMCPY: {
         const p_memcpy *m = q;
@@ -763,7 +830,10 @@ static const uint32_t RUNTIME_CALLS[] = {
     RT_GRAPH_LAUNCH, RT_GRAPH_LAUNCH_PTSZ, RT_GRAPH_EXEC_DESTROY, RT_GRAPH_DESTROY, RT_BEGIN_CAPTURE,
     RT_BEGIN_CAPTURE_PTSZ, RT_END_CAPTURE, RT_END_CAPTURE_PTSZ, RT_GRAPH_EXEC_UPDATE, RT_GRAPH_INSTANTIATE_FLAGS,
     RT_GRAPH_INSTANTIATE_PARAMS, RT_GRAPH_INSTANTIATE_PARAMS_PTSZ, RT_GRAPH_INSTANTIATE,
-    RT_BEGIN_CAPTURE_TO_GRAPH, RT_BEGIN_CAPTURE_TO_GRAPH_PTSZ,
+    RT_BEGIN_CAPTURE_TO_GRAPH, RT_BEGIN_CAPTURE_TO_GRAPH_PTSZ, RT_MALLOC_PITCH, RT_MEMCPY_2D, RT_MEMCPY_2D_ASYNC,
+    RT_MEMSET_2D, RT_MEMSET_2D_ASYNC, RT_MALLOC_MANAGED, RT_MEMCPY_2D_PTDS, RT_MEMCPY_2D_ASYNC_PTSZ,
+    RT_MEMSET_2D_PTDS, RT_MEMSET_2D_ASYNC_PTSZ, RT_MALLOC_ASYNC, RT_MALLOC_ASYNC_PTSZ, RT_FREE_ASYNC,
+    RT_FREE_ASYNC_PTSZ, RT_MALLOC_FROM_POOL_ASYNC, RT_MALLOC_FROM_POOL_ASYNC_PTSZ,
 };
 static const uint32_t DRIVER_CALLS[] = {
     DRV_LAUNCH, DRV_LAUNCH_PTSZ, DRV_LAUNCH_EX, DRV_LAUNCH_EX_PTSZ, DRV_WAIT32, DRV_WAIT32_PTSZ, DRV_WRITE32,

@@ -484,3 +484,36 @@ fn nvtx_ranges_named_step_number_each_findings_steps() {
     let plain = check::check(&format::parse(Path::new("f"), &flag_recording(2)).unwrap(), None).unwrap();
     assert_eq!(plain.findings[0].first.step, None);
 }
+
+#[test]
+fn a_2d_copy_touches_its_rows_span_and_reads_as_cuda() {
+    // A pitched array of 4 rows of 256 B (pitch 512) at 0x1000; a kernel on stream 0x50
+    // writes its first float only (annotated); a 2D copy on 0x60 reads the last row (or the
+    // first), unordered with it.
+    let rec = |src: u64| {
+        format!(
+            "haloscope-recording 1
+1 2 0 1 2 0 0 malloc ptr=0x1000 bytes=2048
+3 4 0 3 4 0 0 malloc ptr=0x9000 bytes=256
+5 6 0 5 6 0 0 stream_create stream=0x50 flags=1 priority=0
+7 8 0 7 8 0 0 stream_create stream=0x60 flags=1 priority=0
+9 10 0 9 10 0 0 launch kernel=_Z1kPf grid=1,1,1 block=1,1,1 stream=0x50 ptsz=0 args=8:0000000000001000
+11 12 0 11 12 0 0 memcpy_async dst=0x9000 dpitch=256 src={src:#x} spitch=512 width=256 height=1 kind=3 stream=0x60 ptsz=0
+"
+        )
+    };
+    let notes = annotate::parse(Path::new("a.txt"), "kernel k(a): writes a[0 .. 1];\n").unwrap();
+    let check = |text: String| {
+        let calls = format::parse(Path::new("2d.recording"), &text).unwrap();
+        check::check(&calls, Some(&notes)).unwrap()
+    };
+    let last_row = check(rec(0x1000 + 3 * 512));
+    assert!(last_row.findings.is_empty(), "{:#?}", last_row.findings);
+    let first_row = check(rec(0x1000));
+    assert_eq!(kinds(&first_row), ["RAW"], "{:#?}", first_row.findings);
+    assert!(
+        first_row.texts[5] == "cudaMemcpy2DAsync(alloc2, 256, alloc1, 512, 256, 1, 3, stream2)",
+        "{:?}",
+        first_row.texts
+    );
+}

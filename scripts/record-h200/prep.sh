@@ -10,6 +10,7 @@ H=${H:-target/release/haloscope}
 rm -rf gpu && mkdir -p gpu/exports
 cp "$H" gpu/haloscope
 cp tests/cuda/seed.cu tests/cuda/seed-fixed.cu tests/cuda/graph-once.cu tests/cuda/graph-once.access.txt \
+   tests/cuda/pitched.cu tests/cuda/pitched.access.txt \
    inject/haloscope_inject.c scripts/record-h200/run.sh gpu/
 # The recorder's call codes, as build.rs wrote them for the binary above.
 cp "$(ls -t target/release/build/haloscope-*/out/schema.h | head -1)" gpu/

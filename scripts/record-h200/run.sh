@@ -11,6 +11,7 @@ G=$PWD/gpu; OUT=${OUT:-/tmp/out}; mkdir -p $OUT/r; cd $G; chmod +x haloscope; H=
 nvcc -O3 -arch=sm_90 -Xcompiler -fopenmp seed.cu -o seed &
 nvcc -O3 -arch=sm_90 -Xcompiler -fopenmp seed-fixed.cu -o seed-fixed &
 nvcc -O3 -arch=sm_90 graph-once.cu -o graph-once &
+nvcc -O3 -arch=sm_90 pitched.cu -o pitched &
 [ -f jacobi/jacobi.cu ] && (cd jacobi && nvcc -DHAVE_CUB -Xcompiler -fopenmp -lineinfo -DUSE_NVTX -ldl \
   -arch=sm_90 -std=c++17 jacobi.cu -o jacobi > build.log 2>&1 || echo "jacobi: build failed") &
 ls -d exports/* 2>/dev/null | xargs -r -P 14 -I{} sh -c \
@@ -21,13 +22,15 @@ for i in 1 2 3; do $H record --out $OUT/r/seed-$i.recording -- ./seed 40 > /dev/
 $H record --out $OUT/r/seed-fixed.recording -- ./seed-fixed 40 > /dev/null 2>&1
 $H record --out $OUT/r/graph-once.recording -- ./graph-once 20 > /dev/null 2>&1
 $H record --out $OUT/r/graph-once-broken.recording -- ./graph-once 20 broken > /dev/null 2>&1
+$H record --out $OUT/r/pitched.recording -- ./pitched 10 > /dev/null 2>&1
+$H record --out $OUT/r/pitched-broken.recording -- ./pitched 10 broken > /dev/null 2>&1
 for e in exports/*; do [ -d $e ] || continue; m=$(basename $e)
   (cd $e && $H record --out $OUT/r/$m.recording -- ./halo > /dev/null 2>&1)
 done
 [ -x jacobi/jacobi ] && (cd jacobi && $H record --out $OUT/r/jacobi.recording -- ./jacobi -niter 20 -nx 1024 -ny 1024 > /dev/null 2>&1)
 for r in $OUT/r/*.recording; do
   n=$(basename $r .recording); a=""; [ -f exports/$n/kernels/access.txt ] && a="--annotations exports/$n/kernels/access.txt"
-  case $n in graph-once*) a="--annotations graph-once.access.txt";; esac
+  case $n in graph-once*) a="--annotations graph-once.access.txt";; pitched*) a="--annotations pitched.access.txt";; esac
   $H check --recording $r $a > $OUT/r/$n.check.txt 2>&1
   printf "%-24s %s\n" "$n" "$(head -1 $OUT/r/$n.check.txt | sed 's/.*: \([0-9]* calls\)/\1/')" >> $T
 done

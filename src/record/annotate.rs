@@ -98,7 +98,7 @@ fn parse_line(l: &str) -> Result<(String, Kernel), String> {
             .ok_or_else(|| format!("`{}` is not a parameter of {name}", p.trim()))?;
         let (from, to) = r.split_once("..").ok_or_else(|| format!("`{r}`: give a .. b"))?;
         for e in [from, to].into_iter().chain(when.as_deref()) {
-            eval(e, &|_| Some(0)).map_err(|why| format!("`{}`: {why}", e.trim()))?;
+            eval(e, &|_| Some(1)).map_err(|why| format!("`{}`: {why}", e.trim()))?;
             for w in words(e) {
                 if !params.contains(&w) {
                     return Err(format!("`{w}` is not a parameter of {name}"));
@@ -123,7 +123,8 @@ fn words(e: &str) -> Vec<String> {
         .collect()
 }
 
-/// Evaluates `+ - *`, parentheses, integers and names (`var` gives a name's value).
+/// Evaluates `+ - * /` (`/` rounds toward zero; by zero is an error), parentheses, integers
+/// and names (`var` gives a name's value).
 pub fn eval(e: &str, var: &dyn Fn(&str) -> Option<i64>) -> Result<i64, String> {
     let toks: Vec<String> = tokens(e)?;
     let mut at = 0;
@@ -140,7 +141,7 @@ fn tokens(e: &str) -> Result<Vec<String>, String> {
     while let Some(&c) = cs.peek() {
         if c.is_whitespace() {
             cs.next();
-        } else if "+-*()".contains(c) {
+        } else if "+-*/()".contains(c) {
             out.push(c.to_string());
             cs.next();
         } else if c.is_alphanumeric() || c == '_' {
@@ -151,7 +152,7 @@ fn tokens(e: &str) -> Result<Vec<String>, String> {
             }
             out.push(w);
         } else {
-            return Err(format!("`{c}` is not + - * ( ) or a name"));
+            return Err(format!("`{c}` is not + - * / ( ) or a name"));
         }
     }
     Ok(out)
@@ -173,9 +174,14 @@ fn sum(t: &[String], at: &mut usize, var: &dyn Fn(&str) -> Option<i64>) -> Resul
 
 fn product(t: &[String], at: &mut usize, var: &dyn Fn(&str) -> Option<i64>) -> Result<i64, String> {
     let mut v = atom(t, at, var)?;
-    while t.get(*at).is_some_and(|o| o == "*") {
+    while let Some(op) = t.get(*at).filter(|o| *o == "*" || *o == "/") {
         *at += 1;
-        v = v.wrapping_mul(atom(t, at, var)?);
+        let r = atom(t, at, var)?;
+        v = if op == "*" {
+            v.wrapping_mul(r)
+        } else {
+            v.checked_div(r).ok_or("a division by zero")?
+        };
     }
     Ok(v)
 }
@@ -226,7 +232,19 @@ mod tests {
     fn a_bad_annotation_says_where_and_why() {
         let e = parse(Path::new("a.txt"), "kernel k(a, n): reads b[0 .. n];\n").unwrap_err();
         assert_eq!(e.to_string(), "a.txt:1: `b` is not a parameter of k");
-        let e = parse(Path::new("a.txt"), "kernel k(a, n): reads a[0 .. n / 2];\n").unwrap_err();
-        assert!(e.to_string().contains("`/` is not"), "{e}");
+        let e = parse(Path::new("a.txt"), "kernel k(a, n): reads a[0 .. n % 2];\n").unwrap_err();
+        assert!(e.to_string().contains("`%` is not"), "{e}");
+    }
+
+    #[test]
+    fn a_pitch_in_bytes_divides_into_floats() {
+        let v = |w: &str| match w {
+            "pitch" => Some(4096),
+            "h" => Some(3),
+            _ => None,
+        };
+        assert_eq!(eval("h * pitch / 4", &v), Ok(3072));
+        assert_eq!(eval("7 / 2 - -7 / 2", &v), Ok(6));
+        assert_eq!(eval("h / (pitch - 4096)", &v), Err("a division by zero".into()));
     }
 }

@@ -221,6 +221,20 @@ fn site(c: &Call, call: String) -> Site {
     }
 }
 
+/// The bytes a copy or memset spans from its pointer: `bytes`, or a 2D call's rows
+/// (`height` rows of `width` bytes, `pitch` apart: from the first row's start to the last's
+/// end, the gaps between rows included).
+fn span(c: &Call, pitch: &str) -> Result<u64, String> {
+    if !c.keys.contains_key("height") {
+        return c.num("bytes");
+    }
+    let (w, h) = (c.num("width")?, c.num("height")?);
+    Ok(h.saturating_sub(1)
+        .saturating_mul(c.num(pitch)?)
+        .saturating_add(w)
+        * u64::from(h > 0))
+}
+
 /// Whether an NVTX mark or range marks a step: its text begins `step` (any case).
 fn marks_step(c: &Call) -> bool {
     c.name == "mark"
@@ -285,6 +299,10 @@ impl Checker<'_> {
             }
             "free" => {
                 self.order.host_waits_device(host, c.device);
+                self.allocs.remove(&c.num("ptr")?);
+            }
+            // Stream-ordered: the host does not wait; the pointer names nothing after it.
+            "free_async" => {
                 self.allocs.remove(&c.num("ptr")?);
             }
             "stream_create" => self
@@ -567,11 +585,11 @@ impl Checker<'_> {
     /// The bytes a call touches: `(pointer, bytes or None for the whole allocation, write)`.
     fn touches(&self, c: &Call) -> Result<Vec<(u64, Option<u64>, bool)>, String> {
         Ok(match c.name.as_str() {
-            "memcpy" | "memcpy_async" | "memcpy_peer" | "memcpy_peer_async" => {
-                let n = c.num("bytes")?;
-                vec![(c.num("src")?, Some(n), false), (c.num("dst")?, Some(n), true)]
-            }
-            "memset" | "memset_async" => vec![(c.num("ptr")?, Some(c.num("bytes")?), true)],
+            "memcpy" | "memcpy_async" | "memcpy_peer" | "memcpy_peer_async" => vec![
+                (c.num("src")?, Some(span(c, "spitch")?), false),
+                (c.num("dst")?, Some(span(c, "dpitch")?), true),
+            ],
+            "memset" | "memset_async" => vec![(c.num("ptr")?, Some(span(c, "pitch")?), true)],
             "launch" => {
                 let args = c.keys.get("args").map(String::as_str).unwrap_or("?");
                 match kernel_args(args) {

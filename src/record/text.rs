@@ -113,6 +113,30 @@ impl Checker<'_> {
                     k("bytes")
                 )
             }
+            "memcpy" | "memcpy_async" if c.keys.contains_key("height") => {
+                let (a, s) = self.async_parts(c);
+                let (dst, src) = (self.arg(c, "dst"), self.arg(c, "src"));
+                format!(
+                    "cudaMemcpy2D{a}({dst}, {}, {src}, {}, {}, {}, {}{s})",
+                    k("dpitch"),
+                    k("spitch"),
+                    k("width"),
+                    k("height"),
+                    k("kind")
+                )
+            }
+            "memset" | "memset_async" if c.keys.contains_key("height") => {
+                let (a, s) = self.async_parts(c);
+                let ptr = self.arg(c, "ptr");
+                format!(
+                    "cudaMemset2D{a}({ptr}, {}, {}, {}, {}{s})",
+                    k("pitch"),
+                    k("value"),
+                    k("width"),
+                    k("height")
+                )
+            }
+            "free_async" => format!("cudaFreeAsync({}, {})", self.arg(c, "ptr"), self.stream_name(c)),
             "memcpy" | "memcpy_async" => {
                 let (a, s) = self.async_parts(c);
                 let (dst, src) = (self.arg(c, "dst"), self.arg(c, "src"));
