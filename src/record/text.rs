@@ -102,6 +102,57 @@ impl Checker<'_> {
                     args.join(", ")
                 )
             }
+            "stream_create" => format!(
+                "cudaStreamCreateWithFlags(&{}, {})",
+                self.stream_name(c),
+                k("flags")
+            ),
+            "event_create" => {
+                let e = c.num("event").unwrap_or(0);
+                let name = self.events.get(&e).map_or(k("event"), |(_, n, _)| n.clone());
+                format!("cudaEventCreateWithFlags(&{name}, {})", k("flags"))
+            }
+            "flag_wait" => format!(
+                "cuStreamWaitValue32({}, {}, {}, {})",
+                self.stream_name(c),
+                self.arg(c, "addr"),
+                k("value"),
+                match c.num("flags").map(|f| f & 3) {
+                    Ok(0) => "CU_STREAM_WAIT_VALUE_GEQ",
+                    Ok(1) => "CU_STREAM_WAIT_VALUE_EQ",
+                    Ok(2) => "CU_STREAM_WAIT_VALUE_AND",
+                    _ => "CU_STREAM_WAIT_VALUE_NOR",
+                }
+            ),
+            "flag_write" => format!(
+                "cuStreamWriteValue32({}, {}, {}, 0)",
+                self.stream_name(c),
+                self.arg(c, "addr"),
+                k("value")
+            ),
+            "event_destroy" => format!("cudaEventDestroy({})", self.event_name(c)),
+            "device_sync" => "cudaDeviceSynchronize()".into(),
+            "mark" => {
+                let f = match c.num("kind") {
+                    Ok(1) => "nvtxRangePush",
+                    Ok(2) => "nvtxRangeStart",
+                    _ => "nvtxMark",
+                };
+                format!("{f}(\"{}\")", k("text"))
+            }
+            "stream_sync" => format!("cudaStreamSynchronize({})", self.stream_name(c)),
+            "event_sync" => format!("cudaEventSynchronize({})", self.event_name(c)),
+            other => self
+                .copy_text(c)
+                .or_else(|| self.graph_text(c))
+                .unwrap_or_else(|| other.to_string()),
+        }
+    }
+
+    /// A copy's, a memset's or an asynchronous free's call as CUDA code.
+    fn copy_text(&self, c: &Call) -> Option<String> {
+        let k = |key: &str| c.keys.get(key).cloned().unwrap_or_else(|| "?".into());
+        Some(match c.name.as_str() {
             "memcpy_peer" | "memcpy_peer_async" => {
                 let (a, s) = self.async_parts(c);
                 format!(
@@ -147,48 +198,8 @@ impl Checker<'_> {
                 let ptr = self.arg(c, "ptr");
                 format!("cudaMemset{a}({ptr}, {}, {}{s})", k("value"), k("bytes"))
             }
-            "stream_create" => format!(
-                "cudaStreamCreateWithFlags(&{}, {})",
-                self.stream_name(c),
-                k("flags")
-            ),
-            "event_create" => {
-                let e = c.num("event").unwrap_or(0);
-                let name = self.events.get(&e).map_or(k("event"), |(_, n, _)| n.clone());
-                format!("cudaEventCreateWithFlags(&{name}, {})", k("flags"))
-            }
-            "flag_wait" => format!(
-                "cuStreamWaitValue32({}, {}, {}, {})",
-                self.stream_name(c),
-                self.arg(c, "addr"),
-                k("value"),
-                match c.num("flags").map(|f| f & 3) {
-                    Ok(0) => "CU_STREAM_WAIT_VALUE_GEQ",
-                    Ok(1) => "CU_STREAM_WAIT_VALUE_EQ",
-                    Ok(2) => "CU_STREAM_WAIT_VALUE_AND",
-                    _ => "CU_STREAM_WAIT_VALUE_NOR",
-                }
-            ),
-            "flag_write" => format!(
-                "cuStreamWriteValue32({}, {}, {}, 0)",
-                self.stream_name(c),
-                self.arg(c, "addr"),
-                k("value")
-            ),
-            "event_destroy" => format!("cudaEventDestroy({})", self.event_name(c)),
-            "device_sync" => "cudaDeviceSynchronize()".into(),
-            "mark" => {
-                let f = match c.num("kind") {
-                    Ok(1) => "nvtxRangePush",
-                    Ok(2) => "nvtxRangeStart",
-                    _ => "nvtxMark",
-                };
-                format!("{f}(\"{}\")", k("text"))
-            }
-            "stream_sync" => format!("cudaStreamSynchronize({})", self.stream_name(c)),
-            "event_sync" => format!("cudaEventSynchronize({})", self.event_name(c)),
-            other => self.graph_text(c).unwrap_or_else(|| other.to_string()),
-        }
+            _ => return None,
+        })
     }
 
     /// A capture's or a graph's call as CUDA code.
