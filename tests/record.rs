@@ -517,3 +517,30 @@ fn a_2d_copy_touches_its_rows_span_and_reads_as_cuda() {
         first_row.texts
     );
 }
+
+#[test]
+fn pitched_memory_and_2d_copies_recorded_on_an_h200() {
+    let notes = annotate::parse(
+        Path::new("pitched.access.txt"),
+        include_str!("cuda/pitched.access.txt"),
+    )
+    .unwrap();
+    let r = report("pitched.recording", Some(&notes));
+    assert!(r.findings.is_empty(), "{:#?}", r.findings);
+    assert!(
+        r.texts
+            .iter()
+            .any(|t| t.starts_with("cudaMemset2DAsync(alloc1, 4096, 0, 4000, 64"))
+    );
+    assert!(r.texts.iter().any(|t| t.starts_with("cudaFreeAsync(")));
+    // Without the wait, the 2D copy of the last row races the kernel (and the first memset).
+    let r = report("pitched-broken.recording", Some(&notes));
+    assert_eq!(kinds(&r), ["RAW"], "{:#?}", r.findings);
+    assert!(r.findings.iter().all(|f| {
+        f.second
+            .as_ref()
+            .unwrap()
+            .call
+            .starts_with("cudaMemcpy2DAsync(alloc2, 4000, alloc1 + 258048")
+    }));
+}
