@@ -62,6 +62,8 @@ pub struct Viewer {
     rows: Vec<Row>,
     /// Host threads, in order.
     threads: Vec<usize>,
+    /// Each host thread's calls (indices into `rows`, in issue order), by its place above.
+    calls_of: Vec<Vec<usize>>,
     /// The timeline's lanes: a stream's name and its GPU.
     lanes: Vec<(String, i64)>,
     /// A finding's calls, as indices into `rows`.
@@ -112,6 +114,12 @@ impl Viewer {
         let mut threads: Vec<usize> = rows.iter().map(|r| r.thread).collect();
         threads.sort();
         threads.dedup();
+        let mut calls_of = vec![Vec::new(); threads.len()];
+        for (i, r) in rows.iter().enumerate() {
+            if let Ok(t) = threads.binary_search(&r.thread) {
+                calls_of[t].push(i);
+            }
+        }
         let at_line = |l: &usize| by_line.get(l).copied();
         let sites = report
             .findings
@@ -127,6 +135,7 @@ impl Viewer {
             at: rows.len().min(1),
             rows,
             threads,
+            calls_of,
             lanes,
             sites,
             picked: None,

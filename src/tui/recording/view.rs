@@ -106,9 +106,7 @@ impl Viewer {
     /// picked finding's calls marked `!`, failed calls `✗`.
     fn thread(&self, t: usize, area: Rect, buf: &mut Buffer) {
         let id = self.threads[t];
-        let mine: Vec<usize> = (0..self.rows.len())
-            .filter(|&i| self.rows[i].thread == id)
-            .collect();
+        let mine = &self.calls_of[t];
         let issued = mine.partition_point(|&i| i < self.at);
         let device = mine.first().map_or(-1, |&i| self.rows[i].device);
         let mut title = format!(
