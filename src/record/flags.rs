@@ -11,7 +11,7 @@ use super::super::order::{Stamp, StreamKey};
 use super::Checker;
 
 /// The calls that go to a stream (held back while it waits on a flag).
-const ON_STREAM: [&str; 9] = [
+pub(super) const ON_STREAM: [&str; 9] = [
     "launch",
     "graph_launch",
     "memcpy_async",

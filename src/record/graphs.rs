@@ -13,18 +13,7 @@ use std::collections::HashMap;
 use super::super::format::Call;
 use super::super::order::{Clock, StreamKey};
 use super::Checker;
-
-/// The calls that go to a stream, and so may be captured.
-const NODES: [&str; 8] = [
-    "launch",
-    "memcpy_async",
-    "memset_async",
-    "memcpy_peer_async",
-    "record",
-    "wait",
-    "flag_wait",
-    "flag_write",
-];
+use super::flags::ON_STREAM;
 
 /// One stream capture: the stream it began on, and its nodes (indices into the calls).
 #[derive(Default)]
@@ -129,7 +118,9 @@ impl Checker<'_> {
                     g.drop_unused(id);
                 }
             }
-            n if NODES.contains(&n) => return self.node(i, c),
+            // The calls that go to a stream may be captured (a graph's launch too, as a child
+            // graph: not recorded as such, it runs at the capture).
+            n if n != "graph_launch" && ON_STREAM.contains(&n) => return self.node(i, c),
             _ => return Ok(false),
         }
         Ok(true)
