@@ -199,7 +199,9 @@ impl Viewer {
             .take(cols)
             .collect();
         let marks = self.marks();
-        let lanes_room = usize::from(inner.height).saturating_sub(1);
+        // The legend only where every lane fits beside it.
+        let legend = usize::from(inner.height) > self.lanes.len();
+        let lanes_room = usize::from(inner.height) - usize::from(legend);
         let mut lines = Vec::new();
         for (l, (name, d)) in self.lanes.iter().enumerate().take(lanes_room) {
             let mut spans = vec![Span::styled(
@@ -227,12 +229,16 @@ impl Viewer {
             }
             lines.push(Line::from(spans));
         }
-        if self.lanes.len() > lanes_room {
-            lines.truncate(lanes_room.saturating_sub(1));
+        if self.lanes.len() > lanes_room && lanes_room > 1 {
+            lines.truncate(lanes_room - 1);
             lines.push(Line::styled(
                 format!("… {} more streams", self.lanes.len() - lines.len()),
                 Style::new().fg(Color::DarkGray),
             ));
+        }
+        if !legend {
+            Paragraph::new(lines).render(inner, buf);
+            return;
         }
         lines.push(Line::styled(
             fit(
