@@ -175,11 +175,14 @@ const RECORD_HELP: &str = "Examples:
   haloscope record -- ./halo --gpus 0,0
   haloscope record --out seed.recording -- ./seed
   haloscope check --recording seed.recording
+  haloscope --recording seed.recording          the recording in the UI
 
 The program runs as always (its output, its exit status); CUDA loads haloscope's recorder
 into it through CUDA_INJECTION64_PATH, and the recorder writes each ordering call (devices,
 streams, events, records, waits, launches with their arguments, copies, memsets,
-synchronisations, allocations) with its host thread and sequence numbers. CUPTI comes from
+synchronisations, allocations, stream captures and graph launches, NVTX marks) with its host
+thread and sequence numbers, about 30 bytes each; a writer thread of its own writes them out.
+Mark each step with an NVTX range named \"step\" and findings say their step. CUPTI comes from
 NVIDIA's wheel (pip install nvidia-cuda-cupti) or the toolkit; --cupti says where.";
 
 /// Options of `haloscope record`.
