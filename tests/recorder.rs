@@ -102,12 +102,15 @@ fn the_recorder_writes_every_call_of_every_thread_in_about_thirty_bytes() {
         (launch.keys["grid"].as_str(), launch.keys["block"].as_str()),
         ("16,1,1", "256,1,1")
     );
-    let buf = if launch.thread == 0 {
-        "00007f0000000000"
-    } else {
-        "00007f0001000000"
-    };
-    assert_eq!(launch.keys["args"], format!("8:{buf},4:00001000"));
+    // Its pointer argument is the buffer its thread allocated (threads are numbered by their
+    // first call, whichever thread that is).
+    let buf = calls
+        .iter()
+        .find(|c| c.name == "malloc" && c.thread == launch.thread)
+        .unwrap()
+        .num("ptr")
+        .unwrap();
+    assert_eq!(launch.keys["args"], format!("8:{buf:016x},4:00001000"));
     let names: std::collections::BTreeSet<&str> = calls.iter().map(|c| c.name.as_str()).collect();
     let mark = calls.iter().find(|c| c.name == "mark").unwrap();
     assert_eq!(
