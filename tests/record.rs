@@ -8,7 +8,7 @@ use common::haloscope;
 use std::path::{Path, PathBuf};
 
 use haloscope::hazard::Kind;
-use haloscope::record::{annotate, binary, check, format};
+use haloscope::record::{annotate, check, format};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -19,12 +19,7 @@ fn data(name: &str) -> PathBuf {
 /// A recording of either version, checked.
 fn report(name: &str, notes: Option<&annotate::Annotations>) -> check::Report {
     let path = data(name);
-    let bytes = std::fs::read(&path).unwrap();
-    let calls = if bytes.starts_with(binary::MAGIC) {
-        binary::decode(&path, &bytes).unwrap()
-    } else {
-        format::parse(&path, &String::from_utf8(bytes).unwrap()).unwrap()
-    };
+    let calls = haloscope::record::calls(&path, &std::fs::read(&path).unwrap()).unwrap();
     check::check(&calls, notes).unwrap()
 }
 

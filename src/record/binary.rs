@@ -59,20 +59,33 @@ struct Body<'a> {
     at: usize,
 }
 
+/// A varint (LEB128) from the bytes `next` gives: `None` when they end first, `Some(None)`
+/// for a number longer than 64 bits.
+fn leb128(mut next: impl FnMut() -> Option<u8>) -> Option<Option<u64>> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let x = next()?;
+        v |= u64::from(x & 0x7f) << shift;
+        if x < 0x80 {
+            return Some(Some(v));
+        }
+    }
+    Some(None)
+}
+
 impl Body<'_> {
     fn varint(&mut self) -> Result<u64, String> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let Some(&x) = self.b.get(self.at) else {
-                return Err("the record ends inside a number".into());
-            };
-            self.at += 1;
-            v |= u64::from(x & 0x7f) << shift;
-            if x < 0x80 {
-                return Ok(v);
-            }
+        let (b, at) = (self.b, &mut self.at);
+        let v = leb128(|| {
+            let x = b.get(*at).copied();
+            *at += usize::from(x.is_some());
+            x
+        });
+        match v {
+            Some(Some(v)) => Ok(v),
+            Some(None) => Err("a number longer than 64 bits".into()),
+            None => Err("the record ends inside a number".into()),
         }
-        Err("a number longer than 64 bits".into())
     }
 
     fn signed(&mut self) -> Result<i64, String> {
@@ -211,17 +224,25 @@ pub fn tally(mut r: impl Read) -> std::io::Result<(u64, usize)> {
     let (mut calls, mut threads) = (0u64, 0usize);
     let mut body = Vec::new();
     loop {
-        let mut n = 0u64;
-        for shift in (0..64).step_by(7) {
+        let mut failed = None;
+        let n = leb128(|| {
             let mut x = [0u8];
-            if r.read(&mut x)? == 0 {
-                return Ok((calls, threads));
+            match r.read(&mut x) {
+                Ok(1) => Some(x[0]),
+                Ok(_) => None,
+                Err(e) => {
+                    failed = Some(e);
+                    None
+                }
             }
-            n |= u64::from(x[0] & 0x7f) << shift;
-            if x[0] < 0x80 {
-                break;
-            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
         }
+        // The end, or a length that cannot be: the recording ends here.
+        let Some(Some(n)) = n else {
+            return Ok((calls, threads));
+        };
         body.resize(n as usize, 0);
         if r.read_exact(&mut body).is_err() {
             return Ok((calls, threads));

@@ -16,9 +16,8 @@ use super::Checker;
 use super::flags::ON_STREAM;
 
 /// One stream capture: the stream it began on, and its nodes (indices into the calls).
-#[derive(Default)]
 pub(super) struct Capture {
-    origin: Option<StreamKey>,
+    origin: StreamKey,
     nodes: Vec<usize>,
 }
 
@@ -81,7 +80,7 @@ impl Checker<'_> {
                 g.captures.insert(
                     id,
                     Capture {
-                        origin: Some(s),
+                        origin: s,
                         nodes: Vec::new(),
                     },
                 );
@@ -177,7 +176,7 @@ impl Checker<'_> {
     fn replay(
         &mut self,
         c: &Call,
-        (exec, origin, on): (u64, Option<StreamKey>, StreamKey),
+        (exec, origin, on): (u64, StreamKey, StreamKey),
         nodes: &[usize],
         host: usize,
         all: &[Call],
@@ -186,7 +185,7 @@ impl Checker<'_> {
         for &n in nodes {
             let node = &all[n];
             let key = StreamKey::of(node, node.num("stream")?);
-            let s = if Some(key) == origin {
+            let s = if key == origin {
                 on
             } else {
                 let name = format!(

@@ -214,14 +214,20 @@ pub fn load(path: &Path, annotations: Option<&Path>) -> Result<(Vec<format::Call
         }
         None => None,
     };
-    let calls = if bytes.starts_with(binary::MAGIC) {
-        binary::decode(path, &bytes)?
-    } else {
-        format::parse(path, &String::from_utf8_lossy(&bytes))?
-    };
+    let calls = calls(path, &bytes)?;
     let report = check::check(&calls, notes.as_ref())
         .map_err(|(line, why)| UsageError(format!("{}:{line}: {why}", path.display())))?;
     Ok((calls, report))
+}
+
+/// A recording's calls, of either version (binary.rs, format.rs); a bad record or line as
+/// `file:N: why` (exit 2).
+pub fn calls(path: &Path, bytes: &[u8]) -> Result<Vec<format::Call>> {
+    if bytes.starts_with(binary::MAGIC) {
+        binary::decode(path, bytes)
+    } else {
+        format::parse(path, &String::from_utf8_lossy(bytes))
+    }
 }
 
 /// The report as text: a head line, then each finding with both calls.
