@@ -110,8 +110,8 @@ extern "C" __global__ void pec_sides_2d(float *ez, unsigned int nx, unsigned int
 // h_lo..h_hi, E on e_lo..e_hi and applies sources, end rows and PEC sides on s_lo..s_hi
 // (each one-kernel launch's rows); tiles cut w0..w1, their union. A region as wide as the
 // row or wider loads the whole row (its columns wrap exactly when periodic).
-#if !defined(TILE_2D_X) || !defined(TILE_2D_Y) || !defined(STEPS_2D) || !defined(MAX_SOURCES)
-#error "build with -DTILE_2D_X=… -DTILE_2D_Y=… -DSTEPS_2D=… -DMAX_SOURCES=… (build.rs)"
+#if !defined(TILE_2D_X) || !defined(TILE_2D_Y) || !defined(STEPS_2D) || !defined(MAX_SOURCES) || !defined(THREADS_2D)
+#error "build with -DTILE_2D_X=… -DTILE_2D_Y=… -DSTEPS_2D=… -DMAX_SOURCES=… -DTHREADS_2D=… (build.rs)"
 #endif
 #define M2 (STEPS_2D + 1)
 #define RW (TILE_2D_X + 2 * M2)
@@ -129,16 +129,123 @@ struct Sources2d {
     int n;
 };
 
+// ---- A plain tile's pass in registers --------------------------------------------------
+//
+// Most tiles of a large plane hold no source, no end row, no side column, no wrap, no end
+// of the update ranges and no first or last row of the pass's tiles, and their region is
+// whole (RW × RH, k = STEPS_2D): there every region cell is updated every step, as a
+// region's cells away from those are. Such a tile's pass runs in registers: warp v holds
+// region rows PLAIN_ROWS v .. PLAIN_ROWS (v + 1), lane l columns 2 l and 2 l + 1 of Ez, Hx
+// and Hy, read from the snapshot and written back to the fields directly; ca and cb wait in
+// shared memory (read two cells at a time). Column neighbours come by warp shuffles, the
+// row neighbours beyond a warp's rows through two small shared rows, a barrier each. A cell
+// at the region's edge reads its own value for the missing neighbour: wrong, as an edge cell
+// of the shared-memory steps is (not updated there), and M2 cells away from the tile's own.
+// The float operations are those of the shared-memory steps, in the same order.
+#define PLAIN_WARPS (THREADS_2D / 32)
+#define PLAIN_ROWS (RH / PLAIN_WARPS)
+#if RW != 64 || PLAIN_ROWS * PLAIN_WARPS != RH
+#error "a plain tile's region must be 64 columns and rows a multiple of its warps"
+#endif
+
+// The region's first row and column are ra and cs, the tile's own cells rows r0 .. r1,
+// columns c0 .. c1. `sca`, `scb`: 2 RH RW floats of shared memory.
+__device__ __forceinline__ void plain_pass(float *__restrict__ ez_f, float *__restrict__ h_f,
+                                           const float *__restrict__ ez_s,
+                                           const float *__restrict__ h_s,
+                                           const float *__restrict__ ca, const float *__restrict__ cb,
+                                           float *sca, float *scb, long long nx, float ch, int k,
+                                           int ra, int cs, int r0, int r1, int c0, int c1) {
+    __shared__ float edge_ez[PLAIN_WARPS][RW]; // each warp's first row of Ez
+    __shared__ float edge_hx[PLAIN_WARPS][RW]; // each warp's last row of Hx
+    const unsigned full = 0xffffffffu;
+    const int lane = threadIdx.x % 32, v = threadIdx.x / 32, l2 = 2 * lane;
+    float ez[PLAIN_ROWS][2], hx[PLAIN_ROWS][2], hy[PLAIN_ROWS][2];
+#pragma unroll
+    for (int r = 0; r < PLAIN_ROWS; r++) {
+        const long long j = ra + PLAIN_ROWS * v + r, g = cs + l2;
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            ez[r][c] = ez_s[j * nx + g + c];
+            hx[r][c] = h_s[2 * j * nx + g + c];
+            hy[r][c] = h_s[2 * j * nx + nx + g + c];
+        }
+    }
+    for (int i = threadIdx.x; i < RH * RW; i += THREADS_2D) {
+        const long long g = (ra + i / RW) * nx + cs + i % RW;
+        sca[i] = ca[g];
+        scb[i] = cb[g];
+    }
+    __syncthreads();
+    for (int t = 0; t < k; t++) {
+        edge_ez[v][l2] = ez[0][0];
+        edge_ez[v][l2 + 1] = ez[0][1];
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < PLAIN_ROWS; r++) {
+            const float right = __shfl_down_sync(full, ez[r][0], 1);
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                float up = ez[r][c];
+                if (r + 1 < PLAIN_ROWS) {
+                    up = ez[r + 1][c];
+                } else if (v + 1 < PLAIN_WARPS) {
+                    up = edge_ez[v + 1][l2 + c];
+                }
+                hx[r][c] = hx[r][c] + ch * (ez[r][c] - up);
+                const float rn = c == 0 ? ez[r][1] : right;
+                hy[r][c] = hy[r][c] + ch * (rn - ez[r][c]);
+            }
+        }
+        edge_hx[v][l2] = hx[PLAIN_ROWS - 1][0];
+        edge_hx[v][l2 + 1] = hx[PLAIN_ROWS - 1][1];
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < PLAIN_ROWS; r++) {
+            const int s = (PLAIN_ROWS * v + r) * RW + l2;
+            const float2 a = *reinterpret_cast<const float2 *>(sca + s);
+            const float2 b = *reinterpret_cast<const float2 *>(scb + s);
+            const float left = __shfl_up_sync(full, hy[r][1], 1);
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                float below = hx[r][c];
+                if (r > 0) {
+                    below = hx[r - 1][c];
+                } else if (v > 0) {
+                    below = edge_hx[v - 1][l2 + c];
+                }
+                const float ln = c == 1 ? hy[r][0] : left;
+                const float fa = c == 0 ? a.x : a.y, fb = c == 0 ? b.x : b.y;
+                ez[r][c] = fa * ez[r][c] + fb * ((hy[r][c] - ln) - (hx[r][c] - below));
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < PLAIN_ROWS; r++) {
+        const long long j = ra + PLAIN_ROWS * v + r;
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            const long long g = cs + l2 + c;
+            if (j >= r0 && j < r1 && g >= c0 && g < c1) {
+                ez_f[j * nx + g] = ez[r][c];
+                h_f[2 * j * nx + g] = hx[r][c];
+                h_f[2 * j * nx + nx + g] = hy[r][c];
+            }
+        }
+    }
+}
+
 extern "C" __global__ void fused_steps_2d(
     float *__restrict__ ez, float *__restrict__ h, const float *__restrict__ ez_s,
     const float *__restrict__ h_s, const float *__restrict__ ca, const float *__restrict__ cb,
     float *__restrict__ prev, const float *__restrict__ prev_s, const float *__restrict__ mur,
     Sources2d src, int nx, int periodic, float ch, int k, int held, int w0, int w1, int h_lo,
     int h_hi, int e_lo, int e_hi, int s_lo, int s_hi, int first, int last, int bottom, int top) {
-    // Ez, Hx, Hy, ca and cb of the region: src/kernels.rs shared_2d() bytes.
+    // Ez, Hx and Hy of the region (a plain tile's pass: ca and cb): src/kernels.rs
+    // shared_2d() bytes. ca and cb of a tile that is not plain are read from the arrays.
     extern __shared__ float region[];
     float *sez = region, *shx = region + RH * RW, *shy = region + 2 * RH * RW;
-    float *sca = region + 3 * RH * RW, *scb = region + 4 * RH * RW;
+    float *sca = region, *scb = region + RH * RW; // a plain tile's
     __shared__ float spb[RW];
     __shared__ float spt[RW];
     // Per local column: its global column and its neighbours' local columns (-1: none).
@@ -162,6 +269,20 @@ extern "C" __global__ void fused_steps_2d(
         cs = max(c0 - m, 0);
         w = min(c1 + m, nx) - cs;
     }
+    // A plain tile (plain_pass above): its whole region inside the row and the ranges, no
+    // source row, end row, side column or first or last tile row of the pass in it.
+    bool plain = !full && k == STEPS_2D && c1 - c0 == TILE_2D_X && r1 - r0 == TILE_2D_Y &&
+                 r0 != w0 && r1 != w1 && cs >= 1 && cs + w <= nx - 1 && ra == r0 - m &&
+                 rz == r1 + m && ra >= h_lo && rz <= h_hi && ra + 1 >= e_lo && rz <= e_hi &&
+                 !(bottom != 0 && first >= ra - 1 && first <= rz) &&
+                 !(top != 0 && last >= ra - 1 && last <= rz) && blockDim.x == THREADS_2D;
+    for (int i = 0; i < src.n; i++) {
+        plain = plain && !(src.row[i] >= ra - 1 && src.row[i] <= rz);
+    }
+    if (plain) {
+        plain_pass(ez, h, ez_s, h_s, ca, cb, sca, scb, nx, ch, k, ra, cs, r0, r1, c0, c1);
+        return;
+    }
     // Threads as 32 columns by blockDim.x / 32 rows: each loops over the region's columns
     // and, within one, over its rows.
     const int tx = threadIdx.x % 32, ty = threadIdx.x / 32, ny = blockDim.x / 32;
@@ -180,8 +301,6 @@ extern "C" __global__ void fused_steps_2d(
             long long j = ra + lr;
             int s = lr * RW + lc;
             sez[s] = ez_s[j * nx + g];
-            sca[s] = ca[j * nx + g];
-            scb[s] = cb[j * nx + g];
             shx[s] = h_s[2 * j * nx + g];
             shy[s] = h_s[2 * j * nx + nx + g];
         }
@@ -215,7 +334,8 @@ extern "C" __global__ void fused_steps_2d(
             }
             for (int lr = ea + ty; lr < ez_; lr += ny) {
                 int s = lr * RW + lc;
-                sez[s] = sca[s] * sez[s] + scb[s] * ((shy[s] - shy[lr * RW + ln]) - (shx[s] - shx[s - RW]));
+                const long long q = (ra + lr) * (long long)nx + g;
+                sez[s] = ca[q] * sez[s] + cb[q] * ((shy[s] - shy[lr * RW + ln]) - (shx[s] - shx[s - RW]));
             }
         }
         __syncthreads();

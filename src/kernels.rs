@@ -2,11 +2,18 @@
 //! place: build.rs passes each to nvcc as `-DNAME=value`, and the kernels refuse to
 //! compile without them.
 
-/// Cells per block of `fused_steps` (a tile).
-pub const TILE: usize = 2048;
 /// Steps per pass `fused_steps` supports (its source table has this many rows); also the
 /// halo width every device holds.
 pub const MAX_STEPS: usize = 16;
+/// Consecutive cells each thread of `fused_steps` holds in registers (a lane's run).
+pub const LANE_CELLS: usize = 16;
+/// Warps per block of `fused_steps`. Each holds 32 runs, `MAX_STEPS + 1` cells of them a
+/// margin at each side, and owns the rest.
+pub const FUSED_WARPS: usize = 4;
+/// Threads per block of `fused_steps`.
+pub const FUSED_THREADS: u32 = 32 * FUSED_WARPS as u32;
+/// Cells per block of `fused_steps` (a tile): its warps' own cells, 4 × 478.
+pub const TILE: usize = FUSED_WARPS * (32 * LANE_CELLS - 2 * (MAX_STEPS + 1));
 /// Sources `fused_steps` supports in one device's held cells.
 pub const MAX_SOURCES: usize = 8;
 /// Columns and rows of a tile of `fused_steps_2d` (kernels/fdtd2d.cu). With its margins
@@ -22,10 +29,11 @@ pub const STEPS_2D: usize = 4;
 pub const THREADS_2D: u32 = 256;
 
 /// Bytes of dynamic shared memory a block of `fused_steps_2d` takes: its region of
-/// `Ez`, `Hx`, `Hy`, `ca` and `cb`.
+/// `Ez`, `Hx` and `Hy` (a plain tile's pass keeps `ca` and `cb` there instead). Three
+/// arrays, not five: 37 KiB a block lets four blocks share an SM.
 pub const fn shared_2d() -> u32 {
     let m = STEPS_2D + 1;
-    (5 * 4 * (TILE_2D_X + 2 * m) * (TILE_2D_Y + 2 * m)) as u32
+    (3 * 4 * (TILE_2D_X + 2 * m) * (TILE_2D_Y + 2 * m)) as u32
 }
 
 /// Threads per block of the reduction kernel (its shared arrays have this many entries)
@@ -33,8 +41,12 @@ pub const fn shared_2d() -> u32 {
 pub const BLOCK: u32 = 256;
 
 /// `-D` definitions for nvcc.
-pub fn defines() -> [(&'static str, u64); 7] {
+pub fn defines() -> [(&'static str, u64); 11] {
     [
+        ("THREADS_2D", u64::from(THREADS_2D)),
+        ("LANE_CELLS", LANE_CELLS as u64),
+        ("FUSED_WARPS", FUSED_WARPS as u64),
+        ("FUSED_THREADS", u64::from(FUSED_THREADS)),
         ("TILE", TILE as u64),
         ("TILE_2D_X", TILE_2D_X as u64),
         ("TILE_2D_Y", TILE_2D_Y as u64),

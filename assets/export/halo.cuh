@@ -520,8 +520,6 @@ static void sources_boundaries(int dev, cudaStream_t s, long from, long to, long
 
 // ---- 1D fused passes (src/fused.rs, src/runtime/cuda/wide.rs) ---------------------------
 
-static const unsigned FUSED_BLOCK = 512;
-
 enum Tiles { ALL, BOUNDARY, INTERIOR, STORE };
 
 // A pass over `len` cells in tiles: (e, tiles saved, blocks, first, jump) of fused.cu.
@@ -619,7 +617,7 @@ static void run_tiles(int dev, cudaStream_t s, Span r, long steps, long step, Ti
             r_hy = cell(hy, dev + 1, m.hi - store_n);
         }
     }
-    ::fused_steps<<<t.blocks, FUSED_BLOCK, 0, s>>>(
+    ::fused_steps<<<t.blocks, FUSED_THREADS, 0, s>>>(
         m.e + off, m.h + off, m.ca + off, m.cb + off, m.prev, prev_in, m.strip_ex + so,
         m.strip_hy + so, src, len, steps, sc.ch, h_lo, h_hi, e_lo, e_hi, kind[0], end[0], lm, kind[1],
         end[1], rm, t.e, t.first, t.jump, own_lo, own_hi, store_n, l_ex, l_hy, r_ex, r_hy);

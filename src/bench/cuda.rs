@@ -19,6 +19,10 @@ use crate::stats::median;
 /// update_e reads ex, hy, ca and cb and writes ex (20); neighbours come from cache.
 pub const BYTES_PER_CELL: f64 = 32.0;
 
+/// Bytes a fused pass moves per cell, whatever its steps: Ex, Hy, ca, cb read, Ex and Hy
+/// written (the strips of margins are a few cells a tile).
+pub const BYTES_PER_PASS: f64 = 24.0;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct CopyBandwidth {
     pub gpu: i32,
@@ -112,6 +116,11 @@ pub struct FusedRow {
     pub gcells_per_s: f64,
     /// Over the two-kernel roofline of the same GPU: copy bandwidth / 32 B per cell.
     pub vs_roofline: f64,
+    /// Bytes a pass moves per cell (24) over its steps, and the DRAM bandwidth that
+    /// makes: achieved bytes per second, and their share of the copy bandwidth.
+    pub bytes_per_cell_step: f64,
+    pub gb_per_s: f64,
+    pub of_dram_limit: f64,
     /// The two-kernel step measured in this run (interior on one GPU, `overlap` on
     /// several) over this one: the speedup.
     pub vs_two_kernel: Option<f64>,
@@ -136,6 +145,9 @@ pub struct GpuBench {
     pub snapshot: Vec<SnapshotCost>,
     #[serde(default)]
     pub fused: Vec<FusedRow>,
+    /// The fused kernels at the limit of the first GPU (not with `--modes`).
+    #[serde(default)]
+    pub limit: Option<super::limit::Limit>,
 }
 
 /// The step of `p` with no exchange: its kernels (launched or as graphs) and barriers
@@ -246,7 +258,12 @@ pub fn run(gpus: &[i32], seconds: f64, only: Option<&[Mode]>) -> Result<GpuBench
         seconds,
         only,
     )?;
+    let limit = match only {
+        Some(_) => None,
+        None => Some(super::limit::run(gpus[0], copy[0].gb_per_s, seconds)?),
+    };
     Ok(GpuBench {
+        limit,
         gpus: gpus.iter().map(|&g| names[g as usize].clone()).collect(),
         copy,
         links,
@@ -290,7 +307,7 @@ fn interior(
 
 /// Whether `mode` may run on `gpus`: a program with flags needs a hardware queue per stream
 /// on each GPU (`check_flags`); a set it would be refused on is left out, and said.
-fn flags_fit(mode: Mode, gpus: &[i32]) -> bool {
+pub(super) fn flags_fit(mode: Mode, gpus: &[i32]) -> bool {
     let ranges: Vec<std::ops::Range<usize>> = (0..gpus.len()).map(|i| i * 1024..(i + 1) * 1024).collect();
     match crate::runtime::cuda::check_flags(&mode.program(&ranges), gpus) {
         Ok(()) => true,
@@ -434,9 +451,9 @@ fn fused_rows(
         let k = fused::MAX_STEPS;
         let s = bench_scenario(cells * g.len(), g.len())?;
         let mut run = WideRun::new(&s, g, k)?;
-        // Compared with the CPU reference first: a few passes, one for the largest grids
-        // (the CPU steps 2^28 cells in about a second).
-        let passes = if cells * g.len() <= 1 << 24 { 40 } else { 1 };
+        // Compared with the CPU reference first: 40 passes, 4 for the largest grids (the
+        // CPU steps 2^28 cells in about a second).
+        let passes = if cells * g.len() <= 1 << 24 { 40 } else { 4 };
         let differing_cells = run.check(&s, passes)?;
         let per = run.time(2)?;
         let wanted = (seconds * 1e6 / (per * k as f64)) as usize;
@@ -447,7 +464,11 @@ fn fused_rows(
         }
         let us = median(&samples).expect("samples");
         let gcells = cells as f64 / us / 1e3;
+        let bytes = BYTES_PER_PASS / k as f64;
         fused.push(FusedRow {
+            bytes_per_cell_step: bytes,
+            gb_per_s: gcells * bytes,
+            of_dram_limit: gcells * bytes / bw,
             cells_per_gpu: cells,
             gpus: g.len(),
             steps_per_pass: k,
@@ -468,6 +489,9 @@ impl GpuBench {
         let mut o = self.hardware_table();
         o += &self.modes_table();
         o += &self.fused_table();
+        if let Some(l) = &self.limit {
+            o += &l.table();
+        }
         o
     }
 
@@ -569,12 +593,15 @@ impl GpuBench {
             "\n== fused kernel: k steps per pass over memory, and per halo exchange on several GPUs\n",
         );
         o += &format!(
-            "{:>10} {:>4} {:>3} {:>9} {:>10} {:>12} {:>12} {:>10} {:>16}\n",
+            "{:>10} {:>4} {:>3} {:>9} {:>10} {:>7} {:>8} {:>8} {:>12} {:>12} {:>10} {:>16}\n",
             "cells/GPU",
             "GPUs",
             "k",
             "µs/step",
             "Gcells/s",
+            "B/cell",
+            "GB/s",
+            "of DRAM",
             "vs roofline",
             "vs 2-kernel",
             "vs launch",
@@ -588,19 +615,22 @@ impl GpuBench {
                 format!("{} cells differ", f.differing_cells)
             };
             o += &format!(
-                "{:>10} {:>4} {:>3} {:>9.3} {:>10.1} {:>11.2}x {:>12} {:>9.2}x {:>16}\n",
+                "{:>10} {:>4} {:>3} {:>9.3} {:>10.1} {:>7.2} {:>8.0} {:>7.1}% {:>11.2}x {:>12} {:>9.2}x {:>16}\n",
                 f.cells_per_gpu,
                 f.gpus,
                 f.steps_per_pass,
                 f.us_per_step,
                 f.gcells_per_s,
+                f.bytes_per_cell_step,
+                f.gb_per_s,
+                100.0 * f.of_dram_limit,
                 f.vs_roofline,
                 two,
                 f.vs_launch,
                 bits
             );
         }
-        o += "(roofline: the copy bandwidth over 32 B per cell, the two-kernel step's traffic; a pass moves 24 B per cell for k steps. 2-kernel: interior on one GPU, overlap on several)\n";
+        o += "(roofline: the copy bandwidth over 32 B per cell, the two-kernel step's traffic. B/cell: a pass moves 24 B per cell for k steps, per step; GB/s: what that makes at this speed; of DRAM: its share of the copy bandwidth, the DRAM limit. 2-kernel: interior on one GPU, overlap on several)\n";
         o += "\n== snapshot (reduction kernel + async copy into pinned memory)\n";
         for s in &self.snapshot {
             o += &format!("{:>10} cells, {} columns: {:>8.1} µs\n", s.cells, s.columns, s.us);

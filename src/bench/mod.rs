@@ -4,6 +4,7 @@
 mod contention;
 mod cuda;
 mod hazard;
+mod limit;
 mod plane;
 mod scenario;
 mod sim;

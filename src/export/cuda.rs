@@ -510,7 +510,6 @@ fn head(u: &Unit, nccl: bool) -> String {
         "#define HALO {}  // halo cells each side of a device's cells",
         crate::decomp::HALO
     );
-    let _ = writeln!(out, "#define THREADS_2D {}", crate::kernels::THREADS_2D);
     let _ = writeln!(out, "#define SHARED_2D {}", crate::kernels::shared_2d());
     out
 }

@@ -22,10 +22,7 @@ use crate::physics::EndCondition;
 use crate::scenario::Injection;
 use crate::scenario::Scenario;
 
-use crate::kernels::TILE;
-
-/// Threads per block of `fused_steps` (a launch setting: the kernel strides by it).
-const BLOCK: u32 = 512;
+use crate::kernels::{FUSED_THREADS, TILE};
 
 /// The device buffers of a fused pass: the fields, coefficients and Mur state, and the
 /// margins (`strip_*`, [`strip_floats`] each) and Mur state (`prev_in`, [`PREV_IN_FLOATS`])
@@ -241,7 +238,7 @@ pub(super) fn launch_tiles(
     launch(
         fused,
         blocks as u32,
-        BLOCK,
+        FUSED_THREADS,
         s,
         &[
             Ptr(at(b.ex)),

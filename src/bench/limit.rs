@@ -1,0 +1,298 @@
+//! `haloscope bench --runtime cuda`, the kernels at the limit of one GPU: every fused mode
+//! run by the runtime on 2^28 cells, its bits after four passes against the CPU; the 2D
+//! fused pass against the two-kernel step at 16384² and 20480², with the DRAM bandwidth it
+//! achieves and its share of the DRAM limit; and how much of the 2D exchange the split
+//! pass (fused-overlap) hides on two devices of one GPU. Every ratio from this run.
+
+use anyhow::Result;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::plane::plane_scenario;
+use super::scenario::bench_scenario;
+use crate::decomp::{Domain, Field, Gathered};
+use crate::geometry::Coefficients;
+use crate::program::{Mode, Program};
+use crate::runtime::{Runtime, RuntimeChoice};
+use crate::stats::median;
+
+/// The fused modes, each a different way of ordering the same passes.
+pub const FUSED_FAMILY: [Mode; 5] = [
+    Mode::Fused,
+    Mode::FusedPush,
+    Mode::FusedFlags,
+    Mode::FusedOverlap,
+    Mode::FusedP2p,
+];
+
+/// Bytes a 2D fused pass moves per cell from memory: Ez, Hx, Hy, ca and cb read (20),
+/// Ez, Hx and Hy written (12); the margins a tile re-reads come from cache.
+pub const BYTES_PER_CELL_PASS_2D: f64 = 32.0;
+
+/// One fused mode run by the runtime: its bits against the CPU's, and its step.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeBits {
+    pub mode: String,
+    pub cells: usize,
+    /// Logical devices, all on the first GPU (so that the split and store passes run).
+    pub devices: usize,
+    pub steps: u64,
+    pub us_per_step: f64,
+    pub gcells_per_s: f64,
+    /// Cells of either field whose bits differ from the CPU's after `steps` steps.
+    pub differing_cells: usize,
+}
+
+/// The 2D fused pass on one GPU against the two-kernel step (events) of the same run.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlaneRow {
+    pub n: usize,
+    pub fused_us: f64,
+    pub two_kernel_us: f64,
+    pub speedup: f64,
+    pub bytes_per_cell_step: f64,
+    pub gb_per_s: f64,
+    /// Achieved bytes per second over the copy bandwidth: the DRAM limit's share.
+    pub of_dram_limit: f64,
+    /// Steps compared with the CPU (0: not compared at this size), cells that differ.
+    pub checked_steps: u64,
+    pub differing_cells: usize,
+}
+
+/// The 2D exchange on two devices of one GPU, and how much of it the split pass hides.
+#[derive(Debug, Clone, Serialize)]
+pub struct Hiding {
+    pub n: usize,
+    pub fused_us: f64,
+    pub overlap_us: f64,
+    /// fused's step with its copies and waits left out.
+    pub no_exchange_us: f64,
+    /// (fused − fused-overlap) / (fused − no exchange).
+    pub hidden: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Limit {
+    pub bits: Vec<ModeBits>,
+    pub plane: Vec<PlaneRow>,
+    pub hiding: Vec<Hiding>,
+}
+
+/// Runs `program` on `s` over `gpus` for `steps` steps; its fields, and µs per step of
+/// `seconds` more (median of three).
+fn run_mode(
+    s: &crate::scenario::Scenario,
+    program: Program,
+    gpus: &[i32],
+    steps: u64,
+    seconds: f64,
+) -> Result<(Gathered, f64)> {
+    let cuda = RuntimeChoice::Cuda { gpus: gpus.to_vec() };
+    let mut rt = crate::runtime::start(&cuda, s, Arc::new(program.on(s)), false)?;
+    rt.run_to(steps)?;
+    let fields = rt.fields()?;
+    let us = time_steps(rt.as_mut(), seconds)?;
+    Ok((fields, us))
+}
+
+/// µs per step, the median of three runs of about `seconds` each.
+fn time_steps(rt: &mut dyn Runtime, seconds: f64) -> Result<f64> {
+    let mut run = |steps: u64| -> Result<f64> {
+        let (from, t0) = (rt.step(), Instant::now());
+        rt.run_to(from + steps)?;
+        Ok(t0.elapsed().as_secs_f64() * 1e6 / (rt.step() - from).max(1) as f64)
+    };
+    let per = run(16)?;
+    let steps = ((seconds * 1e6 / per) as u64).clamp(16, 50_000);
+    let samples: Vec<f64> = (0..3).map(|_| run(steps)).collect::<Result<_>>()?;
+    Ok(median(&samples).expect("samples"))
+}
+
+/// µs per step of `program` on `s` over `gpus`.
+fn step_us(s: &crate::scenario::Scenario, program: Program, gpus: &[i32], seconds: f64) -> Result<f64> {
+    let cuda = RuntimeChoice::Cuda { gpus: gpus.to_vec() };
+    let mut rt = crate::runtime::start(&cuda, s, Arc::new(program.on(s)), false)?;
+    time_steps(rt.as_mut(), seconds)
+}
+
+/// The CPU's fields after `steps` steps of the plainest order (src/decomp.rs).
+fn reference(s: &crate::scenario::Scenario, steps: u64) -> Result<Gathered> {
+    let c = Coefficients::new(s)?;
+    let mut r = Domain::reference(s, &c)?;
+    for t in 0..steps {
+        r.step(t);
+    }
+    Ok(Gathered {
+        e: r.gather(Field::E)?,
+        h: r.gather(Field::H)?,
+    })
+}
+
+/// Cells of either field whose bits differ.
+fn differing(a: &Gathered, b: &Gathered) -> usize {
+    let count = |x: &[f32], y: &[f32]| {
+        x.iter()
+            .zip(y)
+            .filter(|(p, q)| p.to_bits() != q.to_bits())
+            .count()
+            + x.len().abs_diff(y.len())
+    };
+    count(&a.e, &b.e) + count(&a.h, &b.h)
+}
+
+/// Every fused mode on `cells` cells over two devices of `gpu`, `passes` passes of
+/// MAX_STEPS steps, against the CPU.
+fn family_bits(gpu: i32, cells: usize, passes: u64, seconds: f64) -> Result<Vec<ModeBits>> {
+    let s = bench_scenario(cells, 2)?;
+    let steps = passes * crate::fused::MAX_STEPS as u64;
+    let want = reference(&s, steps)?;
+    let mut rows = Vec::new();
+    for mode in FUSED_FAMILY {
+        let gpus = [gpu, gpu];
+        if !super::cuda::flags_fit(mode, &gpus) {
+            continue;
+        }
+        let (got, us) = run_mode(&s, mode.program(&s.ranges()), &gpus, steps, seconds)?;
+        rows.push(ModeBits {
+            mode: mode.name().into(),
+            cells,
+            devices: 2,
+            steps,
+            us_per_step: us,
+            gcells_per_s: cells as f64 / us / 1e3,
+            differing_cells: differing(&got, &want),
+        });
+    }
+    Ok(rows)
+}
+
+/// The 2D fused pass and the two-kernel step at each size; the bits of `check_steps`
+/// steps of fused at the first size.
+fn plane_rows(
+    gpu: i32,
+    sizes: &[usize],
+    copy_gb_s: f64,
+    check_steps: u64,
+    seconds: f64,
+) -> Result<Vec<PlaneRow>> {
+    let k = crate::kernels::STEPS_2D as f64;
+    let mut rows = Vec::new();
+    for (i, &n) in sizes.iter().enumerate() {
+        let s = plane_scenario(n, 1)?;
+        let checked = if i == 0 { check_steps } else { 0 };
+        let (differing_cells, fused_us) = if checked > 0 {
+            let (got, us) = run_mode(&s, Mode::Fused.program(&s.ranges()), &[gpu], checked, seconds)?;
+            (differing(&got, &reference(&s, checked)?), us)
+        } else {
+            (0, step_us(&s, Mode::Fused.program(&s.ranges()), &[gpu], seconds)?)
+        };
+        let two_kernel_us = step_us(&s, Mode::Events.program(&s.ranges()), &[gpu], seconds)?;
+        let bytes = BYTES_PER_CELL_PASS_2D / k;
+        let gb_per_s = (n * n) as f64 * bytes / fused_us / 1e3;
+        rows.push(PlaneRow {
+            n,
+            fused_us,
+            two_kernel_us,
+            speedup: two_kernel_us / fused_us,
+            bytes_per_cell_step: bytes,
+            gb_per_s,
+            of_dram_limit: gb_per_s / copy_gb_s,
+            checked_steps: checked,
+            differing_cells,
+        });
+    }
+    Ok(rows)
+}
+
+/// fused and fused-overlap on an `n`² plane over two devices of `gpu`.
+fn hiding(gpu: i32, n: usize, seconds: f64) -> Result<Hiding> {
+    let s = plane_scenario(n, 2)?;
+    let gpus = [gpu, gpu];
+    let fused = Mode::Fused.program(&s.ranges());
+    let fused_us = step_us(&s, fused.clone(), &gpus, seconds)?;
+    let overlap_us = step_us(&s, Mode::FusedOverlap.program(&s.ranges()), &gpus, seconds)?;
+    let no_exchange_us = step_us(&s, super::cuda::no_exchange(&fused), &gpus, seconds)?;
+    Ok(Hiding {
+        n,
+        fused_us,
+        overlap_us,
+        no_exchange_us,
+        hidden: (fused_us - overlap_us) / (fused_us - no_exchange_us),
+    })
+}
+
+/// The whole section on the first GPU.
+pub fn run(gpu: i32, copy_gb_s: f64, seconds: f64) -> Result<Limit> {
+    let steps_2d = 4 * crate::kernels::STEPS_2D as u64;
+    Ok(Limit {
+        bits: family_bits(gpu, 1 << 28, 4, seconds)?,
+        plane: plane_rows(gpu, &[16384, 20480], copy_gb_s, steps_2d, seconds)?,
+        hiding: [4096, 16384]
+            .into_iter()
+            .map(|n| hiding(gpu, n, seconds))
+            .collect::<Result<_>>()?,
+    })
+}
+
+impl Limit {
+    pub fn table(&self) -> String {
+        let mut o = String::from(
+            "\n== fused modes by the runtime, 2 devices on one GPU: bits against the CPU, and the step\n",
+        );
+        o += &format!(
+            "{:<14} {:>10} {:>6} {:>9} {:>9} {:>17}\n",
+            "mode", "cells", "steps", "µs/step", "Gcells/s", "bits vs CPU"
+        );
+        for b in &self.bits {
+            let bits = if b.differing_cells == 0 {
+                "same".to_string()
+            } else {
+                format!("{} cells differ", b.differing_cells)
+            };
+            o += &format!(
+                "{:<14} {:>10} {:>6} {:>9.2} {:>9.1} {:>17}\n",
+                b.mode, b.cells, b.steps, b.us_per_step, b.gcells_per_s, bits
+            );
+        }
+        o += "\n== 2D fused pass (fused_steps_2d) on one GPU against the two-kernel step (events)\n";
+        o += &format!(
+            "{:>7} {:>10} {:>10} {:>8} {:>12} {:>8} {:>10} {:>18}\n",
+            "cells", "fused µs", "2-kernel", "speedup", "B/cell-step", "GB/s", "of DRAM", "bits vs CPU"
+        );
+        for p in &self.plane {
+            let bits = match (p.checked_steps, p.differing_cells) {
+                (0, _) => "-".to_string(),
+                (n, 0) => format!("same ({n} steps)"),
+                (_, d) => format!("{d} cells differ"),
+            };
+            o += &format!(
+                "{:>7} {:>10.1} {:>10.1} {:>7.2}x {:>12.1} {:>8.0} {:>9.1}% {:>18}\n",
+                format!("{}²", p.n),
+                p.fused_us,
+                p.two_kernel_us,
+                p.speedup,
+                p.bytes_per_cell_step,
+                p.gb_per_s,
+                100.0 * p.of_dram_limit,
+                bits
+            );
+        }
+        o += &format!(
+            "(a pass of {} steps moves {BYTES_PER_CELL_PASS_2D} B per cell; of DRAM: the bandwidth over the copy bandwidth)\n",
+            crate::kernels::STEPS_2D
+        );
+        o += "\n== 2D exchange on two devices of one GPU: what the split pass (fused-overlap) hides\n";
+        for h in &self.hiding {
+            o += &format!(
+                "{:>7}  fused {:.1} µs, no exchange {:.1} µs, fused-overlap {:.1} µs: {:.0} % of the exchange hidden\n",
+                format!("{}²", h.n),
+                h.fused_us,
+                h.no_exchange_us,
+                h.overlap_us,
+                100.0 * h.hidden
+            );
+        }
+        o
+    }
+}
