@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 pub const PULL_QUEUE_SLOTS: u32 = 3;
 
 /// What one step of the 2D fused pass costs, as bytes a cell of a bandwidth-bound kernel:
-/// on one H200 at 16384² cells `fused` took 0.51 of the time of one-kernel steps (which
-/// move 44 B a cell), measured by `bench --runtime cuda --plane` (BENCHMARKS.md).
-pub const FUSED_2D_BYTES_PER_CELL: f64 = 22.0;
+/// on one H200 at 16384² cells `fused` took 0.30 of the time of the two-kernel step (which
+/// moves 44 B a cell): 919.5 against 3080 µs, `bench --runtime cuda`
+/// (benchmarks/2026-12-04-h200x1-kernels.txt).
+pub const FUSED_2D_BYTES_PER_CELL: f64 = 13.0;
 
 /// Durations in microseconds, bandwidths in GB/s (10^9 bytes per second).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -40,6 +40,13 @@ pub const fn shared_2d() -> u32 {
 /// and of the two-kernel step.
 pub const BLOCK: u32 = 256;
 
+// What the kernels assume of these numbers (they also refuse to compile otherwise): a
+// lane's cells are bits of a 32-bit mask in `fused_steps`; a plain 2D tile's region is two
+// warps wide and its rows split evenly over a block's warps (`plain_pass`).
+const _: () = assert!(LANE_CELLS <= 32 && 32 * LANE_CELLS > 2 * (MAX_STEPS + 1));
+const _: () = assert!(TILE_2D_X + 2 * (STEPS_2D + 1) == 64);
+const _: () = assert!((TILE_2D_Y + 2 * (STEPS_2D + 1)) % (THREADS_2D as usize / 32) == 0);
+
 /// `-D` definitions for nvcc.
 pub fn defines() -> [(&'static str, u64); 11] {
     [

@@ -121,6 +121,19 @@ fn check_with(s: &Scenario, k: usize, steps: u64, run: impl Fn(&Held, &mut Field
     }
 }
 
+/// The GPU suite's line scenario (scripts/scenarios/line-edges.toml: sources on the cells
+/// where the GPU kernel's tiles, warps and devices meet and next to both ends, a Mur end and
+/// a PEC end) in passes cut at the GPU's tile, whole and split, keeps the reference's bits.
+#[test]
+fn the_gpu_suites_line_scenario_keeps_the_bits_in_passes_of_the_gpus_tiles() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/scenarios/line-edges.toml");
+    let s = scenario(&std::fs::read_to_string(path).unwrap());
+    let tile = haloscope::kernels::TILE;
+    check(&s, 16, tile, 96);
+    check_split(&s, 16, tile, 96, false);
+    check_split(&s, 16, tile, 96, true);
+}
+
 #[test]
 fn one_device_in_tiles_matches_the_reference_bit_for_bit() {
     let s = bench_scenario(1000, 1).unwrap();

@@ -145,9 +145,6 @@ pub struct GpuBench {
     pub snapshot: Vec<SnapshotCost>,
     #[serde(default)]
     pub fused: Vec<FusedRow>,
-    /// The fused kernels at the limit of the first GPU (not with `--modes`).
-    #[serde(default)]
-    pub limit: Option<super::limit::Limit>,
 }
 
 /// The step of `p` with no exchange: its kernels (launched or as graphs) and barriers
@@ -258,12 +255,7 @@ pub fn run(gpus: &[i32], seconds: f64, only: Option<&[Mode]>) -> Result<GpuBench
         seconds,
         only,
     )?;
-    let limit = match only {
-        Some(_) => None,
-        None => Some(super::limit::run(gpus[0], copy[0].gb_per_s, seconds)?),
-    };
     Ok(GpuBench {
-        limit,
         gpus: gpus.iter().map(|&g| names[g as usize].clone()).collect(),
         copy,
         links,
@@ -489,9 +481,6 @@ impl GpuBench {
         let mut o = self.hardware_table();
         o += &self.modes_table();
         o += &self.fused_table();
-        if let Some(l) = &self.limit {
-            o += &l.table();
-        }
         o
     }
 

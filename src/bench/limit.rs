@@ -79,6 +79,34 @@ pub struct Limit {
     pub hiding: Vec<Hiding>,
 }
 
+/// `bench --runtime cuda`: the bench of src/bench/cuda.rs, then (not with `--modes`) the
+/// kernels at the limit of its first GPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    #[serde(flatten)]
+    pub bench: super::cuda::GpuBench,
+    pub limit: Option<Limit>,
+}
+
+impl Report {
+    pub fn run(gpus: &[i32], seconds: f64, only: Option<&[Mode]>) -> Result<Report> {
+        let bench = super::cuda::run(gpus, seconds, only)?;
+        let limit = match only {
+            Some(_) => None,
+            None => Some(run(gpus[0], bench.copy[0].gb_per_s, seconds)?),
+        };
+        Ok(Report { bench, limit })
+    }
+
+    pub fn table(&self) -> String {
+        let mut o = self.bench.table();
+        if let Some(l) = &self.limit {
+            o += &l.table();
+        }
+        o
+    }
+}
+
 /// Runs `program` on `s` over `gpus` for `steps` steps; its fields, and µs per step of
 /// `seconds` more (median of three).
 fn run_mode(
@@ -294,5 +322,65 @@ impl Limit {
             );
         }
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_says_same_or_how_many_cells_differ_and_what_was_not_compared() {
+        let bits = |mode: &str, differing_cells| ModeBits {
+            mode: mode.into(),
+            cells: 1 << 28,
+            devices: 2,
+            steps: 64,
+            us_per_step: 222.81,
+            gcells_per_s: 1204.8,
+            differing_cells,
+        };
+        let plane = |n, checked_steps, differing_cells| PlaneRow {
+            n,
+            fused_us: 919.5,
+            two_kernel_us: 3080.0,
+            speedup: 3080.0 / 919.5,
+            bytes_per_cell_step: 8.0,
+            gb_per_s: 2336.0,
+            of_dram_limit: 0.547,
+            checked_steps,
+            differing_cells,
+        };
+        let l = Limit {
+            bits: vec![bits("fused", 0), bits("fused-p2p", 3)],
+            plane: vec![plane(16384, 16, 0), plane(20480, 0, 0), plane(4096, 16, 7)],
+            hiding: vec![Hiding {
+                n: 4096,
+                fused_us: 62.7,
+                overlap_us: 63.4,
+                no_exchange_us: 59.4,
+                hidden: (62.7 - 63.4) / (62.7 - 59.4),
+            }],
+        };
+        let t = l.table();
+        let line = |start: &str| {
+            t.lines()
+                .find(|l| l.trim_start().starts_with(start))
+                .unwrap()
+                .to_string()
+        };
+        assert!(line("fused ").ends_with("same"), "{t}");
+        assert!(line("fused-p2p").ends_with("3 cells differ"), "{t}");
+        assert!(
+            line("16384²").contains("3.35x") && line("16384²").ends_with("same (16 steps)"),
+            "{t}"
+        );
+        assert!(line("16384²").contains("54.7%"), "{t}");
+        assert!(line("20480²").ends_with(" -"), "{t}");
+        assert!(
+            line("4096²  fused").contains("-21 % of the exchange hidden"),
+            "{t}"
+        );
+        assert!(line("4096² ").ends_with("7 cells differ"), "{t}");
     }
 }

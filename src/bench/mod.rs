@@ -65,7 +65,7 @@ pub fn main(b: &BenchArgs) -> Result<()> {
             crate::out::print(&plane::run(&gpus, sizes, b.seconds.min(0.5))?)?;
             return Ok(());
         }
-        let r = cuda::run(&gpus, b.seconds.min(0.5), b.modes.as_deref())?;
+        let r = limit::Report::run(&gpus, b.seconds.min(0.5), b.modes.as_deref())?;
         return print(serde_json::to_string_pretty(&r)?, r.table());
     }
     for (set, what) in [

@@ -304,7 +304,7 @@ impl Grid {
     /// Bytes a kernel moves per owned slice, for the cost model: on a line
     /// [`Kernel::bytes_per_cell`]; on a plane `update_h` reads `Ez` and updates `Hx` and
     /// `Hy` (20 B a cell), `update_e` reads both and `ca`, `cb` and updates `Ez` (24 B), a
-    /// fused pass runs its round's steps at the measured 22 B a cell a step (its save does;
+    /// fused pass runs its round's steps at the measured 13 B a cell a step (its save does;
     /// its parts run nothing).
     pub fn bytes_per_slice(self, kernel: Kernel) -> f64 {
         let per = match (self, kernel) {
