@@ -45,7 +45,7 @@ pub const BLOCK: u32 = 256;
 // warps wide and its rows split evenly over a block's warps (`plain_pass`).
 const _: () = assert!(LANE_CELLS <= 32 && 32 * LANE_CELLS > 2 * (MAX_STEPS + 1));
 const _: () = assert!(TILE_2D_X + 2 * (STEPS_2D + 1) == 64);
-const _: () = assert!((TILE_2D_Y + 2 * (STEPS_2D + 1)) % (THREADS_2D as usize / 32) == 0);
+const _: () = assert!((TILE_2D_Y + 2 * (STEPS_2D + 1)).is_multiple_of(THREADS_2D as usize / 32));
 
 /// `-D` definitions for nvcc.
 pub fn defines() -> [(&'static str, u64); 11] {
