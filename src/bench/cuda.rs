@@ -476,6 +476,16 @@ fn fused_rows(
     Ok(fused)
 }
 
+/// A run's bits against the CPU's: `same (N steps)`, `D cells differ`, or `-` where no
+/// step was compared.
+pub(super) fn bits_text(checked_steps: u64, differing_cells: usize) -> String {
+    match (checked_steps, differing_cells) {
+        (0, _) => "-".into(),
+        (n, 0) => format!("same ({n} steps)"),
+        (_, d) => format!("{d} cells differ"),
+    }
+}
+
 impl GpuBench {
     pub fn table(&self) -> String {
         let mut o = self.hardware_table();
@@ -598,11 +608,7 @@ impl GpuBench {
         );
         for f in &self.fused {
             let two = f.vs_two_kernel.map_or("-".into(), |r| format!("{r:.2}x"));
-            let bits = if f.differing_cells == 0 {
-                format!("same ({} steps)", f.checked_steps)
-            } else {
-                format!("{} cells differ", f.differing_cells)
-            };
+            let bits = bits_text(f.checked_steps, f.differing_cells);
             o += &format!(
                 "{:>10} {:>4} {:>3} {:>9.3} {:>10.1} {:>7.2} {:>8.0} {:>7.1}% {:>11.2}x {:>12} {:>9.2}x {:>16}\n",
                 f.cells_per_gpu,

@@ -273,11 +273,7 @@ impl Limit {
             "mode", "cells", "steps", "µs/step", "Gcells/s", "bits vs CPU"
         );
         for b in &self.bits {
-            let bits = if b.differing_cells == 0 {
-                "same".to_string()
-            } else {
-                format!("{} cells differ", b.differing_cells)
-            };
+            let bits = super::cuda::bits_text(b.steps, b.differing_cells);
             o += &format!(
                 "{:<14} {:>10} {:>6} {:>9.2} {:>9.1} {:>17}\n",
                 b.mode, b.cells, b.steps, b.us_per_step, b.gcells_per_s, bits
@@ -289,11 +285,7 @@ impl Limit {
             "cells", "fused µs", "2-kernel", "speedup", "B/cell-step", "GB/s", "of DRAM", "bits vs CPU"
         );
         for p in &self.plane {
-            let bits = match (p.checked_steps, p.differing_cells) {
-                (0, _) => "-".to_string(),
-                (n, 0) => format!("same ({n} steps)"),
-                (_, d) => format!("{d} cells differ"),
-            };
+            let bits = super::cuda::bits_text(p.checked_steps, p.differing_cells);
             o += &format!(
                 "{:>7} {:>10.1} {:>10.1} {:>7.2}x {:>12.1} {:>8.0} {:>9.1}% {:>18}\n",
                 format!("{}²", p.n),
@@ -369,7 +361,7 @@ mod tests {
                 .unwrap()
                 .to_string()
         };
-        assert!(line("fused ").ends_with("same"), "{t}");
+        assert!(line("fused ").ends_with("same (64 steps)"), "{t}");
         assert!(line("fused-p2p").ends_with("3 cells differ"), "{t}");
         assert!(
             line("16384²").contains("3.35x") && line("16384²").ends_with("same (16 steps)"),
