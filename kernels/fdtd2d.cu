@@ -96,8 +96,9 @@ extern "C" __global__ void pec_sides_2d(float *ez, unsigned int nx, unsigned int
 // kernels/fused.cu. A pass of k <= STEPS_2D steps reads one copy of the fields (ez_s,
 // h_s, prev_s) and writes another (ez, h, prev): the host alternates the device's fields
 // and a snapshot buffer as the two, so that a round ends in the fields: one block per tile of TILE_2D_Y rows by TILE_2D_X columns loads its tile and
-// m = k + 1 rows and columns around it (its region) from the snapshot into shared memory,
-// with ca and cb, runs the k steps of src/tmz.rs there, and writes its own cells back.
+// m = k + 1 rows and columns around it (its region) from the snapshot into shared memory
+// (ca and cb read from the arrays), runs the k steps of src/tmz.rs there, and writes its
+// own cells back; a plain tile does the same in registers (plain_pass, below).
 // Blocks read only the snapshot and write only their own cells, so they never race. A
 // cell near the region's edge that lacks a neighbour is left as it was: it goes wrong, but
 // a wrong value moves one cell a step (once two, at a Mur row, which reads its inner
