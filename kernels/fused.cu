@@ -23,7 +23,6 @@
 #error "build with -DTILE=… -DMAX_STEPS=… -DMAX_SOURCES=… (build.rs passes src/kernels.rs)"
 #endif
 #define MAX_MARGIN (MAX_STEPS + 1)
-#define SPAN (TILE + 2 * MAX_MARGIN)
 
 // Where tile b of a pass over `len` cells begins (tile b is cut(b) .. cut(b + 1)): every
 // TILE cells when e == 0; when e > 0, cut(0) = 0, the interior's cuts from e to len - e
@@ -177,13 +176,16 @@ __device__ __forceinline__ void to_stage(const Run &v, float *st, int lane) {
 // stores the `store_n` cells at each end of own_lo .. own_hi into the neighbours' halos:
 // l_ex/l_hy (the left neighbour's cells own_lo .. own_lo + store_n) and r_ex/r_hy (the
 // right one's own_hi - store_n .. own_hi), peer memory; null where there is none.
-extern "C" __global__ void fused_steps(float *__restrict__ ex, float *__restrict__ hy, const float *__restrict__ ca,
-                const float *__restrict__ cb, float *__restrict__ prev,
-                const float *__restrict__ prev_in, const float *__restrict__ strip_ex,
-                const float *__restrict__ strip_hy, Sources src, int len, int k, float ch, int h_lo,
-                int h_hi, int e_lo, int e_hi, int left_kind, int left, float left_mur,
-                int right_kind, int right, float right_mur, int e, int first, int jump, int own_lo,
-                int own_hi, int store_n, float *l_ex, float *l_hy, float *r_ex, float *r_hy) {
+extern "C" __global__ void fused_steps(float *__restrict__ ex, float *__restrict__ hy,
+                                       const float *__restrict__ ca, const float *__restrict__ cb,
+                                       float *__restrict__ prev, const float *__restrict__ prev_in,
+                                       const float *__restrict__ strip_ex,
+                                       const float *__restrict__ strip_hy, Sources src, int len, int k,
+                                       float ch, int h_lo, int h_hi, int e_lo, int e_hi,
+                                       int left_kind, int left, float left_mur, int right_kind,
+                                       int right, float right_mur, int e, int first, int jump,
+                                       int own_lo, int own_hi, int store_n, float *l_ex, float *l_hy,
+                                       float *r_ex, float *r_hy) {
     __shared__ float stage[FUSED_WARPS][2][STAGE];
     const int margin = k + 1;
     const int b = first + blockIdx.x + (blockIdx.x > 0 ? jump : 0);

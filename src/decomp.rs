@@ -42,6 +42,19 @@ impl Gathered {
             Field::H => &self.h,
         }
     }
+
+    /// Cells of either field whose bits differ from `other`'s (cells one has and the
+    /// other lacks count too).
+    pub fn differing_cells(&self, other: &Gathered) -> usize {
+        let count = |x: &[f32], y: &[f32]| {
+            x.iter()
+                .zip(y)
+                .filter(|(p, q)| p.to_bits() != q.to_bits())
+                .count()
+                + x.len().abs_diff(y.len())
+        };
+        count(&self.e, &other.e) + count(&self.h, &other.h)
+    }
 }
 
 /// The single-domain reference run (one device, no halos to move), shared read-only with
@@ -547,6 +560,18 @@ impl Domain {
     pub fn reference(s: &Scenario, c: &Coefficients) -> Result<Self, OutOfMemory> {
         Ok(Domain {
             devices: vec![DeviceState::new(0, 0..s.cells, s, c)?],
+        })
+    }
+
+    /// The reference's fields after `steps` steps from step 0.
+    pub fn reference_fields(s: &Scenario, c: &Coefficients, steps: u64) -> Result<Gathered, OutOfMemory> {
+        let mut r = Domain::reference(s, c)?;
+        for t in 0..steps {
+            r.step(t);
+        }
+        Ok(Gathered {
+            e: r.gather(Field::E)?,
+            h: r.gather(Field::H)?,
         })
     }
 

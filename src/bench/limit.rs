@@ -7,15 +7,13 @@
 use anyhow::Result;
 use serde::Serialize;
 use std::sync::Arc;
-use std::time::Instant;
 
-use super::plane::plane_scenario;
+use super::plane::{plane_scenario, step_us, time_steps};
 use super::scenario::bench_scenario;
-use crate::decomp::{Domain, Field, Gathered};
+use crate::decomp::{Domain, Gathered};
 use crate::geometry::Coefficients;
 use crate::program::{Mode, Program};
-use crate::runtime::{Runtime, RuntimeChoice};
-use crate::stats::median;
+use crate::runtime::RuntimeChoice;
 
 /// The fused modes, each a different way of ordering the same passes.
 pub const FUSED_FAMILY: [Mode; 5] = [
@@ -124,60 +122,15 @@ fn run_mode(
     Ok((fields, us))
 }
 
-/// µs per step, the median of three runs of about `seconds` each.
-fn time_steps(rt: &mut dyn Runtime, seconds: f64) -> Result<f64> {
-    let mut run = |steps: u64| -> Result<f64> {
-        let (from, t0) = (rt.step(), Instant::now());
-        rt.run_to(from + steps)?;
-        Ok(t0.elapsed().as_secs_f64() * 1e6 / (rt.step() - from).max(1) as f64)
-    };
-    let per = run(16)?;
-    let steps = ((seconds * 1e6 / per) as u64).clamp(16, 50_000);
-    let samples: Vec<f64> = (0..3).map(|_| run(steps)).collect::<Result<_>>()?;
-    Ok(median(&samples).expect("samples"))
-}
-
-/// µs per step of `program` on `s` over `gpus`.
-fn step_us(s: &crate::scenario::Scenario, program: Program, gpus: &[i32], seconds: f64) -> Result<f64> {
-    let cuda = RuntimeChoice::Cuda { gpus: gpus.to_vec() };
-    let mut rt = crate::runtime::start(&cuda, s, Arc::new(program.on(s)), false)?;
-    time_steps(rt.as_mut(), seconds)
-}
-
-/// The CPU's fields after `steps` steps of the plainest order (src/decomp.rs).
-fn reference(s: &crate::scenario::Scenario, steps: u64) -> Result<Gathered> {
-    let c = Coefficients::new(s)?;
-    let mut r = Domain::reference(s, &c)?;
-    for t in 0..steps {
-        r.step(t);
-    }
-    Ok(Gathered {
-        e: r.gather(Field::E)?,
-        h: r.gather(Field::H)?,
-    })
-}
-
-/// Cells of either field whose bits differ.
-fn differing(a: &Gathered, b: &Gathered) -> usize {
-    let count = |x: &[f32], y: &[f32]| {
-        x.iter()
-            .zip(y)
-            .filter(|(p, q)| p.to_bits() != q.to_bits())
-            .count()
-            + x.len().abs_diff(y.len())
-    };
-    count(&a.e, &b.e) + count(&a.h, &b.h)
-}
-
 /// Every fused mode on `cells` cells over two devices of `gpu`, `passes` passes of
 /// MAX_STEPS steps, against the CPU.
 fn family_bits(gpu: i32, cells: usize, passes: u64, seconds: f64) -> Result<Vec<ModeBits>> {
     let s = bench_scenario(cells, 2)?;
     let steps = passes * crate::fused::MAX_STEPS as u64;
-    let want = reference(&s, steps)?;
+    let want = Domain::reference_fields(&s, &Coefficients::new(&s)?, steps)?;
+    let gpus = [gpu, gpu];
     let mut rows = Vec::new();
     for mode in FUSED_FAMILY {
-        let gpus = [gpu, gpu];
         if !super::cuda::flags_fit(mode, &gpus) {
             continue;
         }
@@ -189,7 +142,7 @@ fn family_bits(gpu: i32, cells: usize, passes: u64, seconds: f64) -> Result<Vec<
             steps,
             us_per_step: us,
             gcells_per_s: cells as f64 / us / 1e3,
-            differing_cells: differing(&got, &want),
+            differing_cells: got.differing_cells(&want),
         });
     }
     Ok(rows)
@@ -211,7 +164,10 @@ fn plane_rows(
         let checked = if i == 0 { check_steps } else { 0 };
         let (differing_cells, fused_us) = if checked > 0 {
             let (got, us) = run_mode(&s, Mode::Fused.program(&s.ranges()), &[gpu], checked, seconds)?;
-            (differing(&got, &reference(&s, checked)?), us)
+            (
+                got.differing_cells(&Domain::reference_fields(&s, &Coefficients::new(&s)?, checked)?),
+                us,
+            )
         } else {
             (0, step_us(&s, Mode::Fused.program(&s.ranges()), &[gpu], seconds)?)
         };

@@ -29,19 +29,25 @@ pub fn plane_scenario(n: usize, devices: usize) -> Result<Scenario> {
 }
 
 /// Median µs per step of `program` on `s` over `gpus` (one device each), for `seconds`.
-fn step_us(s: &Scenario, program: Program, gpus: &[i32], seconds: f64) -> Result<f64> {
+pub(super) fn step_us(s: &Scenario, program: Program, gpus: &[i32], seconds: f64) -> Result<f64> {
     let cuda = RuntimeChoice::Cuda { gpus: gpus.to_vec() };
     let mut rt = crate::runtime::start(&cuda, s, Arc::new(program.on(s)), false)?;
+    time_steps(rt.as_mut(), seconds)
+}
+
+/// Median µs per step of `rt` from where it stands: three runs of about `seconds` each,
+/// after two of 16 steps (the first to warm up, the second to size the runs).
+pub(super) fn time_steps(rt: &mut dyn Runtime, seconds: f64) -> Result<f64> {
     let run = |rt: &mut dyn Runtime, steps: u64| -> Result<f64> {
         let (from, t0) = (rt.step(), Instant::now());
         rt.run_to(from + steps)?;
         Ok(t0.elapsed().as_secs_f64() / (rt.step() - from).max(1) as f64)
     };
-    run(rt.as_mut(), 16)?;
-    let per = run(rt.as_mut(), 16)?;
+    run(rt, 16)?;
+    let per = run(rt, 16)?;
     let steps = ((seconds / per) as u64).clamp(16, 20_000);
     let samples: Vec<f64> = (0..3)
-        .map(|_| run(rt.as_mut(), steps).map(|t| t * 1e6))
+        .map(|_| run(rt, steps).map(|t| t * 1e6))
         .collect::<Result<_>>()?;
     Ok(median(&samples).expect("samples"))
 }

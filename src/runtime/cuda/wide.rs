@@ -15,7 +15,7 @@ use super::owned::{
 };
 use super::shared::FUSED_PTX;
 use super::sys;
-use crate::decomp::{DeviceState, Domain, Field};
+use crate::decomp::{DeviceState, Domain};
 use crate::fused::{Held, MAX_SOURCES, MAX_STEPS, Part};
 use crate::geometry::Coefficients;
 use crate::physics::EndCondition;
@@ -452,19 +452,9 @@ impl WideRun {
         for _ in 0..passes {
             self.pass()?;
         }
-        let crate::decomp::Gathered { e: ex, h: hy } = self.fields()?;
-        let c = Coefficients::new(s)?;
-        let mut r = Domain::reference(s, &c)?;
-        for t in 0..self.step {
-            r.step(t);
-        }
-        let differ = |a: &[f32], b: &[f32]| {
-            a.iter()
-                .zip(b)
-                .filter(|(x, y)| x.to_bits() != y.to_bits())
-                .count()
-        };
-        Ok(differ(&ex, &r.gather(Field::E)?) + differ(&hy, &r.gather(Field::H)?))
+        let got = self.fields()?;
+        let want = Domain::reference_fields(s, &Coefficients::new(s)?, self.step)?;
+        Ok(got.differing_cells(&want))
     }
 
     /// Wall-clock µs per step over `passes` passes (issued, then waited for).
