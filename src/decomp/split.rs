@@ -7,16 +7,17 @@ use super::{Access, Buffer, DeviceState, Field, Kernel, Part};
 use crate::fused;
 
 impl DeviceState {
-    /// `fused_save` over `cells`: the fields next to every cut between the tiles of both
-    /// parts, and the Mur state, as they are (the GPU's strips), for the parts to read their
-    /// margins from — or, where the geometry does not split a pass, the whole round's pass
+    /// `fused_save` over `cells`: on a line the fields next to every cut between the tiles
+    /// of both parts, and the Mur state, as they are (the GPU's strips), for the parts to
+    /// read their margins from; on a plane the round's passes but the last
     /// ([`crate::geometry::Share::fused_save`]).
     pub fn fused_save(&mut self, cells: &Range<usize>, kernel: Kernel, step: u64) {
         self.with_share(|share, e, h, p| share.fused_save(e, h, p), kernel, cells, step);
     }
 
     /// The tiles of `part` of a split pass over the held part of `cells` (src/fused.rs
-    /// [`fused::pass_tiles`]), their margins from the last `fused_save`. A `fused_store`
+    /// [`fused::pass_tiles`]), their margins from the last `fused_save` (on a plane: the
+    /// round's last pass over the part's rows, from what the save kept). A `fused_store`
     /// pass writes back only the owned cells (its stores into the neighbours are the
     /// runtime's: [`DeviceState::stores`]).
     pub fn fused_part(&mut self, cells: &Range<usize>, kernel: Kernel, step: u64, part: Part) {
@@ -35,9 +36,9 @@ impl DeviceState {
     /// What `fused_save` and the parts touch, for the hazard checker: the save reads the
     /// fields over the span (it copies the cells next to each cut) and the Mur state, and
     /// writes the margins; a part reads the margins and its own cells, and writes its own
-    /// cells (and the ends among them) — a `fused_store` pass its owned ones. In 2D the
-    /// save is the whole pass (as `fused_steps`) and the parts touch nothing of their
-    /// device (a store reads the rows it stores, which the save wrote).
+    /// cells (and the ends among them) — a `fused_store` pass its owned ones. On a plane
+    /// the save also writes the fields over the span (its passes alternate between them
+    /// and a snapshot) and the Mur state of the ends there.
     pub(super) fn split_accesses(&self, kernel: Kernel, cells: &Range<usize>, out: &mut Vec<Access>) {
         let r = self.kernel_range(kernel, cells);
         if r.is_empty() {
@@ -59,8 +60,16 @@ impl DeviceState {
         }
         match kernel {
             Kernel::FusedSave { .. } => {
-                for b in fields {
-                    out.push(acc(b, g(&r), false));
+                // A plane's save runs passes: they write the fields and the ends' state.
+                let writes: &[bool] = if self.grid.save_writes_fields() {
+                    &[false, true]
+                } else {
+                    &[false]
+                };
+                for &write in writes {
+                    for b in fields {
+                        out.push(acc(b, g(&r), write));
+                    }
                 }
                 let (l, e) = self.end_cells();
                 let ends = [
@@ -68,7 +77,9 @@ impl DeviceState {
                     (self.right_end.is_some() && r.contains(&e), 1),
                 ];
                 for (_, state) in ends.into_iter().filter(|(here, _)| *here) {
-                    out.push(acc(Buffer::Ends, state..state + 1, false));
+                    for &write in writes {
+                        out.push(acc(Buffer::Ends, state..state + 1, write));
+                    }
                 }
                 out.push(acc(Buffer::Margins, g(&r), true));
             }

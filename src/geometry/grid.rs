@@ -295,17 +295,37 @@ impl Grid {
             .collect()
     }
 
-    /// Whether a fused pass runs in parts (`fused_save`, then its tiles in any launches):
-    /// on a line; a plane's pass is one (its save runs it, its parts nothing).
+    /// Whether a fused pass runs in parts (`fused_save`, then its parts in any launches):
+    /// on a line (the save keeps strips, the parts run tiles) and on a plane (the save runs
+    /// the round's passes but the last, the parts the last over their rows).
     pub fn splits_pass(self) -> bool {
-        matches!(self, Grid::Line)
+        match self {
+            Grid::Line | Grid::Plane { .. } => true,
+            #[cfg(test)]
+            Grid::Ladder => false,
+        }
+    }
+
+    /// Whether a split pass's save writes the fields (a plane's runs passes that alternate
+    /// between them and a snapshot) as well as reading them.
+    pub fn save_writes_fields(self) -> bool {
+        matches!(self, Grid::Plane { .. })
+    }
+
+    /// What a part of a split pass is made of, as the program view names it: `tiles` of
+    /// a line, `rows` of a plane.
+    pub fn part_noun(self) -> &'static str {
+        match self {
+            Grid::Plane { .. } => "rows",
+            _ => "tiles",
+        }
     }
 
     /// Bytes a kernel moves per owned slice, for the cost model: on a line
     /// [`Kernel::bytes_per_cell`]; on a plane `update_h` reads `Ez` and updates `Hx` and
     /// `Hy` (20 B a cell), `update_e` reads both and `ca`, `cb` and updates `Ez` (24 B), a
-    /// fused pass runs its round's steps at the measured 13 B a cell a step (its save does;
-    /// its parts run nothing).
+    /// fused pass runs its steps at the measured 13 B a cell a step: a whole pass the
+    /// round's, a save all but the last pass's ([`Grid::steps_run`]), a part the last's.
     pub fn bytes_per_slice(self, kernel: Kernel) -> f64 {
         let per = match (self, kernel) {
             (Grid::Line, k) => return k.bytes_per_cell(),
@@ -314,20 +334,27 @@ impl Grid {
             (_, Kernel::UpdateH) => 20.0,
             (_, Kernel::UpdateE) => 24.0,
             (_, Kernel::SourcesBoundaries) => 0.0,
-            (_, Kernel::Fused { steps } | Kernel::FusedSave { steps }) => {
-                FUSED_2D_BYTES_PER_CELL * f64::from(steps)
+            (_, k @ (Kernel::Fused { .. } | Kernel::FusedSave { .. } | Kernel::FusedPart { .. })) => {
+                FUSED_2D_BYTES_PER_CELL * f64::from(self.steps_run(k))
             }
-            (_, Kernel::FusedPart { .. }) => 0.0,
         };
         per * self.per_slice() as f64
     }
 
-    /// Steps a fused launch runs where a pass is not split (a whole pass and a save: the
-    /// round's; a part: none); every fused launch's where it is.
+    /// Steps a fused launch runs over its cells: a whole pass the round's; on a plane a
+    /// split pass's save all passes of at most [`crate::kernels::STEPS_2D`] steps but the
+    /// last, its parts the last; on a line every launch the round's (a save runs none but
+    /// is costed by its strips).
     pub fn steps_run(self, kernel: Kernel) -> u32 {
-        match (self.splits_pass(), kernel) {
-            (false, Kernel::FusedPart { .. }) => 0,
-            (_, k) => k.fused_steps().unwrap_or(0),
+        let steps = kernel.fused_steps().unwrap_or(0);
+        let last = match steps as usize % crate::kernels::STEPS_2D {
+            0 => crate::kernels::STEPS_2D.min(steps as usize) as u32,
+            r => r as u32,
+        };
+        match (self, kernel) {
+            (Grid::Plane { .. }, Kernel::FusedSave { .. }) => steps - last,
+            (Grid::Plane { .. }, Kernel::FusedPart { .. }) => last,
+            _ => steps,
         }
     }
 

@@ -52,6 +52,40 @@ pub struct PlaneShare {
     /// The Mur coefficients of those rows, per column.
     pub mur_bottom: Vec<f32>,
     pub mur_top: Vec<f32>,
+    /// What a split pass's save leaves for its parts (the GPU's split buffer): made by the
+    /// first save, reused after.
+    pub saved: Option<Box<Copy>>,
+}
+
+/// One copy of a device's fields: `Ez`, `H`, and the Mur state of the bottom and top rows
+/// (a pass's snapshot; a split pass's saved copy).
+#[derive(Debug, Clone, Default)]
+pub struct Copy {
+    ez: Vec<f32>,
+    h: Vec<f32>,
+    prev: [Vec<f32>; 2],
+}
+
+impl Copy {
+    /// A copy of zeros, as the GPU's zeroed buffer before any save.
+    pub fn zeros(ez: usize, h: usize, prev: [usize; 2]) -> Copy {
+        Copy {
+            ez: vec![0.0; ez],
+            h: vec![0.0; h],
+            prev: prev.map(|n| vec![0.0; n]),
+        }
+    }
+
+    /// These fields, into the copy's buffers.
+    pub(crate) fn set(&mut self, ez: &[f32], h: &[f32], prev: [&Vec<f32>; 2]) {
+        for (to, from) in [(&mut self.ez, ez), (&mut self.h, h)] {
+            to.clear();
+            to.extend_from_slice(from);
+        }
+        for (to, from) in self.prev.iter_mut().zip(prev) {
+            to.clone_from(from);
+        }
+    }
 }
 
 impl PlaneShare {
@@ -82,6 +116,7 @@ impl PlaneShare {
             prev_top: vec![0.0; if hi == s.cells { nx } else { 0 }],
             mur_bottom: c.mur_rows.0.clone(),
             mur_top: c.mur_rows.1.clone(),
+            saved: None,
         })
     }
 }
@@ -205,6 +240,7 @@ mod tests {
             prev_top: vec![0.0; nx],
             mur_bottom: vec![0.0; nx],
             mur_top: vec![0.0; nx],
+            saved: None,
         }
     }
 

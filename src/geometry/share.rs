@@ -107,19 +107,19 @@ impl Share {
         }
     }
 
-    /// `fused_save`: on a line the strips the parts read; on a plane, where a pass is not
-    /// split, the whole round's pass (it reads the halos now, before a neighbour may store
-    /// into them), the parts then running nothing.
+    /// `fused_save`: on a line the strips the parts read; on a plane every pass of the
+    /// round but the last, the last of them into the saved copy the parts read.
     pub fn fused_save(&mut self, e: &mut [f32], h: &mut [f32], p: &Pass) {
         match self {
             Share::Line(l) => l.fused_save(e, h, p),
-            Share::Plane(s) => plane_pass(s, e, h, p),
+            Share::Plane(s) => plane_save(s, e, h, p),
             #[cfg(test)]
             Share::Ladder(l) => l.pass(e, h, p),
         }
     }
 
-    /// A part of a split pass (nothing on a plane: its save ran the pass).
+    /// A part of a split pass: its tiles (a line's), or its rows' last pass (a plane's),
+    /// writing back only the cells `own` (a `fused_store` pass's owned cells).
     pub fn fused_part(
         &mut self,
         e: &mut Vec<f32>,
@@ -128,8 +128,11 @@ impl Share {
         part: Part,
         own: Range<usize>,
     ) {
-        if let Share::Line(l) = self {
-            l.fused_part(e, h, p, part, own)
+        match self {
+            Share::Line(l) => l.fused_part(e, h, p, part, own),
+            Share::Plane(s) => plane_part(s, e, h, p, part, own),
+            #[cfg(test)]
+            Share::Ladder(_) => {}
         }
     }
 
@@ -175,6 +178,15 @@ impl Share {
     }
 }
 
+/// The tiling of a plane's fused passes: kernels/fdtd2d.cu's sizes (src/kernels.rs).
+fn plane_tiling() -> plane_fused::Tiling {
+    plane_fused::Tiling {
+        x: crate::kernels::TILE_2D_X,
+        y: crate::kernels::TILE_2D_Y,
+        steps: crate::kernels::STEPS_2D,
+    }
+}
+
 /// A plane's fused pass over the rows `p` covers: the GPU's tiles and passes
 /// (src/geometry/plane/fused.rs, with kernels/fdtd2d.cu's sizes), the bits of the
 /// one-kernel steps.
@@ -182,11 +194,38 @@ fn plane_pass(s: &mut PlaneShare, ez: &mut [f32], h: &mut [f32], p: &Pass) {
     if p.span.is_empty() {
         return;
     }
-    let tiling = plane_fused::Tiling {
-        x: crate::kernels::TILE_2D_X,
-        y: crate::kernels::TILE_2D_Y,
-        steps: crate::kernels::STEPS_2D,
-    };
     let rows = plane_fused::Rows::of(p, s.ch);
-    plane_fused::pass(s, ez, h, &rows, p.steps, p.step, tiling);
+    plane_fused::pass(s, ez, h, &rows, p.steps, p.step, plane_tiling());
+}
+
+/// A plane's `fused_save`: the round's passes but the last ([`plane_fused::save`]).
+fn plane_save(s: &mut PlaneShare, ez: &mut [f32], h: &mut [f32], p: &Pass) {
+    if p.span.is_empty() {
+        return;
+    }
+    let rows = plane_fused::Rows::of(p, s.ch);
+    let mut saved = s.saved.take().unwrap_or_default();
+    plane_fused::save(s, &mut saved, ez, h, &rows, p.steps, p.step, plane_tiling());
+    s.saved = Some(saved);
+}
+
+/// A part of a plane's split pass: the round's last pass over the part's rows
+/// ([`crate::fused::part_cells`] of the span, the same cuts as on a line) within `own`,
+/// from what the last save kept (zeros before any, as the GPU's zeroed buffer).
+fn plane_part(s: &mut PlaneShare, ez: &mut [f32], h: &mut [f32], p: &Pass, part: Part, own: Range<usize>) {
+    if p.span.is_empty() {
+        return;
+    }
+    let rows: Vec<Range<usize>> = crate::fused::part_cells(&p.span, p.steps, part)
+        .into_iter()
+        .map(|r| r.start.max(own.start)..r.end.min(own.end))
+        .filter(|r| !r.is_empty())
+        .collect();
+    let saved = s.saved.take().unwrap_or_else(|| {
+        let prev = [s.prev_bottom.len(), s.prev_top.len()];
+        Box::new(plane::Copy::zeros(ez.len(), h.len(), prev))
+    });
+    let r = plane_fused::Rows::of(p, s.ch);
+    plane_fused::part(s, &saved, ez, h, &r, &rows, p.steps, p.step, plane_tiling());
+    s.saved = Some(saved);
 }

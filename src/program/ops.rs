@@ -256,8 +256,10 @@ impl Program {
     /// The cells a part of a split pass over `cells` writes (its tiles), as the program
     /// view shows them: the span ends at the grid's end.
     fn part_cells(&self, cells: &Range<usize>, steps: u32, part: crate::fused::Part) -> String {
+        let (unit, noun) = (self.unit(), self.grid.part_noun());
         if part == crate::fused::Part::Store {
-            return format!("every tile, the {steps} end cells stored into the neighbours' halos");
+            let one = noun.trim_end_matches('s');
+            return format!("every {one}, the {steps} end {unit} stored into the neighbours' halos");
         }
         let span = cells.start..cells.end.min(self.cells.max(cells.start));
         let own: Vec<String> = crate::fused::part_cells(&span, steps as usize, part)
@@ -265,9 +267,9 @@ impl Program {
             .map(|r| format!("{}..{}", r.start, r.end))
             .collect();
         if own.is_empty() {
-            "its tiles none".into()
+            format!("its {noun} none")
         } else {
-            format!("its tiles {}", own.join(", "))
+            format!("its {noun} {}", own.join(", "))
         }
     }
 

@@ -24,7 +24,9 @@
 
 use std::ops::Range;
 
-use super::PlaneShare;
+use std::mem::take;
+
+use super::{Copy, PlaneShare};
 use crate::geometry::pass::Pass;
 use crate::physics::{EndCondition, PlacedSource};
 
@@ -80,26 +82,140 @@ pub fn pass(
     step: u64,
     tiling: Tiling,
 ) {
-    let nx = slab.nx;
-    let Some(Range { start: w0, end: w1 }) = written(&[&p.h, &p.e, &p.s]) else {
+    let Some(w) = written(&[&p.h, &p.e, &p.s]) else {
         return;
     };
-    for t0 in (0..steps).step_by(tiling.steps.max(1)) {
-        let k = (steps - t0).min(tiling.steps);
-        let snap = Snapshot {
+    let mut prev = [take(&mut slab.prev_bottom), take(&mut slab.prev_top)];
+    for (t0, k) in sub_passes(steps, tiling.steps) {
+        let input = Copy {
             ez: ez.to_vec(),
             h: h.to_vec(),
-            prev: [slab.prev_bottom.clone(), slab.prev_top.clone()],
+            prev: prev.clone(),
         };
-        for r0 in (w0..w1).step_by(tiling.y) {
-            for c0 in (0..nx).step_by(tiling.x) {
-                let own = (r0..(r0 + tiling.y).min(w1), c0..(c0 + tiling.x).min(nx));
-                let mut region = Region::load(slab, &snap, own, k, tiling);
-                for t in 0..k {
-                    region.step(slab, p, step + (t0 + t) as u64);
-                }
-                region.store(slab, ez, h, p);
+        let mut out = Out {
+            ez,
+            h,
+            prev: &mut prev,
+        };
+        sub_pass(slab, &input, &mut out, p, w.clone(), k, step + t0 as u64, tiling);
+    }
+    [slab.prev_bottom, slab.prev_top] = prev;
+}
+
+/// The passes of a round of `steps` steps, at most `most` steps each: `(first step, steps)`.
+pub fn sub_passes(steps: usize, most: usize) -> Vec<(usize, usize)> {
+    (0..steps)
+        .step_by(most.max(1))
+        .map(|t0| (t0, (steps - t0).min(most)))
+        .collect()
+}
+
+/// `fused_save` of a split pass: every pass of the round but the last, the last of them
+/// into the saved copy `saved` (which the parts' last pass reads), as the GPU runs them
+/// (src/runtime/cuda/plane.rs): the first into the snapshot buffer, then alternating, so
+/// that the fields hold the second pass's result when there are four. With one pass the
+/// save copies the fields.
+#[allow(clippy::too_many_arguments)]
+pub fn save(
+    slab: &mut PlaneShare,
+    saved: &mut Copy,
+    ez: &mut [f32],
+    h: &mut [f32],
+    p: &Rows,
+    steps: usize,
+    step: u64,
+    tiling: Tiling,
+) {
+    let Some(w) = written(&[&p.h, &p.e, &p.s]) else {
+        return;
+    };
+    saved.set(ez, h, [&slab.prev_bottom, &slab.prev_top]);
+    let passes = sub_passes(steps, tiling.steps);
+    let before = passes.len().saturating_sub(1);
+    for (i, &(t0, k)) in passes[..before].iter().enumerate() {
+        let input = saved.clone();
+        let Copy {
+            ez: x_ez,
+            h: x_h,
+            prev,
+        } = saved;
+        let mut out = Out {
+            ez: x_ez,
+            h: x_h,
+            prev,
+        };
+        sub_pass(slab, &input, &mut out, p, w.clone(), k, step + t0 as u64, tiling);
+        if into_fields(i, before) {
+            ez.copy_from_slice(&saved.ez);
+            h.copy_from_slice(&saved.h);
+            [slab.prev_bottom, slab.prev_top] = saved.prev.clone();
+        }
+    }
+}
+
+/// Whether pass `i` (from 0) of a save's `before` passes writes the fields (on the GPU: the
+/// second of three; the others the snapshot buffer, the last the saved copy).
+pub fn into_fields(i: usize, before: usize) -> bool {
+    i % 2 == 1 && i + 1 < before
+}
+
+/// A part of a split pass: the round's last pass over the rows `rows` (each range cut by
+/// its own tiles), from the saved copy into the fields.
+#[allow(clippy::too_many_arguments)]
+pub fn part(
+    slab: &mut PlaneShare,
+    saved: &Copy,
+    ez: &mut [f32],
+    h: &mut [f32],
+    p: &Rows,
+    rows: &[Range<usize>],
+    steps: usize,
+    step: u64,
+    tiling: Tiling,
+) {
+    let Some(w) = written(&[&p.h, &p.e, &p.s]) else {
+        return;
+    };
+    let Some(&(t0, k)) = sub_passes(steps, tiling.steps).last() else {
+        return;
+    };
+    let mut prev = [take(&mut slab.prev_bottom), take(&mut slab.prev_top)];
+    for r in rows {
+        let r = r.start.max(w.start)..r.end.min(w.end);
+        if !r.is_empty() {
+            let mut out = Out {
+                ez,
+                h,
+                prev: &mut prev,
+            };
+            sub_pass(slab, saved, &mut out, p, r, k, step + t0 as u64, tiling);
+        }
+    }
+    [slab.prev_bottom, slab.prev_top] = prev;
+}
+
+/// One pass of `k` steps: the tiles cutting `rows` read `input` and write their own cells
+/// (and the Mur state of their own columns) into `out`.
+#[allow(clippy::too_many_arguments)]
+fn sub_pass(
+    slab: &PlaneShare,
+    input: &Copy,
+    out: &mut Out,
+    p: &Rows,
+    rows: Range<usize>,
+    k: usize,
+    step: u64,
+    tiling: Tiling,
+) {
+    let nx = slab.nx;
+    for r0 in rows.clone().step_by(tiling.y) {
+        for c0 in (0..nx).step_by(tiling.x) {
+            let own = (r0..(r0 + tiling.y).min(rows.end), c0..(c0 + tiling.x).min(nx));
+            let mut region = Region::load(slab, input, own, k, tiling);
+            for t in 0..k {
+                region.step(slab, p, step + t as u64);
             }
+            region.store(slab, out, p);
         }
     }
 }
@@ -111,11 +227,11 @@ pub fn written(updates: &[&Range<usize>]) -> Option<Range<usize>> {
     Some(on().map(|r| r.start).min()?..on().map(|r| r.end).max()?)
 }
 
-/// The fields, and the Mur state of the bottom and top rows, as a pass begins.
-struct Snapshot {
-    ez: Vec<f32>,
-    h: Vec<f32>,
-    prev: [Vec<f32>; 2],
+/// Where a pass writes: the fields (or a copy of them) and a Mur state.
+struct Out<'a> {
+    ez: &'a mut [f32],
+    h: &'a mut [f32],
+    prev: &'a mut [Vec<f32>; 2],
 }
 
 /// A tile's region: rows `ra..ra + rows`, columns `col[0..w]` (global, in order), its
@@ -141,7 +257,7 @@ struct Region {
 impl Region {
     fn load(
         slab: &PlaneShare,
-        snap: &Snapshot,
+        snap: &Copy,
         own: (Range<usize>, Range<usize>),
         k: usize,
         tiling: Tiling,
@@ -309,8 +425,9 @@ impl Region {
 
     /// The tile's own cells into the fields, and the Mur state of its own columns where
     /// it holds a Mur end row.
-    fn store(&self, slab: &mut PlaneShare, ez: &mut [f32], h: &mut [f32], p: &Rows) {
+    fn store(&self, slab: &PlaneShare, out: &mut Out, p: &Rows) {
         let (nx, w) = (slab.nx, self.col.len());
+        let (ez, h) = (&mut *out.ez, &mut *out.h);
         let lc_of = |g: usize| (g as isize - self.cs) as usize;
         // Own columns are never wrapped: one slice of each row.
         let (g0, g1) = (self.own.1.start, self.own.1.end);
@@ -322,8 +439,7 @@ impl Region {
             h[hr + g0..hr + g1].copy_from_slice(&self.hx[s + at.start..s + at.end]);
             h[hr + nx + g0..hr + nx + g1].copy_from_slice(&self.hy[s + at.start..s + at.end]);
         }
-        let ends = [&mut slab.prev_bottom, &mut slab.prev_top];
-        for ((prev, end), mine) in ends.into_iter().zip(&p.ends).zip(&self.prev) {
+        for ((prev, end), mine) in out.prev.iter_mut().zip(&p.ends).zip(&self.prev) {
             if let Some((EndCondition::Mur(_), row)) = *end
                 && self.own.0.contains(&row)
             {

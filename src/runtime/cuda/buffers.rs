@@ -28,9 +28,16 @@ pub(super) enum PassBuffers<B> {
     /// A line's split pass: the Mur state as the pass began and the strips of both fields
     /// around its cuts (src/runtime/cuda/wide.rs).
     Line { prev_in: B, strip_e: B, strip_h: B },
-    /// A plane: the Mur coefficients of the end rows (bottom then top, a row each), and
-    /// the copy its passes alternate with: `E` then the Mur state, and `H`.
-    Plane { mur: B, snap_e: B, snap_h: B },
+    /// A plane: the Mur coefficients of the end rows (bottom then top, a row each), the
+    /// copy a whole pass alternates with (`E` then the Mur state, and `H`), and the copy a
+    /// split pass's save leaves for its parts (the same layout).
+    Plane {
+        mur: B,
+        snap_e: B,
+        snap_h: B,
+        split_e: B,
+        split_h: B,
+    },
 }
 
 impl Buffers<DeviceBuffer> {
@@ -47,11 +54,12 @@ impl Buffers<DeviceBuffer> {
             Some(p) => {
                 let row = 2 * p.nx;
                 let mur = [p.mur_bottom.clone(), p.mur_top.clone()].concat();
-                (row, [row, len + row, meta.h.len()], mur)
+                let copy = [len + row, meta.h.len()];
+                (row, [row, copy[0], copy[1], copy[0], copy[1]], mur)
             }
             None => {
                 let strip = wide::strip_floats(len);
-                (2, [wide::PREV_IN_FLOATS, strip, strip], Vec::new())
+                (2, [wide::PREV_IN_FLOATS, strip, strip, 0, 0], Vec::new())
             }
         };
         let floats = [len, meta.h.len(), ca.len(), cb.len(), prev];
@@ -67,7 +75,7 @@ impl Buffers<DeviceBuffer> {
             })
         };
         let [e, h, ca_b, cb_b, prev] = floats.map(alloc);
-        let [p0, p1, p2] = pass.map(alloc);
+        let [p0, p1, p2, p3, p4] = pass.map(alloc);
         let (ca_b, cb_b) = (ca_b?, cb_b?);
         ca_b.upload(&ca)?;
         cb_b.upload(&cb)?;
@@ -79,6 +87,8 @@ impl Buffers<DeviceBuffer> {
                     mur: mur_b,
                     snap_e: p1?,
                     snap_h: p2?,
+                    split_e: p3?,
+                    split_h: p4?,
                 }
             }
             None => PassBuffers::Line {
@@ -109,10 +119,18 @@ impl Buffers<DeviceBuffer> {
                 strip_e: strip_e.view(),
                 strip_h: strip_h.view(),
             },
-            PassBuffers::Plane { mur, snap_e, snap_h } => PassBuffers::Plane {
+            PassBuffers::Plane {
+                mur,
+                snap_e,
+                snap_h,
+                split_e,
+                split_h,
+            } => PassBuffers::Plane {
                 mur: mur.view(),
                 snap_e: snap_e.view(),
                 snap_h: snap_h.view(),
+                split_e: split_e.view(),
+                split_h: split_h.view(),
             },
         };
         Buffers {

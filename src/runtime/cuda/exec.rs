@@ -297,9 +297,8 @@ impl Dev {
         Ok(())
     }
 
-    /// A fused pass, whole or a part of a split one (src/fused.rs). In 2D the pass is not
-    /// split: a whole pass and a split one's save run the round's steps
-    /// ([`Dev::launch_fused_2d`]), its parts nothing but a `fused_store`'s stores.
+    /// A fused pass, whole or a part of a split one (src/fused.rs; in 2D
+    /// [`Dev::launch_fused_2d`], then a `fused_store`'s stores).
     fn launch_fused(
         &self,
         kernel: Kernel,
@@ -308,11 +307,8 @@ impl Dev {
         step: u64,
         steps: u32,
     ) -> Result<(), DriverError> {
-        if !self.meta.grid.splits_pass() {
-            let steps = self.meta.grid.steps_run(kernel);
-            if steps > 0 {
-                self.launch_fused_2d(kernel, cells, st, step, steps)?;
-            }
+        if self.meta.share().plane().is_some() {
+            self.launch_fused_2d(kernel, cells, st, step, steps)?;
             return self.store_rows(kernel, cells, st);
         }
         let r = self.meta.kernel_range(kernel, cells);
@@ -404,7 +400,7 @@ impl Dev {
         Ok(Some(st))
     }
 
-    /// A `fused_store` pass's stores in 2D, where its save ran the pass: the rows of both
+    /// A `fused_store` pass's stores in 2D, after its rows' last pass: the rows of both
     /// fields into each neighbour's halo, by `store_rows` (peer stores, as in 1D).
     fn store_rows(&self, kernel: Kernel, cells: &Range<usize>, st: sys::Stream) -> Result<(), DriverError> {
         use super::launch::Arg::{I32, Ptr};

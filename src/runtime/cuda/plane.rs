@@ -8,7 +8,7 @@ use super::launch::{Arg, Launch};
 use super::owned::{BufferView, copy};
 use super::shared::BLOCK;
 use super::sys::{self, DriverError};
-use crate::decomp::Kernel;
+use crate::decomp::{Kernel, Part};
 use crate::geometry::plane::fused::{self, Rows};
 use crate::kernels::{MAX_SOURCES, STEPS_2D, THREADS_2D, TILE_2D_X, TILE_2D_Y, shared_2d};
 use crate::physics::EndCondition;
@@ -17,12 +17,29 @@ use crate::scenario::Injection;
 /// Most rows one launch covers (a grid's y dimension).
 const MAX_ROWS: usize = 65_535;
 
+/// One copy of a 2D device's fields on the GPU: `Ez`, `H` and the Mur state.
+type Copy = (BufferView, BufferView, BufferView);
+
+/// What a launch of `fused_steps_2d` needs beside its two copies: the pass's rows, the
+/// rows its tiles cut (`tiles`, within `w`), its steps and first step.
+struct SubPass<'a> {
+    p: &'a Rows,
+    w: Range<usize>,
+    tiles: Range<usize>,
+    k: usize,
+    step: u64,
+}
+
 impl Dev {
-    /// A fused pass of `steps` steps over `cells` on a 2D device from step `step`: passes
-    /// of at most [`STEPS_2D`] steps, each one launch of `fused_steps_2d`
-    /// (kernels/fdtd2d.cu) reading one copy of the fields and writing the other: the bits
-    /// of the one-kernel steps over the same rows. More sources on the rows than the
-    /// kernel takes: the one-kernel steps themselves.
+    /// A fused pass of `steps` steps over `cells` on a 2D device from step `step`, whole or
+    /// split (src/geometry/plane/fused.rs): passes of at most [`STEPS_2D`] steps, each one
+    /// launch of `fused_steps_2d` (kernels/fdtd2d.cu) reading one copy of the fields and
+    /// writing another. A whole pass alternates between the fields and the snapshot buffer
+    /// and ends in the fields; a split pass's save runs all passes but the last, the last
+    /// of them into the split buffer; its parts run the last pass from there over their
+    /// rows into the fields. The bits of the one-kernel steps over the same rows. More
+    /// sources on the rows than the kernel takes: the one-kernel steps themselves (a whole
+    /// pass and a save run the round, the parts nothing).
     pub(super) fn launch_fused_2d(
         &self,
         kernel: Kernel,
@@ -34,88 +51,163 @@ impl Dev {
         let Some(slab) = self.meta.share().plane() else {
             return Ok(());
         };
-        let p = Rows::of(&self.meta.pass(kernel, cells, step), slab.ch);
-        let Some(Range { start: w0, end: w1 }) = fused::written(&[&p.h, &p.e, &p.s]) else {
+        let pass = self.meta.pass(kernel, cells, step);
+        let p = Rows::of(&pass, slab.ch);
+        let Some(w) = fused::written(&[&p.h, &p.e, &p.s]) else {
             return Ok(());
         };
         if p.sources.len() > MAX_SOURCES {
-            return self.launch_steps_2d(cells, st, step, steps);
+            return match kernel {
+                Kernel::FusedPart { .. } => Ok(()),
+                _ => self.launch_steps_2d(cells, st, step, steps),
+            };
         }
+        let (fields, snapshot, split) = self.copies_2d();
+        let passes = fused::sub_passes(steps as usize, STEPS_2D);
+        let sub = |i: usize, tiles: Range<usize>| {
+            let (t0, k) = passes[i];
+            let w = w.clone();
+            SubPass {
+                p: &p,
+                w,
+                tiles,
+                k,
+                step: step + t0 as u64,
+            }
+        };
+        let n = passes.len();
+        match kernel {
+            Kernel::FusedPart { part, .. } => {
+                let own = match part {
+                    Part::Store => self.meta.owned_local(),
+                    _ => 0..usize::MAX,
+                };
+                for r in crate::fused::part_cells(&pass.span, pass.steps, part) {
+                    let r = r.start.max(own.start).max(w.start)..r.end.min(own.end).min(w.end);
+                    if !r.is_empty() {
+                        self.sub_pass_2d(fields, split, sub(n - 1, r), st)?;
+                    }
+                }
+            }
+            Kernel::FusedSave { .. } if n == 1 => {
+                let held = self.views().e.floats() / slab.nx;
+                let rows = w.start.saturating_sub(STEPS_2D + 1)..(w.end + STEPS_2D + 1).min(held);
+                copy_rows(split, fields, rows, slab.nx, st)?;
+            }
+            Kernel::FusedSave { .. } => {
+                let mut input = fields;
+                for i in 0..n - 1 {
+                    let out = if i + 2 == n {
+                        split
+                    } else if fused::into_fields(i, n - 1) {
+                        fields
+                    } else {
+                        snapshot
+                    };
+                    self.sub_pass_2d(out, input, sub(i, w.clone()), st)?;
+                    input = out;
+                }
+            }
+            _ => {
+                // Alternating, the last pass writing the fields: with an odd count the
+                // first copies the fields into the snapshot and reads it; then no pass
+                // copies (the kernel keeps the rows next to the written ones up to date).
+                let held = self.views().e.floats() / slab.nx;
+                for i in 0..n {
+                    let into_fields = (n - i) % 2 == 1;
+                    if i == 0 && into_fields {
+                        // The rows the tiles' regions load: the written rows and k + 1 a side.
+                        let m = passes[0].1 + 1;
+                        let rows = w.start.saturating_sub(m)..(w.end + m).min(held);
+                        copy_rows(snapshot, fields, rows, slab.nx, st)?;
+                    }
+                    let (out, input) = if into_fields {
+                        (fields, snapshot)
+                    } else {
+                        (snapshot, fields)
+                    };
+                    self.sub_pass_2d(out, input, sub(i, w.clone()), st)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The device's copies of its 2D fields: the fields, the snapshot buffer a whole
+    /// pass alternates with, the split buffer a save leaves for the parts.
+    fn copies_2d(&self) -> (Copy, Copy, Copy) {
         let v = self.views();
-        let (ez, h, ca, cb, prev) = (v.e, v.h, v.ca, v.cb, v.prev);
         let PassBuffers::Plane {
-            mur,
-            snap_e: ez_s,
-            snap_h: h_s,
+            snap_e,
+            snap_h,
+            split_e,
+            split_h,
+            ..
         } = v.pass
         else {
             unreachable!("a plane's buffers")
         };
-        let nx = slab.nx;
-        let held = ez.floats() / nx;
+        let len = v.e.floats();
+        let row2 = v.prev.floats();
+        let copy = |e: BufferView, h| (e.slice(0..len), h, e.slice(len..len + row2));
+        ((v.e, v.h, v.prev), copy(snap_e, snap_h), copy(split_e, split_h))
+    }
+
+    /// One launch of `fused_steps_2d`: `s.k` steps of the tiles cutting `s.tiles` from
+    /// `input` into `out` (the rows next to the written ones copied too when the tiles
+    /// cut every written row).
+    fn sub_pass_2d(&self, out: Copy, input: Copy, s: SubPass, st: sys::Stream) -> Result<(), DriverError> {
+        let Some(slab) = self.meta.share().plane() else {
+            return Ok(());
+        };
+        let v = self.views();
+        let PassBuffers::Plane { mur, .. } = v.pass else {
+            unreachable!("a plane's buffers")
+        };
+        let (p, nx) = (s.p, slab.nx);
+        let held = v.e.floats() / nx;
         let (first, last) = self.meta.end_cells();
         let [bottom, top] = p.ends.map(|e| end_kind(e.map(|(c, _)| c)));
         let grid = (
             nx.div_ceil(TILE_2D_X) as u32,
-            (w1 - w0).div_ceil(TILE_2D_Y) as u32,
+            s.tiles.len().div_ceil(TILE_2D_Y) as u32,
         );
-        let prev_s = ez_s.slice(ez.floats()..ez.floats() + 2 * nx);
-        // Passes alternate between the fields and the snapshot buffers, the last one
-        // writing the fields: with an odd count the first copies the fields into the
-        // snapshot and reads it; then no pass copies (the kernel keeps the rows next to the
-        // written ones up to date in what it writes).
-        let fields = (ez, h, prev.slice(0..2 * nx));
-        let snapshot = (ez_s.slice(0..ez.floats()), h_s, prev_s);
-        let passes = (steps as usize).div_ceil(STEPS_2D);
-        for (i, t0) in (0..steps as usize).step_by(STEPS_2D).enumerate() {
-            let k = (steps as usize - t0).min(STEPS_2D);
-            let into_fields = (passes - i) % 2 == 1;
-            if i == 0 && into_fields {
-                // The rows the tiles' regions load: the written rows and k + 1 a side.
-                let rows = w0.saturating_sub(k + 1)..(w1 + k + 1).min(held);
-                copy_rows(snapshot, fields, rows, nx, st)?;
-            }
-            let ((out_ez, out_h, out_prev), (in_ez, in_h, in_prev)) = if into_fields {
-                (fields, snapshot)
-            } else {
-                (snapshot, fields)
-            };
-            let src = sources_2d(&p.sources, step + t0 as u64, k);
-            let i = |x: usize| Arg::I32(x as i32);
-            let args = [
-                Arg::Ptr(out_ez.ptr()),
-                Arg::Ptr(out_h.ptr()),
-                Arg::Ptr(in_ez.ptr()),
-                Arg::Ptr(in_h.ptr()),
-                Arg::Ptr(ca.ptr()),
-                Arg::Ptr(cb.ptr()),
-                Arg::Ptr(out_prev.ptr()),
-                Arg::Ptr(in_prev.ptr()),
-                Arg::Ptr(mur.ptr()),
-                Arg::Bytes(&src),
-                i(nx),
-                Arg::I32(i32::from(slab.periodic)),
-                Arg::F32(self.ch),
-                i(k),
-                i(held),
-                i(w0),
-                i(w1),
-                i(p.h.start),
-                i(p.h.end),
-                i(p.e.start),
-                i(p.e.end),
-                i(p.s.start),
-                i(p.s.end),
-                i(first),
-                i(last),
-                Arg::I32(bottom),
-                Arg::I32(top),
-            ];
-            Launch::new(self.k.fused_steps_2d, grid, THREADS_2D, &args)
-                .with_shared(shared_2d())
-                .run(st)?;
-        }
-        Ok(())
+        let src = sources_2d(&p.sources, s.step, s.k);
+        let i = |x: usize| Arg::I32(x as i32);
+        let args = [
+            Arg::Ptr(out.0.ptr()),
+            Arg::Ptr(out.1.ptr()),
+            Arg::Ptr(input.0.ptr()),
+            Arg::Ptr(input.1.ptr()),
+            Arg::Ptr(v.ca.ptr()),
+            Arg::Ptr(v.cb.ptr()),
+            Arg::Ptr(out.2.ptr()),
+            Arg::Ptr(input.2.ptr()),
+            Arg::Ptr(mur.ptr()),
+            Arg::Bytes(&src),
+            i(nx),
+            Arg::I32(i32::from(slab.periodic)),
+            Arg::F32(self.ch),
+            i(s.k),
+            i(held),
+            i(s.w.start),
+            i(s.w.end),
+            i(s.tiles.start),
+            i(s.tiles.end),
+            i(p.h.start),
+            i(p.h.end),
+            i(p.e.start),
+            i(p.e.end),
+            i(p.s.start),
+            i(p.s.end),
+            i(first),
+            i(last),
+            Arg::I32(bottom),
+            Arg::I32(top),
+        ];
+        Launch::new(self.k.fused_steps_2d, grid, THREADS_2D, &args)
+            .with_shared(shared_2d())
+            .run(st)
     }
 
     /// `steps` one-kernel steps over `cells` from step `step`, launch after launch.
@@ -245,8 +337,8 @@ fn end_kind(c: Option<EndCondition>) -> i32 {
 /// Rows `rows` of `Ez` and `H`, and the Mur state, from one copy of a 2D device's fields
 /// (`ez`, `h`, `prev`) into another, on `st`.
 fn copy_rows(
-    to: (BufferView, BufferView, BufferView),
-    from: (BufferView, BufferView, BufferView),
+    to: Copy,
+    from: Copy,
     rows: Range<usize>,
     nx: usize,
     st: sys::Stream,
