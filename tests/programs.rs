@@ -56,7 +56,7 @@ fn every_mode_exported_runs_as_a_file_with_the_same_program_and_the_same_bits() 
 fn each_kind_of_mistake_is_one_line_with_file_line_and_column() {
     let dir = tempfile::tempdir().unwrap();
     let good = "cudaStream_t compute;\ncudaEvent_t ready[n];\nstep {\n    update_h<<<compute>>>(lo, hi);\n    cudaEventRecord(ready[d], compute);\n    #pragma omp barrier\n}\n";
-    let cases: [(&str, &str, &str); 14] = [
+    let cases: [(&str, &str, &str); 16] = [
         (
             "cudaEventRecord(ready[d], compute);",
             "cudaEventRecord(ready[d], compte);",
@@ -97,6 +97,16 @@ fn each_kind_of_mistake_is_one_line_with_file_line_and_column() {
             "cudaStream_t compute;\n",
             "",
             "bad.halo:2:1: declare the streams first",
+        ),
+        (
+            "cudaStream_t compute;\n",
+            "cudaStream_t compute;\npriority copy;\n",
+            "bad.halo:2:10: `copy`: not a declared stream (`cudaStream_t copy;` first)",
+        ),
+        (
+            "cudaStream_t compute;\n",
+            "cudaStream_t compute;\npriority compute, compute;\n",
+            "bad.halo:2:19: stream `compute` is given priority twice",
         ),
         // What the sim would forgive and a GPU would not, refused when the program is made
         // concrete for the run's devices:
@@ -219,4 +229,36 @@ fn a_gpu_mapping_events_made_in_the_step_and_names_for_numbers() {
     // An `int` lives to the end of its block.
     let e = parse("cudaStream_t s;\nstep {\n    if (d > 0) {\n        int x = 1;\n    }\n    update_h<<<s>>>(lo, hi + x);\n}\n").unwrap_err().to_string();
     assert!(e.contains("m.halo:6:30: unknown name `x`"), "{e}");
+}
+
+/// `priority` streams: the program says which of its streams the runtime creates at the
+/// GPU's greatest priority, and the export creates them so.
+#[test]
+fn priority_streams_reach_the_program_and_the_export() {
+    let p = Mode::FusedOverlap.program(&[0..100, 100..200]);
+    let names: Vec<&str> = p
+        .high_priority
+        .iter()
+        .map(|&i| p.stream_names[i].as_str())
+        .collect();
+    assert_eq!(names, ["compute", "to_left", "to_right"]);
+    assert!(Mode::Fused.program(&[0..100, 100..200]).high_priority.is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x");
+    let (code, _, err) = haloscope(&[
+        "program",
+        "export",
+        "fused-overlap",
+        "--cuda",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let main = std::fs::read_to_string(out.join("main.cu")).unwrap();
+    for s in ["compute", "to_left", "to_right"] {
+        let want = format!("cudaStreamCreateWithPriority(&{s}, cudaStreamNonBlocking, greatest_priority)");
+        assert!(main.contains(&want), "{want}");
+    }
+    assert!(main.contains("cudaStreamCreateWithFlags(&inner, cudaStreamNonBlocking)"));
+    assert!(main.contains("cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority)"));
 }

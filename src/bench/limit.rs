@@ -189,8 +189,10 @@ fn plane_rows(
     Ok(rows)
 }
 
-/// fused and fused-overlap on an `n`² plane over two devices of `gpu`.
+/// fused and fused-overlap on an `n`² plane over two devices of `gpu`, each timed for a
+/// second at least: the exchange is a few µs of a step of up to a millisecond.
 fn hiding(gpu: i32, n: usize, seconds: f64) -> Result<Hiding> {
+    let seconds = seconds.max(1.0);
     let s = plane_scenario(n, 2)?;
     let gpus = [gpu, gpu];
     let fused = Mode::Fused.program(&s.ranges());

@@ -568,13 +568,27 @@ pub fn main_cu(u: &Unit) -> String {
     } else {
         out.push_str("        const long lo = device[d].lo, hi = device[d].hi;  // the cells it owns\n");
     }
+    if !src.priority.is_empty() {
+        out.push_str(
+            "        int least_priority, greatest_priority;  // `priority` streams take the greatest\n        \
+             CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));\n",
+        );
+    }
     for (s, _) in &src.streams {
         let _ = writeln!(out, "        cudaStream_t {};", ident(s));
-        let _ = writeln!(
-            out,
-            "        CHECK(cudaStreamCreateWithFlags(&{}, cudaStreamNonBlocking));",
-            ident(s)
-        );
+        if src.priority.iter().any(|(p, _)| p == s) {
+            let _ = writeln!(
+                out,
+                "        CHECK(cudaStreamCreateWithPriority(&{}, cudaStreamNonBlocking, greatest_priority));",
+                ident(s)
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "        CHECK(cudaStreamCreateWithFlags(&{}, cudaStreamNonBlocking));",
+                ident(s)
+            );
+        }
     }
     for g in 0..graphs {
         let _ = writeln!(out, "        cudaGraphExec_t graph{g} = nullptr;");

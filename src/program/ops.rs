@@ -222,6 +222,10 @@ pub struct Program {
     pub name: String,
     /// Names of each device's streams (`compute`, `copy`).
     pub stream_names: Vec<String>,
+    /// Which of them are created at the device's greatest priority (`priority compute;`):
+    /// the block scheduler starts their kernels' blocks first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub high_priority: Vec<usize>,
     pub events: Vec<EventInfo>,
     /// Flags for stream memory operations (empty in most programs).
     pub flags: Vec<FlagInfo>,

@@ -78,6 +78,7 @@ impl<'a> Builder<'a> {
         Program {
             name: self.mode.name().to_string(),
             stream_names,
+            high_priority: Vec::new(),
             events: self.events,
             flags: Vec::new(),
             setup: self.setup,

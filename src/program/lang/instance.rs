@@ -127,6 +127,11 @@ pub fn instantiate(src: &Source, name: &str, ranges: &[Range<usize>]) -> Result<
     Ok(Program {
         name: name.to_string(),
         stream_names: src.streams.iter().map(|(s, _)| s.clone()).collect(),
+        high_priority: src
+            .priority
+            .iter()
+            .filter_map(|(p, _)| src.streams.iter().position(|(s, _)| s == p))
+            .collect(),
         events: inst.events,
         flags: inst.flags,
         setup: inst.setup,

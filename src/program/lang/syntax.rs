@@ -129,6 +129,8 @@ pub struct EventDecl {
 pub struct Source {
     pub name: Option<String>,
     pub streams: Vec<(String, Range<usize>)>,
+    /// Streams created at the device's greatest priority (`priority compute;`).
+    pub priority: Vec<(String, Range<usize>)>,
     pub events: Vec<EventDecl>,
     /// Flag families (`cuuint32_t name[n];`): a word per device, in its memory.
     pub flags: Vec<EventDecl>,
@@ -270,6 +272,7 @@ impl Parser {
         let mut src = Source {
             name: None,
             streams: Vec::new(),
+            priority: Vec::new(),
             events: Vec::new(),
             flags: Vec::new(),
             round: None,
@@ -278,8 +281,9 @@ impl Parser {
             manual: Vec::new(),
         };
         while self.peek().is_some() {
-            let (word, span) =
-                self.ident("`program`, `cudaStream_t`, `cudaEvent_t`, `cuuint32_t`, `round` or `step`")?;
+            let (word, span) = self.ident(
+                "`program`, `cudaStream_t`, `priority`, `cudaEvent_t`, `cuuint32_t`, `round` or `step`",
+            )?;
             match word.as_str() {
                 "program" => {
                     let mut name = String::new();
@@ -308,6 +312,23 @@ impl Parser {
                         break;
                     }
                 },
+                "priority" => loop {
+                    let (s, sp) = self.ident("a stream's name")?;
+                    if !self.streams.contains(&s) {
+                        return err(
+                            sp,
+                            format!("`{s}`: not a declared stream (`cudaStream_t {s};` first)"),
+                        );
+                    }
+                    if src.priority.iter().any(|(p, _)| *p == s) {
+                        return err(sp, format!("stream `{s}` is given priority twice"));
+                    }
+                    src.priority.push((s, sp));
+                    if !self.eat_sym(",") {
+                        self.expect(";", "after the streams")?;
+                        break;
+                    }
+                },
                 "cudaEvent_t" => self.event_decls(&mut src, false)?,
                 "cuuint32_t" => self.event_decls(&mut src, true)?,
                 "round" => {
@@ -327,8 +348,8 @@ impl Parser {
                     return err(
                         span,
                         format!(
-                            "`{other}`: expected `program`, `cudaStream_t`, `cudaEvent_t`, `cuuint32_t`, \
-                             `round` or `step`"
+                            "`{other}`: expected `program`, `cudaStream_t`, `priority`, `cudaEvent_t`, \
+                             `cuuint32_t`, `round` or `step`"
                         ),
                     );
                 }

@@ -280,11 +280,23 @@ impl Dev {
         Ok(dev)
     }
 
-    /// Creates the program's streams (those missing) and runs its set-up calls; then
-    /// everyone starts together.
+    /// Creates the program's streams (those missing, and those of another priority than
+    /// it asks) and runs its set-up calls; then everyone starts together.
     pub(super) fn start_program(&mut self) -> Result<(), Failure> {
-        while self.streams.len() < self.program.stream_names.len() {
-            self.streams.push(OwnedStream::new(self.ctx.get())?);
+        for i in 0..self.program.stream_names.len() {
+            let high = self.program.high_priority.contains(&i);
+            if self.streams.get(i).is_some_and(|s| s.high == high) {
+                continue;
+            }
+            let s = if high {
+                OwnedStream::high(self.ctx.get())?
+            } else {
+                OwnedStream::new(self.ctx.get())?
+            };
+            match self.streams.get_mut(i) {
+                Some(old) => *old = s,
+                None => self.streams.push(s),
+            }
         }
         for (i, op) in self.program.setup[self.t].clone().iter().enumerate() {
             self.exec(op, None, i)?;

@@ -126,6 +126,8 @@ impl Drop for LoadedModule {
 pub struct OwnedStream {
     s: Stream,
     ctx: Context,
+    /// Created at the context's greatest priority.
+    pub high: bool,
 }
 
 impl OwnedStream {
@@ -136,7 +138,32 @@ impl OwnedStream {
         check("cuStreamCreate", unsafe {
             sys::cuStreamCreate(&mut s, sys::CU_STREAM_NON_BLOCKING)
         })?;
-        Ok(OwnedStream { s: Stream(s), ctx })
+        Ok(OwnedStream {
+            s: Stream(s),
+            ctx,
+            high: false,
+        })
+    }
+
+    /// A stream of the current context, `ctx`, at the context's greatest priority: the
+    /// block scheduler starts its kernels' blocks before those of streams of the default
+    /// priority.
+    pub fn high(ctx: Context) -> Result<OwnedStream, DriverError> {
+        let (mut least, mut greatest) = (0, 0);
+        // SAFETY: both are valid out-pointers.
+        check("cuCtxGetStreamPriorityRange", unsafe {
+            sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest)
+        })?;
+        let mut s = std::ptr::null_mut();
+        // SAFETY: `s` is a valid out-pointer.
+        check("cuStreamCreateWithPriority", unsafe {
+            sys::cuStreamCreateWithPriority(&mut s, sys::CU_STREAM_NON_BLOCKING, greatest)
+        })?;
+        Ok(OwnedStream {
+            s: Stream(s),
+            ctx,
+            high: true,
+        })
     }
 
     pub fn get(&self) -> Stream {

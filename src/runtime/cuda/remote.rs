@@ -457,6 +457,7 @@ mod tests {
         let program = Program {
             name: "events".into(),
             stream_names: Vec::new(),
+            high_priority: Vec::new(),
             events: Vec::new(),
             flags: Vec::new(),
             setup: Vec::new(),

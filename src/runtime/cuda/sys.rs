@@ -70,6 +70,8 @@ unsafe extern "C" {
     pub(super) fn cuMemcpyDtoH_v2(dst: *mut c_void, src: RawPtr, bytes: usize) -> i32;
     pub(super) fn cuMemsetD32_v2(ptr: RawPtr, value: u32, count: usize) -> i32;
     pub(super) fn cuStreamCreate(stream: *mut *mut Opaque, flags: u32) -> i32;
+    pub(super) fn cuStreamCreateWithPriority(stream: *mut *mut Opaque, flags: u32, priority: i32) -> i32;
+    pub(super) fn cuCtxGetStreamPriorityRange(least: *mut i32, greatest: *mut i32) -> i32;
     pub(super) fn cuStreamDestroy_v2(stream: *mut Opaque) -> i32;
     pub(super) fn cuStreamSynchronize(stream: *mut Opaque) -> i32;
     pub(super) fn cuStreamWaitEvent(stream: *mut Opaque, event: *mut Opaque, flags: u32) -> i32;

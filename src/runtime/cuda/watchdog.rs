@@ -247,6 +247,7 @@ mod tests {
         let program = Program {
             name: "test".into(),
             stream_names: vec!["compute".into()],
+            high_priority: Vec::new(),
             events: Vec::new(),
             flags: vec![flag(0), flag(1)],
             setup: vec![Vec::new(); 2],
