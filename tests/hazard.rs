@@ -432,6 +432,7 @@ fn an_event_used_after_its_destruction_in_host_order_is_invalid() {
     let program = Program {
         name: "destroyed".into(),
         stream_names: vec!["compute".into()],
+        high_priority: Vec::new(),
         events: vec![EventInfo {
             name: "done[0]".into(),
             device: 0,

@@ -53,6 +53,7 @@ fn program(events: &[(&str, usize)], step: Vec<Vec<Op>>) -> Program {
     Program {
         name: "test".into(),
         stream_names: vec!["compute".into(), "copy".into()],
+        high_priority: Vec::new(),
         events,
         flags: Vec::new(),
         setup,
