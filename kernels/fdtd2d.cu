@@ -110,8 +110,7 @@ extern "C" __global__ void pec_sides_2d(float *ez, unsigned int nx, unsigned int
 // Rows are local rows of the held array (0..held). The pass updates H on rows
 // h_lo..h_hi, E on e_lo..e_hi and applies sources, end rows and PEC sides on s_lo..s_hi
 // (each one-kernel launch's rows); w0..w1 is their union, and the launch's tiles cut
-// t0..t1 and u0..u1 within it (t0..t1 all of it and u0..u1 empty but in a split pass's
-// parts, src/geometry/plane/fused.rs: the boundary's two ends are one launch). A region as wide as the
+// t0..t1 within it (all of it but in a split pass's parts, src/geometry/plane/fused.rs). A region as wide as the
 // row or wider loads the whole row (its columns wrap exactly when periodic).
 #if !defined(TILE_2D_X) || !defined(TILE_2D_Y) || !defined(STEPS_2D) || !defined(MAX_SOURCES) || !defined(THREADS_2D)
 #error "build with -DTILE_2D_X=… -DTILE_2D_Y=… -DSTEPS_2D=… -DMAX_SOURCES=… -DTHREADS_2D=… (build.rs)"
@@ -243,8 +242,8 @@ extern "C" __global__ void fused_steps_2d(
     const float *__restrict__ h_s, const float *__restrict__ ca, const float *__restrict__ cb,
     float *__restrict__ prev, const float *__restrict__ prev_s, const float *__restrict__ mur,
     Sources2d src, int nx, int periodic, float ch, int k, int held, int w0, int w1, int t0,
-    int t1, int u0, int u1, int h_lo, int h_hi, int e_lo, int e_hi, int s_lo, int s_hi,
-    int first, int last, int bottom, int top) {
+    int t1, int h_lo, int h_hi, int e_lo, int e_hi, int s_lo, int s_hi, int first, int last,
+    int bottom, int top) {
     // Ez, Hx and Hy of the region (a plain tile's pass: ca and cb): src/kernels.rs
     // shared_2d() bytes. ca and cb of a tile that is not plain are read from the arrays.
     extern __shared__ float region[];
@@ -257,9 +256,7 @@ extern "C" __global__ void fused_steps_2d(
     __shared__ int sright[RW];
     __shared__ int sleft[RW];
     const int m = k + 1;
-    const int ty0 = (t1 - t0 + TILE_2D_Y - 1) / TILE_2D_Y, by = blockIdx.y;
-    const int r0 = by < ty0 ? t0 + by * TILE_2D_Y : u0 + (by - ty0) * TILE_2D_Y;
-    const int r1 = min(r0 + TILE_2D_Y, by < ty0 ? t1 : u1);
+    const int r0 = t0 + blockIdx.y * TILE_2D_Y, r1 = min(r0 + TILE_2D_Y, t1);
     const int c0 = blockIdx.x * TILE_2D_X, c1 = min(c0 + TILE_2D_X, nx);
     const int ra = max(r0 - m, 0), rz = min(r1 + m, held);
     const int rows = rz - ra;

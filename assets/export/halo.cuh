@@ -706,7 +706,7 @@ static void fused_pass_2d(int dev, cudaStream_t s, long from, long to, long step
         src.n = on.size();
         fused_steps_2d<<<grid, THREADS_2D, SHARED_2D, s>>>(
             oe, oh, ie, ih, m.ca, m.cb, op, ip, m.mur, src, nx, sc.periodic, sc.ch, k, held, w0, w1,
-            w0, w1, 0, 0, h.a, h.z, e.a, e.z, sp.a, sp.z, end[0], end[1], kind[0], kind[1]);
+            w0, w1, h.a, h.z, e.a, e.z, sp.a, sp.z, end[0], end[1], kind[0], kind[1]);
         CHECK_LAUNCH("fused_steps_2d");
     }
 }

@@ -21,11 +21,11 @@ const MAX_ROWS: usize = 65_535;
 type Copy = (BufferView, BufferView, BufferView);
 
 /// What a launch of `fused_steps_2d` needs beside its two copies: the pass's rows, the
-/// rows its tiles cut (`tiles`, one or two ranges within `w`), its steps and first step.
+/// rows its tiles cut (`tiles`, within `w`), its steps and first step.
 struct SubPass<'a> {
     p: &'a Rows,
     w: Range<usize>,
-    tiles: [Range<usize>; 2],
+    tiles: Range<usize>,
     k: usize,
     step: u64,
 }
@@ -64,7 +64,7 @@ impl Dev {
         }
         let (fields, snapshot, split) = self.copies_2d();
         let passes = fused::sub_passes(steps as usize, STEPS_2D);
-        let sub = |i: usize, tiles: [Range<usize>; 2]| {
+        let sub = |i: usize, tiles: Range<usize>| {
             let (t0, k) = passes[i];
             let w = w.clone();
             SubPass {
@@ -75,7 +75,6 @@ impl Dev {
                 step: step + t0 as u64,
             }
         };
-        let whole = || [w.clone(), 0..0];
         let n = passes.len();
         match kernel {
             Kernel::FusedPart { part, .. } => {
@@ -83,14 +82,11 @@ impl Dev {
                     Part::Store => self.meta.owned_local(),
                     _ => 0..usize::MAX,
                 };
-                // The part's ranges (a boundary's two ends) in one launch.
-                let mut tiles = crate::fused::part_cells(&pass.span, pass.steps, part)
-                    .into_iter()
-                    .map(|r| r.start.max(own.start).max(w.start)..r.end.min(own.end).min(w.end))
-                    .filter(|r| !r.is_empty());
-                if let Some(a) = tiles.next() {
-                    let b = tiles.next().unwrap_or(0..0);
-                    self.sub_pass_2d(fields, split, sub(n - 1, [a, b]), st)?;
+                for r in crate::fused::part_cells(&pass.span, pass.steps, part) {
+                    let r = r.start.max(own.start).max(w.start)..r.end.min(own.end).min(w.end);
+                    if !r.is_empty() {
+                        self.sub_pass_2d(fields, split, sub(n - 1, r), st)?;
+                    }
                 }
             }
             Kernel::FusedSave { .. } if n == 1 => {
@@ -108,7 +104,7 @@ impl Dev {
                     } else {
                         snapshot
                     };
-                    self.sub_pass_2d(out, input, sub(i, whole()), st)?;
+                    self.sub_pass_2d(out, input, sub(i, w.clone()), st)?;
                     input = out;
                 }
             }
@@ -130,7 +126,7 @@ impl Dev {
                     } else {
                         (snapshot, fields)
                     };
-                    self.sub_pass_2d(out, input, sub(i, whole()), st)?;
+                    self.sub_pass_2d(out, input, sub(i, w.clone()), st)?;
                 }
             }
         }
@@ -172,10 +168,9 @@ impl Dev {
         let held = v.e.floats() / nx;
         let (first, last) = self.meta.end_cells();
         let [bottom, top] = p.ends.map(|e| end_kind(e.map(|(c, _)| c)));
-        let [t, u] = &s.tiles;
         let grid = (
             nx.div_ceil(TILE_2D_X) as u32,
-            (t.len().div_ceil(TILE_2D_Y) + u.len().div_ceil(TILE_2D_Y)) as u32,
+            s.tiles.len().div_ceil(TILE_2D_Y) as u32,
         );
         let src = sources_2d(&p.sources, s.step, s.k);
         let i = |x: usize| Arg::I32(x as i32);
@@ -197,10 +192,8 @@ impl Dev {
             i(held),
             i(s.w.start),
             i(s.w.end),
-            i(t.start),
-            i(t.end),
-            i(u.start),
-            i(u.end),
+            i(s.tiles.start),
+            i(s.tiles.end),
             i(p.h.start),
             i(p.h.end),
             i(p.e.start),
