@@ -46,6 +46,8 @@ fn correct_modes_have_no_findings_on_2_3_4_8_devices_and_uneven_splits() {
         .map(|&n| base.clone().with_devices(n).unwrap())
         .collect();
     cases.push(builtin("uneven"));
+    // A plane, where a split pass's save also writes the fields (its passes but the last).
+    cases.extend([2, 3].map(|n| builtin("radiate").with_devices(n).unwrap()));
     for s in &cases {
         for mode in Mode::all().iter().copied().filter(|m| m.is_correct()) {
             let f = findings(s, mode);

@@ -164,4 +164,24 @@ fn the_program_view_names_the_cells_each_part_writes() {
         line("fused_save").ends_with("(cells 1484..2016, 16 steps)"),
         "{shown:#?}"
     );
+    // A plane's parts are rows: radiate (240 rows) on 2 devices, dev0's span 0..136.
+    let s = builtin("radiate");
+    let p = Mode::FusedOverlap.program(&[0..120, 120..240]).on(&s);
+    let shown: Vec<String> = p.step[0].iter().map(|op| p.render(op)).collect();
+    let line = |kernel: &str| shown.iter().find(|l| l.starts_with(kernel)).unwrap().clone();
+    assert!(
+        line("fused_boundary").ends_with("(rows 0..136, 16 steps: its rows 0..32, 104..136)"),
+        "{shown:#?}"
+    );
+    let p2p = Mode::FusedP2p.program(&[0..120, 120..240]).on(&s);
+    let store = p2p.step[0]
+        .iter()
+        .map(|op| p2p.render(op))
+        .find(|l| l.starts_with("fused_store"));
+    assert!(
+        store
+            .unwrap()
+            .ends_with("16 steps: every row, the 16 end rows stored into the neighbours' halos)"),
+        "{p2p:#?}"
+    );
 }

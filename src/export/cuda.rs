@@ -568,28 +568,7 @@ pub fn main_cu(u: &Unit) -> String {
     } else {
         out.push_str("        const long lo = device[d].lo, hi = device[d].hi;  // the cells it owns\n");
     }
-    if !src.priority.is_empty() {
-        out.push_str(
-            "        int least_priority, greatest_priority;  // `priority` streams take the greatest\n        \
-             CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));\n",
-        );
-    }
-    for (s, _) in &src.streams {
-        let _ = writeln!(out, "        cudaStream_t {};", ident(s));
-        if src.priority.iter().any(|(p, _)| p == s) {
-            let _ = writeln!(
-                out,
-                "        CHECK(cudaStreamCreateWithPriority(&{}, cudaStreamNonBlocking, greatest_priority));",
-                ident(s)
-            );
-        } else {
-            let _ = writeln!(
-                out,
-                "        CHECK(cudaStreamCreateWithFlags(&{}, cudaStreamNonBlocking));",
-                ident(s)
-            );
-        }
-    }
+    out.push_str(&stream_decls(src));
     for g in 0..graphs {
         let _ = writeln!(out, "        cudaGraphExec_t graph{g} = nullptr;");
     }
@@ -742,3 +721,32 @@ const FINISH: &str = "    mkdir_for(out);
     return 0;
 }
 ";
+
+/// Each thread's streams, created non-blocking; the `priority` ones at the device's
+/// greatest priority.
+fn stream_decls(src: &Source) -> String {
+    let mut out = String::new();
+    if !src.priority.is_empty() {
+        out.push_str(
+            "        int least_priority, greatest_priority;  // `priority` streams take the greatest\n        \
+             CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));\n",
+        );
+    }
+    for (s, _) in &src.streams {
+        let _ = writeln!(out, "        cudaStream_t {};", ident(s));
+        if src.priority.iter().any(|(p, _)| p == s) {
+            let _ = writeln!(
+                out,
+                "        CHECK(cudaStreamCreateWithPriority(&{}, cudaStreamNonBlocking, greatest_priority));",
+                ident(s)
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "        CHECK(cudaStreamCreateWithFlags(&{}, cudaStreamNonBlocking));",
+                ident(s)
+            );
+        }
+    }
+    out
+}
