@@ -347,10 +347,8 @@ impl Grid {
     /// is costed by its strips).
     pub fn steps_run(self, kernel: Kernel) -> u32 {
         let steps = kernel.fused_steps().unwrap_or(0);
-        let last = match steps as usize % crate::kernels::STEPS_2D {
-            0 => crate::kernels::STEPS_2D.min(steps as usize) as u32,
-            r => r as u32,
-        };
+        let passes = super::plane::fused::sub_passes(steps as usize, crate::kernels::STEPS_2D);
+        let last = passes.last().map_or(0, |&(_, k)| k as u32);
         match (self, kernel) {
             (Grid::Plane { .. }, Kernel::FusedSave { .. }) => steps - last,
             (Grid::Plane { .. }, Kernel::FusedPart { .. }) => last,
