@@ -80,19 +80,26 @@ fn without(line: &str) -> String {
 fn each_missing_wait_is_named_and_stale_margins_show_in_the_fields() {
     let s = builtin("pulse").with_devices(3).unwrap();
     let cases = [
-        // The interior may read the margins before the save writes them.
-        ("cudaStreamWaitEvent(inner, saved[d]", Kind::Raw, "margins@dev"),
-        // The save may rewrite the margins while last round's interior reads them, and
-        // read cells it writes.
+        // The boundary may read the margins before the save writes them.
+        (3, "cudaStreamWaitEvent(edge, saved[d]", Kind::Raw, "margins@dev"),
+        // The save may rewrite the margins while last round's boundary reads them (with
+        // neighbours the pushes order it too: they wait for the boundary).
         (
-            "cudaStreamWaitEvent(compute, inner_done[d]",
+            1,
+            "cudaStreamWaitEvent(compute, edges[d]",
             Kind::War,
             "margins@dev",
         ),
         // A push may land in the neighbour's halo before its boundary has read it.
-        ("cudaStreamWaitEvent(to_left, edges[d - 1]", Kind::War, "ex@dev"),
+        (
+            3,
+            "cudaStreamWaitEvent(to_left, edges[d - 1]",
+            Kind::War,
+            "ex@dev",
+        ),
     ];
-    for (line, kind, buffer) in cases {
+    for (n, line, kind, buffer) in cases {
+        let s = s.clone().with_devices(n).unwrap();
         let p = program(&s, &without(line));
         let found = hazard::check_scenario(&s, &p).unwrap();
         assert!(
@@ -102,10 +109,10 @@ fn each_missing_wait_is_named_and_stale_margins_show_in_the_fields() {
             "without {line}: {found:#?}"
         );
     }
-    // With no wait for the save, the interior may run on its idle stream before the save:
+    // With no wait for the save, the boundary may run on its idle stream before the save:
     // the model's timing hides it (the host issues the save first and is slower than the
     // GPU on this grid), a jittered timing shows it in the fields.
-    let p = program(&s, &without("cudaStreamWaitEvent(inner, saved[d]"));
+    let p = program(&s, &without("cudaStreamWaitEvent(edge, saved[d]"));
     let want = fields_after(&s, Mode::FusedOverlap.program(&s.ranges()), 2000, None);
     assert!(fields_after(&s, p.clone(), 2000, None) == want, "hidden");
     assert!(fields_after(&s, p, 2000, Some(1)) != want, "shown");

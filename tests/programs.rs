@@ -241,7 +241,7 @@ fn priority_streams_reach_the_program_and_the_export() {
         .iter()
         .map(|&i| p.stream_names[i].as_str())
         .collect();
-    assert_eq!(names, ["compute", "to_left", "to_right"]);
+    assert_eq!(names, ["edge", "to_left", "to_right"]);
     assert!(Mode::Fused.program(&[0..100, 100..200]).high_priority.is_empty());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x");
@@ -255,10 +255,10 @@ fn priority_streams_reach_the_program_and_the_export() {
     ]);
     assert_eq!(code, 0, "{err}");
     let main = std::fs::read_to_string(out.join("main.cu")).unwrap();
-    for s in ["compute", "to_left", "to_right"] {
+    for s in ["edge", "to_left", "to_right"] {
         let want = format!("cudaStreamCreateWithPriority(&{s}, cudaStreamNonBlocking, greatest_priority)");
         assert!(main.contains(&want), "{want}");
     }
-    assert!(main.contains("cudaStreamCreateWithFlags(&inner, cudaStreamNonBlocking)"));
+    assert!(main.contains("cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking)"));
     assert!(main.contains("cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority)"));
 }

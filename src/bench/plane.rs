@@ -38,18 +38,33 @@ pub(super) fn step_us(s: &Scenario, program: Program, gpus: &[i32], seconds: f64
 /// Median µs per step of `rt` from where it stands: three runs of about `seconds` each,
 /// after two of 16 steps (the first to warm up, the second to size the runs).
 pub(super) fn time_steps(rt: &mut dyn Runtime, seconds: f64) -> Result<f64> {
+    let mut one = [rt];
+    Ok(time_interleaved(&mut one, seconds, 3)?[0])
+}
+
+/// Median µs per step of each runtime from where it stands: `runs` runs of about `seconds`
+/// each, taken in turn (the first runtime's, the second's, …, then again), so that a drift
+/// of the GPU's clocks during the measurement falls on every runtime alike; each after two
+/// runs of 16 steps (the first to warm up, the second to size its runs).
+pub(super) fn time_interleaved(rts: &mut [&mut dyn Runtime], seconds: f64, runs: usize) -> Result<Vec<f64>> {
     let run = |rt: &mut dyn Runtime, steps: u64| -> Result<f64> {
         let (from, t0) = (rt.step(), Instant::now());
         rt.run_to(from + steps)?;
         Ok(t0.elapsed().as_secs_f64() / (rt.step() - from).max(1) as f64)
     };
-    run(rt, 16)?;
-    let per = run(rt, 16)?;
-    let steps = ((seconds / per) as u64).clamp(16, 20_000);
-    let samples: Vec<f64> = (0..3)
-        .map(|_| run(rt, steps).map(|t| t * 1e6))
-        .collect::<Result<_>>()?;
-    Ok(median(&samples).expect("samples"))
+    let mut steps = Vec::with_capacity(rts.len());
+    for rt in rts.iter_mut() {
+        run(&mut **rt, 16)?;
+        let per = run(&mut **rt, 16)?;
+        steps.push(((seconds / per) as u64).clamp(16, 20_000));
+    }
+    let mut samples = vec![Vec::with_capacity(runs); rts.len()];
+    for _ in 0..runs {
+        for (k, rt) in rts.iter_mut().enumerate() {
+            samples[k].push(run(&mut **rt, steps[k])? * 1e6);
+        }
+    }
+    Ok(samples.iter().map(|v| median(v).expect("samples")).collect())
 }
 
 /// The heat map of a 2D run reduced on the GPUs (no reference: the GPU's reduction alone)
