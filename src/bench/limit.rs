@@ -6,14 +6,12 @@
 
 use anyhow::Result;
 use serde::Serialize;
-use std::sync::Arc;
 
-use super::plane::{plane_scenario, step_us, time_steps};
+use super::plane::{plane_scenario, start_cuda, step_us, time_steps};
 use super::scenario::bench_scenario;
 use crate::decomp::{Domain, Gathered};
 use crate::geometry::Coefficients;
 use crate::program::{Mode, Program};
-use crate::runtime::{Runtime, RuntimeChoice};
 
 /// The fused modes, each a different way of ordering the same passes.
 pub const FUSED_FAMILY: [Mode; 5] = [
@@ -114,11 +112,10 @@ fn run_mode(
     steps: u64,
     seconds: f64,
 ) -> Result<(Gathered, f64)> {
-    let cuda = RuntimeChoice::Cuda { gpus: gpus.to_vec() };
-    let mut rt = crate::runtime::start(&cuda, s, Arc::new(program.on(s)), false)?;
+    let mut rt = start_cuda(s, program, gpus)?;
     rt.run_to(steps)?;
     let fields = rt.fields()?;
-    let us = time_steps(rt.as_mut(), seconds)?;
+    let us = time_steps(&mut rt, seconds)?;
     Ok((fields, us))
 }
 
@@ -200,16 +197,11 @@ fn hiding(gpu: i32, n: usize, seconds: f64) -> Result<Hiding> {
         Mode::FusedOverlap.program(&s.ranges()),
         super::cuda::no_exchange(&fused),
     ];
-    let cuda = RuntimeChoice::Cuda { gpus: vec![gpu, gpu] };
     let mut rts = programs
         .into_iter()
-        .map(|p| crate::runtime::start(&cuda, &s, Arc::new(p.on(&s)), false))
+        .map(|p| start_cuda(&s, p, &[gpu, gpu]))
         .collect::<Result<Vec<_>>>()?;
-    let us = {
-        let mut each: Vec<&mut dyn Runtime> =
-            rts.iter_mut().map(|rt| &mut **rt as &mut dyn Runtime).collect();
-        super::plane::time_interleaved(&mut each, seconds, HIDING_RUNS)?
-    };
+    let us = super::plane::time_interleaved(&mut rts, seconds, HIDING_RUNS)?;
     let (fused_us, overlap_us, no_exchange_us) = (us[0], us[1], us[2]);
     Ok(Hiding {
         n,

@@ -28,25 +28,28 @@ pub fn plane_scenario(n: usize, devices: usize) -> Result<Scenario> {
     Ok(scenario::parse(&text, "bench scenario")?)
 }
 
+/// The cuda runtime running `program` on `s` over `gpus` (one device each), unwatched.
+pub(super) fn start_cuda(s: &Scenario, program: Program, gpus: &[i32]) -> Result<Box<dyn Runtime>> {
+    let cuda = RuntimeChoice::Cuda { gpus: gpus.to_vec() };
+    crate::runtime::start(&cuda, s, Arc::new(program.on(s)), false)
+}
+
 /// Median µs per step of `program` on `s` over `gpus` (one device each), for `seconds`.
 pub(super) fn step_us(s: &Scenario, program: Program, gpus: &[i32], seconds: f64) -> Result<f64> {
-    let cuda = RuntimeChoice::Cuda { gpus: gpus.to_vec() };
-    let mut rt = crate::runtime::start(&cuda, s, Arc::new(program.on(s)), false)?;
-    time_steps(rt.as_mut(), seconds)
+    time_steps(&mut start_cuda(s, program, gpus)?, seconds)
 }
 
 /// Median µs per step of `rt` from where it stands: three runs of about `seconds` each,
 /// after two of 16 steps (the first to warm up, the second to size the runs).
-pub(super) fn time_steps(rt: &mut dyn Runtime, seconds: f64) -> Result<f64> {
-    let mut one = [rt];
-    Ok(time_interleaved(&mut one, seconds, 3)?[0])
+pub(super) fn time_steps(rt: &mut Box<dyn Runtime>, seconds: f64) -> Result<f64> {
+    Ok(time_interleaved(std::slice::from_mut(rt), seconds, 3)?[0])
 }
 
 /// Median µs per step of each runtime from where it stands: `runs` runs of about `seconds`
 /// each, taken in turn (the first runtime's, the second's, …, then again), so that a drift
 /// of the GPU's clocks during the measurement falls on every runtime alike; each after two
 /// runs of 16 steps (the first to warm up, the second to size its runs).
-pub(super) fn time_interleaved(rts: &mut [&mut dyn Runtime], seconds: f64, runs: usize) -> Result<Vec<f64>> {
+pub(super) fn time_interleaved(rts: &mut [Box<dyn Runtime>], seconds: f64, runs: usize) -> Result<Vec<f64>> {
     let run = |rt: &mut dyn Runtime, steps: u64| -> Result<f64> {
         let (from, t0) = (rt.step(), Instant::now());
         rt.run_to(from + steps)?;
@@ -54,14 +57,14 @@ pub(super) fn time_interleaved(rts: &mut [&mut dyn Runtime], seconds: f64, runs:
     };
     let mut steps = Vec::with_capacity(rts.len());
     for rt in rts.iter_mut() {
-        run(&mut **rt, 16)?;
-        let per = run(&mut **rt, 16)?;
+        run(rt.as_mut(), 16)?;
+        let per = run(rt.as_mut(), 16)?;
         steps.push(((seconds / per) as u64).clamp(16, 20_000));
     }
     let mut samples = vec![Vec::with_capacity(runs); rts.len()];
     for _ in 0..runs {
         for (k, rt) in rts.iter_mut().enumerate() {
-            samples[k].push(run(&mut **rt, steps[k])? * 1e6);
+            samples[k].push(run(rt.as_mut(), steps[k])? * 1e6);
         }
     }
     Ok(samples.iter().map(|v| median(v).expect("samples")).collect())
