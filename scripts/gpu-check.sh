@@ -16,6 +16,8 @@
 #    (PEC and periodic sides, rows wider and narrower than a tile's region, Mur and PEC
 #    rows, a hard line source) at N = 1, 2 and 4 for STEPS / 5 steps: max |Δ| 0; racecheck
 #    (the kernel's shared memory) and memcheck of fused on two of them: 0 errors.
+# 6. --trace on the GPU: fused-overlap on radiate, 2 devices, steps 32..64 kept: valid JSON,
+#    only the rounds of those steps, every kernel and copy timed (a slice that lasts), bits 0.
 set -uo pipefail
 bin=${1:-./haloscope}
 steps=${2:-10000}
@@ -103,6 +105,17 @@ if command -v compute-sanitizer >/dev/null; then
   done
 fi
 
+trace_json=${OUT:-/tmp}/gpu-check-trace.json
+trace=$(run --headless --runtime cuda --gpus "$(gpus 2)" --scenario radiate --mode fused-overlap --steps 96 \
+  --trace "$trace_json" --trace-steps 32..64 --json | python3 -c "
+import json, sys
+s = json.load(sys.stdin); ev = json.load(open('$trace_json'))
+x = [e for e in ev if e.get('ph') == 'X' and e['cat'] in ('kernel', 'copy')]
+steps = sorted({e['args']['step'] for e in x})
+timed = all(e['dur'] > 0 for e in x)
+ok = steps == [32, 48] and timed and len(x) > 0 and s['max_abs_diff'] == 0.0
+print(('ok' if ok else 'FAILED') + f': rounds {steps}, {len(x)} kernels and copies, all timed {timed}, max |Δ| {s[\"max_abs_diff\"]}')
+" 2>&1 | tail -n 1)
 echo
 echo "== haloscope GPU check: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1), $ngpu GPU(s), $steps steps"
 printf '%-20s %-3s %-16s %-12s %-14s %s\n' "correct mode" "N" "--gpus" "max |Δ|" "copy µs (med)" "µs/step"
@@ -118,3 +131,4 @@ printf '%s\n' "${plane[@]}"
 echo "($plane_steps steps each; max |Δ| must be 0.0)"
 echo
 [ ${#sanitizer[@]} -gt 0 ] && printf '%s\n' "${sanitizer[@]}"
+echo "--trace on the GPU: $trace"

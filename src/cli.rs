@@ -496,7 +496,8 @@ pub struct RunArgs {
 
     /// Write the timeline as Chrome Trace Event JSON (open in Perfetto or chrome://tracing),
     /// streamed to FILE as the run goes: memory stays flat, and a run cut short (by any
-    /// signal) leaves valid JSON (sim runtime).
+    /// signal) leaves valid JSON. The sim writes its modelled times; the cuda runtime times
+    /// every kept call on the GPU (an event before and after it on its stream).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
 

@@ -282,12 +282,10 @@ pub fn run(plan: &Plan, h: &HeadlessPlan) -> Result<Summary> {
     let k = program.steps_per_round;
     // The trace file is created before the run: a path that cannot be written is refused
     // at once, and the file grows as the run goes.
+    let modelled = matches!(plan.runtime, RuntimeChoice::Sim { .. });
     let trace = match &h.trace {
-        Some(_) if !matches!(plan.runtime, RuntimeChoice::Sim { .. }) => {
-            return Err(UsageError("--trace: traces are written by the sim runtime only".into()).into());
-        }
         Some((path, steps)) => Some(
-            trace::TraceWriter::create(path, &program, (plan.runtime.name(), true), steps.clone())
+            trace::TraceWriter::create(path, &program, (plan.runtime.name(), modelled), steps.clone())
                 .map_err(|e| UsageError(format!("--trace {}: cannot write: {e}", path.display())))?,
         ),
         None => None,

@@ -151,6 +151,11 @@ impl TraceWriter {
         &self.path
     }
 
+    /// Which steps the file keeps.
+    pub fn steps(&self) -> &TraceSteps {
+        &self.steps
+    }
+
     fn raw(&mut self, s: &str) -> std::io::Result<()> {
         self.pending.extend_from_slice(s.as_bytes());
         Ok(())

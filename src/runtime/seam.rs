@@ -152,9 +152,10 @@ pub trait Runtime: Send {
     /// calls of the steps before it leave (records, copy times) may be handed on as soon as
     /// it is final, not only at each observation, so that nothing piles up in between.
     fn will_stop_at(&mut self, _steps: u64) {}
-    /// Writes every call's record, once final, to `writer` (the sim only).
+    /// Writes every call's record, once final, to `writer`: the sim's modelled times, the
+    /// cuda runtime's measured ones.
     fn trace_to(&mut self, _writer: TraceWriter) -> Result<()> {
-        Err(crate::error::UsageError("--trace: traces are written by the sim runtime only".into()).into())
+        Err(crate::error::UsageError(format!("--trace: the {} runtime writes no trace", self.name())).into())
     }
     /// The trace writer given to [`Runtime::trace_to`], with the first error writing to it.
     fn take_trace(&mut self) -> Option<(TraceWriter, Option<std::io::Error>)> {

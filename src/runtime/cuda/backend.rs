@@ -13,11 +13,15 @@ use crate::program::Program;
 use crate::runtime::seam::{GPU_CLOCK_NOTE, GPU_OBSERVE_NOTE, MicroView, Runtime, TIMELINE_STEPS};
 use crate::scenario::Scenario;
 use crate::snapshot::Partial;
-use crate::trace::TraceRecord;
+use crate::trace::{TraceRecord, TraceSteps, TraceWriter};
 
 /// How often a running engine times a window of calls for the timeline: timing every call
 /// costs two events each, so only the steps a frame shows are timed.
 const CAPTURE_EVERY: Duration = Duration::from_millis(30);
+
+/// A traced run goes in pieces of this many rounds, each piece's calls written as soon as
+/// they are final: what waits in memory does not grow with the run.
+const TRACE_PIECE_ROUNDS: u64 = 64;
 
 /// Largest grid the UI compares with the CPU reference at every frame.
 pub const COMPARE_UP_TO: usize = 1 << 24;
@@ -38,6 +42,11 @@ pub struct CudaBackend {
     suspect: bool,
     /// Cells per row (1 in 1D), to say where a value is not a number.
     grid: Grid,
+    /// `--trace`: every call of the kept steps timed on the GPU and written, with the first
+    /// error writing it.
+    trace: Option<(TraceWriter, Option<std::io::Error>)>,
+    /// The step a headless run stops at (for `--trace-last`).
+    stop_at: Option<u64>,
 }
 
 impl CudaBackend {
@@ -52,10 +61,37 @@ impl CudaBackend {
             epoch: Instant::now(),
             suspect: false,
             grid: Grid::of(s),
+            trace: None,
+            stop_at: None,
         })
     }
 
+    /// A traced run: in pieces of whole rounds, the kept steps' calls timed (two events
+    /// each, on their streams) and written after each piece.
+    fn run_traced(&mut self, steps: u64) -> Result<()> {
+        let k = self.rt.steps_per_round();
+        let to = steps.max(self.rt.next_boundary());
+        while self.rt.step() < to {
+            let from = self.rt.step();
+            let Some((w, _)) = &self.trace else { break };
+            let (capture_from, cut) = trace_window(w.steps(), from, self.stop_at, k);
+            let piece = (from + TRACE_PIECE_ROUNDS * k).min(to).min(cut.max(from + 1));
+            let ran = self.rt.run_to(piece, capture_from)?;
+            self.clock_us += ran.wall_us;
+            self.copies.extend(ran.copies);
+            let mut records = ran.records;
+            records.sort_by_key(|r| r.id);
+            if let Some((w, error @ None)) = &mut self.trace {
+                *error = records.iter().try_for_each(|r| w.record(r)).err();
+            }
+        }
+        Ok(())
+    }
+
     fn run(&mut self, steps: u64) -> Result<()> {
+        if self.trace.is_some() {
+            return self.run_traced(steps);
+        }
         let from = self.rt.step();
         let to = steps.max(self.rt.next_boundary());
         let due = self.last_capture.is_none_or(|t| t.elapsed() >= CAPTURE_EVERY);
@@ -89,6 +125,19 @@ impl CudaBackend {
         self.timeline
             .retain(|r| r.step.is_some_and(|s| s + TIMELINE_STEPS > last));
         self.timeline.sort_by_key(|r| r.id);
+    }
+}
+
+/// For a traced piece starting at `from` (rounds of `k` steps): the first step to time, and
+/// the step the piece should end by so that timing stops where the kept steps end.
+fn trace_window(steps: &TraceSteps, from: u64, stop_at: Option<u64>, k: u64) -> (u64, u64) {
+    let round_down = |s: u64| s / k * k;
+    match steps {
+        TraceSteps::All => (0, u64::MAX),
+        TraceSteps::Range(r) if from >= r.end => (u64::MAX, u64::MAX),
+        TraceSteps::Range(r) if from < round_down(r.start) => (round_down(r.start), round_down(r.start)),
+        TraceSteps::Range(r) => (round_down(r.start), r.end.div_ceil(k) * k),
+        TraceSteps::Last(n) => (stop_at.map_or(0, |s| round_down(s.saturating_sub(*n))), u64::MAX),
     }
 }
 
@@ -239,6 +288,19 @@ impl Runtime for CudaBackend {
         view
     }
 
+    fn will_stop_at(&mut self, steps: u64) {
+        self.stop_at = Some(steps);
+    }
+
+    fn trace_to(&mut self, writer: TraceWriter) -> Result<()> {
+        self.trace = Some((writer, None));
+        Ok(())
+    }
+
+    fn take_trace(&mut self) -> Option<(TraceWriter, Option<std::io::Error>)> {
+        self.trace.take()
+    }
+
     fn notes(&self) -> Vec<String> {
         let mut n = self.rt.topology.clone();
         n.push(GPU_CLOCK_NOTE.to_string());
@@ -269,6 +331,20 @@ mod tests {
             released_from: None,
             peer: None,
         }
+    }
+
+    #[test]
+    fn a_trace_times_the_kept_steps_and_stops_where_they_end() {
+        let k = 4;
+        assert_eq!(trace_window(&TraceSteps::All, 8, None, k), (0, u64::MAX));
+        // Steps 10..21 are in rounds 8..24: before them, run up to round 8 untimed.
+        let r = TraceSteps::Range(10..21);
+        assert_eq!(trace_window(&r, 0, None, k), (8, 8));
+        assert_eq!(trace_window(&r, 8, None, k), (8, 24));
+        assert_eq!(trace_window(&r, 24, None, k), (u64::MAX, u64::MAX));
+        // The last 6 of 30 steps: from round 24 on.
+        assert_eq!(trace_window(&TraceSteps::Last(6), 0, Some(30), k), (24, u64::MAX));
+        assert_eq!(trace_window(&TraceSteps::Last(60), 0, Some(30), k), (0, u64::MAX));
     }
 
     #[test]
