@@ -182,20 +182,29 @@ impl Part {
     }
 }
 
-/// A split pass's cells over `span`: left boundary, interior, right boundary (the
-/// boundaries `2·steps` cells each, less where the span is short; the interior may be
-/// empty).
-pub fn split(span: &Range<usize>, steps: usize) -> [Range<usize>; 3] {
+/// A split pass's cells over `span`: left boundary, interior, right boundary. The
+/// boundaries are `2·steps` cells each at least (less where the span is short; the
+/// interior may be empty). With `align` above 1 (a plane's tile rows, [`Grid::split_align`])
+/// the left one is whole tiles and so is the interior, the right one taking the rest
+/// (under `2·steps + align`): the parts then launch no more tiles than the whole pass,
+/// where boundaries of `2·steps` each left the interior a part tile. With 1 the cuts are
+/// `2·steps` from each end.
+///
+/// [`Grid::split_align`]: crate::geometry::Grid::split_align
+pub fn split(span: &Range<usize>, steps: usize, align: usize) -> [Range<usize>; 3] {
     let e = 2 * steps;
-    let c1 = (span.start + e).min(span.end);
-    let c2 = span.end.saturating_sub(e).max(c1);
+    let len = span.len();
+    let left = e.next_multiple_of(align.max(1)).min(len);
+    let interior = len.saturating_sub(left + e) / align.max(1) * align.max(1);
+    let c1 = span.start + left;
+    let c2 = c1 + interior;
     [span.start..c1, c1..c2, c2..span.end]
 }
 
 /// The cells `part` of a split pass over `span` writes: the two boundaries, or the
-/// interior (those that are not empty).
-pub fn part_cells(span: &Range<usize>, steps: usize, part: Part) -> Vec<Range<usize>> {
-    let [l, m, r] = split(span, steps);
+/// interior (those that are not empty); `align` as [`split`] takes it.
+pub fn part_cells(span: &Range<usize>, steps: usize, part: Part, align: usize) -> Vec<Range<usize>> {
+    let [l, m, r] = split(span, steps, align);
     let own = match part {
         Part::Boundary => vec![l, r],
         Part::Interior => vec![m],
@@ -213,8 +222,8 @@ fn tiles_of(r: &Range<usize>, tile: usize) -> impl Iterator<Item = Range<usize>>
 /// (the last shorter) in the interior.
 pub fn part_tiles(span: &Range<usize>, steps: usize, part: Part, tile: usize) -> Vec<Range<usize>> {
     match part {
-        Part::Boundary => part_cells(span, steps, part),
-        Part::Interior => part_cells(span, steps, part)
+        Part::Boundary => part_cells(span, steps, part, 1),
+        Part::Interior => part_cells(span, steps, part, 1)
             .iter()
             .flat_map(|m| tiles_of(m, tile))
             .collect(),
@@ -348,5 +357,43 @@ pub fn exchange(held: &[Held], fields: &mut [Fields], w: usize) {
         fr.hy[to_left].copy_from_slice(&fl.hy[from_left]);
         fl.ex[to_right.clone()].copy_from_slice(&fr.ex[from_right.clone()]);
         fl.hy[to_right].copy_from_slice(&fr.hy[from_right]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_split_on_tile_rows_launches_no_more_tiles_than_the_whole_pass() {
+        // 16384² on two devices, rounds of 16 steps, tiles of 38 rows.
+        assert_eq!(split(&(0..8208), 16, 38), [0..38, 38..8170, 8170..8208]);
+        assert_eq!(
+            split(&(8176..16400), 16, 38),
+            [8176..8214, 8214..16346, 16346..16400]
+        );
+        let tiles = |r: &Range<usize>, a: usize| r.len().div_ceil(a);
+        for len in [0, 5, 31, 32, 38, 63, 64, 70, 71, 100, 1000, 8208, 8224] {
+            let span = 7..7 + len;
+            let [l, m, r] = split(&span, 16, 38);
+            assert_eq!(
+                (l.start, l.end, m.end, r.end),
+                (span.start, m.start, r.start, span.end)
+            );
+            assert_eq!(m.len() % 38, 0, "{len}");
+            // What a neighbour takes and the halo stay in the boundaries.
+            assert!(l.len() >= 32.min(len) && (m.is_empty() || r.len() >= 32), "{len}");
+            let parts = tiles(&l, 38) + m.len() / 38 + tiles(&r, 38);
+            assert!(parts <= tiles(&span, 38) + 1, "{len}: {parts}");
+            // Unaligned: the cuts 2·steps from each end.
+            let [l1, m1, r1] = split(&span, 16, 1);
+            let c1 = (span.start + 32).min(span.end);
+            assert_eq!(
+                (l1.end, m1.end),
+                (c1, span.end.saturating_sub(32).max(c1)),
+                "{len}"
+            );
+            assert_eq!(r1.end, span.end);
+        }
     }
 }

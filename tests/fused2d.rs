@@ -165,7 +165,7 @@ fn both(c: &Case, run: Run) -> ([Vec<f32>; 4], [Vec<f32>; 4]) {
                 parts.reverse();
             }
             for which in parts {
-                let r = part_cells(&span, c.steps, which);
+                let r = part_cells(&span, c.steps, which, c.tiling.y);
                 part(&mut b, &kept, &mut ez_b, &mut h_b, &p, &r, c.steps, 0, c.tiling);
             }
         }

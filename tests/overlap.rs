@@ -171,13 +171,18 @@ fn the_program_view_names_the_cells_each_part_writes() {
         line("fused_save").ends_with("(cells 1484..2016, 16 steps)"),
         "{shown:#?}"
     );
-    // A plane's parts are rows: radiate (240 rows) on 2 devices, dev0's span 0..136.
+    // A plane's parts are rows: radiate (240 rows) on 2 devices, dev0's span 0..136. The
+    // cuts fall on tile rows (38): the interior is one tile, the boundaries 38 and 60 rows.
     let s = builtin("radiate");
     let p = Mode::FusedOverlap.program(&[0..120, 120..240]).on(&s);
     let shown: Vec<String> = p.step[0].iter().map(|op| p.render(op)).collect();
     let line = |kernel: &str| shown.iter().find(|l| l.starts_with(kernel)).unwrap().clone();
     assert!(
-        line("fused_boundary").ends_with("(rows 0..136, 16 steps: its rows 0..32, 104..136)"),
+        line("fused_boundary").ends_with("(rows 0..136, 16 steps: its rows 0..38, 76..136)"),
+        "{shown:#?}"
+    );
+    assert!(
+        line("fused_interior").ends_with("(rows 0..136, 16 steps: its rows 38..76)"),
         "{shown:#?}"
     );
     let p2p = Mode::FusedP2p.program(&[0..120, 120..240]).on(&s);

@@ -94,7 +94,10 @@ impl DeviceState {
                     }
                     _ => o.clone(),
                 };
-                for o in fused::part_cells(&r, steps as usize, part).iter().map(cut) {
+                for o in fused::part_cells(&r, steps as usize, part, self.grid.split_align())
+                    .iter()
+                    .map(cut)
+                {
                     if o.is_empty() {
                         continue;
                     }

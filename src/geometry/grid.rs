@@ -306,6 +306,17 @@ impl Grid {
         }
     }
 
+    /// What a split pass's cuts are aligned to ([`crate::fused::split`]): a plane's tile
+    /// rows, so that its parts launch no more tiles than the whole pass (measured: one
+    /// row of tiles less a round on 16384² over two devices); 1 on a line, whose parts'
+    /// tiles are cut where the cells are.
+    pub fn split_align(self) -> usize {
+        match self {
+            Grid::Plane { .. } => crate::kernels::TILE_2D_Y,
+            _ => 1,
+        }
+    }
+
     /// Whether a split pass's save writes the fields (a plane's runs passes that alternate
     /// between them and a snapshot) as well as reading them.
     pub fn save_writes_fields(self) -> bool {

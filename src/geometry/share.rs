@@ -216,7 +216,7 @@ fn plane_part(s: &mut PlaneShare, ez: &mut [f32], h: &mut [f32], p: &Pass, part:
     if p.span.is_empty() {
         return;
     }
-    let rows: Vec<Range<usize>> = crate::fused::part_cells(&p.span, p.steps, part)
+    let rows: Vec<Range<usize>> = crate::fused::part_cells(&p.span, p.steps, part, plane_tiling().y)
         .into_iter()
         .map(|r| r.start.max(own.start)..r.end.min(own.end))
         .filter(|r| !r.is_empty())

@@ -266,7 +266,7 @@ impl Program {
             return format!("every {one}, the {steps} end {unit} stored into the neighbours' halos");
         }
         let span = cells.start..cells.end.min(self.cells.max(cells.start));
-        let own: Vec<String> = crate::fused::part_cells(&span, steps as usize, part)
+        let own: Vec<String> = crate::fused::part_cells(&span, steps as usize, part, self.grid.split_align())
             .iter()
             .map(|r| format!("{}..{}", r.start, r.end))
             .collect();

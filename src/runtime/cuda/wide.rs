@@ -80,7 +80,7 @@ fn tiling(len: usize, steps: usize, tiles: Tiles) -> (usize, usize, usize, usize
     match tiles {
         Tiles::All => (0, len.div_ceil(TILE), len.div_ceil(TILE), 0, 0),
         Tiles::Part(part) => {
-            let [_, mid, _] = crate::fused::split(&(0..len), steps);
+            let [_, mid, _] = crate::fused::split(&(0..len), steps, 1);
             let m = mid.len().div_ceil(TILE);
             match part {
                 Part::Boundary => (2 * steps, m + 2, 2, 0, m),

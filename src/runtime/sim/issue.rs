@@ -397,7 +397,7 @@ impl Scheduler {
         );
         let hi = lo + self.cells[device];
         let span = cells.start.max(lo.saturating_sub(HALO))..cells.end.min(hi + HALO).min(n);
-        crate::fused::part_cells(&span, steps as usize, part)
+        crate::fused::part_cells(&span, steps as usize, part, self.grid.split_align())
             .iter()
             .map(|r| self.owned_in(device, r))
             .sum()
