@@ -197,11 +197,7 @@ fn hiding(gpu: i32, n: usize, seconds: f64) -> Result<Hiding> {
         Mode::FusedOverlap.program(&s.ranges()),
         super::cuda::no_exchange(&fused),
     ];
-    let mut rts = programs
-        .into_iter()
-        .map(|p| start_cuda(&s, p, &[gpu, gpu]))
-        .collect::<Result<Vec<_>>>()?;
-    let us = super::plane::time_interleaved(&mut rts, seconds, HIDING_RUNS)?;
+    let us = super::plane::time_in_turn(&s, &programs, &[gpu, gpu], seconds, HIDING_RUNS)?;
     let (fused_us, overlap_us, no_exchange_us) = (us[0], us[1], us[2]);
     Ok(Hiding {
         n,
@@ -268,7 +264,7 @@ impl Limit {
             crate::kernels::STEPS_2D
         );
         o += &format!(
-            "\n== 2D exchange on two devices of one GPU: what the split pass (fused-overlap) hides\n(medians of {HIDING_RUNS} runs of each, the three programs in turn)\n"
+            "\n== 2D exchange on two devices of one GPU: what the split pass (fused-overlap) hides\n(medians of {HIDING_RUNS} runs of each, the three programs in turn, each run a runtime of its own)\n"
         );
         for h in &self.hiding {
             o += &format!(

@@ -42,29 +42,41 @@ pub(super) fn step_us(s: &Scenario, program: Program, gpus: &[i32], seconds: f64
 /// Median µs per step of `rt` from where it stands: three runs of about `seconds` each,
 /// after two of 16 steps (the first to warm up, the second to size the runs).
 pub(super) fn time_steps(rt: &mut Box<dyn Runtime>, seconds: f64) -> Result<f64> {
-    Ok(time_interleaved(std::slice::from_mut(rt), seconds, 3)?[0])
+    Ok(median(&time_runs(rt.as_mut(), seconds, 3)?).expect("samples"))
 }
 
-/// Median µs per step of each runtime from where it stands: `runs` runs of about `seconds`
-/// each, taken in turn (the first runtime's, the second's, …, then again), so that a drift
-/// of the GPU's clocks during the measurement falls on every runtime alike; each after two
-/// runs of 16 steps (the first to warm up, the second to size its runs).
-pub(super) fn time_interleaved(rts: &mut [Box<dyn Runtime>], seconds: f64, runs: usize) -> Result<Vec<f64>> {
-    let run = |rt: &mut dyn Runtime, steps: u64| -> Result<f64> {
+/// µs per step of `runs` runs of `rt` of about `seconds` each, from where it stands, after
+/// two of 16 steps (the first to warm up, the second to size the runs).
+fn time_runs(rt: &mut dyn Runtime, seconds: f64, runs: usize) -> Result<Vec<f64>> {
+    let mut run = |steps: u64| -> Result<f64> {
         let (from, t0) = (rt.step(), Instant::now());
         rt.run_to(from + steps)?;
         Ok(t0.elapsed().as_secs_f64() / (rt.step() - from).max(1) as f64)
     };
-    let mut steps = Vec::with_capacity(rts.len());
-    for rt in rts.iter_mut() {
-        run(rt.as_mut(), 16)?;
-        let per = run(rt.as_mut(), 16)?;
-        steps.push(((seconds / per) as u64).clamp(16, 20_000));
-    }
-    let mut samples = vec![Vec::with_capacity(runs); rts.len()];
+    run(16)?;
+    let per = run(16)?;
+    let steps = ((seconds / per) as u64).clamp(16, 20_000);
+    (0..runs).map(|_| Ok(run(steps)? * 1e6)).collect()
+}
+
+/// Median µs per step of each program on `s` over `gpus`: `runs` runs of about `seconds`,
+/// the programs in turn (the first's, the second's, …, then again) so that a drift of the
+/// GPU's clocks falls on each alike. Each run has a runtime of its own, started for it and
+/// dropped after: runtimes alive together share the GPU's hardware queues
+/// (`CUDA_DEVICE_MAX_CONNECTIONS`, 32), and with three of them (32 streams) a stream of one
+/// can wait behind another's.
+pub(super) fn time_in_turn(
+    s: &Scenario,
+    programs: &[Program],
+    gpus: &[i32],
+    seconds: f64,
+    runs: usize,
+) -> Result<Vec<f64>> {
+    let mut samples = vec![Vec::with_capacity(runs); programs.len()];
     for _ in 0..runs {
-        for (k, rt) in rts.iter_mut().enumerate() {
-            samples[k].push(run(rt.as_mut(), steps[k])? * 1e6);
+        for (k, p) in programs.iter().enumerate() {
+            let mut rt = start_cuda(s, p.clone(), gpus)?;
+            samples[k].extend(time_runs(rt.as_mut(), seconds, 1)?);
         }
     }
     Ok(samples.iter().map(|v| median(v).expect("samples")).collect())
