@@ -105,17 +105,7 @@ if command -v compute-sanitizer >/dev/null; then
   done
 fi
 
-trace_json=${OUT:-/tmp}/gpu-check-trace.json
-trace=$(run --headless --runtime cuda --gpus "$(gpus 2)" --scenario radiate --mode fused-overlap --steps 96 \
-  --trace "$trace_json" --trace-steps 32..64 --json | python3 -c "
-import json, sys
-s = json.load(sys.stdin); ev = json.load(open('$trace_json'))
-x = [e for e in ev if e.get('ph') == 'X' and e['cat'] in ('kernel', 'copy')]
-steps = sorted({e['args']['step'] for e in x})
-timed = all(e['dur'] > 0 for e in x)
-ok = steps == [32, 48] and timed and len(x) > 0 and s['max_abs_diff'] == 0.0
-print(('ok' if ok else 'FAILED') + f': rounds {steps}, {len(x)} kernels and copies, all timed {timed}, max |Δ| {s[\"max_abs_diff\"]}')
-" 2>&1 | tail -n 1)
+trace=$(bash "$(dirname "$0")/gpu-trace-check.sh" "$bin" "$(gpus 2)")
 echo
 echo "== haloscope GPU check: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1), $ngpu GPU(s), $steps steps"
 printf '%-20s %-3s %-16s %-12s %-14s %s\n' "correct mode" "N" "--gpus" "max |Δ|" "copy µs (med)" "µs/step"
