@@ -115,7 +115,7 @@ fn run_mode(
     let mut rt = start_cuda(s, program, gpus)?;
     rt.run_to(steps)?;
     let fields = rt.fields()?;
-    let us = time_steps(&mut rt, seconds)?;
+    let us = time_steps(rt.as_mut(), seconds)?;
     Ok((fields, us))
 }
 

@@ -36,13 +36,13 @@ pub(super) fn start_cuda(s: &Scenario, program: Program, gpus: &[i32]) -> Result
 
 /// Median µs per step of `program` on `s` over `gpus` (one device each), for `seconds`.
 pub(super) fn step_us(s: &Scenario, program: Program, gpus: &[i32], seconds: f64) -> Result<f64> {
-    time_steps(&mut start_cuda(s, program, gpus)?, seconds)
+    time_steps(start_cuda(s, program, gpus)?.as_mut(), seconds)
 }
 
 /// Median µs per step of `rt` from where it stands: three runs of about `seconds` each,
 /// after two of 16 steps (the first to warm up, the second to size the runs).
-pub(super) fn time_steps(rt: &mut Box<dyn Runtime>, seconds: f64) -> Result<f64> {
-    Ok(median(&time_runs(rt.as_mut(), seconds, 3)?).expect("samples"))
+pub(super) fn time_steps(rt: &mut dyn Runtime, seconds: f64) -> Result<f64> {
+    Ok(median(&time_runs(rt, seconds, 3)?).expect("samples"))
 }
 
 /// µs per step of `runs` runs of `rt` of about `seconds` each, from where it stands, after

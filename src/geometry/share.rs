@@ -209,18 +209,28 @@ fn plane_save(s: &mut PlaneShare, ez: &mut [f32], h: &mut [f32], p: &Pass) {
     s.saved = Some(saved);
 }
 
+/// The grid a plane's share is a slab of.
+fn plane_grid(s: &PlaneShare) -> Grid {
+    Grid::Plane {
+        nx: s.nx,
+        periodic: s.periodic,
+    }
+}
+
 /// A part of a plane's split pass: the round's last pass over the part's rows
-/// ([`crate::fused::part_cells`] of the span, the same cuts as on a line) within `own`,
-/// from what the last save kept (zeros before any, as the GPU's zeroed buffer).
+/// ([`crate::fused::part_cells`] of the span, cut on the grid's tile rows as the model and
+/// the GPU cut it: [`Grid::split_align`]) within `own`, from what the last save kept
+/// (zeros before any, as the GPU's zeroed buffer).
 fn plane_part(s: &mut PlaneShare, ez: &mut [f32], h: &mut [f32], p: &Pass, part: Part, own: Range<usize>) {
     if p.span.is_empty() {
         return;
     }
-    let rows: Vec<Range<usize>> = crate::fused::part_cells(&p.span, p.steps, part, plane_tiling().y)
-        .into_iter()
-        .map(|r| r.start.max(own.start)..r.end.min(own.end))
-        .filter(|r| !r.is_empty())
-        .collect();
+    let rows: Vec<Range<usize>> =
+        crate::fused::part_cells(&p.span, p.steps, part, plane_grid(s).split_align())
+            .into_iter()
+            .map(|r| r.start.max(own.start)..r.end.min(own.end))
+            .filter(|r| !r.is_empty())
+            .collect();
     let saved = s.saved.take().unwrap_or_else(|| {
         let prev = [s.prev_bottom.len(), s.prev_top.len()];
         Box::new(plane::Copy::zeros(ez.len(), h.len(), prev))

@@ -82,7 +82,8 @@ impl Dev {
                     Part::Store => self.meta.owned_local(),
                     _ => 0..usize::MAX,
                 };
-                for r in crate::fused::part_cells(&pass.span, pass.steps, part, TILE_2D_Y) {
+                for r in crate::fused::part_cells(&pass.span, pass.steps, part, self.meta.grid.split_align())
+                {
                     let r = r.start.max(own.start).max(w.start)..r.end.min(own.end).min(w.end);
                     if !r.is_empty() {
                         self.sub_pass_2d(fields, split, sub(n - 1, r), st)?;
