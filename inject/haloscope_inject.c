@@ -5,6 +5,9 @@
 // allocations — one compact binary record each (about 30 B; format version 2, documented in
 // src/record/format.rs, its calls in inject/schema.txt), into a ring that a writer thread of
 // its own empties into the recording file: the program's threads never wait on the disk.
+// Each process (each exec, each fork) writes a file of its own, HALOSCOPE_RECORD_PREFIX, its
+// pid, HALOSCOPE_RECORD_SUFFIX, which it creates (O_EXCL | O_NOFOLLOW, 0600): never a file or
+// a link that was there before.
 //
 // It is built by build.rs with the system C compiler and needs no CUDA header: the few
 // CUPTI and CUDA types it reads are declared below, as the CUDA 12/13 headers lay them out
@@ -13,6 +16,7 @@
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -842,6 +846,68 @@ static const uint32_t DRIVER_CALLS[] = {
     DRV_WRITE64_V2_PTSZ,
 };
 
+// This process's recording: PREFIX<pid>SUFFIX (HALOSCOPE_RECORD_PREFIX, _SUFFIX), created
+// here and never an existing file or a symlink (O_EXCL | O_NOFOLLOW), readable by its owner
+// alone; its head, the magic and a comment naming the process. 0, else the errno (the lock
+// held).
+static char out_prefix[4096], out_suffix[256], out_path[4096 + 256 + 16];
+
+static int open_recording(int parent) {
+    snprintf(out_path, sizeof out_path, "%s%d%s", out_prefix, (int)getpid(), out_suffix);
+    fd = open(out_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return errno;
+    static const char magic[] = "haloscope-recording 2\n";
+    write_all((const unsigned char *)magic, sizeof magic - 1);
+    const char *args =
+        func_param_info || kernel_param_info ? "yes" : "no (a driver before CUDA 12.4: kernels touch every allocation)";
+    if (parent)
+        comment("pid %d (forked from %d); kernel arguments: %s; devices: %s", (int)getpid(), parent, args,
+                ctx_get_device ? "yes" : "no");
+    else
+        comment("pid %d; kernel arguments: %s; devices: %s", (int)getpid(), args, ctx_get_device ? "yes" : "no");
+    return 0;
+}
+
+// A fork: the child records into a file of its own (its pid's), from its first call on; what
+// the parent had in the ring stays the parent's. The lock is held across the fork, so the
+// child's copy of the state is whole.
+static int parent_pid;
+
+static void before_fork(void) {
+    pthread_mutex_lock(&lock);
+    parent_pid = (int)getpid();
+}
+
+static void after_fork_parent(void) { pthread_mutex_unlock(&lock); }
+
+static void after_fork_child(void) {
+    pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
+    more = fresh;
+    room = fresh;
+    if (fd >= 0) close(fd);
+    fd = -1;
+    head = tail;
+    writer_running = 0;
+    stopping = 0;
+    atomic_store(&writing, 0);
+    // The child's threads and strings are numbered afresh in its file.
+    for (unsigned i = 0; i < STRINGS; i++) {
+        free((void *)string_of[i]);
+        string_of[i] = NULL;
+    }
+    strings = 0;
+    threads = 0;
+    my_thread = -1;
+    my_last_seq = 0, my_last_t = 0;
+    calls = 0, capped = 0;
+    int e = atomic_load(&dead) ? 0 : open_recording(parent_pid);
+    if (e != 0)
+        fprintf(stderr, "haloscope record: cannot create the recording %s: %s; this process is not recorded\n",
+                out_path, strerror(e));
+    if (fd >= 0 && pthread_create(&writer, NULL, write_out, NULL) == 0) writer_running = 1;
+    pthread_mutex_unlock(&lock);
+}
+
 static int fail(const char *what) {
     fprintf(stderr, "haloscope record: %s; nothing is recorded\n", what);
     return 1;
@@ -850,9 +916,12 @@ static int fail(const char *what) {
 // Called by CUDA when it loads this library (CUDA_INJECTION64_PATH); 1 on success.
 int InitializeInjection(void) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    const char *path = getenv("HALOSCOPE_RECORD_OUT");
+    const char *prefix = getenv("HALOSCOPE_RECORD_PREFIX");
+    const char *suffix = getenv("HALOSCOPE_RECORD_SUFFIX");
     const char *cupti_path = getenv("HALOSCOPE_CUPTI");
-    if (!path || !cupti_path) return fail("HALOSCOPE_RECORD_OUT or HALOSCOPE_CUPTI is not set (run under `haloscope record`)");
+    if (!prefix || !cupti_path)
+        return fail("HALOSCOPE_RECORD_PREFIX or HALOSCOPE_CUPTI is not set (run under `haloscope record`)");
+    if (!suffix) suffix = "";
     const char *max = getenv("HALOSCOPE_RECORD_MAX");
     cap = max ? strtoull(max, NULL, 10) : 50000000ull;
     void *cupti = dlopen(cupti_path, RTLD_NOW | RTLD_GLOBAL);
@@ -876,17 +945,21 @@ int InitializeInjection(void) {
             kernel_param_info = (func_param_info_fn)dlsym(cuda, "cuKernelGetParamInfo");
         }
     }
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return fail("cannot write the recording file (HALOSCOPE_RECORD_OUT)");
+    if (strlen(prefix) >= sizeof out_prefix || strlen(suffix) >= sizeof out_suffix)
+        return fail("HALOSCOPE_RECORD_PREFIX or HALOSCOPE_RECORD_SUFFIX is too long");
+    strcpy(out_prefix, prefix);
+    strcpy(out_suffix, suffix);
     ring = malloc(RING);
     if (!ring) return fail("no memory for the recording's ring");
-    static const char magic[] = "haloscope-recording 2\n";
-    write_all((const unsigned char *)magic, sizeof magic - 1);
     pthread_mutex_lock(&lock);
-    comment("pid %d; kernel arguments: %s; devices: %s", (int)getpid(),
-            func_param_info || kernel_param_info ? "yes" : "no (a driver before CUDA 12.4: kernels touch every allocation)",
-            ctx_get_device ? "yes" : "no");
+    int opened = open_recording(0);
     pthread_mutex_unlock(&lock);
+    if (opened != 0) {
+        char why[sizeof out_path + 128];
+        snprintf(why, sizeof why, "cannot create the recording %s: %s (it is never an existing file or link)",
+                 out_path, strerror(opened));
+        return fail(why);
+    }
     void *sub = NULL;
     int r = subscribe(&sub, callback, NULL);
     if (r != 0) {
@@ -911,6 +984,7 @@ int InitializeInjection(void) {
     if (pthread_create(&writer, NULL, write_out, NULL) == 0) writer_running = 1;
     atexit(finish);
     catch_fatal();
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     return 1;
 }
 

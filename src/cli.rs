@@ -182,13 +182,18 @@ into it through CUDA_INJECTION64_PATH, and the recorder writes each ordering cal
 streams, events, records, waits, launches with their arguments, copies, memsets,
 synchronisations, allocations, stream captures and graph launches, NVTX marks) with its host
 thread and sequence numbers, about 30 bytes each; a writer thread of its own writes them out.
+Each CUDA process writes its own file, NAME.<pid>.recording (mode 0600, created new: never
+an existing file or link); when one process recorded, it is renamed to --out, and with
+several (a launcher, `sh -c 'a & b'`, a fork) they stay by process, each listed with its
+call count.
 Mark each step with an NVTX range named \"step\" and findings say their step. CUPTI comes from
 NVIDIA's wheel (pip install nvidia-cuda-cupti) or the toolkit; --cupti says where.";
 
 /// Options of `haloscope record`.
 #[derive(Debug, Args, Clone)]
 pub struct RecordArgs {
-    /// The recording file (default: COMMAND.recording; never overwritten).
+    /// The recording file (default: COMMAND.recording; never overwritten). Several CUDA
+    /// processes: one file each, NAME.<pid>.recording beside it.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// libcupti.so, or its folder (default: HALOSCOPE_CUPTI, NVIDIA's wheels, the toolkit).
@@ -344,9 +349,10 @@ pub struct CheckArgs {
     #[arg(long, value_name = "N")]
     pub devices: Option<usize>,
 
-    /// Check a recording of a real CUDA program (`haloscope record`) instead of a mode.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["mode", "program", "scenario", "devices"])]
-    pub recording: Option<PathBuf>,
+    /// Check a recording of a real CUDA program (`haloscope record`) instead of a mode; with
+    /// several (one per process), each report headed by its file and process.
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with_all = ["mode", "program", "scenario", "devices"])]
+    pub recording: Vec<PathBuf>,
 
     /// With --recording: what each kernel reads and writes, in terms of its parameters
     /// (`kernel NAME(params): reads P[a .. b]; writes P[a .. b];`, as an export's
@@ -543,9 +549,10 @@ pub struct RunArgs {
 
     /// Open a real CUDA program's recording (`haloscope record`) in the UI: each host
     /// thread's calls as CUDA code, the streams' work in issue order, the findings of
-    /// `haloscope check --recording` marked in both threads; `.` walks the calls.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["headless", "program", "scenario", "runtime"])]
-    pub recording: Option<PathBuf>,
+    /// `haloscope check --recording` marked in both threads; `.` walks the calls. Several
+    /// files (one per process): Tab and Shift-Tab switch between them.
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with_all = ["headless", "program", "scenario", "runtime"])]
+    pub recording: Vec<PathBuf>,
 
     /// With --recording: what each kernel reads and writes (as for `check --recording`).
     #[arg(long, value_name = "FILE", requires = "recording")]

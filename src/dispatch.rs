@@ -39,7 +39,8 @@ pub fn main(cli: Cli) -> Result<()> {
     if args.list {
         return list(args.json);
     }
-    if let Some(r) = &args.recording {
+    if !args.recording.is_empty() {
+        let r = &args.recording;
         let screen = args.screen.as_deref().map(|k| (k, args.size.as_str()));
         return crate::tui::recording::open(
             r,
@@ -348,8 +349,8 @@ fn watch(plan: &Plan, ui: &crate::plan::UiPlan, tour: Option<crate::tour::Tour>)
 /// `haloscope check`: the findings of a mode's (or a file's) program; exit 1 when there
 /// are any.
 fn check(c: &crate::cli::CheckArgs) -> Result<()> {
-    if let Some(path) = &c.recording {
-        return crate::record::check_recording(path, c.annotations.as_deref(), c.json);
+    if !c.recording.is_empty() {
+        return crate::record::check_recordings(&c.recording, c.annotations.as_deref(), c.json);
     }
     let mut s = crate::scenario::load(c.scenario.as_deref())?;
     if let Some(n) = c.devices {

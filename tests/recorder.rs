@@ -7,6 +7,7 @@
 mod common;
 use common::haloscope;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -81,6 +82,10 @@ fn the_recorder_writes_every_call_of_every_thread_in_about_thirty_bytes() {
     let bytes = std::fs::read(&out).unwrap();
     let calls = binary::decode(&out, &bytes).unwrap();
     assert_eq!(calls.len() as u64, want);
+    // Its owner's alone, and the process's own file became --out: nothing else is left.
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+    assert_eq!(recordings(dir.path()), ["halo.recording"]);
     let per_call = bytes.len() as f64 / want as f64;
     eprintln!("{} bytes for {want} calls: {per_call:.1} B a call", bytes.len());
     assert!(per_call <= 64.0, "{per_call} B a call");
@@ -178,4 +183,152 @@ fn a_crash_keeps_the_calls_before_it_and_a_cap_stops_recording_with_a_message() 
     let bytes = std::fs::read(&out).unwrap();
     assert_eq!(binary::decode(&out, &bytes).unwrap().len(), 1000);
     assert!(bytes.windows(20).any(|w| w == b"cap: recording stopp"));
+}
+
+/// The names of the recordings in `dir`, sorted.
+fn recordings(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".recording"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The pid in `halo.<pid>.recording`.
+fn pid_of(name: &str) -> u32 {
+    name.strip_prefix("halo.")
+        .and_then(|n| n.strip_suffix(".recording"))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{name}: not halo.<pid>.recording"))
+}
+
+#[test]
+fn every_process_under_one_record_writes_a_whole_recording_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, program) = build(dir.path());
+    let out = dir.path().join("halo.recording");
+    // A launcher: two CUDA processes at once (they used to write one file over each other).
+    let p = program.to_str().unwrap();
+    let script = format!("{p} 20000 & {p} 30000; wait");
+    let (code, err) = record(&cupti, &out, &[], &["sh", "-c", &script]);
+    assert_eq!(code, 0, "{err}");
+    let names = recordings(dir.path());
+    assert_eq!(names.len(), 2, "{names:?}\n{err}");
+    assert!(!out.exists(), "several: none takes --out's name");
+    let mut counts = Vec::new();
+    for n in &names {
+        let path = dir.path().join(n);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{n}: {mode:o}");
+        let bytes = std::fs::read(&path).unwrap();
+        let calls = binary::decode(&path, &bytes).unwrap();
+        let mut seqs: Vec<u64> = calls.iter().flat_map(|c| [c.seq_in, c.seq_out]).collect();
+        seqs.sort();
+        assert_eq!(seqs, (1..=2 * calls.len() as u64).collect::<Vec<_>>(), "{n}: every call");
+        assert!(
+            err.contains(&format!(
+                "{} (process {}): {} calls on 3 host thread(s)",
+                path.display(),
+                pid_of(n),
+                calls.len()
+            )),
+            "{err}"
+        );
+        counts.push(calls.len() as u64);
+    }
+    counts.sort();
+    assert_eq!(counts, [2 * (4 + 5 * 20_000) + 1, 2 * (4 + 5 * 30_000) + 1]);
+    // The checker takes them together and says which process each report is of.
+    let files: Vec<String> = names
+        .iter()
+        .map(|n| dir.path().join(n).display().to_string())
+        .collect();
+    let mut args = vec!["check", "--recording"];
+    args.extend(files.iter().map(String::as_str));
+    let (code, text, err) = haloscope(&args);
+    assert!(code == 0 || code == 1, "{err}");
+    for (n, c) in names.iter().zip(&counts) {
+        let _ = c;
+        assert!(text.contains(&format!("process {}", pid_of(n))), "{text}");
+    }
+}
+
+#[test]
+fn a_forked_child_records_into_its_own_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, program) = build(dir.path());
+    let out = dir.path().join("halo.recording");
+    let (code, err) = record(&cupti, &out, &[], &[program.to_str().unwrap(), "5000", "fork"]);
+    assert_eq!(code, 0, "{err}");
+    let names = recordings(dir.path());
+    assert_eq!(names.len(), 2, "{names:?}\n{err}");
+    for n in &names {
+        let path = dir.path().join(n);
+        let bytes = std::fs::read(&path).unwrap();
+        let calls = binary::decode(&path, &bytes).unwrap();
+        // Each process: its two threads' exchange and its device synchronisation; the
+        // parent's ring never reaches the child's file, nor the other way.
+        assert_eq!(calls.len() as u64, 2 * (4 + 5 * 5000) + 1, "{n}");
+        let launch = calls.iter().find(|c| c.name == "launch").unwrap();
+        assert_eq!(launch.keys["kernel"], "_Z6updatePfi", "{n}: its strings defined in it");
+    }
+}
+
+#[test]
+fn the_recorder_never_takes_over_a_file_or_a_link_at_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, program) = build(dir.path());
+    let p = program.to_str().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let out = dir.path().join("halo.recording");
+    // The process's own name is planted before CUDA loads the recorder (`exec` keeps the
+    // shell's pid): a symlink to the victim, a dangling symlink, a file.
+    for plant in [
+        format!("ln -s {} \"$0.$$.recording\"", victim.display()),
+        format!("ln -s {}/made-by-the-link \"$0.$$.recording\"", dir.path().display()),
+        "printf planted > \"$0.$$.recording\"".to_string(),
+    ] {
+        let script = format!("{plant} && exec {p} 10");
+        let base = dir.path().join("halo");
+        let (code, err) = record(
+            &cupti,
+            &out,
+            &[],
+            &["sh", "-c", &script, base.to_str().unwrap()],
+        );
+        assert_ne!(code, 0, "{plant}: {err}");
+        assert!(err.contains("cannot create the recording"), "{plant}: {err}");
+        assert!(err.contains("nothing recorded"), "{plant}: {err}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "{plant}");
+        assert!(!dir.path().join("made-by-the-link").exists(), "{plant}");
+        assert!(!out.exists(), "{plant}");
+        for n in recordings(dir.path()) {
+            let path = dir.path().join(&n);
+            let m = std::fs::symlink_metadata(&path).unwrap();
+            if m.is_file() {
+                assert_eq!(std::fs::read(&path).unwrap(), b"planted", "{n}: untouched");
+            }
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+}
+
+#[test]
+fn an_out_that_is_there_even_as_a_dangling_link_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("halo.recording");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &out).unwrap();
+    let (code, _, err) = haloscope(&["record", "--out", out.to_str().unwrap(), "--", "true"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is a symlink"), "{err}");
+    assert!(!dir.path().join("nowhere").exists());
+    std::fs::remove_file(&out).unwrap();
+    std::fs::write(&out, b"old").unwrap();
+    let (code, _, err) = haloscope(&["record", "--out", out.to_str().unwrap(), "--", "true"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("exists"), "{err}");
+    assert_eq!(std::fs::read(&out).unwrap(), b"old");
 }

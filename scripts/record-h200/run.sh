@@ -48,7 +48,7 @@ gcc -shared -fPIC -O2 -I. -o libinj.so haloscope_inject.c -ldl -lpthread
 CUPTI=$(python3 -c "import nvidia.cu13 as m, os; print(os.path.join(m.__path__[0], 'lib', 'libcupti.so.13'))")
 for steps in 2000 20000; do
   /usr/bin/time -f "peak memory, $steps steps, plain:    %M KiB" ./seed-fixed $steps 65536 > /dev/null 2>> $T
-  CUDA_INJECTION64_PATH=$G/libinj.so HALOSCOPE_CUPTI=$CUPTI HALOSCOPE_RECORD_OUT=/tmp/m.rec \
+  rm -f /tmp/m.*.rec; CUDA_INJECTION64_PATH=$G/libinj.so HALOSCOPE_CUPTI=$CUPTI HALOSCOPE_RECORD_PREFIX=/tmp/m. HALOSCOPE_RECORD_SUFFIX=.rec \
     /usr/bin/time -f "peak memory, $steps steps, recorded: %M KiB" ./seed-fixed $steps 65536 > /dev/null 2>> $T
 done
 (cd $OUT && tar czf r.tgz r && rm -rf r)

@@ -97,7 +97,9 @@ fn timed(
 }
 
 pub fn run(repeat: usize) -> Result<Vec<Row>> {
-    let tmp = std::env::temp_dir().join(format!("haloscope-contention-{}", std::process::id()));
+    // A private folder (0700, a random name), removed when `scratch` drops.
+    let scratch = crate::record::place::scratch_folder("haloscope-contention-")?;
+    let tmp = scratch.path().to_path_buf();
     let mut rows = Vec::new();
     for (scenario, devices, steps) in CASES {
         eprintln!("bench --contention: {scenario} on {devices} devices, {steps} steps");
@@ -118,7 +120,7 @@ pub fn run(repeat: usize) -> Result<Vec<Row>> {
             same_bits: idle == busy && !idle.is_empty(),
         });
     }
-    let _ = std::fs::remove_dir_all(&tmp);
+    drop(scratch);
     Ok(rows)
 }
 

@@ -9,6 +9,7 @@ pub mod binary;
 pub mod check;
 pub mod format;
 pub mod order;
+pub mod place;
 
 use std::path::{Path, PathBuf};
 
@@ -76,6 +77,11 @@ fn find_cupti(given: Option<&Path>) -> Result<PathBuf> {
 }
 
 /// `haloscope record`: runs the command under the recorder; exits as the command did.
+///
+/// Each CUDA process the command starts writes its own recording, `NAME.<pid>.recording`
+/// beside `--out` (the recorder creates it: never a file or link already there). When one
+/// process recorded, its file becomes `--out` itself (without replacing anything); with
+/// several, they stay by process.
 pub fn record(r: &Request) -> Result<()> {
     let Some((program, args)) = r.command.split_first() else {
         return Err(UsageError("record: give the command to run after `--`".into()).into());
@@ -86,17 +92,12 @@ pub fn record(r: &Request) -> Result<()> {
             .map_or("program".into(), |n| n.to_string_lossy().into_owned());
         PathBuf::from(format!("{stem}.recording"))
     });
-    if out.exists() {
-        return Err(UsageError(format!(
-            "--out {}: exists; give another name (a recording is never overwritten)",
-            out.display()
-        ))
-        .into());
-    }
+    refuse_existing(&out)?;
     let cupti = find_cupti(r.cupti.as_deref())?;
     let abs = std::path::absolute(&out)?;
-    let lib = std::env::temp_dir().join(format!("haloscope-inject-{}.so", std::process::id()));
-    std::fs::write(&lib, INJECTION)?;
+    let names = Names::of(&abs)?;
+    let before = names.found();
+    let lib = place::place("haloscope-inject.so", INJECTION)?;
     eprintln!(
         "haloscope record: {} under CUPTI {} into {}",
         r.command.join(" "),
@@ -105,8 +106,10 @@ pub fn record(r: &Request) -> Result<()> {
     );
     let status = std::process::Command::new(program)
         .args(args)
-        .env("CUDA_INJECTION64_PATH", &lib)
-        .env("HALOSCOPE_RECORD_OUT", &abs)
+        .env("CUDA_INJECTION64_PATH", lib.path())
+        .env("HALOSCOPE_RECORD_PREFIX", &names.prefix)
+        .env("HALOSCOPE_RECORD_SUFFIX", &names.suffix)
+        .env_remove("HALOSCOPE_RECORD_OUT")
         .env("HALOSCOPE_CUPTI", &cupti)
         .env("HALOSCOPE_RECORD_MAX", r.max_calls.to_string())
         // NVTX marks reach CUPTI (and so the recorder) through NVTX's own injection.
@@ -115,22 +118,62 @@ pub fn record(r: &Request) -> Result<()> {
             std::env::var_os("NVTX_INJECTION64_PATH").unwrap_or_else(|| cupti.clone().into_os_string()),
         )
         .status();
-    let _ = std::fs::remove_file(&lib);
+    drop(lib);
     let status = status.map_err(|e| UsageError(format!("{program}: cannot run it: {e}")))?;
-    let Ok(file) = std::fs::File::open(&out) else {
+    let mut made: Vec<(u32, PathBuf)> = names
+        .found()
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    if made.is_empty() {
         eprintln!(
             "haloscope record: nothing recorded: {program} made no CUDA runtime call, or CUDA did not \
              load the recorder (a program linked without the CUDA runtime, or one that clears \
              CUDA_INJECTION64_PATH)"
         );
         return Err(Reported(status.code().unwrap_or(1).max(1) as u8).into());
-    };
-    let (calls, threads) = tally(file)?;
-    eprintln!(
-        "haloscope record: {calls} calls on {threads} host thread(s) in {}; check them:\n  haloscope check --recording {}",
-        out.display(),
-        out.display()
-    );
+    }
+    if let [(pid, one)] = made.as_mut_slice() {
+        match rename_new(one, &out) {
+            Ok(()) => *one = out.clone(),
+            Err(e) => eprintln!(
+                "haloscope record: process {pid}'s recording stays {} ({} could not take its place: {e})",
+                one.display(),
+                out.display()
+            ),
+        }
+    }
+    let mut lines = Vec::new();
+    for (pid, file) in &made {
+        let counted = std::fs::File::open(file)
+            .map_err(anyhow::Error::from)
+            .and_then(tally);
+        lines.push(match counted {
+            Ok((calls, threads)) => (calls, threads, *pid, file),
+            Err(e) => {
+                eprintln!("haloscope record: {} (process {pid}): cannot count its calls: {e}", file.display());
+                (0, 0, *pid, file)
+            }
+        });
+    }
+    let files: Vec<String> = made.iter().map(|(_, f)| f.display().to_string()).collect();
+    if let [(calls, threads, _, file)] = lines.as_slice() {
+        eprintln!(
+            "haloscope record: {calls} calls on {threads} host thread(s) in {}; check them:\n  haloscope check --recording {}",
+            file.display(),
+            file.display()
+        );
+    } else {
+        let mut say = format!("haloscope record: {} CUDA processes, a recording each:\n", lines.len());
+        for (calls, threads, pid, file) in &lines {
+            say.push_str(&format!(
+                "  {} (process {pid}): {calls} calls on {threads} host thread(s)\n",
+                file.display()
+            ));
+        }
+        say.push_str(&format!("check them:\n  haloscope check --recording {}", files.join(" ")));
+        eprintln!("{say}");
+    }
     match status.code() {
         Some(0) => Ok(()),
         Some(c) => Err(Reported(c as u8).into()),
@@ -142,6 +185,120 @@ pub fn record(r: &Request) -> Result<()> {
             );
             Err(Reported(128u8.saturating_add(sig as u8)).into())
         }
+    }
+}
+
+/// `--out` refused when anything is at its path: a file, a folder, a symlink (dangling too).
+fn refuse_existing(out: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(out) {
+        Ok(m) => {
+            let what = if m.file_type().is_symlink() {
+                "is a symlink"
+            } else {
+                "exists"
+            };
+            Err(UsageError(format!(
+                "--out {}: {what}; give another name (a recording is never overwritten)",
+                out.display()
+            ))
+            .into())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(UsageError(format!("--out {}: {e}", out.display())).into()),
+    }
+}
+
+/// The names the recorder gives its files for `--out` `DIR/STEM.EXT`: `DIR/STEM.<pid>.EXT`,
+/// passed to it as a prefix (`DIR/STEM.`) and a suffix (`.EXT`).
+struct Names {
+    dir: PathBuf,
+    prefix: std::ffi::OsString,
+    suffix: std::ffi::OsString,
+    /// The prefix's and suffix's file-name parts, as bytes.
+    head: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl Names {
+    fn of(abs: &Path) -> Result<Names> {
+        use std::os::unix::ffi::{OsStrExt, OsStringExt};
+        let (Some(dir), Some(stem)) = (abs.parent(), abs.file_stem()) else {
+            return Err(UsageError(format!("--out {}: not a file name", abs.display())).into());
+        };
+        let mut head = stem.as_bytes().to_vec();
+        head.push(b'.');
+        let tail = abs
+            .extension()
+            .map_or(Vec::new(), |e| [b".", e.as_bytes()].concat());
+        let mut prefix = dir.as_os_str().as_bytes().to_vec();
+        if !prefix.ends_with(b"/") {
+            prefix.push(b'/');
+        }
+        prefix.extend_from_slice(&head);
+        Ok(Names {
+            dir: dir.to_path_buf(),
+            prefix: std::ffi::OsString::from_vec(prefix),
+            suffix: std::ffi::OsString::from_vec(tail.clone()),
+            head,
+            tail,
+        })
+    }
+
+    /// The recordings by process now in the folder: regular files (not links) of this user,
+    /// named `STEM.<pid>.EXT`, by pid.
+    fn found(&self) -> Vec<(u32, PathBuf)> {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::MetadataExt;
+        let me = rustix::process::geteuid().as_raw();
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(u32, PathBuf)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name();
+                let pid = name
+                    .as_bytes()
+                    .strip_prefix(self.head.as_slice())?
+                    .strip_suffix(self.tail.as_slice())?;
+                if pid.is_empty() || !pid.iter().all(u8::is_ascii_digit) {
+                    return None;
+                }
+                let pid: u32 = std::str::from_utf8(pid).ok()?.parse().ok()?;
+                let m = std::fs::symlink_metadata(e.path()).ok()?;
+                (m.file_type().is_file() && m.uid() == me && is_recording(&e.path())).then(|| (pid, e.path()))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+/// Whether `path` begins as the recorder begins its files (version 2), read without
+/// following a link.
+fn is_recording(path: &Path) -> bool {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut head = Vec::new();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32 | rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .and_then(|f| f.take(binary::MAGIC.len() as u64).read_to_end(&mut head))
+        .is_ok_and(|_| head == binary::MAGIC)
+}
+
+/// `from` renamed `to`, never replacing what is at `to` (renameat2 NOREPLACE; where the file
+/// system lacks it, a hard link and an unlink).
+fn rename_new(from: &Path, to: &Path) -> std::io::Result<()> {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
+            std::fs::hard_link(from, to)?;
+            std::fs::remove_file(from)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -174,6 +331,72 @@ fn tally(file: std::fs::File) -> Result<(u64, usize)> {
         }
     }
     Ok((calls, threads))
+}
+
+/// `haloscope check --recording FILE… [--annotations FILE]`: one file as
+/// [`check_recording`]; several (a recording per process) each headed by its file and
+/// process, or as `{"recordings":[{file, pid, report}…]}`; exit 1 when any has findings.
+pub fn check_recordings(paths: &[PathBuf], annotations: Option<&Path>, json: bool) -> Result<()> {
+    if let [one] = paths {
+        return check_recording(one, annotations, json);
+    }
+    let mut all = Vec::new();
+    let mut text = String::new();
+    let mut with = Vec::new();
+    for path in paths {
+        let (_, report) = load(path, annotations)?;
+        let pid = process_of(path);
+        if !report.findings.is_empty() {
+            with.push(format!("{} ({})", path.display(), report.findings.len()));
+        }
+        if json {
+            all.push(serde_json::json!({
+                "file": path.display().to_string(),
+                "pid": pid,
+                "report": report,
+            }));
+        } else {
+            let who = pid.map_or("process unknown".to_string(), |p| format!("process {p}"));
+            text.push_str(&format!("== {} ({who}) ==\n", path.display()));
+            text.push_str(&summary(path, &report));
+            text.push('\n');
+        }
+    }
+    if json {
+        crate::out::line(serde_json::json!({ "recordings": all }))?;
+    } else {
+        crate::out::print(&text)?;
+    }
+    if with.is_empty() {
+        Ok(())
+    } else if json {
+        Err(Reported(1).into())
+    } else {
+        Err(anyhow::anyhow!(
+            "{} of {} recordings have hazards (listed above): {}",
+            with.len(),
+            paths.len(),
+            with.join(", ")
+        ))
+    }
+}
+
+/// The process a recording is of: its recorder's first note (`pid N`), else its name
+/// (`NAME.<pid>.recording`).
+pub fn process_of(path: &Path) -> Option<u32> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let _ = std::fs::File::open(path).and_then(|f| f.take(256).read_to_end(&mut head));
+    let digits = |b: &[u8]| -> Option<u32> {
+        let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
+        std::str::from_utf8(&b[..n]).ok()?.parse().ok()
+    };
+    if let Some(at) = head.windows(4).position(|w| w == b"pid ") {
+        return digits(&head[at + 4..]);
+    }
+    let name = path.file_stem()?.to_str()?;
+    let (_, pid) = name.rsplit_once('.')?;
+    digits(pid.as_bytes()).filter(|_| pid.bytes().all(|c| c.is_ascii_digit()))
 }
 
 /// `haloscope check --recording FILE [--annotations FILE]`: the findings; exit 1 when there

@@ -6,7 +6,10 @@
 // parameter blocks are laid out as CUDA's (the recorder reads them so).
 //
 //   fake_program STEPS [crash]     crash: SIGSEGV in thread 1 after STEPS / 2 steps
+//   fake_program STEPS fork        forks once loaded: parent and child each run the exchange
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -125,10 +128,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "fake_program: the recorder subscribed nothing\n");
         return 3;
     }
+    pid_t child = argc > 2 && strcmp(argv[2], "fork") == 0 ? fork() : -1;
     pthread_t t[2];
     for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, device, (void *)(intptr_t)i);
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     struct { int x; } none = {0};
     runtime(165, &none, NULL, NULL);
+    if (child > 0) {
+        int status;
+        waitpid(child, &status, 0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
     return 0;
 }

@@ -242,44 +242,112 @@ impl Viewer {
     }
 }
 
-/// The viewer over `path`, checked with `annotations`: on the terminal, or off-screen with
-/// `screen` (keys, size) printed in `format`.
+/// Several recordings (one per process), one shown at a time: Tab and Shift-Tab switch.
+pub struct Viewers {
+    all: Vec<Viewer>,
+    at: usize,
+}
+
+impl From<Viewer> for Viewers {
+    fn from(v: Viewer) -> Viewers {
+        Viewers { all: vec![v], at: 0 }
+    }
+}
+
+impl Viewers {
+    fn now(&self) -> &Viewer {
+        &self.all[self.at]
+    }
+
+    fn now_mut(&mut self) -> &mut Viewer {
+        &mut self.all[self.at]
+    }
+
+    /// One key: Tab, Shift-Tab the next, the previous recording (where there are several);
+    /// any other the shown one's.
+    fn on_key(&mut self, k: KeyEvent) {
+        let n = self.all.len();
+        match k.code {
+            KeyCode::Tab if n > 1 && !self.now().help => self.at = (self.at + 1) % n,
+            KeyCode::BackTab if n > 1 && !self.now().help => self.at = (self.at + n - 1) % n,
+            _ => self.now_mut().on_key(k),
+        }
+    }
+
+    fn advance(&mut self, dt: Duration) {
+        self.now_mut().advance(dt);
+    }
+
+    fn quit(&self) -> bool {
+        self.now().quit
+    }
+}
+
+impl ratatui::widgets::Widget for &Viewers {
+    fn render(self, area: ratatui::layout::Rect, buf: &mut ratatui::buffer::Buffer) {
+        self.now().render(area, buf);
+    }
+}
+
+/// The viewer over `paths` (a recording each, one per process), checked with
+/// `annotations`: on the terminal, or off-screen with `screen` (keys, size) printed in
+/// `format`. With several, each head names its file, its process and where it is among them.
 pub fn open(
-    path: &Path,
+    paths: &[std::path::PathBuf],
     annotations: Option<&Path>,
     keymap: Option<&Path>,
     screen: Option<(&str, &str)>,
     format: export::Format,
 ) -> Result<()> {
-    let (calls, report) = crate::record::load(path, annotations)?;
-    if calls.is_empty() {
-        return Err(crate::error::UsageError(format!(
-            "--recording {}: no calls recorded (nothing to show)",
-            path.display()
-        ))
-        .into());
-    }
     let (keys, notice) = KeyMap::load(keymap);
-    let name = path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let viewer = Viewer::new(&name, &calls, report, keys, notice);
-    drop(calls);
+    let viewers = viewers(paths, annotations, keys, notice)?;
     match screen {
         Some((keys, size)) => {
-            if let Some(n) = &viewer.notice {
+            if let Some(n) = &viewers.now().notice {
                 eprintln!("warning: {n}");
             }
-            crate::out::print(&off_screen(viewer, keys, size, format)?)?;
+            crate::out::print(&off_screen(viewers, keys, size, format)?)?;
             Ok(())
         }
-        None => on_terminal(viewer),
+        None => on_terminal(viewers),
     }
 }
 
+/// A viewer for each of `paths`, the first shown.
+fn viewers(
+    paths: &[std::path::PathBuf],
+    annotations: Option<&Path>,
+    keys: KeyMap,
+    notice: Option<String>,
+) -> Result<Viewers> {
+    let mut all = Vec::new();
+    for (k, path) in paths.iter().enumerate() {
+        let (calls, report) = crate::record::load(path, annotations)?;
+        if calls.is_empty() {
+            return Err(crate::error::UsageError(format!(
+                "--recording {}: no calls recorded (nothing to show)",
+                path.display()
+            ))
+            .into());
+        }
+        let file = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let name = if paths.len() == 1 {
+            file
+        } else {
+            let pid = crate::record::process_of(path).map_or("?".to_string(), |p| p.to_string());
+            format!("{file} · process {pid} · {} of {} (Tab: next)", k + 1, paths.len())
+        };
+        all.push(Viewer::new(&name, &calls, report, keys.clone(), notice.clone()));
+    }
+    Ok(Viewers { all, at: 0 })
+}
+
 /// Presses `keys` off-screen at `size`; the last screen (or every one, animated).
-fn off_screen(mut v: Viewer, keys: &str, size: &str, format: export::Format) -> Result<String> {
+fn off_screen(v: impl Into<Viewers>, keys: &str, size: &str, format: export::Format) -> Result<String> {
+    let mut v: Viewers = v.into();
     use ratatui::{Terminal, backend::TestBackend};
     let presses = super::parse_presses(keys)?;
     let area = super::parse_size(size)?;
@@ -287,7 +355,7 @@ fn off_screen(mut v: Viewer, keys: &str, size: &str, format: export::Format) -> 
     let mut term = Terminal::new(TestBackend::new(area.width, area.height))?;
     let mut frames = Vec::new();
     let mut t = 0.0;
-    let mut draw = |v: &Viewer, t: f64, frames: &mut Vec<_>| -> Result<()> {
+    let mut draw = |v: &Viewers, t: f64, frames: &mut Vec<_>| -> Result<()> {
         term.draw(|f| f.render_widget(v, f.area()))?;
         frames.push((t, term.backend().buffer().clone()));
         Ok(())
@@ -305,7 +373,7 @@ fn off_screen(mut v: Viewer, keys: &str, size: &str, format: export::Format) -> 
             }
         }
         draw(&v, t, &mut frames)?;
-        if v.quit {
+        if v.quit() {
             break;
         }
     }
@@ -318,7 +386,7 @@ fn off_screen(mut v: Viewer, keys: &str, size: &str, format: export::Format) -> 
 }
 
 /// Runs the viewer on the terminal until the user quits.
-fn on_terminal(mut v: Viewer) -> Result<()> {
+fn on_terminal(mut v: Viewers) -> Result<()> {
     super::need_terminal()?;
     let signals = super::signals()?;
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
@@ -329,7 +397,7 @@ fn on_terminal(mut v: Viewer) -> Result<()> {
         let period = Duration::from_millis(33);
         let ticks = tick(period);
         let mut dirty = true;
-        while !v.quit {
+        while !v.quit() {
             select! {
                 recv(input) -> ev => {
                     if let Event::Key(k) = ev.context("terminal input closed")?.context("reading terminal input")? {
@@ -339,10 +407,10 @@ fn on_terminal(mut v: Viewer) -> Result<()> {
                 }
                 recv(signals) -> s => {
                     stopped_by = s.ok();
-                    v.quit = true;
+                    v.now_mut().quit = true;
                 }
                 recv(ticks) -> _ => {
-                    if v.playing {
+                    if v.now().playing {
                         v.advance(period);
                         dirty = true;
                     }
@@ -412,6 +480,40 @@ mod tests {
         assert_eq!(v.at, v.rows.len());
         v.on_key(key(KeyCode::Char('.')));
         assert_eq!(v.at, v.rows.len(), "nothing after the last call");
+    }
+
+    #[test]
+    fn tab_switches_between_recordings_each_headed_by_its_process() {
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/recordings"));
+        let paths = [dir.join("seed.recording"), dir.join("seed-fixed.recording")];
+        let pids: Vec<u32> = paths
+            .iter()
+            .map(|p| crate::record::process_of(p).unwrap())
+            .collect();
+        let v = || viewers(&paths, None, KeyMap::default(), None).unwrap();
+        let text = crate::tui::export::Format::Text;
+        let first = off_screen(v(), "", "160x48", text).unwrap();
+        assert!(
+            first.contains(&format!("seed.recording · process {} · 1 of 2", pids[0])),
+            "{first}"
+        );
+        let second = off_screen(v(), "tab", "160x48", text).unwrap();
+        assert!(
+            second.contains(&format!("seed-fixed.recording · process {} · 2 of 2", pids[1])),
+            "{second}"
+        );
+        assert!(second.contains("no findings"), "{second}");
+        let back = off_screen(v(), "tab tab", "160x48", text).unwrap();
+        assert!(back.contains("1 of 2"), "{back}");
+        let wrapped = off_screen(v(), "backtab", "160x48", text).unwrap();
+        assert!(wrapped.contains("2 of 2"), "{wrapped}");
+        // Each keeps its own place: walking one leaves the other where it was.
+        let mut both = v();
+        both.on_key(key(KeyCode::Char('.')));
+        both.on_key(key(KeyCode::Tab));
+        assert_eq!(both.now().at, 1);
+        both.on_key(key(KeyCode::BackTab));
+        assert_eq!(both.now().at, 2);
     }
 
     #[test]
