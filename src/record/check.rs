@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::annotate::{Annotations, eval};
 use super::format::{Call, kernel_args};
-use super::order::{Clock, Order, Stamp, StreamKey};
+use super::order::{Clock, Epoch, Order, Stamp, StreamKey};
 use crate::hazard::Kind;
 
 /// A device allocation (`cudaMalloc`).
@@ -71,7 +71,8 @@ pub struct Report {
 }
 
 struct Access {
-    stamp: usize,
+    /// Its work's agent and tick (a later access tests it against its own clock).
+    stamp: Epoch,
     site: Site,
     key: String,
     write: bool,
@@ -97,15 +98,15 @@ struct Record {
 struct Checker<'a> {
     notes: Option<&'a Annotations>,
     order: Order,
-    stamps: Vec<Stamp>,
     allocs: BTreeMap<u64, Alloc>,
-    ranges: HashMap<(String, u64, u64), Range>,
+    /// The byte ranges accessed, per allocation (by name), by their first and last byte.
+    ranges: HashMap<String, BTreeMap<(u64, u64), Range>>,
     events: HashMap<u64, (i64, String, Vec<Record>)>,
     /// Every record's call interval, per event handle, to see a wait that overlapped one.
-    record_spans: HashMap<u64, Vec<(u64, u64, usize)>>,
+    record_spans: HashMap<u64, Spans>,
     /// Every creation's and destruction's call interval, per event handle.
-    create_spans: HashMap<u64, Vec<(u64, u64, usize)>>,
-    destroy_spans: HashMap<u64, Vec<(u64, u64, usize)>>,
+    create_spans: HashMap<u64, Spans>,
+    destroy_spans: HashMap<u64, Spans>,
     findings: Vec<Finding>,
     /// The calls replayed so far as CUDA code, named as they were then.
     texts: Vec<String>,
@@ -115,8 +116,7 @@ struct Checker<'a> {
     first_of: HashMap<usize, usize>,
     last_of: HashMap<usize, usize>,
     /// Threads whose last call has been replayed: when it returned, and their clock then.
-    ended: Vec<(usize, u64, Clock)>,
-    joined: std::collections::HashSet<(usize, usize)>,
+    ended: Ended,
     event_count: usize,
     alloc_count: usize,
     /// Flags: the host clock a held-back call was issued with, while it is replayed.
@@ -147,7 +147,7 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
             _ => None,
         };
         if let (Some(spans), Ok(e)) = (spans, c.num("event")) {
-            spans.entry(e).or_default().push((c.seq_in, c.seq_out, i));
+            spans.entry(e).or_default().all.push((c.seq_in, c.seq_out, i));
         }
         if c.name == "flag_write"
             && c.rc == 0
@@ -155,6 +155,9 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         {
             k.flag_writes.entry(a).or_default().push((v, c.line));
         }
+    }
+    for spans in [&mut k.record_spans, &mut k.create_spans, &mut k.destroy_spans] {
+        spans.values_mut().for_each(Spans::index);
     }
     let mut streams = Vec::with_capacity(calls.len());
     for (i, c) in calls.iter().enumerate() {
@@ -178,7 +181,7 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         streams.push((c.keys.contains_key("stream") && captured.is_none()).then(|| k.stream_name(c)));
         if k.last_of.get(&c.thread) == Some(&i) {
             let clock = k.order.thread_clock(c.thread);
-            k.ended.push((c.thread, c.seq_out, clock));
+            k.ended.push(c.seq_out, clock);
         }
     }
     let step_of = steps(calls);
@@ -209,6 +212,94 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         streams,
         steps,
     })
+}
+
+/// Calls' intervals `(seq_in, seq_out, index)` of one kind on one event handle, with what
+/// finds them quickly: sorted by entry, the latest exit up to each, and the exits sorted.
+#[derive(Default)]
+struct Spans {
+    all: Vec<(u64, u64, usize)>,
+    /// The latest exit among `all[..=k]` (sorted by entry).
+    reach: Vec<u64>,
+    outs: Vec<u64>,
+}
+
+impl Spans {
+    fn index(&mut self) {
+        self.all.sort_unstable();
+        let mut m = 0;
+        self.reach = self.all.iter().map(|s| { m = m.max(s.1); m }).collect();
+        self.outs = self.all.iter().map(|s| s.1).collect();
+        self.outs.sort_unstable();
+    }
+
+    /// The calls that ran while `from..to` did (entered before `to`, left after `from`), in
+    /// the recording's order.
+    fn overlapping(&self, from: u64, to: u64) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut k = self.all.partition_point(|s| s.0 < to);
+        // Back from the last entry before `to` while an earlier call may still leave after `from`.
+        while k > 0 && self.reach[k - 1] > from {
+            k -= 1;
+            if self.all[k].1 > from {
+                out.push(self.all[k].2);
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// The latest exit before `t`.
+    fn last_out_before(&self, t: u64) -> Option<u64> {
+        let k = self.outs.partition_point(|&o| o < t);
+        k.checked_sub(1).map(|k| self.outs[k])
+    }
+
+    /// The calls entered after `after` and before `before`.
+    fn starting_within(&self, after: u64, before: u64) -> &[(u64, u64, usize)] {
+        let lo = self.all.partition_point(|s| s.0 <= after);
+        let hi = self.all.partition_point(|s| s.0 < before).max(lo);
+        &self.all[lo..hi]
+    }
+}
+
+/// The host threads that ended (their last call replayed), sorted by when that call
+/// returned, with the join of their clocks up to each; and how far each thread has joined.
+#[derive(Default)]
+struct Ended {
+    outs: Vec<u64>,
+    clocks: Vec<Clock>,
+    prefix: Vec<Clock>,
+    seen: HashMap<usize, usize>,
+}
+
+impl Ended {
+    fn push(&mut self, out: u64, clock: Clock) {
+        let at = self.outs.partition_point(|&o| o <= out);
+        self.outs.insert(at, out);
+        self.clocks.insert(at, clock);
+        self.prefix.truncate(at);
+        if at + 1 < self.outs.len() {
+            // Out of order: what each thread joined is counted again (a join is idempotent).
+            self.seen.clear();
+        }
+        for k in at..self.clocks.len() {
+            let mut j = self.prefix.last().cloned().unwrap_or_default();
+            j.join(&self.clocks[k]);
+            self.prefix.push(j);
+        }
+    }
+
+    /// The join of the threads that ended before `t` that `thread` has not joined yet.
+    fn before(&mut self, thread: usize, t: u64) -> Option<Clock> {
+        let k = self.outs.partition_point(|&o| o < t);
+        let seen = self.seen.entry(thread).or_default();
+        if k <= *seen {
+            return None;
+        }
+        *seen = k;
+        Some(self.prefix[k - 1].clone())
+    }
 }
 
 fn site(c: &Call, call: String) -> Site {
@@ -264,18 +355,19 @@ impl Checker<'_> {
     /// call follows every call replayed before it (it was started after them: OpenMP's
     /// fork, `std::thread`), and a thread's calls that begin after another thread's last
     /// call returned follow that thread (it had ended: joined).
+    ///
+    /// Kept as joins: every thread's clock at a first call (the thread's own is only its
+    /// first tick then), and the ended threads' clocks in the order they returned, joined
+    /// a prefix at a time (a thread takes in the prefix that returned before its call began).
     fn lifetimes(&mut self, i: usize, c: &Call) {
         let host = self.order.thread(c.thread);
         if self.first_of.get(&c.thread) == Some(&i) {
-            for u in self.order.other_threads(c.thread) {
-                let clock = self.order.thread_clock(u);
-                self.order.host_sees(host, &clock);
-            }
+            let all = self.order.threads_clock();
+            self.order.host_sees(host, &all);
         }
-        for (u, out, clock) in &self.ended {
-            if *u != c.thread && *out < c.seq_in && self.joined.insert((c.thread, *u)) {
-                self.order.host_sees(host, clock);
-            }
+        // A thread's own end is replayed after its last call: never among these.
+        if let Some(clock) = self.ended.before(c.thread, c.seq_in) {
+            self.order.host_sees(host, &clock);
         }
     }
 
@@ -470,11 +562,8 @@ impl Checker<'_> {
         let overlapped: Vec<usize> = self
             .record_spans
             .get(&e)
-            .into_iter()
-            .flatten()
-            .filter(|(i, o, _)| *i < c.seq_out && c.seq_in < *o)
-            .map(|(_, _, at)| *at)
-            .collect();
+            .map(|s| s.overlapping(c.seq_in, c.seq_out))
+            .unwrap_or_default();
         for at in overlapped {
             let r = &all[at];
             let (rt, wt) = (self.text_at(at, all), self.text(c));
@@ -512,20 +601,17 @@ impl Checker<'_> {
         let born = self
             .create_spans
             .get(&e)
-            .into_iter()
-            .flatten()
-            .filter(|(_, o, _)| *o < c.seq_in)
-            .map(|(_, o, _)| *o)
-            .max()
+            .and_then(|s| s.last_out_before(c.seq_in))
             .unwrap_or(0);
-        let hits: Vec<(usize, bool)> = self
+        let mut hits: Vec<(usize, bool)> = self
             .destroy_spans
             .get(&e)
-            .into_iter()
-            .flatten()
-            .filter(|(i, o, _)| *i > born && *i < c.seq_out && (*o < c.seq_in || c.seq_in < *o))
+            .map_or(&[][..], |s| s.starting_within(born, c.seq_out))
+            .iter()
+            .filter(|(_, o, _)| *o < c.seq_in || c.seq_in < *o)
             .map(|(_, o, at)| (*at, *o < c.seq_in))
             .collect();
+        hits.sort_unstable();
         for (at, before) in hits {
             let d = &all[at];
             let (dt, ct) = (self.text_at(at, all), self.text(c));
@@ -649,8 +735,6 @@ impl Checker<'_> {
     }
 
     fn access(&mut self, c: &Call, stamp: Stamp) -> Result<(), String> {
-        let id = self.stamps.len();
-        self.stamps.push(stamp);
         let mut text = self.text(c);
         let mut s = site(c, String::new());
         // A graph's node runs at its launch: the finding names the launch's place.
@@ -671,40 +755,46 @@ impl Checker<'_> {
                 None => (0, a.bytes),
             };
             let acc = Access {
-                stamp: id,
+                stamp: stamp.epoch(),
                 site: s.clone(),
                 key: key.clone(),
                 write,
             };
-            self.conflicts(&name, (from, to), &acc);
-            let r = self.ranges.entry((name, from, to)).or_default();
+            self.conflicts(&name, (from, to), &acc, &stamp.clock);
+            let r = self
+                .ranges
+                .entry(name)
+                .or_default()
+                .entry((from, to))
+                .or_default();
             if write {
                 r.reads.clear();
                 r.last_write = Some(acc);
             } else {
-                let stamps = &self.stamps;
-                r.reads.retain(|x| !stamps[x.stamp].before(&stamps[acc.stamp]));
+                r.reads.retain(|x| !x.stamp.before(&stamp.clock));
                 r.reads.push(acc);
             }
         }
         Ok(())
     }
 
-    fn conflicts(&mut self, alloc: &str, (from, to): (u64, u64), b: &Access) {
+    /// The findings of access `b` (its work has seen `later`) against the earlier accesses
+    /// to bytes `from..to` of `alloc`.
+    fn conflicts(&mut self, alloc: &str, (from, to): (u64, u64), b: &Access, later: &Clock) {
         let mut found = Vec::new();
-        for ((name, lo, hi), r) in &self.ranges {
-            if name != alloc || *hi <= from || to <= *lo {
+        let ranges = self.ranges.get(alloc).into_iter().flat_map(|r| r.range(..(to, 0)));
+        for ((_, hi), r) in ranges {
+            if *hi <= from {
                 continue;
             }
-            let later = &self.stamps[b.stamp];
             if let Some(w) = &r.last_write
-                && !self.stamps[w.stamp].before(later)
+                && !w.stamp.before(later)
             {
                 found.push((if b.write { Kind::Waw } else { Kind::Raw }, w));
             }
             if b.write {
                 for rd in &r.reads {
-                    if !self.stamps[rd.stamp].before(later) {
+                    if !rd.stamp.before(later) {
                         found.push((Kind::War, rd));
                     }
                 }
