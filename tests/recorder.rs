@@ -226,7 +226,11 @@ fn every_process_under_one_record_writes_a_whole_recording_of_its_own() {
         let calls = binary::decode(&path, &bytes).unwrap();
         let mut seqs: Vec<u64> = calls.iter().flat_map(|c| [c.seq_in, c.seq_out]).collect();
         seqs.sort();
-        assert_eq!(seqs, (1..=2 * calls.len() as u64).collect::<Vec<_>>(), "{n}: every call");
+        assert_eq!(
+            seqs,
+            (1..=2 * calls.len() as u64).collect::<Vec<_>>(),
+            "{n}: every call"
+        );
         assert!(
             err.contains(&format!(
                 "{} (process {}): {} calls on 3 host thread(s)",
@@ -272,7 +276,10 @@ fn a_forked_child_records_into_its_own_file() {
         // parent's ring never reaches the child's file, nor the other way.
         assert_eq!(calls.len() as u64, 2 * (4 + 5 * 5000) + 1, "{n}");
         let launch = calls.iter().find(|c| c.name == "launch").unwrap();
-        assert_eq!(launch.keys["kernel"], "_Z6updatePfi", "{n}: its strings defined in it");
+        assert_eq!(
+            launch.keys["kernel"], "_Z6updatePfi",
+            "{n}: its strings defined in it"
+        );
     }
 }
 
@@ -288,17 +295,15 @@ fn the_recorder_never_takes_over_a_file_or_a_link_at_its_path() {
     // shell's pid): a symlink to the victim, a dangling symlink, a file.
     for plant in [
         format!("ln -s {} \"$0.$$.recording\"", victim.display()),
-        format!("ln -s {}/made-by-the-link \"$0.$$.recording\"", dir.path().display()),
+        format!(
+            "ln -s {}/made-by-the-link \"$0.$$.recording\"",
+            dir.path().display()
+        ),
         "printf planted > \"$0.$$.recording\"".to_string(),
     ] {
         let script = format!("{plant} && exec {p} 10");
         let base = dir.path().join("halo");
-        let (code, err) = record(
-            &cupti,
-            &out,
-            &[],
-            &["sh", "-c", &script, base.to_str().unwrap()],
-        );
+        let (code, err) = record(&cupti, &out, &[], &["sh", "-c", &script, base.to_str().unwrap()]);
         assert_ne!(code, 0, "{plant}: {err}");
         assert!(err.contains("cannot create the recording"), "{plant}: {err}");
         assert!(err.contains("nothing recorded"), "{plant}: {err}");

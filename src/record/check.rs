@@ -228,7 +228,14 @@ impl Spans {
     fn index(&mut self) {
         self.all.sort_unstable();
         let mut m = 0;
-        self.reach = self.all.iter().map(|s| { m = m.max(s.1); m }).collect();
+        self.reach = self
+            .all
+            .iter()
+            .map(|s| {
+                m = m.max(s.1);
+                m
+            })
+            .collect();
         self.outs = self.all.iter().map(|s| s.1).collect();
         self.outs.sort_unstable();
     }
@@ -782,7 +789,11 @@ impl Checker<'_> {
     /// to bytes `from..to` of `alloc`.
     fn conflicts(&mut self, alloc: &str, (from, to): (u64, u64), b: &Access, later: &Clock) {
         let mut found = Vec::new();
-        let ranges = self.ranges.get(alloc).into_iter().flat_map(|r| r.range(..(to, 0)));
+        let ranges = self
+            .ranges
+            .get(alloc)
+            .into_iter()
+            .flat_map(|r| r.range(..(to, 0)));
         for ((_, hi), r) in ranges {
             if *hi <= from {
                 continue;

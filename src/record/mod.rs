@@ -151,7 +151,10 @@ pub fn record(r: &Request) -> Result<()> {
         lines.push(match counted {
             Ok((calls, threads)) => (calls, threads, *pid, file),
             Err(e) => {
-                eprintln!("haloscope record: {} (process {pid}): cannot count its calls: {e}", file.display());
+                eprintln!(
+                    "haloscope record: {} (process {pid}): cannot count its calls: {e}",
+                    file.display()
+                );
                 (0, 0, *pid, file)
             }
         });
@@ -164,14 +167,20 @@ pub fn record(r: &Request) -> Result<()> {
             file.display()
         );
     } else {
-        let mut say = format!("haloscope record: {} CUDA processes, a recording each:\n", lines.len());
+        let mut say = format!(
+            "haloscope record: {} CUDA processes, a recording each:\n",
+            lines.len()
+        );
         for (calls, threads, pid, file) in &lines {
             say.push_str(&format!(
                 "  {} (process {pid}): {calls} calls on {threads} host thread(s)\n",
                 file.display()
             ));
         }
-        say.push_str(&format!("check them:\n  haloscope check --recording {}", files.join(" ")));
+        say.push_str(&format!(
+            "check them:\n  haloscope check --recording {}",
+            files.join(" ")
+        ));
         eprintln!("{say}");
     }
     match status.code() {

@@ -252,7 +252,10 @@ enum Role {
     Thread,
     /// A stream of a device; whether the device's legacy stream synchronises with it (a
     /// blocking stream other than the legacy one).
-    Stream { device: i64, blocking_other: bool },
+    Stream {
+        device: i64,
+        blocking_other: bool,
+    },
     Other,
 }
 
@@ -340,7 +343,10 @@ impl Order {
                     self.threads_join.changed.push(a);
                 }
             }
-            Role::Stream { device, blocking_other } => {
+            Role::Stream {
+                device,
+                blocking_other,
+            } => {
                 if *p & 2 == 0 {
                     *p |= 2;
                     self.device_join.entry(device).or_default().changed.push(a);

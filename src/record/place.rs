@@ -54,13 +54,18 @@ fn in_memory(name: &str, bytes: &[u8]) -> std::io::Result<Placed> {
     let mut f = File::from(fd);
     f.write_all(bytes)?;
     f.flush()?;
-    rustix::fs::fcntl_add_seals(&f, SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+    rustix::fs::fcntl_add_seals(
+        &f,
+        SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL,
+    )?;
     let fd = OwnedFd::from(f);
     let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
     // No /proc (a chroot, a container without it): the caller falls back to a folder.
     let seen = std::fs::metadata(&path)?;
     if seen.len() != bytes.len() as u64 {
-        return Err(std::io::Error::other("/proc/self/fd does not show the memory file"));
+        return Err(std::io::Error::other(
+            "/proc/self/fd does not show the memory file",
+        ));
     }
     Ok(Placed {
         path,
@@ -76,7 +81,12 @@ pub(crate) fn in_private_folder(tmp: &Path, name: &str, bytes: &[u8]) -> Result<
         .prefix("haloscope-")
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(tmp)
-        .map_err(|e| UsageError(format!("TMPDIR {}: cannot make a private folder there: {e}", tmp.display())))?;
+        .map_err(|e| {
+            UsageError(format!(
+                "TMPDIR {}: cannot make a private folder there: {e}",
+                tmp.display()
+            ))
+        })?;
     let path = dir.path().join(name);
     let mut f = create_new(&path).map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
     f.write_all(bytes)
@@ -107,7 +117,13 @@ pub fn scratch_folder(prefix: &str) -> Result<tempfile::TempDir> {
         .prefix(prefix)
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(&tmp)
-        .map_err(|e| UsageError(format!("TMPDIR {}: cannot make a private folder there: {e}", tmp.display())).into())
+        .map_err(|e| {
+            UsageError(format!(
+                "TMPDIR {}: cannot make a private folder there: {e}",
+                tmp.display()
+            ))
+            .into()
+        })
 }
 
 #[cfg(test)]
@@ -139,13 +155,22 @@ mod tests {
         assert!(!p.in_memory());
         let dir = p.path().parent().unwrap().to_path_buf();
         assert_eq!(dir.parent().unwrap(), tmp.path());
-        assert!(dir.file_name().unwrap().to_string_lossy().starts_with("haloscope-"));
+        assert!(
+            dir.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("haloscope-")
+        );
         let d = std::fs::symlink_metadata(&dir).unwrap();
         assert!(d.is_dir());
         assert_eq!(d.permissions().mode() & 0o777, 0o700, "only its owner enters it");
         let f = std::fs::symlink_metadata(p.path()).unwrap();
         assert!(f.is_file());
-        assert_eq!(f.permissions().mode() & 0o077, 0, "no one else reads or writes it");
+        assert_eq!(
+            f.permissions().mode() & 0o077,
+            0,
+            "no one else reads or writes it"
+        );
         assert_eq!(f.uid(), rustix::process::geteuid().as_raw());
         assert_eq!(std::fs::read(p.path()).unwrap(), b"lib");
         drop(p);
@@ -176,7 +201,10 @@ mod tests {
     fn an_unusable_tmpdir_is_named() {
         let tmp = tempfile::tempdir().unwrap();
         let missing = tmp.path().join("no-such-folder");
-        let e = in_private_folder(&missing, "x.so", b"x").err().unwrap().to_string();
+        let e = in_private_folder(&missing, "x.so", b"x")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains(&missing.display().to_string()), "{e}");
     }
 }

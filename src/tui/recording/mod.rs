@@ -89,14 +89,16 @@ impl Viewer {
         let mut order: Vec<usize> = (0..calls.len()).collect();
         order.sort_by_key(|&i| (calls[i].seq_in, i));
         let mut lanes: Vec<(String, i64)> = Vec::new();
+        // A lane's place by its stream's name: found in one lookup, however many streams.
+        let mut lane_of: HashMap<String, usize> = HashMap::new();
         let mut by_line = HashMap::new();
         let mut rows = Vec::with_capacity(calls.len());
         for (at, &i) in order.iter().enumerate() {
             let c = &calls[i];
             by_line.insert(c.line, at);
             let lane = report.streams.get(i).cloned().flatten().map(|s| {
-                lanes.iter().position(|(n, _)| *n == s).unwrap_or_else(|| {
-                    lanes.push((s, c.device));
+                *lane_of.entry(s).or_insert_with_key(|s| {
+                    lanes.push((s.clone(), c.device));
                     lanes.len() - 1
                 })
             });
@@ -148,6 +150,12 @@ impl Viewer {
             keymap,
             notice,
         }
+    }
+
+    /// The current call's host thread, by its place in `threads`.
+    fn thread_now(&self) -> Option<usize> {
+        let r = self.rows.get(self.at.checked_sub(1)?)?;
+        self.threads.binary_search(&r.thread).ok()
     }
 
     fn findings(&self) -> &[Finding] {
@@ -338,7 +346,11 @@ fn viewers(
             file
         } else {
             let pid = crate::record::process_of(path).map_or("?".to_string(), |p| p.to_string());
-            format!("{file} · process {pid} · {} of {} (Tab: next)", k + 1, paths.len())
+            format!(
+                "{file} · process {pid} · {} of {} (Tab: next)",
+                k + 1,
+                paths.len()
+            )
         };
         all.push(Viewer::new(&name, &calls, report, keys.clone(), notice.clone()));
     }

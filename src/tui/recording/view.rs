@@ -13,6 +13,8 @@ use crate::tui::panels::{COPY_COLOR, EVENT_COLOR, KERNEL_COLOR, SYNC_COLOR, bloc
 
 /// Narrowest column that still shows a call.
 const MIN_COLUMN: u16 = 24;
+/// Lowest stacked thread that still shows a call (its borders and two lines).
+const MIN_STACKED: u16 = 4;
 /// Below this the viewer says it needs more room.
 const MIN_SIZE: (u16, u16) = (60, 16);
 
@@ -83,11 +85,18 @@ impl Viewer {
         Paragraph::new(line).render(area, buf);
     }
 
-    /// The host threads' calls: side by side, stacked when narrow, or one alone (1–9).
+    /// The host threads' calls: side by side, stacked when narrow, or one alone (1–9). Only
+    /// the threads that fit are laid out: the page of them that holds the current call's
+    /// thread, its place among all said in the first one's title.
     fn threads(&self, area: Rect, buf: &mut Buffer) {
         let shown: Vec<usize> = match self.alone {
             Some(t) => vec![t],
-            None => (0..self.threads.len()).collect(),
+            None => {
+                let all = self.threads.len();
+                let fit = usize::from((area.width / MIN_COLUMN).max(area.height / MIN_STACKED)).max(1);
+                let page = self.thread_now().unwrap_or(0) / fit;
+                (page * fit..all.min((page + 1) * fit)).collect()
+            }
         };
         let n = shown.len() as u16;
         let side = area.width / n.max(1) >= MIN_COLUMN;
@@ -96,15 +105,16 @@ impl Viewer {
         } else {
             Layout::vertical(vec![Constraint::Ratio(1, u32::from(n)); shown.len()]).split(area)
         };
+        let paged = self.alone.is_none() && shown.len() < self.threads.len();
         for (&t, &r) in shown.iter().zip(parts.iter()) {
-            self.thread(t, r, buf);
+            self.thread(t, paged, r, buf);
         }
     }
 
     /// Host thread `t` (by its place in the order): a window of its calls around its latest
     /// issued one (`▶`; bright when it is the call just issued), later calls dim, the
     /// picked finding's calls marked `!`, failed calls `✗`.
-    fn thread(&self, t: usize, area: Rect, buf: &mut Buffer) {
+    fn thread(&self, t: usize, paged: bool, area: Rect, buf: &mut Buffer) {
         let id = self.threads[t];
         let mine = &self.calls_of[t];
         let issued = mine.partition_point(|&i| i < self.at);
@@ -116,6 +126,12 @@ impl Viewer {
         );
         if title.chars().count() + 2 > usize::from(area.width) {
             title = format!(" {}: thread {id} · GPU {device} ", t + 1);
+        }
+        if paged {
+            let of = format!("of {} ", self.threads.len());
+            if title.chars().count() + of.len() + 2 <= usize::from(area.width) {
+                title.push_str(&of);
+            }
         }
         let b = block(title, self.alone == Some(t));
         let inner = b.inner(area);
@@ -187,6 +203,7 @@ impl Viewer {
         let label_w = self
             .lanes
             .iter()
+            .take(usize::from(inner.height))
             .map(|(n, d)| lane_name(n, *d).chars().count())
             .max()
             .unwrap_or(0)
