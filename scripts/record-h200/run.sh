@@ -20,6 +20,9 @@ wait
 T=$OUT/table.txt; : > $T
 for i in 1 2 3; do $H record --out $OUT/r/seed-$i.recording -- ./seed 40 > /dev/null 2>&1; echo "seed run $i: exit $?" >> $T; done
 $H record --out $OUT/r/seed-fixed.recording -- ./seed-fixed 40 > /dev/null 2>&1
+# Two CUDA processes under one record: a recording each, listed in the closing summary.
+$H record --out $OUT/r/two.recording -- sh -c './seed-fixed 40 & ./seed-fixed 40; wait' > /dev/null 2> $OUT/two.log
+echo "two processes: exit $?; $(ls $OUT/r/two.*.recording 2>/dev/null | wc -l) recordings; $(grep -c 'calls on' $OUT/two.log) summary lines" >> $T
 $H record --out $OUT/r/graph-once.recording -- ./graph-once 20 > /dev/null 2>&1
 $H record --out $OUT/r/graph-once-broken.recording -- ./graph-once 20 broken > /dev/null 2>&1
 $H record --out $OUT/r/pitched.recording -- ./pitched 10 > /dev/null 2>&1
