@@ -60,10 +60,25 @@ impl PartialEq for ProgramFile {
 fn error(origin: &str, text: &str, span: &Range<usize>, reason: String) -> ScenarioError {
     ScenarioError {
         origin: origin.to_string(),
-        location: Some(crate::scenario::line_col(text, span.start)),
+        location: Some(line_col(text, span.start)),
         field: None,
         reason,
     }
+}
+
+/// The line and column (from 1) of byte `offset` of `text`, with the line breaks the
+/// lexer reads: `\n`, `\r\n` and a lone `\r` each end a line.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut at = offset.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let before = &text[..at];
+    let line = before.matches('\n').count() + before.matches('\r').count()
+        - before.matches("\r\n").count()
+        + 1;
+    let col = before.rsplit(lang::is_line_break).next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
 }
 
 impl ProgramFile {

@@ -12,10 +12,11 @@ mod expr;
 mod flags;
 mod launch;
 mod lex;
+mod names;
 mod nccl;
 
-pub use lex::SyntaxError;
-use lex::{Tok, err, lex};
+pub use lex::{SyntaxError, is_line_break, line_end};
+use lex::{Tok, err, lex_with_comments};
 
 /// An integer or truth expression over `d`, `n`, `lo`, `hi`, `k` and loop variables.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,6 +140,11 @@ pub struct Source {
     pub step_span: Range<usize>,
     /// Event families the step creates itself (`cudaEventCreate`): not created at setup.
     pub manual: Vec<String>,
+    /// The `//` comments, in order: each from its `//` to its line's end (the line break,
+    /// `\n` or `\r`, excluded), as the lexer read them.
+    pub comments: Vec<Range<usize>>,
+    /// How many of `comments` come before the file's first word: what it is about.
+    pub lead: usize,
 }
 
 pub const KERNELS: [&str; 8] = [
@@ -181,8 +187,12 @@ struct Parser {
 
 /// Parses a program file.
 pub fn parse(text: &str) -> Result<Source, SyntaxError> {
+    let mut comments = Vec::new();
+    let toks = lex_with_comments(text, &mut comments)?;
+    let first = toks.first().map_or(text.len(), |t| t.1.start);
+    let lead = comments.iter().take_while(|c| c.start < first).count();
     let mut p = Parser {
-        toks: lex(text)?,
+        toks,
         at: 0,
         end: text.len(),
         streams: Vec::new(),
@@ -193,7 +203,10 @@ pub fn parse(text: &str) -> Result<Source, SyntaxError> {
         expr_depth: 0,
         expr_nodes: 0,
     };
-    p.source()
+    let mut src = p.source()?;
+    src.comments = comments;
+    src.lead = lead;
+    Ok(src)
 }
 
 impl Parser {
@@ -279,6 +292,8 @@ impl Parser {
             step: Vec::new(),
             step_span: 0..0,
             manual: Vec::new(),
+            comments: Vec::new(),
+            lead: 0,
         };
         while self.peek().is_some() {
             let (word, span) = self.ident(
@@ -305,6 +320,7 @@ impl Parser {
                     if self.streams.contains(&s) {
                         return err(sp, format!("stream `{s}` is declared twice"));
                     }
+                    self.declare(&s, &sp, "a stream")?;
                     self.streams.push(s.clone());
                     src.streams.push((s, sp));
                     if !self.eat_sym(",") {
@@ -373,6 +389,7 @@ impl Parser {
             if self.events.contains(&e) || self.flags.contains(&e) || self.streams.contains(&e) {
                 return err(sp, format!("`{e}` is declared twice"));
             }
+            self.declare(&e, &sp, &format!("{a} family"))?;
             self.expect(
                 "[",
                 &format!("after the {what}'s name: {what}s come one per device, `name[n]`"),
@@ -556,6 +573,7 @@ impl Parser {
                 if VARS.contains(&name.as_str()) || self.loops.contains(&name) {
                     return err(nsp, format!("`{name}` is taken: choose another name"));
                 }
+                self.declare(&name, &nsp, "a number")?;
                 self.expect("=", "after the name: `int name = value;`")?;
                 let e = self.expr()?;
                 self.loops.push(name.clone());
@@ -616,6 +634,7 @@ impl Parser {
         if VARS.contains(&v.as_str()) || self.loops.contains(&v) {
             return err(vsp, format!("`{v}` is taken: name the loop's variable otherwise"));
         }
+        self.declare(&v, &vsp, "the loop's variable")?;
         self.expect("=", "after the loop's variable")?;
         let from = self.expr()?;
         self.expect(";", "after the loop's start")?;

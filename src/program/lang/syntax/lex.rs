@@ -31,7 +31,28 @@ const SYMS: [&str; 27] = [
     "*", "/", "%", "<", ">", "=", "!", "&",
 ];
 
+/// Whether `c` ends a line: `\n`, and `\r` alone or before `\n` (as C++ compilers read
+/// it), so that a `//` comment ends where the compiler of an export would end it.
+pub fn is_line_break(c: char) -> bool {
+    c == '\n' || c == '\r'
+}
+
+/// The end of the line `at` is on: the offset of its line break, or the text's end.
+pub fn line_end(text: &str, at: usize) -> usize {
+    let at = at.min(text.len());
+    text[at..].find(is_line_break).map_or(text.len(), |e| at + e)
+}
+
 pub(super) fn lex(text: &str) -> Result<Vec<(Tok, Range<usize>)>, SyntaxError> {
+    lex_with_comments(text, &mut Vec::new())
+}
+
+/// [`lex`], and the spans of the `//` comments (each to its line's end, the break excluded)
+/// pushed onto `comments`.
+pub(super) fn lex_with_comments(
+    text: &str,
+    comments: &mut Vec<Range<usize>>,
+) -> Result<Vec<(Tok, Range<usize>)>, SyntaxError> {
     let b = text.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
@@ -40,7 +61,9 @@ pub(super) fn lex(text: &str) -> Result<Vec<(Tok, Range<usize>)>, SyntaxError> {
         if c.is_ascii_whitespace() {
             i += 1;
         } else if text[i..].starts_with("//") {
-            i = text[i..].find('\n').map_or(b.len(), |j| i + j);
+            let end = line_end(text, i);
+            comments.push(i..end);
+            i = end;
         } else if text[i..].starts_with("/*") {
             let end = text[i + 2..].find("*/").ok_or(SyntaxError {
                 span: i..i + 2,
@@ -48,9 +71,15 @@ pub(super) fn lex(text: &str) -> Result<Vec<(Tok, Range<usize>)>, SyntaxError> {
             })?;
             i += end + 4;
         } else if c == b'#' {
-            let line_end = text[i..].find('\n').map_or(b.len(), |j| i + j);
+            let line_end = line_end(text, i);
             let line = &text[i + 1..line_end];
-            let line = line.find("//").map_or(line, |c| &line[..c]);
+            let line = match line.find("//") {
+                Some(c) => {
+                    comments.push(i + 1 + c..line_end);
+                    &line[..c]
+                }
+                None => line,
+            };
             let words: Vec<&str> = line.split_whitespace().collect();
             if words != ["pragma", "omp", "barrier"] {
                 return err(i..line_end, "the only directive is `#pragma omp barrier`");
