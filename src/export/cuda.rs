@@ -6,7 +6,8 @@
 
 use std::fmt::Write;
 
-use crate::program::lang::{CellPtr, EventRef, Expr, Source, Stmt, StmtKind};
+use super::safe::{self, ident};
+use crate::program::lang::{CellPtr, EventRef, Expr, Source, Stmt, StmtKind, is_line_break, line_end};
 
 /// What the text of `main.cu` is made from.
 pub struct Unit<'a> {
@@ -19,58 +20,6 @@ pub struct Unit<'a> {
     pub command: &'a str,
     /// A comment for the wait written at a byte offset of the text: which order it keeps.
     pub keeps: &'a dyn Fn(usize) -> Option<String>,
-}
-
-/// Names `main.cu` or `halo.cuh` use themselves: a program name among them gets a `_`.
-const TAKEN: [&str; 40] = [
-    "main",
-    "n",
-    "d",
-    "lo",
-    "hi",
-    "k",
-    "dev",
-    "iter",
-    "step",
-    "steps",
-    "round",
-    "launch",
-    "device",
-    "scenario",
-    "cell",
-    "bytes",
-    "field",
-    "width",
-    "driver",
-    "gpuMapping",
-    "start",
-    "stop",
-    "ex",
-    "hy",
-    "emod",
-    "flag_value",
-    "keep_up",
-    "here_step",
-    "here_thread",
-    "fail",
-    "int",
-    "long",
-    "float",
-    "double",
-    "char",
-    "auto",
-    "new",
-    "delete",
-    "class",
-    "this",
-];
-
-fn ident(name: &str) -> String {
-    if TAKEN.contains(&name) && !matches!(name, "d" | "n" | "lo" | "hi" | "k" | "dev" | "iter") {
-        format!("{name}_")
-    } else {
-        name.to_string()
-    }
 }
 
 /// Binding strength of a binary operator, as in C.
@@ -95,7 +44,11 @@ fn expr_in(e: &Expr, outer: u8) -> String {
         Expr::Num(n) => n.to_string(),
         Expr::Var(v, _) => ident(v),
         Expr::Not(x) => format!("!{}", expr_in(x, 7)),
-        Expr::Neg(x, _) => format!("-{}", expr_in(x, 7)),
+        Expr::Neg(x, _) => {
+            // `- -k` as `-(-k)`: `--k` would be a decrement.
+            let x = expr_in(x, 7);
+            if x.starts_with('-') { format!("-({x})") } else { format!("-{x}") }
+        }
         Expr::Call(f, a, b) => format!("std::{f}<long>({}, {})", expr(a), expr(b)),
         Expr::Bin("%", a, b, _) => format!("emod({}, {})", expr(a), expr(b)),
         Expr::Bin(op, a, b, _) => {
@@ -127,30 +80,17 @@ pub fn any(body: &[Stmt], f: &dyn Fn(&StmtKind) -> bool) -> bool {
     })
 }
 
-/// The `//` comments written in `text[from..to]`, each to the end of its line.
-fn comments(text: &str, from: usize, to: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    let (from, to) = (from.min(text.len()), to.min(text.len()));
-    let mut at = from;
-    while let Some(i) = text[at..to].find("//") {
-        let start = at + i;
-        let end = text[start..].find('\n').map_or(text.len(), |e| start + e);
-        let c = text[start..end].trim_end();
-        if !c.starts_with("//!") {
-            out.push(c.to_string());
-        }
-        at = end.min(to);
-        if at >= to {
-            break;
-        }
-    }
-    out
-}
-
-/// The end of the line `at` is on.
-fn line_end(text: &str, at: usize) -> usize {
-    let at = at.min(text.len());
-    text[at..].find('\n').map_or(text.len(), |e| at + e)
+/// The program's `//` comments (not `//!`) that start in `text[from..to]`, each as the
+/// export writes it ([`safe::program_comment`]).
+fn comments(u: &Unit, from: usize, to: usize) -> Vec<String> {
+    u.src
+        .comments
+        .iter()
+        .filter(|c| c.start >= from && c.start < to)
+        .map(|c| &u.text[c.clone()])
+        .filter(|c| !c.starts_with("//!"))
+        .map(safe::program_comment)
+        .collect()
 }
 
 struct Writer<'a> {
@@ -174,7 +114,7 @@ impl Writer<'_> {
     fn block(&mut self, body: &[Stmt], from: usize) {
         let mut at = from;
         for s in body {
-            for c in comments(self.u.text, at, s.span.start) {
+            for c in comments(self.u, at, s.span.start) {
                 self.line(&c);
             }
             self.stmt(s);
@@ -190,7 +130,7 @@ impl Writer<'_> {
         } else {
             s.span.start
         };
-        comments(self.u.text, from, end)
+        comments(self.u, from, end)
             .first()
             .map_or(String::new(), |c| format!("  {c}"))
     }
@@ -313,7 +253,7 @@ impl Writer<'_> {
     /// The comment on a compound statement's first line (after its `{`).
     fn trailing_open(&self, s: &Stmt) -> String {
         let end = line_end(self.u.text, s.span.start);
-        comments(self.u.text, s.span.start, end)
+        comments(self.u, s.span.start, end)
             .first()
             .map_or(String::new(), |c| format!("  {c}"))
     }
@@ -356,7 +296,7 @@ impl Writer<'_> {
     }
 
     fn spans_lines(&self, s: &Stmt) -> bool {
-        self.u.text[s.span.start.min(self.u.text.len())..s.span.end.min(self.u.text.len())].contains('\n')
+        self.u.text[s.span.start.min(self.u.text.len())..s.span.end.min(self.u.text.len())].contains(is_line_break)
     }
 
     fn graph(&mut self, s: &Stmt, stream: &str, body: &[Stmt]) {
@@ -392,12 +332,13 @@ impl Writer<'_> {
     }
 }
 
-/// The program's own description: the `//` lines before `program NAME;` (not `//!`).
-fn about(text: &str) -> Vec<String> {
-    text.lines()
-        .take_while(|l| !l.trim_start().starts_with("program "))
-        .filter(|l| l.trim_start().starts_with("//") && !l.trim_start().starts_with("//!"))
-        .map(|l| l.trim().to_string())
+/// The program's own description: the `//` comments before its first word (not `//!`).
+fn about(u: &Unit) -> Vec<String> {
+    let lead = &u.src.comments[..u.src.lead.min(u.src.comments.len())];
+    lead.iter()
+        .map(|c| &u.text[c.clone()])
+        .filter(|c| !c.starts_with("//!"))
+        .map(safe::program_comment)
         .collect()
 }
 
@@ -480,13 +421,12 @@ pub fn build_line(nccl: bool) -> String {
 /// `main.cu`'s head: what it is, how to build and run it, the kernels' constants.
 fn head(u: &Unit, nccl: bool) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "// main.cu: haloscope's program `{}` as CUDA C++, exported by\n//   {}",
-        u.name, u.command
-    );
+    // The name (a file's stem, where no `program NAME;`) and the command (its path) are
+    // text from outside: each in a comment of its own, escaped.
+    let _ = writeln!(out, "// main.cu: a haloscope program as CUDA C++: {}", safe::comment(u.name));
+    let _ = writeln!(out, "// exported by {}", safe::comment(u.command));
     let _ = writeln!(out, "//");
-    for l in about(u.text) {
+    for l in about(u) {
         let _ = writeln!(out, "{l}");
     }
     let _ = writeln!(out, "//\n// Build: {}", build_line(nccl));
@@ -548,7 +488,9 @@ pub fn main_cu(u: &Unit) -> String {
         gpus.join(", ")
     );
     declarations(u, &mut out);
-    out.push_str(MAIN_START);
+    out.push_str(PARSE_GPUS);
+    out.push_str(&main_start(nccl));
+    out.push_str(MAIN_REST);
     if flags {
         out.push_str("    load_driver();\n");
     }
@@ -659,36 +601,84 @@ const HEADER: &str = "//
 // The kernels' constants: haloscope's src/kernels.rs (its build.rs passes them to nvcc).
 ";
 
-const MAIN_START: &str = "
-int main(int argc, char **argv) {
-    std::string out = \"fields\";
-    for (int a = 1; a < argc; a++) {
-        std::string arg = argv[a];
-        if (arg == \"--out\" && a + 1 < argc) {
-            out = argv[++a];
-        } else if (arg == \"--gpus\" && a + 1 < argc) {
-            std::string list = argv[++a];
-            int i = 0;
-            for (size_t p = 0; p <= list.size() && i < n; i++) {
-                gpuMapping[i] = atoi(list.c_str() + p);
-                p = list.find(',', p);
-                p = p == std::string::npos ? list.size() + 1 : p + 1;
-            }
-            if (i != n) {
-                fprintf(stderr, \"--gpus %s: give one GPU for each of the %d devices\\n\", list.c_str(), n);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, \"usage: %s [--gpus LIST] [--out DIR]   (fields to DIR, default fields/)\\n\", argv[0]);
-            return 2;
-        }
+/// `--gpus LIST`'s parser in `main.cu`: plain C++ (the standard library's strings only),
+/// a function of its own so that it is tested without a GPU (tests/export.rs compiles it).
+pub const PARSE_GPUS: &str = r#"
+// --gpus LIST: exactly one GPU for each of the `devices` devices, comma-separated, each a
+// visible GPU's index: digits only (no sign, no spaces), below `count` (the GPUs this
+// process sees, cudaGetDeviceCount; CUDA_VISIBLE_DEVICES chooses them). Several devices
+// may share a GPU, but not where `distinct` (NCCL refuses two ranks on one GPU). Fills
+// gpu[0 .. devices) and says "" when LIST is good, else why it is not.
+static std::string parse_gpus(const std::string &list, int devices, int count, bool distinct, int *gpu) {
+    int got = 0;
+    for (size_t from = 0;;) {
+        size_t end = list.find(',', from);
+        if (end == std::string::npos) end = list.size();
+        const std::string item = list.substr(from, end - from);
+        if (item.empty() || item.size() > 9 || item.find_first_not_of("0123456789") != std::string::npos)
+            return "`" + item + "` is not a GPU's index (digits only: 0, 1, ...)";
+        if (got == devices)
+            return "more than one GPU for each of the " + std::to_string(devices) + " devices";
+        const long g = std::stol(item);  // at most 9 digits: no overflow
+        if (g >= count)
+            return "GPU " + std::to_string(g) + ": this process sees " + std::to_string(count) +
+                   " GPU(s), 0 to " + std::to_string(count - 1);
+        for (int j = 0; distinct && j < got; j++)
+            if (gpu[j] == g)
+                return "devices " + std::to_string(j) + " and " + std::to_string(got) + " both on GPU " +
+                       std::to_string(g) + ": NCCL refuses two ranks on one GPU";
+        gpu[got++] = (int)g;
+        if (end == list.size()) break;
+        from = end + 1;
     }
+    if (got != devices)
+        return std::to_string(got) + " GPU(s) for " + std::to_string(devices) +
+               " devices: give one for each device";
+    return "";
+}
+"#;
+
+/// `main`'s start: its flags (`distinct`: no GPU twice in `--gpus`).
+fn main_start(distinct: bool) -> String {
+    format!(
+        r#"
+int main(int argc, char **argv) {{
+    std::string out = "fields", gpus;
+    bool out_given = false, gpus_given = false;
+    for (int a = 1; a < argc; a++) {{
+        std::string arg = argv[a];
+        if (arg == "--out" && a + 1 < argc && !out_given) {{
+            out = argv[++a];
+            out_given = true;
+        }} else if (arg == "--gpus" && a + 1 < argc && !gpus_given) {{
+            gpus = argv[++a];
+            gpus_given = true;
+        }} else {{
+            fprintf(stderr, "usage: %s [--gpus LIST] [--out DIR]   (each once; fields to DIR, default fields/)\n", argv[0]);
+            return 2;
+        }}
+    }}
+    if (!gpus_given) {{
+        for (int i = 0; i < n; i++) gpus += (i ? "," : "") + std::to_string(gpuMapping[i]);
+    }}
     // Several devices on one GPU wait on each other's flags through the hardware queues:
     // more than the default 8 keep a waiting stream from holding up the one it waits for.
-    setenv(\"CUDA_DEVICE_MAX_CONNECTIONS\", \"32\", 0);
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     // Kernels loaded at start (halo.cuh's load_kernels also asks for each): a kernel loaded
     // at its first launch waits for the GPU's pending work, flag waits included.
-    setenv(\"CUDA_MODULE_LOADING\", \"EAGER\", 0);
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+    int gpu_count = 0;  // after the settings above: CUDA reads them when it starts
+    CHECK(cudaGetDeviceCount(&gpu_count));
+    const std::string why = parse_gpus(gpus, n, gpu_count, {distinct}, gpuMapping);
+    if (!why.empty()) {{
+        fprintf(stderr, "%s %s: %s\n", gpus_given ? "--gpus" : "the default GPUs", gpus.c_str(), why.c_str());
+        return 2;
+    }}
+"#
+    )
+}
+
+const MAIN_REST: &str = "
     set_up(\"data\", std::vector<int>(gpuMapping, gpuMapping + n));
 ";
 

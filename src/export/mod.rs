@@ -4,9 +4,15 @@
 //! and gives haloscope's fields bit for bit.
 
 pub mod cuda;
+pub mod safe;
 
 use anyhow::Result;
 use std::fmt::Write as _;
+use std::io::Write as _;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt;
+
+use rustix::fs::{Mode as FileMode, OFlags};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -224,24 +230,23 @@ pub fn export(r: &Request) -> Result<()> {
     let p = plan(r)?;
     let command = r.command();
     let out = &r.out;
-    fresh_dir(out)?;
+    let shown = safe::escape(&out.display().to_string());
+    let dir = OutDir::fresh(out)?;
     let main = main_text(&p, &command);
     let (file, s, gpus) = (&p.file, &p.scenario, &p.gpus);
     let ranges = s.ranges();
-    let written = write_all(out, &main, s, &ranges)
-        .map_err(|e| UsageError(format!("--out {}: cannot write: {e}", out.display())))?;
     let nccl = cuda::uses_nccl(&file.source().step);
     let text = readme(&file.name, s, (gpus, nccl), (&command, &r.headless_command()));
-    std::fs::write(out.join("README.md"), text)?;
+    let written = write_all(&dir, &main, s, &ranges)
+        .and_then(|n| dir.write("README.md", text.as_bytes()).map(|_| n + 1))
+        .map_err(|e| UsageError(format!("--out {shown}: cannot write: {e}")))?;
     eprintln!(
-        "wrote {} ({}: {} on {} devices, {}, {} steps; {written} files)\n\nbuild and run it on a GPU:\n  cd {}\n  {}\n  ./halo\n\nit writes its fields to fields/, as `haloscope --headless --dump-fields` does",
-        out.display(),
-        file.name,
-        s.name,
+        "wrote {shown} ({}: {} on {} devices, {}, {} steps; {written} files)\n\nbuild and run it on a GPU:\n  cd {shown}\n  {}\n  ./halo\n\nit writes its fields to fields/, as `haloscope --headless --dump-fields` does",
+        safe::escape(&file.name),
+        safe::escape(&s.name),
         ranges.len(),
         Grid::of(s).extent(s.cells),
         s.steps,
-        out.display(),
         build_line(nccl)
     );
     Ok(())
@@ -249,32 +254,107 @@ pub fn export(r: &Request) -> Result<()> {
 
 mod keeps;
 
-/// `dir` created, or refused where it exists and holds anything (nothing is overwritten).
-fn fresh_dir(dir: &Path) -> Result<()> {
-    if let Ok(mut entries) = std::fs::read_dir(dir)
-        && entries.next().is_some()
-    {
-        return Err(UsageError(format!(
-            "--out {}: the folder exists and is not empty (nothing is overwritten: give a new one)",
-            dir.display()
-        ))
-        .into());
+/// The `--out` folder, open: every file of the export is created in it (or its `kernels/`
+/// and `data/`) through the folder's descriptor, new (`O_EXCL`), never through a link
+/// (`O_NOFOLLOW`).
+struct OutDir {
+    fd: OwnedFd,
+}
+
+impl OutDir {
+    /// `dir` created (private to the user but readable), or, where it exists, opened and
+    /// refused unless it is a real folder (not a link), the user's own, not writable by
+    /// the group or others (they could replace what the export writes) and empty.
+    fn fresh(dir: &Path) -> Result<OutDir> {
+        let shown = safe::escape(&dir.display().to_string());
+        let refuse = |why: String| -> anyhow::Error { UsageError(format!("--out {shown}: {why}")).into() };
+        let existed = match std::fs::symlink_metadata(dir) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(refuse(
+                    "is a symbolic link: give a real folder (a link could be turned elsewhere)".into(),
+                ));
+            }
+            Ok(m) if !m.is_dir() => return Err(refuse("exists and is not a folder".into())),
+            Ok(_) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| refuse(format!("cannot create its parent folder: {e}")))?;
+                }
+                std::fs::DirBuilder::new()
+                    .mode(0o755)
+                    .create(dir)
+                    .map_err(|e| refuse(format!("cannot create it: {e}")))?;
+                false
+            }
+            Err(e) => return Err(refuse(format!("cannot look at it: {e}"))),
+        };
+        let fd = rustix::fs::open(
+            dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            FileMode::empty(),
+        )
+        .map_err(|e| refuse(format!("cannot open it as a folder (not following links): {e}")))?;
+        if existed {
+            let st = rustix::fs::fstat(&fd).map_err(|e| refuse(format!("cannot look at it: {e}")))?;
+            let me = rustix::process::geteuid().as_raw();
+            if st.st_uid != me {
+                return Err(refuse(format!(
+                    "the folder is owned by user {}, not by you ({me}): give a folder of your own",
+                    st.st_uid
+                )));
+            }
+            let mode = st.st_mode & 0o7777;
+            if mode & 0o022 != 0 {
+                return Err(refuse(format!(
+                    "the folder is writable by {} (mode {mode:o}): another user could replace the \
+                     export's files; `chmod go-w` it or give a new one",
+                    if mode & 0o020 != 0 { "its group" } else { "others" }
+                )));
+            }
+            let mut entries = rustix::fs::Dir::read_from(&fd).map_err(|e| refuse(format!("cannot list it: {e}")))?;
+            let any = entries.find(|e| match e {
+                Ok(e) => ![&b"."[..], b".."].contains(&e.file_name().to_bytes()),
+                Err(_) => true,
+            });
+            if any.is_some() {
+                return Err(refuse(
+                    "the folder exists and is not empty (nothing is overwritten: give a new one)".into(),
+                ));
+            }
+        }
+        Ok(OutDir { fd })
     }
-    std::fs::create_dir_all(dir.join("kernels"))
-        .and_then(|_| std::fs::create_dir_all(dir.join("data")))
-        .map_err(|e| UsageError(format!("--out {}: cannot create it: {e}", dir.display())))?;
-    Ok(())
+
+    /// A new file `name` (a path of plain names below the folder, `data/x.npy`) holding
+    /// `bytes`.
+    fn write(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let fd = rustix::fs::openat(
+            &self.fd,
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            FileMode::from_raw_mode(0o644),
+        )?;
+        std::fs::File::from(fd).write_all(bytes)
+    }
+
+    /// A new folder `name` below it.
+    fn mkdir(&self, name: &str) -> std::io::Result<()> {
+        Ok(rustix::fs::mkdirat(&self.fd, name, FileMode::from_raw_mode(0o755))?)
+    }
 }
 
 /// Every file but the README; how many.
-fn write_all(out: &Path, main: &str, s: &Scenario, ranges: &[Range<usize>]) -> Result<usize> {
-    std::fs::write(out.join("main.cu"), main)?;
-    std::fs::write(out.join("halo.cuh"), HALO_CUH)?;
+fn write_all(out: &OutDir, main: &str, s: &Scenario, ranges: &[Range<usize>]) -> std::io::Result<usize> {
+    out.mkdir("kernels")?;
+    out.mkdir("data")?;
+    out.write("main.cu", main.as_bytes())?;
+    out.write("halo.cuh", HALO_CUH.as_bytes())?;
     for (name, text) in KERNELS {
-        std::fs::write(out.join("kernels").join(name), text)?;
+        out.write(&format!("kernels/{name}"), text.as_bytes())?;
     }
-    std::fs::write(out.join("kernels/access.txt"), ACCESS)?;
-    Ok(4 + KERNELS.len() + write_data(&out.join("data"), s, ranges)?)
+    out.write("kernels/access.txt", ACCESS.as_bytes())?;
+    Ok(4 + KERNELS.len() + write_data(out, s, ranges)?)
 }
 
 fn bits(x: f32) -> String {
@@ -283,25 +363,26 @@ fn bits(x: f32) -> String {
 
 /// The scenario as `halo.cuh` reads it: `scenario.txt` (integers, and floats as their
 /// bits), the sources' value in every step, each device's coefficients, the 2D Mur rows.
-fn write_data(dir: &Path, s: &Scenario, ranges: &[Range<usize>]) -> Result<usize> {
-    let c = Coefficients::new(s)?;
+fn write_data(out: &OutDir, s: &Scenario, ranges: &[Range<usize>]) -> std::io::Result<usize> {
+    let c = Coefficients::new(s).map_err(std::io::Error::other)?;
     let mut t = String::new();
     let _ = writeln!(
         t,
         "# {}: {}\n# written by haloscope for the export beside it: halo.cuh reads it at start",
-        s.name, s.description
+        safe::escape(&s.name),
+        safe::escape(&s.description)
     );
     let grid = Grid::of(s);
     let _ = writeln!(t, "grid {}", grid.export_shape());
     let _ = writeln!(t, "cells {}\nsteps {}\nch {}", s.cells, s.steps, bits(c.ch));
     for (side, b, mur) in [("left", s.left, c.mur_left), ("right", s.right, c.mur_right)] {
-        match EndCondition::new(b, mur) {
-            EndCondition::Pec => writeln!(t, "end {side} pec")?,
-            EndCondition::Mur(m) => writeln!(t, "end {side} mur {}", bits(m))?,
-        }
+        let _ = match EndCondition::new(b, mur) {
+            EndCondition::Pec => writeln!(t, "end {side} pec"),
+            EndCondition::Mur(m) => writeln!(t, "end {side} mur {}", bits(m)),
+        };
     }
     for (d, r) in ranges.iter().enumerate() {
-        writeln!(t, "device {d} {} {}", r.start, r.end)?;
+        let _ = writeln!(t, "device {d} {} {}", r.start, r.end);
     }
     let placed = place_sources(s, 0..s.cells, 0);
     for (_, p) in &placed {
@@ -310,33 +391,32 @@ fn write_data(dir: &Path, s: &Scenario, ranges: &[Range<usize>]) -> Result<usize
         } else {
             "soft"
         };
-        writeln!(
+        let _ = writeln!(
             t,
             "source {} {} {} {hard}",
             p.position, p.columns.start, p.columns.end
-        )?;
+        );
     }
-    std::fs::write(dir.join("scenario.txt"), t)?;
+    out.write("data/scenario.txt", t.as_bytes())?;
     let mut files = 1;
     if !placed.is_empty() {
         let values: Vec<f32> = (0..s.steps)
             .flat_map(|step| placed.iter().map(move |(_, p)| p.value(step)))
             .collect();
-        crate::npy::write_f32_shaped(
-            &dir.join("sources.npy"),
-            &values,
-            &[s.steps as usize, placed.len()],
-        )?;
+        let npy = crate::npy::encode_f32_shaped(&values, &[s.steps as usize, placed.len()]);
+        out.write("data/sources.npy", &npy)?;
         files += 1;
     }
     // The end rows' Mur coefficients (a 2D grid's per column; on a line the ends' own).
     let mur = [c.mur_rows.0.clone(), c.mur_rows.1.clone()].concat();
-    crate::npy::write_f32_shaped(&dir.join("mur.npy"), &mur, &[2, grid.per_slice()])?;
+    out.write("data/mur.npy", &crate::npy::encode_f32_shaped(&mur, &[2, grid.per_slice()]))?;
     files += 1;
     for (d, r) in ranges.iter().enumerate() {
-        let (ca, cb) = DeviceState::new(d, r.clone(), s, &c)?.coefficient_arrays();
-        crate::npy::write_f32_shaped(&dir.join(format!("dev{d}.ca.npy")), &ca, &[ca.len()])?;
-        crate::npy::write_f32_shaped(&dir.join(format!("dev{d}.cb.npy")), &cb, &[cb.len()])?;
+        let (ca, cb) = DeviceState::new(d, r.clone(), s, &c)
+            .map_err(std::io::Error::other)?
+            .coefficient_arrays();
+        out.write(&format!("data/dev{d}.ca.npy"), &crate::npy::encode_f32_shaped(&ca, &[ca.len()]))?;
+        out.write(&format!("data/dev{d}.cb.npy"), &crate::npy::encode_f32_shaped(&cb, &[cb.len()]))?;
         files += 2;
     }
     Ok(files)
@@ -348,6 +428,8 @@ fn readme(
     (gpus, nccl): (&[i32], bool),
     (command, headless): (&str, &str),
 ) -> String {
+    // The name, the command (a path) and the scenario's name are text from outside.
+    let (name, command, headless) = (safe::escape(name), safe::escape(command), safe::escape(headless));
     let list: Vec<String> = gpus.iter().map(|g| g.to_string()).collect();
     let same: Vec<String> = gpus.iter().map(|_| "0".to_string()).collect();
     let (build, other) = if nccl {
@@ -395,7 +477,7 @@ fn readme(
          the sources; floats as their bits), `sources.npy` (each source's value in every step), \
          `devN.ca.npy` / `devN.cb.npy` (each device's coefficients, halos included), `mur.npy` \
          (the Mur coefficients of the two end rows, per column).\n",
-        s.name,
+        safe::escape(&s.name),
         gpus.len(),
         list.join(","),
         s.steps,

@@ -43,11 +43,7 @@ pub fn line_end(text: &str, at: usize) -> usize {
     text[at..].find(is_line_break).map_or(text.len(), |e| at + e)
 }
 
-pub(super) fn lex(text: &str) -> Result<Vec<(Tok, Range<usize>)>, SyntaxError> {
-    lex_with_comments(text, &mut Vec::new())
-}
-
-/// [`lex`], and the spans of the `//` comments (each to its line's end, the break excluded)
+/// The tokens of `text`, and the spans of the `//` comments (each to its line's end, the break excluded)
 /// pushed onto `comments`.
 pub(super) fn lex_with_comments(
     text: &str,
