@@ -402,3 +402,284 @@ fn every_export_builds_with_the_readmes_nvcc_line() {
         }
     }
 }
+
+/// A program with a place at the end of every line (`@`) for a comment: the clean program
+/// has none, a hostile one a hostile comment at each.
+const SHAPE: &str = "@
+cudaStream_t compute, copy;@
+cudaEvent_t h_ready[n], e_ready[n];@
+@
+step {@
+    update_h<<<compute>>>(lo, hi);@
+    if (d < n - 1) cudaEventRecord(h_ready[d], compute);@
+    #pragma omp barrier@
+    if (d > 0) {@
+        cudaStreamWaitEvent(compute, h_ready[d - 1], 0);@
+        cudaMemcpyPeerAsync(hy + (lo - 1), d, hy + (lo - 1), d - 1, 1, compute);@
+    } else {@
+        cudaStreamSynchronize(copy);@
+    }@
+    for (t = 0; t < 2; t++) {@
+        int m = - -k + t;@
+        update_e<<<compute>>>(lo, hi + m - k - t);@
+    }@
+    sources_boundaries<<<compute>>>(lo, hi);@
+    if (d > 0) cudaEventRecord(e_ready[d], compute);@
+    #pragma omp barrier@
+    if (d < n - 1) {@
+        cudaStreamWaitEvent(compute, e_ready[d + 1], 0);@
+        cudaMemcpyPeerAsync(ex + hi, d, ex + hi, d + 1, 1, compute);@
+    }@
+}@
+";
+
+/// Comments a careless or hostile file holds; `\u{1}` stands for "the line break after it
+/// is a lone carriage return" (the rest of the line is the next line, as C++ reads it).
+const HOSTILE: [&str; 12] = [
+    "// a comment ending in a backslash \\",
+    "// a backslash and spaces \\   ",
+    "// */ cudaDeviceReset(); /*",
+    "// a trigraph backslash ??/",
+    "// escape \u{1b}[31m bell \u{7} vt \u{b} ff \u{c} nul \u{0} del \u{7f} nel \u{85}",
+    "// bidi \u{202e} }; system(\"id\"); \u{2066}x\u{2069} \u{200f}",
+    "// line separators \u{2028}system(\"id\");\u{2029}",
+    "//! a doc comment \\",
+    "// lone CR next\u{1}",
+    "// /* nested */ */ */ ??/",
+    "// ends in a star *",
+    "// ends in a slash /",
+];
+
+/// The program of [`SHAPE`] with a hostile comment (each in turn) at every place, or
+/// with none.
+fn shaped(hostile: bool) -> String {
+    let mut out = String::new();
+    for (i, part) in SHAPE.split('@').enumerate() {
+        if i > 0 && hostile {
+            let c = HOSTILE[(i + 1) % HOSTILE.len()];
+            match c.strip_suffix('\u{1}') {
+                // The comment ends at a lone CR instead of the line's `\n`.
+                Some(c) => {
+                    out.push_str(c);
+                    out.push('\r');
+                    out.push_str(part.strip_prefix('\n').unwrap_or(part));
+                    continue;
+                }
+                None => out.push_str(c),
+            }
+        }
+        out.push_str(part);
+    }
+    out
+}
+
+/// `main.cu` preprocessed as a C++ compiler reads it (`g++ -E -P`, comments gone; a
+/// `halo.cuh` of `defines` beside it): its non-empty lines, trimmed. `None` without g++.
+fn preprocessed(main: &str, defines: &str, extra: &[&str]) -> Option<Vec<String>> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("main.cu"), main).unwrap();
+    std::fs::write(dir.path().join("halo.cuh"), defines).unwrap();
+    let out = std::process::Command::new("g++")
+        .current_dir(dir.path())
+        .args(["-E", "-P", "-x", "c++"])
+        .args(extra)
+        .arg("main.cu")
+        .output()
+        .ok()?;
+    assert!(
+        out.status.success(),
+        "g++ -E: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect(),
+    )
+}
+
+/// g++ where CI has it; a machine without it skips the compiler's part (said on stderr).
+fn gpp() -> bool {
+    let there = std::process::Command::new("g++").arg("--version").output().is_ok();
+    if !there {
+        assert!(std::env::var_os("CI").is_none(), "CI has g++");
+        eprintln!("g++ not found: the preprocessed comparison is skipped");
+    }
+    there
+}
+
+#[test]
+fn hostile_comments_and_paths_change_nothing_a_compiler_sees() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = dir.path().join("clean.halo");
+    std::fs::write(&clean, shaped(false)).unwrap();
+    // The file's path (and the name, its stem) end comments, lines and splice them.
+    // (`*/` and `??/` across folders: a name holds no `/`.)
+    let folders = dir.path().join("a *").join("b ??");
+    std::fs::create_dir_all(&folders).unwrap();
+    let hostile = folders.join("\nsystem(\"id\");\r\u{202e} \\.halo");
+    std::fs::write(&hostile, shaped(true)).unwrap();
+    let text = |path: &std::path::Path| {
+        let r = request(path.to_str().unwrap(), None, Some(4));
+        let p = plan(&r).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let t = main_text(&p, &r.command());
+        // Only the name in its comment differs: the clean and the hostile stems.
+        (t, p.file.name.clone())
+    };
+    let (clean_cu, clean_name) = text(&clean);
+    let (hostile_cu, hostile_name) = text(&hostile);
+    assert_eq!(clean_name, "clean");
+    assert!(hostile_name.contains('\n'), "{hostile_name:?}");
+    // The hostile text is there, escaped: no character but `\n` and printable ones, and
+    // every comment of the program's on one line of its own.
+    for c in hostile_cu.chars() {
+        assert!(
+            c == '\n' || !haloscope::export::safe::is_hidden(c),
+            "{:?} written as itself",
+            c
+        );
+    }
+    assert!(hostile_cu.contains("/* bidi <U+202E> }; system(\"id\"); <U+2066>x<U+2069> <U+200F> */"));
+    assert!(hostile_cu.contains("/* * / cudaDeviceReset(); / * */"), "{hostile_cu}");
+    assert!(hostile_cu.contains("/a * /b ??/<U+000A>system(\"id\");<U+000D><U+202E> \\.halo --cuda"));
+    assert!(!hostile_cu.contains("doc comment"), "//! comments are not written");
+    // `- -k` as `-(-k)`: `--k` would decrement k.
+    assert!(clean_cu.contains("const long m = -(-k) + t;"), "{clean_cu}");
+    assert!(!clean_cu.contains("--k"));
+    if !gpp() {
+        return;
+    }
+    for extra in [&[][..], &["-trigraphs"], &["-std=c++03"]] {
+        let a = preprocessed(&clean_cu, "", extra).unwrap();
+        let b = preprocessed(&hostile_cu, "", extra).unwrap();
+        assert_eq!(a, b, "with {extra:?}: the hostile program's export differs");
+        // The step body is there: the comparison compares code, not two empty texts.
+        assert!(a.iter().any(|l| l.starts_with("const long m = -(-k) + t;")), "{a:?}");
+    }
+}
+
+#[test]
+fn a_lone_carriage_return_ends_a_comment_for_haloscope_as_for_the_compiler() {
+    let parse = |text: &str| haloscope::program::ProgramFile::parse(std::path::Path::new("cr.halo"), text.into());
+    // Code after a lone CR is code to haloscope too: checked, and exported as a statement.
+    let f = parse("cudaStream_t s;\nstep {\n    update_h<<<s>>>(lo, hi); // note\rcudaDeviceSynchronize();\n}\n").unwrap();
+    assert_eq!(f.source().step.len(), 2, "{:?}", f.source().step);
+    assert!(matches!(f.source().step[1].kind, haloscope::program::lang::StmtKind::DeviceSync));
+    // What is no statement of the language is refused, on the line after the CR.
+    let e = parse("cudaStream_t s;\nstep {\n    update_h<<<s>>>(lo, hi); // note\rsystem(\"id\");\n}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("cr.halo:4:"), "{e}");
+}
+
+#[test]
+fn names_the_export_uses_itself_are_renamed_and_never_meet() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("names.halo");
+    std::fs::write(
+        &path,
+        "cudaStream_t step, step_, linux, CHECK;\ncudaEvent_t launch[n], update_h[n], graph0[n];\n\
+         step {\n    update_h<<<step>>>(lo, hi);\n    cudaEventRecord(launch[d], step);\n    \
+         cudaStreamWaitEvent(step_, launch[d], 0);\n    cudaEventRecord(update_h[d], linux);\n    \
+         cudaEventRecord(graph0[d], CHECK);\n    for (t = 0; t < 1; t++) {\n        int scenario = t;\n        \
+         update_e<<<step_>>>(lo, hi + scenario);\n    }\n}\n",
+    )
+    .unwrap();
+    let r = request(path.to_str().unwrap(), None, Some(2));
+    let text = main_text(&plan(&r).unwrap(), &r.command());
+    for decl in [
+        "cudaStream_t step_;",
+        "cudaStream_t step__;",
+        "cudaStream_t linux_;",
+        "cudaStream_t CHECK_;",
+        "static cudaEvent_t launch_[n], update_h_[n], graph0_[n];",
+        "const long scenario_ = t;",
+        "launch::update_h(d, step_, lo, hi, step);",
+        "CHECK(cudaEventRecord(update_h_[d], linux_));",
+    ] {
+        assert!(text.contains(decl), "`{decl}` missing:\n{text}");
+    }
+    if !gpp() {
+        return;
+    }
+    // g++ (GNU mode) predefines `linux` as 1: the renamed stream survives the preprocessor.
+    let pre = preprocessed(&text, "#define CHECK(call) check_call((call))\n", &[]).unwrap();
+    assert!(
+        pre.iter().any(|l| l == "check_call((cudaEventRecord(update_h_[d], linux_)));"),
+        "{pre:?}"
+    );
+}
+
+/// `parse_gpus` of an export's `main.cu` (plain C++), compiled with g++ into a program that
+/// prints what it makes of `LIST DEVICES COUNT DISTINCT`: the mapping, or why not.
+fn parse_gpus_program(dir: &std::path::Path) -> std::path::PathBuf {
+    let r = request("events", None, Some(4));
+    let text = main_text(&plan(&r).unwrap(), &r.command());
+    let start = text.find("static std::string parse_gpus(").expect("parse_gpus in main.cu");
+    let end = start + text[start..].find("\n}\n").unwrap() + 3;
+    let harness = format!(
+        "#include <cstdio>\n#include <cstdlib>\n#include <string>\n{}\nint main(int argc, char **argv) {{\n    \
+         (void)argc;\n    int devices = atoi(argv[2]), gpu[64];\n    std::string why = parse_gpus(argv[1], devices, \
+         atoi(argv[3]), argv[4][0] == '1', gpu);\n    if (!why.empty()) {{ printf(\"refused: %s\\n\", why.c_str()); return 2; }}\n    \
+         for (int i = 0; i < devices; i++) printf(\"%d \", gpu[i]);\n    printf(\"\\n\");\n    return 0;\n}}\n",
+        &text[start..end]
+    );
+    std::fs::write(dir.join("gpus.cpp"), harness).unwrap();
+    let out = std::process::Command::new("g++")
+        .current_dir(dir)
+        .args(["-std=c++17", "-Wall", "-Werror", "gpus.cpp", "-o", "gpus"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    dir.join("gpus")
+}
+
+#[test]
+fn the_exported_programs_gpus_flag_takes_one_visible_gpu_per_device_and_nothing_else() {
+    if !gpp() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = parse_gpus_program(dir.path());
+    // LIST, devices, visible GPUs, distinct (NCCL): what it says.
+    let cases: [(&str, &str, &str, &str, &str); 17] = [
+        ("0,1,2,3", "4", "4", "0", "0 1 2 3"),
+        ("0,0,0,0", "4", "1", "0", "0 0 0 0"),
+        ("3,2,1,0", "4", "4", "1", "3 2 1 0"),
+        ("0,1,1,2", "4", "4", "1", "refused: devices 1 and 2 both on GPU 1: NCCL refuses two ranks on one GPU"),
+        ("a,b,c,d", "4", "4", "0", "refused: `a` is not a GPU's index"),
+        ("99999999999", "1", "4", "0", "refused: `99999999999` is not a GPU's index"),
+        ("4", "1", "4", "0", "refused: GPU 4: this process sees 4 GPU(s), 0 to 3"),
+        ("0", "1", "0", "0", "refused: GPU 0: this process sees 0 GPU(s)"),
+        ("0,1,2", "4", "4", "0", "refused: 3 GPU(s) for 4 devices"),
+        ("0,1,2,3,0", "4", "4", "0", "refused: more than one GPU for each of the 4 devices"),
+        ("0,,1,2", "4", "4", "0", "refused: `` is not a GPU's index"),
+        ("0,1,2,", "4", "4", "0", "refused: `` is not a GPU's index"),
+        ("", "1", "4", "0", "refused: `` is not a GPU's index"),
+        ("-1", "1", "4", "0", "refused: `-1` is not a GPU's index"),
+        ("+1", "1", "4", "0", "refused: `+1` is not a GPU's index"),
+        (" 1", "1", "4", "0", "refused: ` 1` is not a GPU's index"),
+        ("1x", "1", "4", "0", "refused: `1x` is not a GPU's index"),
+    ];
+    for (list, devices, count, distinct, says) in cases {
+        let out = std::process::Command::new(&bin)
+            .args([list, devices, count, distinct])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.trim().starts_with(says), "--gpus {list:?}: {text}");
+        assert_eq!(out.status.success(), !says.starts_with("refused"), "--gpus {list:?}");
+    }
+    // main passes the program's rule: an NCCL program's GPUs distinct, others may share.
+    for (mode, distinct) in [("nccl", "true"), ("events", "false")] {
+        let r = request(mode, None, Some(4));
+        let text = main_text(&plan(&r).unwrap(), &r.command());
+        assert!(
+            text.contains(&format!("parse_gpus(gpus, n, gpu_count, {distinct}, gpuMapping)")),
+            "{mode}"
+        );
+    }
+}

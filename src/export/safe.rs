@@ -66,7 +66,8 @@ pub fn comment(text: &str) -> String {
 /// A program's `//` comment (`// text`, as the lexer read it, to its line's end) as the
 /// export writes it: [`comment`] of its text.
 pub fn program_comment(raw: &str) -> String {
-    comment(raw.strip_prefix("//").unwrap_or(raw))
+    let text = raw.strip_prefix("//").unwrap_or(raw);
+    if text.trim().is_empty() { "//".into() } else { comment(text) }
 }
 
 /// Names `main.cu` itself declares or uses where a program's names are in scope (its own
