@@ -683,3 +683,63 @@ fn the_exported_programs_gpus_flag_takes_one_visible_gpu_per_device_and_nothing_
         );
     }
 }
+
+#[test]
+fn an_out_folder_that_exists_must_be_real_private_to_the_user_and_empty() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |out: &std::path::Path, says: &str| {
+        let (code, err) = export_to("events", out, &[]);
+        assert_eq!(code, 2, "{}: {err}", out.display());
+        assert!(err.contains(says), "{}: {err}", out.display());
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    };
+    // A link to an empty folder of one's own, and a dangling link: never followed.
+    let target = dir.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    refused(&link, "is a symbolic link");
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0, "written through the link");
+    let dangling = dir.path().join("dangling");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+    refused(&dangling, "is a symbolic link");
+    assert!(!dir.path().join("nowhere").exists());
+    // A file.
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    refused(&file, "not a folder");
+    // Writable by the group or by others: they could replace main.cu.
+    for (mode, says) in [(0o777, "writable by its group"), (0o757, "writable by others"), (0o1777, "writable by its group")] {
+        let open = dir.path().join(format!("open{mode:o}"));
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(mode)).unwrap();
+        refused(&open, says);
+        assert_eq!(std::fs::read_dir(&open).unwrap().count(), 0);
+    }
+    // Someone else's (where the tests run as root, who can give a folder away).
+    if rustix::process::geteuid().is_root() {
+        let theirs = dir.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+        refused(&theirs, "owned by user 65534");
+    }
+    // An empty private folder of one's own is taken; a new one is made 0755.
+    let mine = dir.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (code, err) = export_to("events", &mine, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(mine.join("data/dev0.ca.npy").exists());
+    let fresh = dir.path().join("a/b/fresh");
+    let (code, err) = export_to("events", &fresh, &[]);
+    assert_eq!(code, 0, "{err}");
+    let mode = std::fs::metadata(&fresh).unwrap().permissions().mode();
+    assert_eq!(mode & 0o022, 0, "{mode:o}");
+    for f in ["main.cu", "README.md", "data/scenario.txt"] {
+        let m = std::fs::metadata(fresh.join(f)).unwrap().permissions().mode();
+        assert_eq!(m & 0o022, 0, "{f}: {m:o}");
+    }
+}
