@@ -6,9 +6,10 @@ use std::ops::Range;
 use super::lex::{SyntaxError, err};
 use super::{Parser, VARS};
 
-/// The keywords of C++ (up to C++23, the alternative operators `and`, `or`, … included)
-/// and of C (`restrict`): never a name of a variable.
-pub const KEYWORDS: [&str; 93] = [
+/// The keywords of C++ (up to C++23, the alternative operators `and`, `or`, … included),
+/// of C (`restrict`, C23's `typeof`, `typeof_unqual`) and GNU's `typeof`: never a name of a
+/// variable.
+pub const KEYWORDS: [&str; 95] = [
     "alignas",
     "alignof",
     "and",
@@ -92,6 +93,8 @@ pub const KEYWORDS: [&str; 93] = [
     "typedef",
     "typeid",
     "typename",
+    "typeof",
+    "typeof_unqual",
     "union",
     "unsigned",
     "using",
@@ -104,11 +107,20 @@ pub const KEYWORDS: [&str; 93] = [
     "xor_eq",
 ];
 
-/// Why `name` cannot be a C++ program's name, if it cannot: a keyword, or reserved for the
-/// compiler and its library (`__` anywhere, `_` and a capital first).
+/// CUDA's built-in variables: a name CUDA C++ gives itself in every program.
+pub const CUDA_BUILTINS: [&str; 5] = ["threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"];
+
+/// Why `name` cannot be a C++ program's name, if it cannot: a keyword, one of CUDA's
+/// built-in variables, or reserved for the compiler and its library (`__` anywhere, `_` and
+/// a capital first).
 pub fn not_a_cpp_name(name: &str) -> Option<String> {
     let b = name.as_bytes();
-    if KEYWORDS.contains(&name) {
+    if CUDA_BUILTINS.contains(&name) {
+        Some(format!(
+            "`{name}` is CUDA's built-in variable: a name in a program is a CUDA C++ name in its export; \
+             choose another"
+        ))
+    } else if KEYWORDS.contains(&name) {
         Some(format!(
             "`{name}` is a C++ keyword: a name in a program is a C++ name in its export; choose another"
         ))
