@@ -503,7 +503,10 @@ fn preprocessed(main: &str, defines: &str, extra: &[&str]) -> Option<Vec<String>
 
 /// g++ where CI has it; a machine without it skips the compiler's part (said on stderr).
 fn gpp() -> bool {
-    let there = std::process::Command::new("g++").arg("--version").output().is_ok();
+    let there = std::process::Command::new("g++")
+        .arg("--version")
+        .output()
+        .is_ok();
     if !there {
         assert!(std::env::var_os("CI").is_none(), "CI has g++");
         eprintln!("g++ not found: the preprocessed comparison is skipped");
@@ -543,9 +546,15 @@ fn hostile_comments_and_paths_change_nothing_a_compiler_sees() {
         );
     }
     assert!(hostile_cu.contains("/* bidi <U+202E> }; system(\"id\"); <U+2066>x<U+2069> <U+200F> */"));
-    assert!(hostile_cu.contains("/* * / cudaDeviceReset(); / * */"), "{hostile_cu}");
+    assert!(
+        hostile_cu.contains("/* * / cudaDeviceReset(); / * */"),
+        "{hostile_cu}"
+    );
     assert!(hostile_cu.contains("/a * /b ??/<U+000A>system(\"id\");<U+000D><U+202E> \\.halo --cuda"));
-    assert!(!hostile_cu.contains("doc comment"), "//! comments are not written");
+    assert!(
+        !hostile_cu.contains("doc comment"),
+        "//! comments are not written"
+    );
     // `- -k` as `-(-k)`: `--k` would decrement k.
     assert!(clean_cu.contains("const long m = -(-k) + t;"), "{clean_cu}");
     assert!(!clean_cu.contains("--k"));
@@ -557,17 +566,26 @@ fn hostile_comments_and_paths_change_nothing_a_compiler_sees() {
         let b = preprocessed(&hostile_cu, "", extra).unwrap();
         assert_eq!(a, b, "with {extra:?}: the hostile program's export differs");
         // The step body is there: the comparison compares code, not two empty texts.
-        assert!(a.iter().any(|l| l.starts_with("const long m = -(-k) + t;")), "{a:?}");
+        assert!(
+            a.iter().any(|l| l.starts_with("const long m = -(-k) + t;")),
+            "{a:?}"
+        );
     }
 }
 
 #[test]
 fn a_lone_carriage_return_ends_a_comment_for_haloscope_as_for_the_compiler() {
-    let parse = |text: &str| haloscope::program::ProgramFile::parse(std::path::Path::new("cr.halo"), text.into());
+    let parse =
+        |text: &str| haloscope::program::ProgramFile::parse(std::path::Path::new("cr.halo"), text.into());
     // Code after a lone CR is code to haloscope too: checked, and exported as a statement.
-    let f = parse("cudaStream_t s;\nstep {\n    update_h<<<s>>>(lo, hi); // note\rcudaDeviceSynchronize();\n}\n").unwrap();
+    let f =
+        parse("cudaStream_t s;\nstep {\n    update_h<<<s>>>(lo, hi); // note\rcudaDeviceSynchronize();\n}\n")
+            .unwrap();
     assert_eq!(f.source().step.len(), 2, "{:?}", f.source().step);
-    assert!(matches!(f.source().step[1].kind, haloscope::program::lang::StmtKind::DeviceSync));
+    assert!(matches!(
+        f.source().step[1].kind,
+        haloscope::program::lang::StmtKind::DeviceSync
+    ));
     // What is no statement of the language is refused, on the line after the CR.
     let e = parse("cudaStream_t s;\nstep {\n    update_h<<<s>>>(lo, hi); // note\rsystem(\"id\");\n}\n")
         .unwrap_err()
@@ -608,7 +626,8 @@ fn names_the_export_uses_itself_are_renamed_and_never_meet() {
     // g++ (GNU mode) predefines `linux` as 1: the renamed stream survives the preprocessor.
     let pre = preprocessed(&text, "#define CHECK(call) check_call((call))\n", &[]).unwrap();
     assert!(
-        pre.iter().any(|l| l == "check_call((cudaEventRecord(update_h_[d], linux_)));"),
+        pre.iter()
+            .any(|l| l == "check_call((cudaEventRecord(update_h_[d], linux_)));"),
         "{pre:?}"
     );
 }
@@ -618,7 +637,9 @@ fn names_the_export_uses_itself_are_renamed_and_never_meet() {
 fn parse_gpus_program(dir: &std::path::Path) -> std::path::PathBuf {
     let r = request("events", None, Some(4));
     let text = main_text(&plan(&r).unwrap(), &r.command());
-    let start = text.find("static std::string parse_gpus(").expect("parse_gpus in main.cu");
+    let start = text
+        .find("static std::string parse_gpus(")
+        .expect("parse_gpus in main.cu");
     let end = start + text[start..].find("\n}\n").unwrap() + 3;
     let harness = format!(
         "#include <cstdio>\n#include <cstdlib>\n#include <string>\n{}\nint main(int argc, char **argv) {{\n    \
@@ -649,13 +670,37 @@ fn the_exported_programs_gpus_flag_takes_one_visible_gpu_per_device_and_nothing_
         ("0,1,2,3", "4", "4", "0", "0 1 2 3"),
         ("0,0,0,0", "4", "1", "0", "0 0 0 0"),
         ("3,2,1,0", "4", "4", "1", "3 2 1 0"),
-        ("0,1,1,2", "4", "4", "1", "refused: devices 1 and 2 both on GPU 1: NCCL refuses two ranks on one GPU"),
+        (
+            "0,1,1,2",
+            "4",
+            "4",
+            "1",
+            "refused: devices 1 and 2 both on GPU 1: NCCL refuses two ranks on one GPU",
+        ),
         ("a,b,c,d", "4", "4", "0", "refused: `a` is not a GPU's index"),
-        ("99999999999", "1", "4", "0", "refused: `99999999999` is not a GPU's index"),
-        ("4", "1", "4", "0", "refused: GPU 4: this process sees 4 GPU(s), 0 to 3"),
+        (
+            "99999999999",
+            "1",
+            "4",
+            "0",
+            "refused: `99999999999` is not a GPU's index",
+        ),
+        (
+            "4",
+            "1",
+            "4",
+            "0",
+            "refused: GPU 4: this process sees 4 GPU(s), 0 to 3",
+        ),
         ("0", "1", "0", "0", "refused: GPU 0: this process sees 0 GPU(s)"),
         ("0,1,2", "4", "4", "0", "refused: 3 GPU(s) for 4 devices"),
-        ("0,1,2,3,0", "4", "4", "0", "refused: more than one GPU for each of the 4 devices"),
+        (
+            "0,1,2,3,0",
+            "4",
+            "4",
+            "0",
+            "refused: more than one GPU for each of the 4 devices",
+        ),
         ("0,,1,2", "4", "4", "0", "refused: `` is not a GPU's index"),
         ("0,1,2,", "4", "4", "0", "refused: `` is not a GPU's index"),
         ("", "1", "4", "0", "refused: `` is not a GPU's index"),
@@ -671,7 +716,11 @@ fn the_exported_programs_gpus_flag_takes_one_visible_gpu_per_device_and_nothing_
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.trim().starts_with(says), "--gpus {list:?}: {text}");
-        assert_eq!(out.status.success(), !says.starts_with("refused"), "--gpus {list:?}");
+        assert_eq!(
+            out.status.success(),
+            !says.starts_with("refused"),
+            "--gpus {list:?}"
+        );
     }
     // main passes the program's rule: an NCCL program's GPUs distinct, others may share.
     for (mode, distinct) in [("nccl", "true"), ("events", "false")] {
@@ -701,7 +750,11 @@ fn an_out_folder_that_exists_must_be_real_private_to_the_user_and_empty() {
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&target, &link).unwrap();
     refused(&link, "is a symbolic link");
-    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0, "written through the link");
+    assert_eq!(
+        std::fs::read_dir(&target).unwrap().count(),
+        0,
+        "written through the link"
+    );
     let dangling = dir.path().join("dangling");
     std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
     refused(&dangling, "is a symbolic link");
@@ -711,7 +764,11 @@ fn an_out_folder_that_exists_must_be_real_private_to_the_user_and_empty() {
     std::fs::write(&file, "x").unwrap();
     refused(&file, "not a folder");
     // Writable by the group or by others: they could replace main.cu.
-    for (mode, says) in [(0o777, "writable by its group"), (0o757, "writable by others"), (0o1777, "writable by its group")] {
+    for (mode, says) in [
+        (0o777, "writable by its group"),
+        (0o757, "writable by others"),
+        (0o1777, "writable by its group"),
+    ] {
         let open = dir.path().join(format!("open{mode:o}"));
         std::fs::create_dir(&open).unwrap();
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(mode)).unwrap();

@@ -276,18 +276,55 @@ fn a_programs_names_are_names_cpp_lets_it_declare() {
     let good = program("s", "e[n]", "    update_h<<<s>>>(lo, hi);\n");
     parse(&good).unwrap();
     let cases: [(String, &str); 12] = [
-        (program("class", "e[n]", "    update_h<<<class>>>(lo, hi);\n"), "names.halo:1:14: `class` is a C++ keyword"),
-        (program("s, and", "e[n]", ""), "names.halo:1:17: `and` is a C++ keyword"),
-        (program("s", "restrict[n]", ""), "names.halo:2:13: `restrict` is a C++ keyword"),
-        (program("s", "typeof[n]", ""), "names.halo:2:13: `typeof` is a C++ keyword"),
-        (program("threadIdx", "e[n]", ""), "names.halo:1:14: `threadIdx` is CUDA's built-in variable"),
-        (program("s__x", "e[n]", ""), "names.halo:1:14: `s__x`: a name with `__` is reserved"),
-        (program("s", "_Ready[n]", ""), "names.halo:2:13: `_Ready`: a name of `_` and a capital is reserved"),
+        (
+            program("class", "e[n]", "    update_h<<<class>>>(lo, hi);\n"),
+            "names.halo:1:14: `class` is a C++ keyword",
+        ),
+        (
+            program("s, and", "e[n]", ""),
+            "names.halo:1:17: `and` is a C++ keyword",
+        ),
+        (
+            program("s", "restrict[n]", ""),
+            "names.halo:2:13: `restrict` is a C++ keyword",
+        ),
+        (
+            program("s", "typeof[n]", ""),
+            "names.halo:2:13: `typeof` is a C++ keyword",
+        ),
+        (
+            program("threadIdx", "e[n]", ""),
+            "names.halo:1:14: `threadIdx` is CUDA's built-in variable",
+        ),
+        (
+            program("s__x", "e[n]", ""),
+            "names.halo:1:14: `s__x`: a name with `__` is reserved",
+        ),
+        (
+            program("s", "_Ready[n]", ""),
+            "names.halo:2:13: `_Ready`: a name of `_` and a capital is reserved",
+        ),
         (program("s", "s[n]", ""), "names.halo:2:13: `s` is declared twice"),
-        (program("s", "e[n]", "    int s = 1;\n"), "names.halo:4:9: `s` is already a stream's name"),
-        (program("s", "e[n]", "    for (e = 0; e < 1; e++) {\n    }\n"), "names.halo:4:10: `e` is already an event family's name"),
-        (program("s", "e[n]", "    int max = 1;\n"), "names.halo:4:9: `max` is taken (the language's own)"),
-        (program("s", "e[n]", "    for (double = 0; double < 1; double++) {\n    }\n"), "names.halo:4:10: `double` is a C++ keyword"),
+        (
+            program("s", "e[n]", "    int s = 1;\n"),
+            "names.halo:4:9: `s` is already a stream's name",
+        ),
+        (
+            program("s", "e[n]", "    for (e = 0; e < 1; e++) {\n    }\n"),
+            "names.halo:4:10: `e` is already an event family's name",
+        ),
+        (
+            program("s", "e[n]", "    int max = 1;\n"),
+            "names.halo:4:9: `max` is taken (the language's own)",
+        ),
+        (
+            program(
+                "s",
+                "e[n]",
+                "    for (double = 0; double < 1; double++) {\n    }\n",
+            ),
+            "names.halo:4:10: `double` is a C++ keyword",
+        ),
     ];
     for (text, says) in cases {
         let e = parse(&text).unwrap_err().to_string();

@@ -47,7 +47,11 @@ fn expr_in(e: &Expr, outer: u8) -> String {
         Expr::Neg(x, _) => {
             // `- -k` as `-(-k)`: `--k` would be a decrement.
             let x = expr_in(x, 7);
-            if x.starts_with('-') { format!("-({x})") } else { format!("-{x}") }
+            if x.starts_with('-') {
+                format!("-({x})")
+            } else {
+                format!("-{x}")
+            }
         }
         Expr::Call(f, a, b) => format!("std::{f}<long>({}, {})", expr(a), expr(b)),
         Expr::Bin("%", a, b, _) => format!("emod({}, {})", expr(a), expr(b)),
@@ -296,7 +300,8 @@ impl Writer<'_> {
     }
 
     fn spans_lines(&self, s: &Stmt) -> bool {
-        self.u.text[s.span.start.min(self.u.text.len())..s.span.end.min(self.u.text.len())].contains(is_line_break)
+        self.u.text[s.span.start.min(self.u.text.len())..s.span.end.min(self.u.text.len())]
+            .contains(is_line_break)
     }
 
     fn graph(&mut self, s: &Stmt, stream: &str, body: &[Stmt]) {
@@ -423,7 +428,11 @@ fn head(u: &Unit, nccl: bool) -> String {
     let mut out = String::new();
     // The name (a file's stem, where no `program NAME;`) and the command (its path) are
     // text from outside: each in a comment of its own, escaped.
-    let _ = writeln!(out, "// main.cu: a haloscope program as CUDA C++: {}", safe::comment(u.name));
+    let _ = writeln!(
+        out,
+        "// main.cu: a haloscope program as CUDA C++: {}",
+        safe::comment(u.name)
+    );
     let _ = writeln!(out, "// exported by {}", safe::comment(u.command));
     let _ = writeln!(out, "//");
     for l in about(u) {

@@ -312,7 +312,8 @@ impl OutDir {
                     if mode & 0o020 != 0 { "its group" } else { "others" }
                 )));
             }
-            let mut entries = rustix::fs::Dir::read_from(&fd).map_err(|e| refuse(format!("cannot list it: {e}")))?;
+            let mut entries =
+                rustix::fs::Dir::read_from(&fd).map_err(|e| refuse(format!("cannot list it: {e}")))?;
             let any = entries.find(|e| match e {
                 Ok(e) => ![&b"."[..], b".."].contains(&e.file_name().to_bytes()),
                 Err(_) => true,
@@ -340,7 +341,11 @@ impl OutDir {
 
     /// A new folder `name` below it.
     fn mkdir(&self, name: &str) -> std::io::Result<()> {
-        Ok(rustix::fs::mkdirat(&self.fd, name, FileMode::from_raw_mode(0o755))?)
+        Ok(rustix::fs::mkdirat(
+            &self.fd,
+            name,
+            FileMode::from_raw_mode(0o755),
+        )?)
     }
 }
 
@@ -409,14 +414,23 @@ fn write_data(out: &OutDir, s: &Scenario, ranges: &[Range<usize>]) -> std::io::R
     }
     // The end rows' Mur coefficients (a 2D grid's per column; on a line the ends' own).
     let mur = [c.mur_rows.0.clone(), c.mur_rows.1.clone()].concat();
-    out.write("data/mur.npy", &crate::npy::encode_f32_shaped(&mur, &[2, grid.per_slice()]))?;
+    out.write(
+        "data/mur.npy",
+        &crate::npy::encode_f32_shaped(&mur, &[2, grid.per_slice()]),
+    )?;
     files += 1;
     for (d, r) in ranges.iter().enumerate() {
         let (ca, cb) = DeviceState::new(d, r.clone(), s, &c)
             .map_err(std::io::Error::other)?
             .coefficient_arrays();
-        out.write(&format!("data/dev{d}.ca.npy"), &crate::npy::encode_f32_shaped(&ca, &[ca.len()]))?;
-        out.write(&format!("data/dev{d}.cb.npy"), &crate::npy::encode_f32_shaped(&cb, &[cb.len()]))?;
+        out.write(
+            &format!("data/dev{d}.ca.npy"),
+            &crate::npy::encode_f32_shaped(&ca, &[ca.len()]),
+        )?;
+        out.write(
+            &format!("data/dev{d}.cb.npy"),
+            &crate::npy::encode_f32_shaped(&cb, &[cb.len()]),
+        )?;
         files += 2;
     }
     Ok(files)

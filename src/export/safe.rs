@@ -67,7 +67,11 @@ pub fn comment(text: &str) -> String {
 /// export writes it: [`comment`] of its text.
 pub fn program_comment(raw: &str) -> String {
     let text = raw.strip_prefix("//").unwrap_or(raw);
-    if text.trim().is_empty() { "//".into() } else { comment(text) }
+    if text.trim().is_empty() {
+        "//".into()
+    } else {
+        comment(text)
+    }
 }
 
 /// Names `main.cu` itself declares or uses where a program's names are in scope (its own
@@ -142,15 +146,110 @@ const MAIN_NAMES: [&str; 62] = [
 /// macros, and the compilers' own predefined macros (GNU modes define `linux`, `unix`):
 /// a family (declared at file scope) of one of these names would clash.
 const LIBRARY_NAMES: [&str; 104] = [
-    "abort", "abs", "acos", "asin", "assert", "atan", "atan2", "atexit", "atof", "atol", "bsearch", "calloc",
-    "ceil", "clock", "cos", "cosh", "difftime", "div", "environ", "EOF", "errno", "exp", "fabs", "fclose",
-    "feof", "ferror", "fflush", "fgets", "floor", "fmod", "fopen", "fputs", "fread", "free", "frexp", "fscanf",
-    "fseek", "ftell", "fwrite", "getc", "getchar", "getenv", "gets", "gmtime", "i386", "index", "isalpha",
-    "isdigit", "j0", "j1", "jn", "labs", "ldexp", "linux", "localtime", "log", "log10", "longjmp", "major",
-    "malloc", "memcmp", "memcpy", "memmove", "memset", "minor", "mkdir", "mktime", "modf", "NULL", "offsetof",
-    "perror", "pow", "putc", "putchar", "puts", "qsort", "raise", "rand", "random", "realloc", "remove",
-    "rename", "rewind", "scanf", "setjmp", "signal", "sin", "sinh", "sprintf", "sqrt", "srand", "sscanf",
-    "stat", "stdin", "strcmp", "strcpy", "strlen", "system", "tan", "time", "unix", "y0", "y1", "yn",
+    "abort",
+    "abs",
+    "acos",
+    "asin",
+    "assert",
+    "atan",
+    "atan2",
+    "atexit",
+    "atof",
+    "atol",
+    "bsearch",
+    "calloc",
+    "ceil",
+    "clock",
+    "cos",
+    "cosh",
+    "difftime",
+    "div",
+    "environ",
+    "EOF",
+    "errno",
+    "exp",
+    "fabs",
+    "fclose",
+    "feof",
+    "ferror",
+    "fflush",
+    "fgets",
+    "floor",
+    "fmod",
+    "fopen",
+    "fputs",
+    "fread",
+    "free",
+    "frexp",
+    "fscanf",
+    "fseek",
+    "ftell",
+    "fwrite",
+    "getc",
+    "getchar",
+    "getenv",
+    "gets",
+    "gmtime",
+    "i386",
+    "index",
+    "isalpha",
+    "isdigit",
+    "j0",
+    "j1",
+    "jn",
+    "labs",
+    "ldexp",
+    "linux",
+    "localtime",
+    "log",
+    "log10",
+    "longjmp",
+    "major",
+    "malloc",
+    "memcmp",
+    "memcpy",
+    "memmove",
+    "memset",
+    "minor",
+    "mkdir",
+    "mktime",
+    "modf",
+    "NULL",
+    "offsetof",
+    "perror",
+    "pow",
+    "putc",
+    "putchar",
+    "puts",
+    "qsort",
+    "raise",
+    "rand",
+    "random",
+    "realloc",
+    "remove",
+    "rename",
+    "rewind",
+    "scanf",
+    "setjmp",
+    "signal",
+    "sin",
+    "sinh",
+    "sprintf",
+    "sqrt",
+    "srand",
+    "sscanf",
+    "stat",
+    "stdin",
+    "strcmp",
+    "strcpy",
+    "strlen",
+    "system",
+    "tan",
+    "time",
+    "unix",
+    "y0",
+    "y1",
+    "yn",
 ];
 
 /// CUDA's built-in variables in device code.
@@ -191,7 +290,10 @@ fn file_scope_names(code: &str, out: &mut HashSet<String>) {
             if words.first() == Some(&"define")
                 && let Some(w) = words.get(1)
             {
-                let name: String = w.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                let name: String = w
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
                 out.insert(name);
             }
             i = end;

@@ -74,10 +74,13 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
         at -= 1;
     }
     let before = &text[..at];
-    let line = before.matches('\n').count() + before.matches('\r').count()
-        - before.matches("\r\n").count()
+    let line =
+        before.matches('\n').count() + before.matches('\r').count() - before.matches("\r\n").count() + 1;
+    let col = before
+        .rsplit(lang::is_line_break)
+        .next()
+        .map_or(0, |l| l.chars().count())
         + 1;
-    let col = before.rsplit(lang::is_line_break).next().map_or(0, |l| l.chars().count()) + 1;
     (line, col)
 }
 

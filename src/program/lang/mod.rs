@@ -5,6 +5,6 @@ mod instance;
 mod syntax;
 
 pub use instance::{InstanceError, halo_width, instantiate};
-pub use syntax::{CellPtr, EventDecl, EventRef, Expr, Source, Stmt, StmtKind, SyntaxError, is_line_break, line_end,
-    parse,
+pub use syntax::{
+    CellPtr, EventDecl, EventRef, Expr, Source, Stmt, StmtKind, SyntaxError, is_line_break, line_end, parse,
 };
