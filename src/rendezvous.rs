@@ -12,22 +12,30 @@
 //! nonces, and a sequence number, so a frame cannot be forged, replayed or reordered.
 //! Without a secret rank 0 listens only on the address its variable names (an address of
 //! this host) and says once that the rendezvous is unauthenticated. Either way, a stranger
-//! cannot break a run: frames before the handshake are at most 4 KiB, handshakes run
-//! concurrently (at most [`MAX_HANDSHAKES`] at once) under a short timeout, a bad or
-//! stray connection is logged and dropped, and a rank that is already there is refused,
-//! not swapped in. NCCL's own bootstrap traffic is NCCL's and is not covered.
+//! cannot break or stall a run: one thread polls every connection in a handshake, none
+//! blocking; one that sends nothing within [`FIRST_BYTE`] is dropped, at most
+//! [`MAX_HANDSHAKES`] are held ([`MAX_PER_ADDRESS`] from one address) and a newcomer
+//! beyond evicts the one that has shown least, so idle or garbage connections never hold
+//! the slot a rank needs; each frame kind's size is bounded before its body is read (a
+//! handshake frame 4 KiB, the verdict 64 KiB) and, in a session, a frame's lengths carry a
+//! MAC checked before anything else is read; a bad or stray connection is logged (the
+//! first few) and dropped, a rank that is already there is refused, not swapped in, and
+//! errors quote at most [`ECHO`] bytes of what a peer sent. A `file:` follower reads the
+//! file only when it can be rank 0's: a regular file, not a link, its own user's, mode
+//! 0600, at most 64 KiB, in a folder no one else can write (or a sticky one). NCCL's own
+//! bootstrap traffic is NCCL's and is not covered.
 //!
 //! Hand-written over TCP: the protocol is a dozen lines of framing, and the crates that
 //! would bring TLS need certificates every rank would have to be given.
 
 use anyhow::{Context, Result, anyhow, bail};
 use hmac::{Hmac, Mac};
+use rustix::fs::{Mode, OFlags};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
-use std::io::{BufReader, BufWriter, Read, Write};
-use rustix::fs::{Mode, OFlags};
 use std::ffi::OsStr;
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -108,7 +116,11 @@ const ANY: Limits = Limits {
 pub fn quote(text: &str) -> String {
     let mut out = String::new();
     for (i, c) in text.char_indices() {
-        let e: String = if c == '"' || c == '\'' { c.to_string() } else { c.escape_debug().collect() };
+        let e: String = if c == '"' || c == '\'' {
+            c.to_string()
+        } else {
+            c.escape_debug().collect()
+        };
         if out.len() + e.len() > ECHO {
             return format!("{out}… ({} bytes in all, {} shown)", text.len(), i);
         }
@@ -335,8 +347,7 @@ fn within(lengths: &[u8; 16], limits: Limits) -> Result<(u64, u64)> {
 
 /// A frame's header, its error quoting at most [`ECHO`] bytes of it.
 fn parse<T: DeserializeOwned>(h: &[u8]) -> Result<T> {
-    serde_json::from_slice(h)
-        .map_err(|e| anyhow!("a message from another rank: {}", quote(&e.to_string())))
+    serde_json::from_slice(h).map_err(|e| anyhow!("a message from another rank: {}", quote(&e.to_string())))
 }
 
 /// Floats as little-endian bytes, and back: bit for bit.
@@ -351,7 +362,8 @@ pub fn bytes_to_floats(b: &[u8]) -> Vec<f32> {
 }
 
 /// `file:PATH`: rank 0 listens on a free port and writes `host:port token` to PATH (on a
-/// file system every rank sees), the others read it there.
+/// file system every rank sees; created O_EXCL|O_NOFOLLOW, mode 0600), the others read it
+/// there ([`read_file_of`]).
 fn file_of(rendezvous: &str) -> Option<&std::path::Path> {
     rendezvous.strip_prefix("file:").map(std::path::Path::new)
 }
@@ -1075,7 +1087,11 @@ fn handshake_join(
     }
     let (verdict, id): (Verdict, _) = link.recv_at_most(VERDICT).map_err(Fatal)?;
     if let Verdict::Refused(why) = verdict {
-        return Err(Fatal(anyhow!("rank 0 refused rank {}: {}", world.rank, quote(&why))));
+        return Err(Fatal(anyhow!(
+            "rank 0 refused rank {}: {}",
+            world.rank,
+            quote(&why)
+        )));
     }
     link.stream()
         .set_read_timeout(None)
@@ -1355,8 +1371,7 @@ mod tests {
             )
             .unwrap()
         });
-        let (rank1, _) =
-            join_with(&world(1, 2, port), Duration::from_secs(20), &auth(Some(TOKEN))).unwrap();
+        let (rank1, _) = join_with(&world(1, 2, port), Duration::from_secs(20), &auth(Some(TOKEN))).unwrap();
         let mut links = leader.join().unwrap();
         // Someone on the way writes a frame of 2 GB and keeps the connection open: refused
         // on the MAC of its lengths, with no body waited for (it never comes).
@@ -1429,7 +1444,11 @@ mod tests {
         for mode in [0o640, 0o620, 0o604, 0o602, 0o666] {
             rendezvous_file(&at, mode);
             let t = Instant::now();
-            refused(join_file(&at), t, &format!("mode {mode:o}: others may read or change it"));
+            refused(
+                join_file(&at),
+                t,
+                &format!("mode {mode:o}: others may read or change it"),
+            );
             std::fs::remove_file(&at).unwrap();
         }
         // A symbolic link to a file that would pass.
@@ -1460,7 +1479,10 @@ mod tests {
         // A folder others can write, not sticky: refused for a good file in it too.
         rendezvous_file(&at, 0o600);
         for (mode, who) in [
-            (0o777, "writable by its group and others (mode 777) and not sticky"),
+            (
+                0o777,
+                "writable by its group and others (mode 777) and not sticky",
+            ),
             (0o770, "writable by its group (mode 770)"),
             (0o703, "writable by others (mode 703)"),
         ] {
@@ -1473,7 +1495,11 @@ mod tests {
         if rustix::process::geteuid().is_root() {
             std::os::unix::fs::chown(dir.path(), Some(65534), None).unwrap();
             let t = Instant::now();
-            refused(join_file(&at), t, "belongs to uid 65534, who could put their own file there");
+            refused(
+                join_file(&at),
+                t,
+                "belongs to uid 65534, who could put their own file there",
+            );
             std::os::unix::fs::chown(dir.path(), Some(0), None).unwrap();
         }
         chmod(dir.path(), 0o700);
@@ -1614,16 +1640,30 @@ mod tests {
         // A hello naming a protocol of 3,900 bytes, and one whose rank is a long string.
         for (hello, shown) in [
             (
-                format!(r#"{{"protocol":"{}","rank":1,"size":2,"nonce":"{}"}}"#, "p".repeat(3_900), "ab".repeat(32)),
+                format!(
+                    r#"{{"protocol":"{}","rank":1,"size":2,"nonce":"{}"}}"#,
+                    "p".repeat(3_900),
+                    "ab".repeat(32)
+                ),
                 "protocol `ppp",
             ),
             (
-                format!(r#"{{"protocol":"x","rank":"{}","size":2,"nonce":""}}"#, "r".repeat(3_900)),
+                format!(
+                    r#"{{"protocol":"x","rank":"{}","size":2,"nonce":""}}"#,
+                    "r".repeat(3_900)
+                ),
                 "a message from another rank: invalid type: string \"rrr",
             ),
         ] {
             let (mut client, mut p) = held();
-            let _ = client.write_all(&encode(&serde_json::from_str::<serde_json::Value>(&hello).unwrap(), &[], None).unwrap());
+            let _ = client.write_all(
+                &encode(
+                    &serde_json::from_str::<serde_json::Value>(&hello).unwrap(),
+                    &[],
+                    None,
+                )
+                .unwrap(),
+            );
             let text = format!("{:#}", fails(&mut p, None));
             assert!(text.starts_with(shown), "{text}");
             assert!(text.contains("bytes in all"), "{text}");
@@ -1631,13 +1671,21 @@ mod tests {
         }
         // Short text passes whole, control characters escaped.
         assert_eq!(quote("a\nb\u{7}\"c'"), "a\\nb\\u{7}\"c'");
-        assert_eq!(quote(&"é".repeat(150)).len(), "é".repeat(100).len() + " (300 bytes in all, 200 shown)".len() + "…".len());
+        assert_eq!(
+            quote(&"é".repeat(150)).len(),
+            "é".repeat(100).len() + " (300 bytes in all, 200 shown)".len() + "…".len()
+        );
     }
 
     /// Strangers at `port` until `stop`: `idle` connections that send nothing and connect
     /// again as soon as they are dropped, and `garbage` senders that do the same after
     /// sending junk (random bytes, a 2 GB length, HTTP, bad JSON, a bad hello).
-    fn flood(port: u16, idle: usize, garbage: usize, stop: &Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
+    fn flood(
+        port: u16,
+        idle: usize,
+        garbage: usize,
+        stop: &Arc<AtomicBool>,
+    ) -> Vec<std::thread::JoinHandle<()>> {
         (0..idle + garbage)
             .map(|k| {
                 let stop = stop.clone();
@@ -1681,8 +1729,9 @@ mod tests {
                                 match s.read(&mut buf) {
                                     Ok(0) => break,
                                     Ok(_) => {}
-                                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
-                                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                                    Err(e)
+                                        if e.kind() == std::io::ErrorKind::WouldBlock
+                                            || e.kind() == std::io::ErrorKind::TimedOut =>
                                     {
                                         if stop.load(Ordering::Relaxed) {
                                             break;
@@ -1713,7 +1762,10 @@ mod tests {
                 let stop = Arc::new(AtomicBool::new(false));
                 let leader = std::thread::spawn({
                     let a = a.clone();
-                    move || lead_with(&world(0, size, port), b"the id", Duration::from_secs(30), &a).map(|l| l.len())
+                    move || {
+                        lead_with(&world(0, size, port), b"the id", Duration::from_secs(30), &a)
+                            .map(|l| l.len())
+                    }
                 });
                 std::thread::sleep(Duration::from_millis(100));
                 let strangers = flood(port, 200, 50, &stop);
@@ -1724,7 +1776,8 @@ mod tests {
                         let a = a.clone();
                         std::thread::spawn(move || {
                             let t = Instant::now();
-                            let (_, id) = join_with(&world(r, size, port), Duration::from_secs(30), &a).unwrap();
+                            let (_, id) =
+                                join_with(&world(r, size, port), Duration::from_secs(30), &a).unwrap();
                             assert_eq!(id, b"the id");
                             t.elapsed()
                         })
@@ -1736,8 +1789,14 @@ mod tests {
                 for s in strangers {
                     s.join().unwrap();
                 }
-                eprintln!("run {run} (token: {}): slowest rank joined in {slowest:?}", token.is_some());
-                assert!(slowest < Duration::from_secs(2), "run {run}: a rank took {slowest:?} to join");
+                eprintln!(
+                    "run {run} (token: {}): slowest rank joined in {slowest:?}",
+                    token.is_some()
+                );
+                assert!(
+                    slowest < Duration::from_secs(2),
+                    "run {run}: a rank took {slowest:?} to join"
+                );
                 slowest
             })
             .collect()
