@@ -68,6 +68,9 @@ pub struct Report {
     /// Each call's step, where the program marks steps.
     #[serde(skip)]
     pub steps: Vec<Option<u64>>,
+    /// What the reader said of the recording as a whole: "ends inside a record at byte N: …".
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 struct Access {
@@ -211,6 +214,7 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         texts: k.texts,
         streams,
         steps,
+        notes: Vec::new(),
     })
 }
 

@@ -82,6 +82,10 @@ impl Viewer {
             )),
             verdict,
         ]);
+        let mut line = line;
+        for n in &r.notes {
+            line.push_span(Span::styled(format!("  · {n}"), Style::new().fg(Color::Yellow).bold()));
+        }
         Paragraph::new(line).render(area, buf);
     }
 

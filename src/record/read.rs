@@ -1,0 +1,102 @@
+//! Reading a recording, of either version, as a stream: the file opened without waiting (a
+//! FIFO must not hang), refused unless it is a regular file, then read a record (binary.rs)
+//! or a line (format.rs) at a time through a buffer, every length bounded, so no input makes
+//! haloscope read or hold more than the recording's calls.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+use anyhow::Result;
+
+use super::format::Call;
+use super::{binary, format};
+use crate::error::UsageError;
+
+/// A recording read: its calls and what the reader noted (a recording cut short).
+#[derive(Debug, Default)]
+pub struct Recording {
+    pub calls: Vec<Call>,
+    /// Said of the file as a whole: "ends inside a record at byte N: …".
+    pub notes: Vec<String>,
+}
+
+/// Opens `path` for reading without blocking (a FIFO with no writer opens at once); anything
+/// but a regular file is refused, saying what it is (exit 2).
+pub fn open_regular(path: &Path, what: &str) -> Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|e| UsageError(format!("{what} {}: {e}", path.display())))?;
+    let t = file
+        .metadata()
+        .map_err(|e| UsageError(format!("{what} {}: {e}", path.display())))?
+        .file_type();
+    if t.is_file() {
+        return Ok(file);
+    }
+    let kind = if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    };
+    Err(UsageError(format!("{what} {}: not a regular file: {kind}", path.display())).into())
+}
+
+/// The recording at `path` (`--recording`), streamed: see [`read`].
+pub fn open(path: &Path) -> Result<Recording> {
+    let file = open_regular(path, "--recording")?;
+    read(path, BufReader::with_capacity(1 << 16, file))
+}
+
+/// A recording of either version read from `r`, a record or line at a time; a bad record or
+/// line as `file:N: why`, an impossible record length as `file: byte N: why` (exit 2).
+pub fn read(path: &Path, mut r: impl BufRead) -> Result<Recording> {
+    let head = head(path, &mut r)?;
+    let (calls, notes) = if head == binary::MAGIC {
+        binary::read(path, r)?
+    } else {
+        let mut calls = Vec::new();
+        let notes = format::each(path, std::io::Cursor::new(head).chain(r), |c| calls.push(c))?;
+        (calls, notes)
+    };
+    Ok(Recording { calls, notes })
+}
+
+/// The first bytes of `r`, as many as version 2's magic line has (fewer if it ends first).
+fn head(path: &Path, r: &mut impl BufRead) -> Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(binary::MAGIC.len());
+    r.take(binary::MAGIC.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
+    Ok(head)
+}
+
+/// The calls and host threads of the recording at `path`, read as [`open`] reads it but
+/// only counted (`haloscope record`'s closing summary: nothing grows with the calls): a
+/// recording cut short counts its whole records; an impossible length is an error naming
+/// the file and its byte.
+pub fn tally(path: &Path) -> Result<(u64, usize)> {
+    let file = open_regular(path, "recording")?;
+    let mut r = BufReader::with_capacity(1 << 16, file);
+    let head = head(path, &mut r)?;
+    if head == binary::MAGIC {
+        return binary::tally(path, r);
+    }
+    let (mut calls, mut threads) = (0u64, 0usize);
+    format::each(path, std::io::Cursor::new(head).chain(r), |c| {
+        calls += 1;
+        threads = threads.max(c.thread.saturating_add(1));
+    })?;
+    Ok((calls, threads))
+}
