@@ -171,7 +171,10 @@ fn call(
             }
             // A record the recorder filled lost the arguments' tail: unknown, as `?`.
             'a' => match args(body) {
-                Err(_) if body.b.len() + 1 >= MAX_RECORD as usize => "?".into(),
+                Err(_) if body.b.len() + 1 >= MAX_RECORD as usize => {
+                    body.at = body.b.len();
+                    "?".into()
+                }
                 a => a?,
             },
             _ => body.varint()?.to_string(),
@@ -334,7 +337,7 @@ pub fn read(path: &Path, r: impl BufRead) -> Result<(Vec<Call>, Vec<String>)> {
             }),
             t => Err(format!("a record of unknown tag {t}")),
         };
-        r.map_err(|why| UsageError(format!("{}:{i}: {why} (the record at byte {at})", path.display())))?;
+        r.map_err(|why| UsageError(format!("{}: byte {at} (record {i}): {why}", path.display())))?;
     }
     Ok((calls, notes))
 }
@@ -466,7 +469,7 @@ mod tests {
         record(&mut bad, &[2, 99]);
         let e = decode(Path::new("r"), &bad).unwrap_err();
         assert!(
-            e.to_string().starts_with("r:1: a call of unknown kind 99 (the record at byte 22)"),
+            e.to_string().starts_with("r: byte 22 (record 1): a call of unknown kind 99 "),
             "{e}"
         );
     }
@@ -495,7 +498,7 @@ mod tests {
         let mut f = full.clone();
         f[at + 9] += 1;
         let e = decode(Path::new("r"), &f).unwrap_err().to_string();
-        assert!(e.starts_with("r:3: 1 byte(s) after the call's last value"), "{e}");
+        assert!(e.starts_with("r: byte 37 (record 3): 1 byte(s) after the call's last value"), "{e}");
     }
 
     proptest::proptest! {

@@ -185,8 +185,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Call>> {
 }
 
 /// Reads a recording a line at a time (each at most [`MAX_LINE`] bytes), handing each call
-/// to `call`: its notes, when its last line has no newline (cut short: kept if it is a call,
-/// else dropped); a bad line names the file, the line and why (exit 2).
+/// to `call`: its notes, when its last line has no newline (cut short: not taken, see
+/// [`cut_note`]); a bad line names the file, the line and why (exit 2).
 pub fn each(path: &Path, mut r: impl BufRead, mut call: impl FnMut(Call)) -> Result<Vec<String>> {
     let bad = |line: usize, why: String| -> anyhow::Error {
         UsageError(format!("{}:{line}: {why}", path.display())).into()
@@ -204,7 +204,7 @@ pub fn each(path: &Path, mut r: impl BufRead, mut call: impl FnMut(Call)) -> Res
         n += 1;
         let whole = buf.last() == Some(&b'\n');
         if !whole && buf.len() > MAX_LINE {
-            return Err(bad(n, "a line longer than 1 MiB (not a recording)".into()));
+            return Err(bad(n, format!("byte {at}: a line longer than 1 MiB (not a recording)")));
         }
         let text = String::from_utf8_lossy(&buf);
         let l = text.trim();
@@ -214,7 +214,7 @@ pub fn each(path: &Path, mut r: impl BufRead, mut call: impl FnMut(Call)) -> Res
                 return Err(bad(
                     1,
                     format!(
-                        "`{}`: this haloscope reads `{MAGIC}` (record it again with this version)",
+                        "`{}`: this haloscope reads versions 1 and 2 (record it again with this version)",
                         clip(l)
                     ),
                 ));
@@ -224,22 +224,12 @@ pub fn each(path: &Path, mut r: impl BufRead, mut call: impl FnMut(Call)) -> Res
                     format!("not a haloscope recording (its first line is not `{MAGIC}`)"),
                 ));
             }
+        } else if !whole {
+            // The recorder ends every line: one without its end was cut short (a value in
+            // it may be too), so it is not taken, and the report says so.
+            notes.push(cut_note(at, n));
         } else if !l.is_empty() && !l.starts_with('#') {
-            // The recorder ends every line: one without its end may have been cut short.
-            match parse_line(n, l) {
-                Ok(c) => {
-                    call(c);
-                    if !whole {
-                        notes.push(format!(
-                            "ends without a newline at byte {at} (line {n}): its last call may be cut short"
-                        ));
-                    }
-                }
-                Err(_) if !whole => notes.push(format!(
-                    "ends inside a line at byte {at} (line {n}): the calls before it are checked"
-                )),
-                Err(why) => return Err(bad(n, why)),
-            }
+            call(parse_line(n, l).map_err(|why| bad(n, why))?);
         }
         at += got as u64;
     }
@@ -250,6 +240,12 @@ pub fn each(path: &Path, mut r: impl BufRead, mut call: impl FnMut(Call)) -> Res
         ));
     }
     Ok(notes)
+}
+
+/// What a report says of a version 1 recording whose last line, line `n` at byte `at`, has
+/// no newline.
+pub fn cut_note(at: u64, n: usize) -> String {
+    format!("ends inside a line at byte {at} (line {n}): the whole lines before it are checked")
 }
 
 fn parse_line(line: usize, l: &str) -> Result<Call, String> {

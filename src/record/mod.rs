@@ -364,7 +364,9 @@ pub fn check_recordings(paths: &[PathBuf], annotations: Option<&Path>, json: boo
 pub fn process_of(path: &Path) -> Option<u32> {
     use std::io::Read;
     let mut head = Vec::new();
-    let _ = std::fs::File::open(path).and_then(|f| f.take(256).read_to_end(&mut head));
+    if let Ok(f) = read::open_regular(path, "--recording") {
+        let _ = f.take(256).read_to_end(&mut head);
+    }
     let digits = |b: &[u8]| -> Option<u32> {
         let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
         std::str::from_utf8(&b[..n]).ok()?.parse().ok()

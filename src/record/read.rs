@@ -63,6 +63,7 @@ pub fn open(path: &Path) -> Result<Recording> {
 /// line as `file:N: why`, an impossible record length as `file: byte N: why` (exit 2).
 pub fn read(path: &Path, mut r: impl BufRead) -> Result<Recording> {
     let head = head(path, &mut r)?;
+    known(path, &head)?;
     let (calls, notes) = if head == binary::MAGIC {
         binary::read(path, r)?
     } else {
@@ -71,6 +72,30 @@ pub fn read(path: &Path, mut r: impl BufRead) -> Result<Recording> {
         (calls, notes)
     };
     Ok(Recording { calls, notes })
+}
+
+/// `head`, a file's first bytes, refused at once unless it begins as a recording does
+/// (`haloscope-recording `): whatever follows is never read. A file that ends inside that
+/// line is refused saying at which byte.
+fn known(path: &Path, head: &[u8]) -> Result<()> {
+    const LINE: &[u8] = b"haloscope-recording ";
+    if head.starts_with(LINE) && (head.len() == binary::MAGIC.len() || head.ends_with(b"\n")) {
+        return Ok(());
+    }
+    let why = if head.is_empty() {
+        "an empty file, not a haloscope recording".to_string()
+    } else if LINE.starts_with(head) || head.starts_with(LINE) {
+        format!(
+            "ends at byte {} inside its first line (`haloscope-recording N`): no calls",
+            head.len()
+        )
+    } else {
+        format!(
+            "not a haloscope recording: it begins `{}`, not `haloscope-recording 2` (or 1)",
+            super::format::clip(&String::from_utf8_lossy(head))
+        )
+    };
+    Err(UsageError(format!("{}: {why}", path.display())).into())
 }
 
 /// The first bytes of `r`, as many as version 2's magic line has (fewer if it ends first).
@@ -90,6 +115,7 @@ pub fn tally(path: &Path) -> Result<(u64, usize)> {
     let file = open_regular(path, "recording")?;
     let mut r = BufReader::with_capacity(1 << 16, file);
     let head = head(path, &mut r)?;
+    known(path, &head)?;
     if head == binary::MAGIC {
         return binary::tally(path, r);
     }
