@@ -23,6 +23,7 @@ fn data(name: &str) -> PathBuf {
 fn ends(bytes: &[u8]) -> Vec<usize> {
     let mut out = vec![0];
     if let Some(mut rest) = bytes.strip_prefix(binary::MAGIC) {
+        out[0] = binary::MAGIC.len();
         let mut at = binary::MAGIC.len();
         while !rest.is_empty() {
             let (mut n, mut shift, mut len) = (0usize, 0, 0);
@@ -81,7 +82,8 @@ fn cut_reads_as_the_records_before_it(name: &str, bytes: &[u8], full: &[format::
             let e = e.to_string();
             // Only a cut inside the first line (no call yet) is refused.
             assert!(k < binary::MAGIC.len(), "{name} cut at {k} refused: {e}");
-            assert!(e.starts_with(&format!("{name}: ")) && e.contains(&format!("byte {k}")), "{e}");
+            let said = if k == 0 { "an empty file".to_string() } else { format!("byte {k}") };
+            assert!(e.starts_with(&format!("{name}: ")) && e.contains(&said), "{e}");
         }
     }
 }
@@ -232,12 +234,12 @@ fn devices_fifos_and_big_files_are_refused_in_one_line_at_once_in_little_memory(
     paths.extend(sparse.iter().map(|p| p.display().to_string()));
     // Sanity: a real recording checks under the same limit.
     let (code, err, _) = check_limited(data("graph-once.recording").to_str().unwrap());
-    assert_eq!(code, Some(0), "{err}");
+    assert!(matches!(code, Some(0 | 1)), "{err}");
     for p in &paths {
         let (code, err, took) = check_limited(p);
         assert_eq!(code, Some(2), "{p}: {err}");
         assert_eq!(err.lines().count(), 1, "{p}: {err}");
-        assert!(err.starts_with(&format!("error: --recording {p}: ")) || err.starts_with(&format!("error: {p}: ")), "{err}");
+        assert!(err.starts_with(&format!("error: --recording {p}: ")) || err.starts_with(&format!("error: {p}:")), "{err}");
         assert!(took < Duration::from_secs(2), "{p}: {took:?}");
         assert!(err.len() < 400, "{err}");
     }
@@ -267,7 +269,7 @@ fn an_error_quotes_at_most_200_bytes_and_recorded_strings_print_escaped() {
     let bytes = std::fs::read(data("graph-once-broken.recording")).unwrap();
     let at = bytes
         .windows(3)
-        .position(|w| w == b"_Z6")
+        .position(|w| w == b"_Z5")
         .expect("a kernel symbol in the recording");
     let mut evil = bytes.clone();
     evil[at..at + 3].copy_from_slice(b"\x1b]\xff");
