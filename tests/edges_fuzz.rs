@@ -5,7 +5,7 @@
 //! than a few seconds, or grow the process past 1 GiB.
 //!
 //! `cargo test` runs 20,000 cases (`HALOSCOPE_FUZZ_CASES` sets how many), then recordings
-//! of both versions, mutated and generated (edges_fuzz/recordings.rs: 10,000,
+//! of both versions, mutated and generated (edges_fuzz/recordings.rs: 20,000,
 //! `HALOSCOPE_FUZZ_RECORDINGS` sets how many).
 
 mod common;
@@ -304,7 +304,7 @@ fn twenty_thousand_generated_inputs_end_without_panic_hang_or_unbounded_memory()
             let recordings = std::env::var("HALOSCOPE_FUZZ_RECORDINGS")
                 .ok()
                 .and_then(|v| v.parse().ok())
-                .unwrap_or(10_000usize);
+                .unwrap_or(20_000usize);
             let mut r = Rng(0x2545_f491_4f6c_dd1d);
             for i in 0..recordings {
                 let t0 = Instant::now();

@@ -674,7 +674,7 @@ impl Checker<'_> {
             .range(..=ptr)
             .next_back()
             .map(|(_, a)| a)
-            .filter(|a| ptr < a.start + a.bytes.max(1))
+            .filter(|a| ptr - a.start < a.bytes.max(1))
     }
 }
 
@@ -731,9 +731,15 @@ impl Checker<'_> {
                     named[cl.param] = false;
                     continue;
                 };
+                // Bounds past i64 (any recorded value): the whole allocation, as unnamed.
+                let (Some(at), Some(len)) = (from.checked_mul(4), to.checked_sub(from).and_then(|n| n.checked_mul(4)))
+                else {
+                    named[cl.param] = false;
+                    continue;
+                };
                 if to > from {
-                    let ptr = args[cl.param].1.wrapping_add((from * 4) as u64);
-                    out.push((ptr, Some(((to - from) * 4) as u64), cl.write));
+                    let ptr = args[cl.param].1.wrapping_add(at as u64);
+                    out.push((ptr, Some(len as u64), cl.write));
                 }
             }
         }
@@ -762,7 +768,7 @@ impl Checker<'_> {
             };
             let (name, lo) = (a.name.clone(), a.start);
             let (from, to) = match bytes {
-                Some(n) => (ptr - lo, ptr - lo + n),
+                Some(n) => (ptr - lo, (ptr - lo).saturating_add(n)),
                 None => (0, a.bytes),
             };
             let acc = Access {
