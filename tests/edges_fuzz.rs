@@ -308,7 +308,8 @@ fn twenty_thousand_generated_inputs_end_without_panic_hang_or_unbounded_memory()
             let mut r = Rng(0x2545_f491_4f6c_dd1d);
             for i in 0..recordings {
                 let t0 = Instant::now();
-                let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| recordings::case(&mut r, i)));
+                let got =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| recordings::case(&mut r, i)));
                 slowest = slowest.max(t0.elapsed());
                 match got {
                     Ok(k) => *counts.entry(k).or_default() += 1,

@@ -53,7 +53,13 @@ fn ends(bytes: &[u8]) -> Vec<usize> {
 /// `bytes` cut at `k`: either the calls of the whole records before `k`, with a note saying
 /// at which byte it ends unless `k` is a record's end; or a refusal naming a byte. Never
 /// fewer calls without a note.
-fn cut_reads_as_the_records_before_it(name: &str, bytes: &[u8], full: &[format::Call], ends: &[usize], k: usize) {
+fn cut_reads_as_the_records_before_it(
+    name: &str,
+    bytes: &[u8],
+    full: &[format::Call],
+    ends: &[usize],
+    k: usize,
+) {
     let path = Path::new(name);
     match read::read(path, &bytes[..k]) {
         Ok(r) => {
@@ -65,7 +71,11 @@ fn cut_reads_as_the_records_before_it(name: &str, bytes: &[u8], full: &[format::
             );
             let boundary = ends.contains(&k);
             if boundary {
-                assert!(r.notes.is_empty(), "{name} cut at a record's end {k}: {:?}", r.notes);
+                assert!(
+                    r.notes.is_empty(),
+                    "{name} cut at a record's end {k}: {:?}",
+                    r.notes
+                );
             } else {
                 // The note names the byte the last whole record ends at (where the cut one begins).
                 let begins = ends.iter().copied().filter(|&e| e <= k).max().unwrap();
@@ -82,7 +92,11 @@ fn cut_reads_as_the_records_before_it(name: &str, bytes: &[u8], full: &[format::
             let e = e.to_string();
             // Only a cut inside the first line (no call yet) is refused.
             assert!(k < binary::MAGIC.len(), "{name} cut at {k} refused: {e}");
-            let said = if k == 0 { "an empty file".to_string() } else { format!("byte {k}") };
+            let said = if k == 0 {
+                "an empty file".to_string()
+            } else {
+                format!("byte {k}")
+            };
             assert!(e.starts_with(&format!("{name}: ")) && e.contains(&said), "{e}");
         }
     }
@@ -139,7 +153,10 @@ fn an_impossible_record_length_in_the_middle_is_refused_naming_its_byte() {
     let bytes = std::fs::read(data("graph-once-broken.recording")).unwrap();
     let ends = ends(&bytes);
     let dir = tempfile::tempdir().unwrap();
-    for (i, len) in [&[0u8][..], &[0xff, 0x7f], &[0x81, 0x10], &[0xff; 12]].iter().enumerate() {
+    for (i, len) in [&[0u8][..], &[0xff, 0x7f], &[0x81, 0x10], &[0xff; 12]]
+        .iter()
+        .enumerate()
+    {
         let at = ends[ends.len() / 3 + i];
         let f = dir.path().join(format!("bad{i}.recording"));
         std::fs::write(&f, with_length(&bytes, at, len)).unwrap();
@@ -186,7 +203,12 @@ fn a_cut_recording_says_where_it_ends_in_checks_text_and_json() {
         "{v}"
     );
     // The whole file: no note.
-    let (_, out, _) = haloscope(&["check", "--recording", data("graph-once-broken.recording").to_str().unwrap(), "--json"]);
+    let (_, out, _) = haloscope(&[
+        "check",
+        "--recording",
+        data("graph-once-broken.recording").to_str().unwrap(),
+        "--json",
+    ]);
     assert!(!out.contains("\"notes\""), "{out}");
 }
 
@@ -201,7 +223,11 @@ fn check_limited(path: &str) -> (Option<i32>, String, Duration) {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned(), t0.elapsed())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        t0.elapsed(),
+    )
 }
 
 #[test]
@@ -230,7 +256,11 @@ fn devices_fifos_and_big_files_are_refused_in_one_line_at_once_in_little_memory(
         f.set_len(1 << 30).unwrap();
         sparse.push(p);
     }
-    let mut paths: Vec<String> = vec!["/dev/zero".into(), "/dev/urandom".into(), fifo.display().to_string()];
+    let mut paths: Vec<String> = vec![
+        "/dev/zero".into(),
+        "/dev/urandom".into(),
+        fifo.display().to_string(),
+    ];
     paths.extend(sparse.iter().map(|p| p.display().to_string()));
     // Sanity: a real recording checks under the same limit.
     let (code, err, _) = check_limited(data("graph-once.recording").to_str().unwrap());
@@ -239,7 +269,10 @@ fn devices_fifos_and_big_files_are_refused_in_one_line_at_once_in_little_memory(
         let (code, err, took) = check_limited(p);
         assert_eq!(code, Some(2), "{p}: {err}");
         assert_eq!(err.lines().count(), 1, "{p}: {err}");
-        assert!(err.starts_with(&format!("error: --recording {p}: ")) || err.starts_with(&format!("error: {p}:")), "{err}");
+        assert!(
+            err.starts_with(&format!("error: --recording {p}: ")) || err.starts_with(&format!("error: {p}:")),
+            "{err}"
+        );
         assert!(took < Duration::from_secs(2), "{p}: {took:?}");
         assert!(err.len() < 400, "{err}");
     }
@@ -256,14 +289,26 @@ fn an_error_quotes_at_most_200_bytes_and_recorded_strings_print_escaped() {
     // 1 MiB); a 100 KiB one quoted clipped.
     let f = dir.path().join("long.recording");
     let long = "x".repeat(100 << 10);
-    std::fs::write(&f, format!("haloscope-recording 1\n1 2 0 5 6 0 0 record event={long}\n")).unwrap();
+    std::fs::write(
+        &f,
+        format!("haloscope-recording 1\n1 2 0 5 6 0 0 record event={long}\n"),
+    )
+    .unwrap();
     let (code, _, err) = haloscope(&["check", "--recording", f.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.len() < 400 + f.as_os_str().len(), "{} bytes: {}", err.len(), &err[..300]);
+    assert!(
+        err.len() < 400 + f.as_os_str().len(),
+        "{} bytes: {}",
+        err.len(),
+        &err[..300]
+    );
     std::fs::write(&f, format!("haloscope-recording 1\n{}\n", "7".repeat(16 << 20))).unwrap();
     let (code, _, err) = haloscope(&["check", "--recording", f.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.len() < 400 + f.as_os_str().len() && err.contains("byte 22: a line longer than 1 MiB"), "{err}");
+    assert!(
+        err.len() < 400 + f.as_os_str().len() && err.contains("byte 22: a line longer than 1 MiB"),
+        "{err}"
+    );
     // A kernel named with an escape sequence, a carriage return, non-UTF-8 and a bidirectional
     // override: printed escaped.
     let bytes = std::fs::read(data("graph-once-broken.recording")).unwrap();

@@ -275,7 +275,11 @@ impl<R: BufRead> Records<R> {
             }
         }
         if n == 0 || n > MAX_RECORD {
-            let n = if more { format!("{n} or more") } else { n.to_string() };
+            let n = if more {
+                format!("{n} or more")
+            } else {
+                n.to_string()
+            };
             return Err(Stop::Bad(
                 at,
                 format!("a record length of {n} (the recorder writes records of 1 to {MAX_RECORD} bytes)"),
@@ -469,7 +473,8 @@ mod tests {
         record(&mut bad, &[2, 99]);
         let e = decode(Path::new("r"), &bad).unwrap_err();
         assert!(
-            e.to_string().starts_with("r: byte 22 (record 1): a call of unknown kind 99 "),
+            e.to_string()
+                .starts_with("r: byte 22 (record 1): a call of unknown kind 99 "),
             "{e}"
         );
     }
@@ -482,7 +487,10 @@ mod tests {
         for (len, want) in [
             (&[0u8][..], "a record length of 0 "),
             (&[0xb8, 0x17][..], "a record length of 3000 "),
-            (&[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80][..], "longer than 64 bits"),
+            (
+                &[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80][..],
+                "longer than 64 bits",
+            ),
         ] {
             let mut f = full[..at].to_vec();
             f.extend_from_slice(len);
@@ -498,7 +506,10 @@ mod tests {
         let mut f = full.clone();
         f[at + 9] += 1;
         let e = decode(Path::new("r"), &f).unwrap_err().to_string();
-        assert!(e.starts_with("r: byte 37 (record 3): 1 byte(s) after the call's last value"), "{e}");
+        assert!(
+            e.starts_with("r: byte 37 (record 3): 1 byte(s) after the call's last value"),
+            "{e}"
+        );
     }
 
     proptest::proptest! {

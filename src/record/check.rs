@@ -732,8 +732,10 @@ impl Checker<'_> {
                     continue;
                 };
                 // Bounds past i64 (any recorded value): the whole allocation, as unnamed.
-                let (Some(at), Some(len)) = (from.checked_mul(4), to.checked_sub(from).and_then(|n| n.checked_mul(4)))
-                else {
+                let (Some(at), Some(len)) = (
+                    from.checked_mul(4),
+                    to.checked_sub(from).and_then(|n| n.checked_mul(4)),
+                ) else {
                     named[cl.param] = false;
                     continue;
                 };

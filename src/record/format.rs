@@ -204,7 +204,10 @@ pub fn each(path: &Path, mut r: impl BufRead, mut call: impl FnMut(Call)) -> Res
         n += 1;
         let whole = buf.last() == Some(&b'\n');
         if !whole && buf.len() > MAX_LINE {
-            return Err(bad(n, format!("byte {at}: a line longer than 1 MiB (not a recording)")));
+            return Err(bad(
+                n,
+                format!("byte {at}: a line longer than 1 MiB (not a recording)"),
+            ));
         }
         let text = String::from_utf8_lossy(&buf);
         let l = text.trim();
@@ -252,10 +255,12 @@ fn parse_line(line: usize, l: &str) -> Result<Call, String> {
     let mut w = l.split_whitespace();
     let mut field = |name: &str| w.next().ok_or_else(|| format!("no {name}"));
     let n = |s: &str, name: &str| -> Result<u64, String> {
-        s.parse().map_err(|_| format!("{name} `{}` is not a number", clip(s)))
+        s.parse()
+            .map_err(|_| format!("{name} `{}` is not a number", clip(s)))
     };
     let i = |s: &str, name: &str| -> Result<i64, String> {
-        s.parse().map_err(|_| format!("{name} `{}` is not a number", clip(s)))
+        s.parse()
+            .map_err(|_| format!("{name} `{}` is not a number", clip(s)))
     };
     let seq_in = n(field("SEQ_IN")?, "SEQ_IN")?;
     let seq_out = n(field("SEQ_OUT")?, "SEQ_OUT")?;

@@ -126,3 +126,35 @@ pub fn tally(path: &Path) -> Result<(u64, usize)> {
     })?;
     Ok((calls, threads))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `haloscope record`'s closing count on a recording whose length is corrupt after the
+    /// run: an error naming the byte, never a "capacity overflow" panic or an abort; a
+    /// recording cut short counts its whole records.
+    #[test]
+    fn the_closing_count_of_a_corrupt_recording_is_an_error_naming_its_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.recording");
+        let mut f = binary::MAGIC.to_vec();
+        f.extend_from_slice(b"\x03\x00pi");
+        // A length of 2^63 (the old count allocated it).
+        f.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]);
+        f.extend_from_slice(b"\x02\x00");
+        std::fs::write(&path, &f).unwrap();
+        let e = tally(&path).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("{}: byte 26: a record length of ", path.display())),
+            "{e}"
+        );
+        // Cut inside the third record: the two whole ones (no call among them).
+        let mut f = binary::MAGIC.to_vec();
+        f.extend_from_slice(b"\x03\x00pi\x03\x00pi\x09\x02");
+        std::fs::write(&path, &f).unwrap();
+        assert_eq!(tally(&path).unwrap(), (0, 0));
+        let r = open(&path).unwrap();
+        assert_eq!(r.notes, [binary::cut_note(30)]);
+    }
+}

@@ -248,7 +248,10 @@ mod tests {
         assert_eq!(super::kernel_name("_Z2\u{e9}x"), "\u{e9}");
         assert_eq!(super::kernel_name("_Z1\u{e9}"), "_Z1\u{e9}");
         assert_eq!(super::kernel_name("_Z99k"), "_Z99k");
-        assert_eq!(super::kernel_name("_Z99999999999999999999999k"), "_Z99999999999999999999999k");
+        assert_eq!(
+            super::kernel_name("_Z99999999999999999999999k"),
+            "_Z99999999999999999999999k"
+        );
     }
 
     proptest::proptest! {

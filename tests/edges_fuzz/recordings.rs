@@ -19,8 +19,12 @@ fn committed() -> &'static [(String, Vec<u8>)] {
             .unwrap()
             .filter_map(|e| {
                 let p = e.ok()?.path();
-                (p.extension()? == "recording")
-                    .then(|| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+                (p.extension()? == "recording").then(|| {
+                    (
+                        p.file_name().unwrap().to_string_lossy().into_owned(),
+                        std::fs::read(&p).unwrap(),
+                    )
+                })
             })
             .collect();
         v.sort_by_key(|(n, b)| (b.len(), n.clone()));
@@ -147,12 +151,33 @@ fn generated_v2(r: &mut Rng, kinds: &[Vec<char>]) -> Vec<u8> {
                 };
                 varint(&mut b, code as u64);
                 // Thread, seq and time deltas, rc, device.
-                varint(&mut b, if r.below(30) == 0 { value(r) } else { r.below(4) as u64 });
+                varint(
+                    &mut b,
+                    if r.below(30) == 0 {
+                        value(r)
+                    } else {
+                        r.below(4) as u64
+                    },
+                );
                 for _ in 0..4 {
-                    varint(&mut b, if r.below(20) == 0 { value(r) } else { r.below(50) as u64 });
+                    varint(
+                        &mut b,
+                        if r.below(20) == 0 {
+                            value(r)
+                        } else {
+                            r.below(50) as u64
+                        },
+                    );
                 }
                 varint(&mut b, if r.below(10) == 0 { value(r) } else { 0 });
-                varint(&mut b, if r.below(10) == 0 { value(r) } else { r.below(3) as u64 });
+                varint(
+                    &mut b,
+                    if r.below(10) == 0 {
+                        value(r)
+                    } else {
+                        r.below(3) as u64
+                    },
+                );
                 for &k in kinds.get(code).map_or(&[][..], Vec::as_slice) {
                     match k {
                         'd' => (0..3).for_each(|_| varint(&mut b, value(r))),
@@ -205,8 +230,21 @@ fn generated_v2(r: &mut Rng, kinds: &[Vec<char>]) -> Vec<u8> {
 /// A version 1 recording generated a line at a time.
 fn generated_v1(r: &mut Rng) -> Vec<u8> {
     let names = [
-        "malloc", "free", "launch", "record", "wait", "stream_create", "event_create", "memcpy_async",
-        "memset", "graph_launch", "capture_begin", "capture_end", "mark", "setdev", "bogus",
+        "malloc",
+        "free",
+        "launch",
+        "record",
+        "wait",
+        "stream_create",
+        "event_create",
+        "memcpy_async",
+        "memset",
+        "graph_launch",
+        "capture_begin",
+        "capture_end",
+        "mark",
+        "setdev",
+        "bogus",
     ];
     let keys = [
         "ptr", "bytes", "stream", "event", "kernel", "grid", "block", "args", "dst", "src", "kind", "graph",
@@ -252,7 +290,10 @@ pub fn check_with(calls: &[haloscope::record::format::Call], notes: Option<&anno
         Ok(report) => {
             let text = haloscope::record::summary(Path::new("fuzz.recording"), &report);
             let bad = text.chars().find(|&c| c.is_control() && c != '\n');
-            assert!(bad.is_none(), "a control character {bad:?} in the report:\n{text}");
+            assert!(
+                bad.is_none(),
+                "a control character {bad:?} in the report:\n{text}"
+            );
             true
         }
         Err(_) => false,
@@ -265,11 +306,22 @@ pub fn case(r: &mut Rng, i: usize) -> (&'static str, bool) {
     let (kind, bytes) = match i % 4 {
         0 | 1 => {
             // Mostly the small ones: the big ones read slowly in a debug build.
-            let n = if r.below(50) == 0 { files.len() } else { files.len().min(8) };
+            let n = if r.below(50) == 0 {
+                files.len()
+            } else {
+                files.len().min(8)
+            };
             let (name, base) = &files[r.below(n)];
             let v2 = base.starts_with(binary::MAGIC);
             let _ = name;
-            (if v2 { "recording-v2-mutated" } else { "recording-v1-mutated" }, mutate(r, base))
+            (
+                if v2 {
+                    "recording-v2-mutated"
+                } else {
+                    "recording-v1-mutated"
+                },
+                mutate(r, base),
+            )
         }
         2 => ("recording-v2-generated", generated_v2(r, &kinds())),
         _ => ("recording-v1-generated", {
@@ -281,7 +333,11 @@ pub fn case(r: &mut Rng, i: usize) -> (&'static str, bool) {
         Ok(rec) => check_with(&rec.calls, None),
         Err(e) => {
             let e = e.to_string();
-            assert!(e.len() < 600 && e.lines().count() == 1, "an error of {} bytes: {e:?}", e.len());
+            assert!(
+                e.len() < 600 && e.lines().count() == 1,
+                "an error of {} bytes: {e:?}",
+                e.len()
+            );
             false
         }
     };
