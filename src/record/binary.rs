@@ -291,7 +291,15 @@ impl<R: BufRead> Records<R> {
             .read_to_end(&mut self.body)
             .map_err(|e| Stop::Io(at, e))?;
         if (self.body.len() as u64) < n {
-            return Err(Stop::Cut(at));
+            // A record the recorder began has a tag it writes: past the end, anything else is
+            // a corrupt length, not a cut.
+            return Err(match self.body.first() {
+                Some(&t) if t > 2 => Stop::Bad(
+                    at,
+                    format!("a record of unknown tag {t}, {n} bytes long past the end of the file"),
+                ),
+                _ => Stop::Cut(at),
+            });
         }
         self.at = at + len + n;
         Ok(Some((at, &self.body)))
@@ -501,6 +509,15 @@ mod tests {
             let e = tally(Path::new("r"), &f[MAGIC.len()..]).unwrap_err().to_string();
             assert!(e.starts_with(&format!("r: byte {at}: ")), "{e}");
         }
+        // A length past the end before a body no record begins with: refused, not a cut.
+        let mut f = full[..at].to_vec();
+        f.extend_from_slice(&[0x90, 0x0f, 9]);
+        f.extend_from_slice(&full[at + 1..]);
+        let e = decode(Path::new("r"), &f).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("r: byte {at}: a record of unknown tag 9")),
+            "{e}"
+        );
         // A length one too long runs the call into the next record: its bytes are left over
         // or it fails, never silently one call fewer.
         let mut f = full.clone();
