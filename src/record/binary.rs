@@ -524,7 +524,7 @@ mod tests {
         f[at + 9] += 1;
         let e = decode(Path::new("r"), &f).unwrap_err().to_string();
         assert!(
-            e.starts_with("r: byte 37 (record 3): 1 byte(s) after the call's last value"),
+            e.starts_with("r: byte 38 (record 3): 1 byte(s) after the call's last value"),
             "{e}"
         );
     }
