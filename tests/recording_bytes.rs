@@ -212,12 +212,16 @@ fn a_cut_recording_says_where_it_ends_in_checks_text_and_json() {
     assert!(!out.contains("\"notes\""), "{out}");
 }
 
-/// `haloscope check --recording PATH` under a 100 MB address-space limit: its exit, its
+/// `haloscope check --recording PATH` under a 100 MB address-space limit and a 10 s timeout: its exit, its
 /// standard error, and how long it took.
 fn check_limited(path: &str) -> (Option<i32>, String, Duration) {
     let t0 = Instant::now();
     let out = std::process::Command::new("sh")
-        .args(["-c", "ulimit -v 100000 && exec \"$0\" check --recording \"$1\""])
+        // A hang (a FIFO waited on) ends at 10 s, failing the 2 s bound.
+        .args([
+            "-c",
+            "ulimit -v 100000 && exec timeout 10 \"$0\" check --recording \"$1\"",
+        ])
         .arg(env!("CARGO_BIN_EXE_haloscope"))
         .arg(path)
         .stdin(std::process::Stdio::null())
