@@ -4,9 +4,13 @@
 //! (programs) checked in this process: no case may panic, overflow the stack, take more
 //! than a few seconds, or grow the process past 1 GiB.
 //!
-//! `cargo test` runs 20,000 cases (`HALOSCOPE_FUZZ_CASES` sets how many).
+//! `cargo test` runs 20,000 cases (`HALOSCOPE_FUZZ_CASES` sets how many), then recordings
+//! of both versions, mutated and generated (edges_fuzz/recordings.rs: 20,000,
+//! `HALOSCOPE_FUZZ_RECORDINGS` sets how many).
 
 mod common;
+#[path = "edges_fuzz/recordings.rs"]
+mod recordings;
 
 use clap::Parser;
 use haloscope::program::{Mode, lang};
@@ -296,10 +300,26 @@ fn twenty_thousand_generated_inputs_end_without_panic_hang_or_unbounded_memory()
                     Err(_) => panics.push(i),
                 }
             }
-            (counts, slowest, panics)
+            // Recordings (issue 50): read as `check --recording` reads them, checked.
+            let recordings = std::env::var("HALOSCOPE_FUZZ_RECORDINGS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(20_000usize);
+            let mut r = Rng(0x2545_f491_4f6c_dd1d);
+            for i in 0..recordings {
+                let t0 = Instant::now();
+                let got =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| recordings::case(&mut r, i)));
+                slowest = slowest.max(t0.elapsed());
+                match got {
+                    Ok(k) => *counts.entry(k).or_default() += 1,
+                    Err(_) => panics.push(cases + i),
+                }
+            }
+            (counts, slowest, panics, cases + recordings)
         })
         .unwrap();
-    let (counts, slowest, panics) = worker.join().expect("no case overflowed the stack or aborted");
+    let (counts, slowest, panics, all) = worker.join().expect("no case overflowed the stack or aborted");
     eprintln!(
         "{counts:?}; slowest case {slowest:?}; peak {} MB",
         peak_rss_kb() / 1024
@@ -307,7 +327,18 @@ fn twenty_thousand_generated_inputs_end_without_panic_hang_or_unbounded_memory()
     assert!(panics.is_empty(), "cases that panicked: {panics:?}");
     let refused: usize = counts.iter().filter(|((_, ok), _)| !ok).map(|(_, n)| n).sum();
     let total: usize = counts.values().sum();
-    assert_eq!(total, cases);
+    assert_eq!(total + panics.len(), all);
+    // Every kind of recording case both reads and is refused.
+    for k in [
+        "recording-v1-mutated",
+        "recording-v2-mutated",
+        "recording-v1-generated",
+        "recording-v2-generated",
+    ] {
+        for ok in [true, false] {
+            assert!(counts.contains_key(&(k, ok)), "no {k} case {ok}: {counts:?}");
+        }
+    }
     assert!(
         refused * 3 >= total,
         "{refused} of {total} refused: the malformed half should mostly be"

@@ -15,11 +15,15 @@
 //!
 //! A call decodes into the same [`Call`] as a version 1 line (its `line` is its place among
 //! the file's records, from 1), so the checker reads both versions. About 30 B a call
-//! (version 1's lines took about 110). A record cut short at the end (the program was killed
-//! while the recorder wrote) ends the recording there.
+//! (version 1's lines took about 110).
+//!
+//! Records are read one at a time ([`Records`]): a length of 0 or past [`MAX_RECORD`] (the
+//! most the recorder writes) is an error naming its byte; a record cut short at the end (the
+//! program was killed while the recorder wrote) ends the recording there, with a note saying
+//! at which byte.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -30,6 +34,10 @@ use crate::error::UsageError;
 
 /// The first line of a recording of this version.
 pub const MAGIC: &[u8] = b"haloscope-recording 2\n";
+
+/// The longest record the recorder writes, its tag included: its record buffer
+/// (`rec` in inject/haloscope_inject.c).
+pub const MAX_RECORD: u64 = 2048;
 
 /// Each call kind: its name and its values (key, kind).
 type Schema = Vec<(String, Vec<(String, char)>)>;
@@ -102,12 +110,6 @@ impl Body<'_> {
     }
 }
 
-/// A varint at `at` in `b`: its value and the byte after it; `None` when `b` ends first.
-fn varint_at(b: &[u8], at: usize) -> Option<(u64, usize)> {
-    let mut body = Body { b, at };
-    body.varint().ok().map(|v| (v, body.at))
-}
-
 /// The kernel arguments as version 1 wrote them: `size:hex` (most significant byte first),
 /// `?` or `?:E1:E2`.
 fn args(body: &mut Body) -> Result<String, String> {
@@ -167,7 +169,14 @@ fn call(
                 let id = body.varint()?;
                 strings.get(&id).cloned().unwrap_or_else(|| "?".into())
             }
-            'a' => args(body)?,
+            // A record the recorder filled lost the arguments' tail: unknown, as `?`.
+            'a' => match args(body) {
+                Err(_) if body.b.len() + 1 >= MAX_RECORD as usize => {
+                    body.at = body.b.len();
+                    "?".into()
+                }
+                a => a?,
+            },
             _ => body.varint()?.to_string(),
         };
         values.insert(key.clone(), v);
@@ -186,73 +195,184 @@ fn call(
     })
 }
 
-/// The records of `bytes` (after the magic line): each record's tag and body; a record cut
-/// short at the end ends the list.
-fn records(bytes: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
-    let mut at = MAGIC.len();
-    std::iter::from_fn(move || {
-        let (n, start) = varint_at(bytes, at)?;
-        let end = start.checked_add(usize::try_from(n).ok()?)?;
-        let body = bytes.get(start..end)?;
-        at = end;
-        let (&tag, rest) = body.split_first()?;
-        Some((tag, rest))
-    })
+/// Why [`Records`] stopped before the end of the file.
+#[derive(Debug)]
+pub enum Stop {
+    /// The file ends inside the record that begins at this byte.
+    Cut(u64),
+    /// The record at this byte cannot be: why.
+    Bad(u64, String),
+    Io(u64, std::io::Error),
 }
 
-/// A version 2 recording's calls; a bad record names the file, the record and why (exit 2).
+impl Stop {
+    /// The stop as an error naming `path` (exit 2), or, for a cut, the note the report carries.
+    fn error(self, path: &Path) -> anyhow::Error {
+        match self {
+            Stop::Cut(at) => UsageError(format!("{}: {}", path.display(), cut_note(at))).into(),
+            Stop::Bad(at, why) => UsageError(format!("{}: byte {at}: {why}", path.display())).into(),
+            Stop::Io(at, e) => UsageError(format!("{}: byte {at}: {e}", path.display())).into(),
+        }
+    }
+}
+
+/// What a report says of a recording that ends inside the record at byte `at`.
+pub fn cut_note(at: u64) -> String {
+    format!("ends inside a record at byte {at}: the whole records before it are checked")
+}
+
+/// A version 2 recording's records, read one at a time from a reader past the magic line:
+/// no record longer than [`MAX_RECORD`] is ever held.
+pub struct Records<R> {
+    r: R,
+    /// The byte of the file the next record begins at.
+    at: u64,
+    body: Vec<u8>,
+}
+
+impl<R: BufRead> Records<R> {
+    pub fn new(r: R) -> Self {
+        Records {
+            r,
+            at: MAGIC.len() as u64,
+            body: Vec::new(),
+        }
+    }
+
+    fn byte(&mut self) -> Result<Option<u8>, Stop> {
+        loop {
+            let buf = match self.r.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Stop::Io(self.at, e)),
+            };
+            let Some(&x) = buf.first() else {
+                return Ok(None);
+            };
+            self.r.consume(1);
+            return Ok(Some(x));
+        }
+    }
+
+    /// The next record: the byte it begins at and its bytes, its tag first; `None` at the
+    /// end of the file.
+    pub fn next_record(&mut self) -> Result<Option<(u64, &[u8])>, Stop> {
+        let at = self.at;
+        let Some(first) = self.byte()? else {
+            return Ok(None);
+        };
+        let (mut n, mut len) = (u64::from(first & 0x7f), 1u64);
+        let mut more = first >= 0x80;
+        while more {
+            let x = self.byte()?.ok_or(Stop::Cut(at))?;
+            if len == 10 {
+                return Err(Stop::Bad(at, "a record length longer than 64 bits".into()));
+            }
+            n |= u64::from(x & 0x7f).checked_shl(7 * len as u32).unwrap_or(0);
+            (len, more) = (len + 1, x >= 0x80);
+            if n > MAX_RECORD {
+                break;
+            }
+        }
+        if n == 0 || n > MAX_RECORD {
+            let n = if more {
+                format!("{n} or more")
+            } else {
+                n.to_string()
+            };
+            return Err(Stop::Bad(
+                at,
+                format!("a record length of {n} (the recorder writes records of 1 to {MAX_RECORD} bytes)"),
+            ));
+        }
+        self.body.clear();
+        (&mut self.r)
+            .take(n)
+            .read_to_end(&mut self.body)
+            .map_err(|e| Stop::Io(at, e))?;
+        if (self.body.len() as u64) < n {
+            // A record the recorder began has a tag it writes: past the end, anything else is
+            // a corrupt length, not a cut.
+            return Err(match self.body.first() {
+                Some(&t) if t > 2 => Stop::Bad(
+                    at,
+                    format!("a record of unknown tag {t}, {n} bytes long past the end of the file"),
+                ),
+                _ => Stop::Cut(at),
+            });
+        }
+        self.at = at + len + n;
+        Ok(Some((at, &self.body)))
+    }
+}
+
+/// A version 2 recording held in memory: its calls (a bad record names the file, the record
+/// and why: exit 2; a record cut short at the end ends the calls, see [`read`]).
 pub fn decode(path: &Path, bytes: &[u8]) -> Result<Vec<Call>> {
+    let rest = bytes.strip_prefix(MAGIC).unwrap_or(bytes);
+    Ok(read(path, rest)?.0)
+}
+
+/// A version 2 recording's calls, read a record at a time from `r` (past its magic line),
+/// and its notes: a record cut short at the end ends the calls with a note saying at which
+/// byte. A bad record names the file, the record, its byte and why (exit 2).
+pub fn read(path: &Path, r: impl BufRead) -> Result<(Vec<Call>, Vec<String>)> {
     let (mut calls, mut last, mut strings) = (Vec::new(), Last::new(), HashMap::new());
-    for (i, (tag, body)) in records(bytes).enumerate() {
+    let mut records = Records::new(r);
+    let mut notes = Vec::new();
+    for i in 1.. {
+        let (at, record) = match records.next_record() {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(Stop::Cut(at)) => {
+                notes.push(cut_note(at));
+                break;
+            }
+            Err(e) => return Err(e.error(path)),
+        };
+        let (&tag, body) = record.split_first().expect("a record holds at least its tag");
         let mut b = Body { b: body, at: 0 };
         let r = match tag {
             0 => Ok(()),
             1 => b.varint().map(|id| {
                 strings.insert(id, String::from_utf8_lossy(&body[b.at..]).into_owned());
             }),
-            2 => call(&mut b, i + 1, &mut last, &strings).map(|c| calls.push(c)),
+            2 => call(&mut b, i, &mut last, &strings).and_then(|c| {
+                if b.at < body.len() {
+                    return Err(format!(
+                        "{} byte(s) after the call's last value (its length is wrong)",
+                        body.len() - b.at
+                    ));
+                }
+                calls.push(c);
+                Ok(())
+            }),
             t => Err(format!("a record of unknown tag {t}")),
         };
-        r.map_err(|why| UsageError(format!("{}:{}: {why}", path.display(), i + 1)))?;
+        r.map_err(|why| UsageError(format!("{}: byte {at} (record {i}): {why}", path.display())))?;
     }
-    Ok(calls)
+    Ok((calls, notes))
 }
 
 /// The calls and host threads of a version 2 recording, read a record at a time from `r`
-/// (after its magic line).
-pub fn tally(mut r: impl Read) -> std::io::Result<(u64, usize)> {
+/// (past its magic line), as [`read`] reads them: a recording cut short counts its whole
+/// records; an impossible length is an error naming the file and its byte.
+pub fn tally(path: &Path, r: impl BufRead) -> Result<(u64, usize)> {
     let (mut calls, mut threads) = (0u64, 0usize);
-    let mut body = Vec::new();
+    let mut records = Records::new(r);
     loop {
-        let mut failed = None;
-        let n = leb128(|| {
-            let mut x = [0u8];
-            match r.read(&mut x) {
-                Ok(1) => Some(x[0]),
-                Ok(_) => None,
-                Err(e) => {
-                    failed = Some(e);
-                    None
+        match records.next_record() {
+            Ok(Some((_, body))) => {
+                if body.first() == Some(&2) {
+                    calls += 1;
+                    let mut b = Body { b: &body[1..], at: 0 };
+                    if let (Ok(_), Ok(t)) = (b.varint(), b.varint()) {
+                        threads = threads.max(usize::try_from(t).unwrap_or(usize::MAX).saturating_add(1));
+                    }
                 }
             }
-        });
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        // The end, or a length that cannot be: the recording ends here.
-        let Some(Some(n)) = n else {
-            return Ok((calls, threads));
-        };
-        body.resize(n as usize, 0);
-        if r.read_exact(&mut body).is_err() {
-            return Ok((calls, threads));
-        }
-        if body.first() == Some(&2) {
-            calls += 1;
-            let mut b = Body { b: &body[1..], at: 0 };
-            if let (Ok(_), Ok(t)) = (b.varint(), b.varint()) {
-                threads = threads.max(t as usize + 1);
-            }
+            Ok(None) | Err(Stop::Cut(_)) => return Ok((calls, threads)),
+            Err(e) => return Err(e.error(path)),
         }
     }
 }
@@ -342,17 +462,88 @@ mod tests {
         assert_eq!(l.keys["kernel"], "_Z1kPf");
         assert_eq!(l.keys["grid"], "2,1,1");
         assert_eq!(l.keys["args"], "8:0000000000001000,4:ffffffff");
-        assert_eq!(tally(&sample()[MAGIC.len()..]).unwrap(), (2, 2));
+        assert_eq!(tally(Path::new("r"), &sample()[MAGIC.len()..]).unwrap(), (2, 2));
     }
 
     #[test]
-    fn a_record_cut_short_ends_the_recording_and_a_bad_one_says_where() {
+    fn a_record_cut_short_ends_the_recording_with_a_note_and_a_bad_one_says_where() {
         let full = sample();
-        let cut = decode(Path::new("r"), &full[..full.len() - 3]).unwrap();
+        let (cut, notes) = read(Path::new("r"), &full[MAGIC.len()..full.len() - 3]).unwrap();
         assert_eq!(cut.len(), 1);
+        let mut records = Records::new(&full[MAGIC.len()..]);
+        let mut starts = Vec::new();
+        while let Some((at, _)) = records.next_record().unwrap() {
+            starts.push(at);
+        }
+        assert_eq!(starts.len(), 4);
+        assert_eq!(notes, [cut_note(starts[3])]);
         let mut bad = MAGIC.to_vec();
         record(&mut bad, &[2, 99]);
         let e = decode(Path::new("r"), &bad).unwrap_err();
-        assert!(e.to_string().starts_with("r:1: a call of unknown kind 99"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("r: byte 22 (record 1): a call of unknown kind 99 "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_impossible_length_in_the_middle_is_an_error_naming_its_byte() {
+        let full = sample();
+        // The second record (the string) at byte 22 + 7: its length made 0, then 3000.
+        let at = MAGIC.len() + 7;
+        for (len, want) in [
+            (&[0u8][..], "a record length of 0 "),
+            (&[0xb8, 0x17][..], "a record length of 3000 "),
+            (
+                &[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80][..],
+                "longer than 64 bits",
+            ),
+        ] {
+            let mut f = full[..at].to_vec();
+            f.extend_from_slice(len);
+            f.extend_from_slice(&full[at + 1..]);
+            let e = decode(Path::new("r"), &f).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("r: byte {at}: ")), "{e}");
+            assert!(e.contains(want), "{e}");
+            let e = tally(Path::new("r"), &f[MAGIC.len()..]).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("r: byte {at}: ")), "{e}");
+        }
+        // A length past the end before a body no record begins with: refused, not a cut.
+        let mut f = full[..at].to_vec();
+        f.extend_from_slice(&[0x90, 0x0f, 9]);
+        f.extend_from_slice(&full[at + 1..]);
+        let e = decode(Path::new("r"), &f).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("r: byte {at}: a record of unknown tag 9")),
+            "{e}"
+        );
+        // A length one too long runs the call into the next record: its bytes are left over
+        // or it fails, never silently one call fewer.
+        let mut f = full.clone();
+        f[at + 9] += 1;
+        let e = decode(Path::new("r"), &f).unwrap_err().to_string();
+        assert!(
+            e.starts_with("r: byte 38 (record 3): 1 byte(s) after the call's last value"),
+            "{e}"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_decode_or_are_refused_without_panic(
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..400),
+            keep in 0usize..400,
+        ) {
+            let mut f = MAGIC.to_vec();
+            f.extend_from_slice(&body);
+            let _ = decode(Path::new("r"), &f);
+            let mut g = sample();
+            let cut = keep.min(g.len());
+            g.truncate(cut.max(MAGIC.len()));
+            g.extend_from_slice(&body);
+            let _ = decode(Path::new("r"), &g);
+            let _ = tally(Path::new("r"), &g[MAGIC.len()..]);
+        }
     }
 }

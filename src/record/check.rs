@@ -68,6 +68,9 @@ pub struct Report {
     /// Each call's step, where the program marks steps.
     #[serde(skip)]
     pub steps: Vec<Option<u64>>,
+    /// What the reader said of the recording as a whole: "ends inside a record at byte N: …".
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 struct Access {
@@ -211,6 +214,7 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         texts: k.texts,
         streams,
         steps,
+        notes: Vec::new(),
     })
 }
 
@@ -670,7 +674,7 @@ impl Checker<'_> {
             .range(..=ptr)
             .next_back()
             .map(|(_, a)| a)
-            .filter(|a| ptr < a.start + a.bytes.max(1))
+            .filter(|a| ptr - a.start < a.bytes.max(1))
     }
 }
 
@@ -727,9 +731,17 @@ impl Checker<'_> {
                     named[cl.param] = false;
                     continue;
                 };
+                // Bounds past i64 (any recorded value): the whole allocation, as unnamed.
+                let (Some(at), Some(len)) = (
+                    from.checked_mul(4),
+                    to.checked_sub(from).and_then(|n| n.checked_mul(4)),
+                ) else {
+                    named[cl.param] = false;
+                    continue;
+                };
                 if to > from {
-                    let ptr = args[cl.param].1.wrapping_add((from * 4) as u64);
-                    out.push((ptr, Some(((to - from) * 4) as u64), cl.write));
+                    let ptr = args[cl.param].1.wrapping_add(at as u64);
+                    out.push((ptr, Some(len as u64), cl.write));
                 }
             }
         }
@@ -758,7 +770,7 @@ impl Checker<'_> {
             };
             let (name, lo) = (a.name.clone(), a.start);
             let (from, to) = match bytes {
-                Some(n) => (ptr - lo, ptr - lo + n),
+                Some(n) => (ptr - lo, (ptr - lo).saturating_add(n)),
                 None => (0, a.bytes),
             };
             let acc = Access {

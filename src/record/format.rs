@@ -43,6 +43,7 @@
 //! 0x1 the legacy stream, 0x2 the per-thread stream, each of the current device.
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, Read};
 use std::path::Path;
 
 use anyhow::Result;
@@ -51,6 +52,56 @@ use crate::error::UsageError;
 
 /// The first line of a recording of this version.
 pub const MAGIC: &str = "haloscope-recording 1";
+
+/// The longest line read (the recorder's lines held a few hundred bytes).
+pub const MAX_LINE: usize = 1 << 20;
+
+/// The most bytes of its input an error quotes.
+pub const QUOTED: usize = 200;
+
+/// Whether `c` must not reach a terminal as it is: a control character (ESC, CR, …, C1) or
+/// a bidirectional override.
+fn unsafe_char(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` safe to print on a terminal: control characters and the bidirectional overrides as
+/// `\x1b`, `\r`, `\u{202e}` (as it is when it has none).
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write;
+    if !s.chars().any(unsafe_char) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if unsafe_char(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.into()
+}
+
+/// Input quoted in an error: its first [`QUOTED`] bytes (`…` after, when there was more),
+/// printable.
+pub fn clip(s: &str) -> String {
+    if s.len() <= QUOTED {
+        return printable(s).into_owned();
+    }
+    let mut end = QUOTED;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", printable(&s[..end]))
+}
 
 /// One recorded call.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,8 +125,8 @@ impl Call {
         let v = self
             .keys
             .get(k)
-            .ok_or_else(|| format!("{}: no `{k}`", self.name))?;
-        parse_num(v).ok_or_else(|| format!("{}: `{k}={v}` is not a number", self.name))
+            .ok_or_else(|| format!("{}: no `{k}`", clip(&self.name)))?;
+        parse_num(v).ok_or_else(|| format!("{}: `{k}={}` is not a number", clip(&self.name), clip(v)))
     }
 
     /// The key `k` as a signed number.
@@ -83,9 +134,9 @@ impl Call {
         let v = self
             .keys
             .get(k)
-            .ok_or_else(|| format!("{}: no `{k}`", self.name))?;
+            .ok_or_else(|| format!("{}: no `{k}`", clip(&self.name)))?;
         v.parse()
-            .map_err(|_| format!("{}: `{k}={v}` is not a number", self.name))
+            .map_err(|_| format!("{}: `{k}={}` is not a number", clip(&self.name), clip(v)))
     }
 
     /// Whether the call ran on the per-thread default stream's terms (`_ptsz`).
@@ -104,7 +155,9 @@ fn parse_num(v: &str) -> Option<u64> {
     }
 }
 
-/// A kernel argument: its size in bytes and its value (the first 8 bytes, little-endian).
+/// A kernel argument: its size in bytes and its value (the first 8 bytes, little-endian);
+/// `None` when the arguments are unknown (`?`) or not `size:hex` (then a launch touches every
+/// allocation of its device).
 pub fn kernel_args(text: &str) -> Option<Vec<(usize, u64)>> {
     if text.starts_with('?') {
         return None;
@@ -113,53 +166,101 @@ pub fn kernel_args(text: &str) -> Option<Vec<(usize, u64)>> {
     for a in text.split(',').filter(|a| !a.is_empty()) {
         let (size, hex) = a.split_once(':')?;
         let size: usize = size.parse().ok()?;
+        if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
         // The hex holds the bytes most significant first: the low 8 bytes are its tail.
         let tail = &hex[hex.len().saturating_sub(16)..];
-        out.push((size, u64::from_str_radix(tail, 16).unwrap_or(0)));
+        out.push((size, u64::from_str_radix(tail, 16).ok()?));
     }
     Some(out)
 }
 
-/// Parses a recording; a bad line names the file, the line and why (exit 2).
+/// Parses a recording held in memory; a bad line names the file, the line and why (exit 2).
+/// A last line cut short is dropped (see [`read`]).
 pub fn parse(path: &Path, text: &str) -> Result<Vec<Call>> {
+    let mut calls = Vec::new();
+    each(path, text.as_bytes(), |c| calls.push(c))?;
+    Ok(calls)
+}
+
+/// Reads a recording a line at a time (each at most [`MAX_LINE`] bytes), handing each call
+/// to `call`: its notes, when its last line has no newline (cut short: not taken, see
+/// [`cut_note`]); a bad line names the file, the line and why (exit 2).
+pub fn each(path: &Path, mut r: impl BufRead, mut call: impl FnMut(Call)) -> Result<Vec<String>> {
     let bad = |line: usize, why: String| -> anyhow::Error {
         UsageError(format!("{}:{line}: {why}", path.display())).into()
     };
-    let mut lines = text.lines().enumerate();
-    match lines.next() {
-        Some((_, l)) if l.trim() == MAGIC => {}
-        Some((_, l)) if l.starts_with("haloscope-recording ") => {
+    let mut notes = Vec::new();
+    let (mut buf, mut at, mut n) = (Vec::new(), 0u64, 0usize);
+    loop {
+        buf.clear();
+        let got = Read::take(&mut r, MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| UsageError(format!("{}: byte {at}: {e}", path.display())))?;
+        if got == 0 {
+            break;
+        }
+        n += 1;
+        let whole = buf.last() == Some(&b'\n');
+        if !whole && buf.len() > MAX_LINE {
             return Err(bad(
-                1,
-                format!("`{l}`: this haloscope reads `{MAGIC}` (record it again with this version)"),
+                n,
+                format!("byte {at}: a line longer than 1 MiB (not a recording)"),
             ));
         }
-        _ => {
-            return Err(bad(
-                1,
-                format!("not a haloscope recording (its first line is not `{MAGIC}`)"),
-            ));
+        let text = String::from_utf8_lossy(&buf);
+        let l = text.trim();
+        if n == 1 {
+            if l == MAGIC {
+            } else if l.starts_with("haloscope-recording ") {
+                return Err(bad(
+                    1,
+                    format!(
+                        "`{}`: this haloscope reads versions 1 and 2 (record it again with this version)",
+                        clip(l)
+                    ),
+                ));
+            } else {
+                return Err(bad(
+                    1,
+                    format!("not a haloscope recording (its first line is not `{MAGIC}`)"),
+                ));
+            }
+        } else if !whole {
+            // The recorder ends every line: one without its end was cut short (a value in
+            // it may be too), so it is not taken, and the report says so.
+            notes.push(cut_note(at, n));
+        } else if !l.is_empty() && !l.starts_with('#') {
+            call(parse_line(n, l).map_err(|why| bad(n, why))?);
         }
+        at += got as u64;
     }
-    let mut calls = Vec::new();
-    for (i, l) in lines {
-        let l = l.trim();
-        if l.is_empty() || l.starts_with('#') {
-            continue;
-        }
-        calls.push(parse_line(i + 1, l).map_err(|why| bad(i + 1, why))?);
+    if n == 0 {
+        return Err(bad(
+            1,
+            format!("not a haloscope recording (its first line is not `{MAGIC}`)"),
+        ));
     }
-    Ok(calls)
+    Ok(notes)
+}
+
+/// What a report says of a version 1 recording whose last line, line `n` at byte `at`, has
+/// no newline.
+pub fn cut_note(at: u64, n: usize) -> String {
+    format!("ends inside a line at byte {at} (line {n}): the whole lines before it are checked")
 }
 
 fn parse_line(line: usize, l: &str) -> Result<Call, String> {
     let mut w = l.split_whitespace();
     let mut field = |name: &str| w.next().ok_or_else(|| format!("no {name}"));
     let n = |s: &str, name: &str| -> Result<u64, String> {
-        s.parse().map_err(|_| format!("{name} `{s}` is not a number"))
+        s.parse()
+            .map_err(|_| format!("{name} `{}` is not a number", clip(s)))
     };
     let i = |s: &str, name: &str| -> Result<i64, String> {
-        s.parse().map_err(|_| format!("{name} `{s}` is not a number"))
+        s.parse()
+            .map_err(|_| format!("{name} `{}` is not a number", clip(s)))
     };
     let seq_in = n(field("SEQ_IN")?, "SEQ_IN")?;
     let seq_out = n(field("SEQ_OUT")?, "SEQ_OUT")?;
@@ -176,7 +277,7 @@ fn parse_line(line: usize, l: &str) -> Result<Call, String> {
     for kv in w {
         let (k, v) = kv
             .split_once('=')
-            .ok_or_else(|| format!("`{kv}` is not KEY=VALUE"))?;
+            .ok_or_else(|| format!("`{}` is not KEY=VALUE", clip(kv)))?;
         keys.insert(k.to_string(), v.to_string());
     }
     Ok(Call {

@@ -10,6 +10,7 @@ pub mod check;
 pub mod format;
 pub mod order;
 pub mod place;
+pub mod read;
 
 use std::path::{Path, PathBuf};
 
@@ -145,9 +146,8 @@ pub fn record(r: &Request) -> Result<()> {
     }
     let mut lines = Vec::new();
     for (pid, file) in &made {
-        let counted = std::fs::File::open(file)
-            .map_err(anyhow::Error::from)
-            .and_then(tally);
+        // A recording that cannot be read (a corrupt length) is said; the program's exit stands.
+        let counted = read::tally(file);
         lines.push(match counted {
             Ok((calls, threads)) => (calls, threads, *pid, file),
             Err(e) => {
@@ -311,37 +311,6 @@ fn rename_new(from: &Path, to: &Path) -> std::io::Result<()> {
     }
 }
 
-/// The calls and host threads of a recording, read a record (or line) at a time (a recording
-/// may be large; `check` reads it whole, this summary need not).
-fn tally(file: std::fs::File) -> Result<(u64, usize)> {
-    use std::io::{BufRead, Read};
-    let mut r = std::io::BufReader::new(file);
-    let mut magic = Vec::new();
-    (&mut r)
-        .take(binary::MAGIC.len() as u64)
-        .read_to_end(&mut magic)?;
-    if magic == binary::MAGIC {
-        return Ok(binary::tally(r)?);
-    }
-    let (mut calls, mut threads) = (0u64, 0usize);
-    let rest = std::io::Cursor::new(magic).chain(r);
-    for line in rest.lines() {
-        let line = line?;
-        if line.starts_with('#') || line.starts_with("haloscope-recording") || line.trim().is_empty() {
-            continue;
-        }
-        calls += 1;
-        if let Some(t) = line
-            .split_whitespace()
-            .nth(2)
-            .and_then(|t| t.parse::<usize>().ok())
-        {
-            threads = threads.max(t + 1);
-        }
-    }
-    Ok((calls, threads))
-}
-
 /// `haloscope check --recording FILE… [--annotations FILE]`: one file as
 /// [`check_recording`]; several (a recording per process) each headed by its file and
 /// process, or as `{"recordings":[{file, pid, report}…]}`; exit 1 when any has findings.
@@ -395,7 +364,9 @@ pub fn check_recordings(paths: &[PathBuf], annotations: Option<&Path>, json: boo
 pub fn process_of(path: &Path) -> Option<u32> {
     use std::io::Read;
     let mut head = Vec::new();
-    let _ = std::fs::File::open(path).and_then(|f| f.take(256).read_to_end(&mut head));
+    if let Ok(f) = read::open_regular(path, "--recording") {
+        let _ = f.take(256).read_to_end(&mut head);
+    }
     let digits = |b: &[u8]| -> Option<u32> {
         let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
         std::str::from_utf8(&b[..n]).ok()?.parse().ok()
@@ -436,8 +407,7 @@ pub fn check_recording(path: &Path, annotations: Option<&Path>, json: bool) -> R
 /// A recording read and checked (kernels narrowed by the annotations file, if any): its
 /// calls and the report; a bad file, line or annotation as `file:line: why` (exit 2).
 pub fn load(path: &Path, annotations: Option<&Path>) -> Result<(Vec<format::Call>, check::Report)> {
-    let bytes =
-        std::fs::read(path).map_err(|e| UsageError(format!("--recording {}: {e}", path.display())))?;
+    let recording = read::open(path)?;
     let notes = match annotations {
         Some(a) => {
             let t = std::fs::read_to_string(a)
@@ -446,20 +416,18 @@ pub fn load(path: &Path, annotations: Option<&Path>) -> Result<(Vec<format::Call
         }
         None => None,
     };
-    let calls = calls(path, &bytes)?;
-    let report = check::check(&calls, notes.as_ref())
+    let calls = recording.calls;
+    let mut report = check::check(&calls, notes.as_ref())
         .map_err(|(line, why)| UsageError(format!("{}:{line}: {why}", path.display())))?;
+    report.notes = recording.notes;
     Ok((calls, report))
 }
 
-/// A recording's calls, of either version (binary.rs, format.rs); a bad record or line as
-/// `file:N: why` (exit 2).
+/// A recording's calls, of either version (binary.rs, format.rs), from its bytes; a bad
+/// record or line as `file:N: why` (exit 2). A recording cut short gives its whole records:
+/// [`read::read`] says so in its notes.
 pub fn calls(path: &Path, bytes: &[u8]) -> Result<Vec<format::Call>> {
-    if bytes.starts_with(binary::MAGIC) {
-        binary::decode(path, bytes)
-    } else {
-        format::parse(path, &String::from_utf8_lossy(bytes))
-    }
+    Ok(read::read(path, bytes)?.calls)
 }
 
 /// The report as text: a head line, then each finding with both calls.
@@ -473,6 +441,9 @@ pub fn summary(path: &Path, r: &check::Report) -> String {
         r.devices,
         r.findings.len()
     );
+    for n in &r.notes {
+        let _ = writeln!(s, "note: the recording {n}");
+    }
     for f in &r.findings {
         let on = f.buffer.as_deref().map_or(String::new(), |b| {
             let a = r.allocations.iter().find(|a| a.name == b);

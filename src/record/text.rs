@@ -1,7 +1,7 @@
 //! Recorded calls as CUDA code, with haloscope's names for what the handles stand for:
 //! `alloc2 + 4096`, `stream1`, `event3`.
 
-use super::super::format::{Call, kernel_args};
+use super::super::format::{Call, kernel_args, printable};
 use super::super::order::StreamKey;
 use super::Checker;
 
@@ -12,11 +12,12 @@ pub fn kernel_name(symbol: &str) -> String {
         return symbol.to_string();
     };
     let rest = rest.strip_prefix('N').unwrap_or(rest);
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    match digits.parse::<usize>() {
-        Ok(n) if rest.len() >= digits.len() + n => rest[digits.len()..digits.len() + n].to_string(),
-        _ => symbol.to_string(),
-    }
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let name = rest[..digits]
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| rest.get(digits..digits.checked_add(n)?));
+    name.unwrap_or(symbol).to_string()
 }
 
 impl Checker<'_> {
@@ -70,8 +71,18 @@ impl Checker<'_> {
         }
     }
 
-    /// The call as CUDA code.
+    /// The call as CUDA code, safe to print: what the recording said (kernel names, marks,
+    /// a version 1 file's values) with its control characters escaped.
     pub(super) fn text(&self, c: &Call) -> String {
+        let t = self.code(c);
+        match printable(&t) {
+            std::borrow::Cow::Borrowed(_) => t,
+            std::borrow::Cow::Owned(p) => p,
+        }
+    }
+
+    /// The call as CUDA code, as recorded.
+    fn code(&self, c: &Call) -> String {
         let k = |key: &str| c.keys.get(key).cloned().unwrap_or_else(|| "?".into());
         match c.name.as_str() {
             "setdev" => format!("cudaSetDevice({})", k("to")),
@@ -233,5 +244,27 @@ mod tests {
     fn a_mangled_kernel_symbol_reads_as_its_name() {
         assert_eq!(super::kernel_name("_Z8update_hPfS_ii"), "update_h");
         assert_eq!(super::kernel_name("jacobi_kernel"), "jacobi_kernel");
+        // A length that ends inside a character, or past the end: the symbol as it is.
+        assert_eq!(super::kernel_name("_Z2\u{e9}x"), "\u{e9}");
+        assert_eq!(super::kernel_name("_Z1\u{e9}"), "_Z1\u{e9}");
+        assert_eq!(super::kernel_name("_Z99k"), "_Z99k");
+        assert_eq!(
+            super::kernel_name("_Z99999999999999999999999k"),
+            "_Z99999999999999999999999k"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_as_a_symbol_give_a_part_of_it(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+            mangled in proptest::bool::ANY,
+        ) {
+            let mut b = if mangled { b"_Z".to_vec() } else { Vec::new() };
+            b.extend_from_slice(&bytes);
+            let symbol = String::from_utf8_lossy(&b);
+            let name = super::kernel_name(&symbol);
+            proptest::prop_assert!(symbol.contains(&name));
+        }
     }
 }

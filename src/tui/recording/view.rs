@@ -72,8 +72,19 @@ impl Viewer {
         } else {
             Span::styled(format!("  {n} finding(s)"), MARK)
         };
-        let line = Line::from(vec![
-            Span::styled(format!(" {} ", self.name), Style::new().bold().reversed()),
+        let mut line = Line::from(vec![Span::styled(
+            format!(" {} ", self.name),
+            Style::new().bold().reversed(),
+        )]);
+        // A recording cut short says so first (its head, "ends inside a record at byte N").
+        for n in &r.notes {
+            let head = n.split(':').next().unwrap_or(n);
+            line.push_span(Span::styled(
+                format!("  {head}"),
+                Style::new().fg(Color::Yellow).bold(),
+            ));
+        }
+        line.extend([
             Span::raw(format!(
                 "  {} calls on {} host thread(s), GPU {}",
                 r.calls,
@@ -475,6 +486,23 @@ mod tests {
         assert!(s.contains("cudaGraphLaunch(graphExec1, stream1)"), "{s}");
         assert!(s.contains("captured: a node of graph1"), "{s}");
         insta::assert_snapshot!("graph_once_broken_h_120x34", s);
+    }
+
+    #[test]
+    fn a_recording_cut_short_says_where_it_ends_in_the_head_line() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let bytes = std::fs::read(root.join("tests/data/recordings/graph-once-broken.recording")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cut.recording");
+        std::fs::write(&path, &bytes[..bytes.len() - 2]).unwrap();
+        let (calls, report) = crate::record::load(&path, None).unwrap();
+        let v = Viewer::new("cut.recording", &calls, report, KeyMap::default(), None);
+        let s = super::super::off_screen(v, "", "80x24", crate::tui::export::Format::Text).unwrap();
+        let head = s.lines().next().unwrap();
+        assert!(
+            head.contains(" cut.recording   ends inside a record at byte "),
+            "{s}"
+        );
     }
 
     #[test]
