@@ -439,11 +439,7 @@ pub fn load(path: &Path, annotations: Option<&Path>) -> Result<(Vec<format::Call
     let bytes =
         std::fs::read(path).map_err(|e| UsageError(format!("--recording {}: {e}", path.display())))?;
     let notes = match annotations {
-        Some(a) => {
-            let t = std::fs::read_to_string(a)
-                .map_err(|e| UsageError(format!("--annotations {}: {e}", a.display())))?;
-            Some(annotate::parse(a, &t)?)
-        }
+        Some(a) => Some(annotate::load(a)?),
         None => None,
     };
     let calls = calls(path, &bytes)?;
