@@ -104,8 +104,8 @@ impl Kernel {
 pub type Annotations = HashMap<String, Kernel>;
 
 /// Reads and parses the annotations file at `path` (`--annotations`): a regular file of at
-/// most [`MAX_FILE_BYTES`] of UTF-8, never read past that; anything else is refused in one
-/// line naming the file (exit 2).
+/// most [`MAX_FILE_BYTES`], never read past that (a FIFO, a device or a larger file is
+/// refused in one line naming the file, exit 2), then [`parse_bytes`].
 pub fn load(path: &Path) -> Result<Annotations> {
     let bad = |why: String| UsageError(format!("--annotations {}: {why}", path.display()));
     // Not blocked by a FIFO with no writer: it is refused below.
@@ -118,20 +118,34 @@ pub fn load(path: &Path) -> Result<Annotations> {
     if !meta.is_file() {
         return Err(bad("not a regular file".into()).into());
     }
-    let big = || bad(format!("larger than {} MiB: an annotations file is at most that", MAX_FILE_BYTES >> 20));
     if meta.len() > MAX_FILE_BYTES {
-        return Err(big().into());
+        return Err(bad(too_big()).into());
     }
     let mut bytes = Vec::new();
     f.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| bad(e.to_string()))?;
+    parse_bytes(path, &bytes)
+}
+
+fn too_big() -> String {
+    format!(
+        "larger than {} MiB: an annotations file is at most that",
+        MAX_FILE_BYTES >> 20
+    )
+}
+
+/// Parses the bytes of an annotations file named `path` (any bytes: more than
+/// [`MAX_FILE_BYTES`] or not UTF-8 is refused naming the file, else [`parse`]). Never
+/// panics; the generated-input test calls it.
+pub fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Annotations> {
+    let bad = |why: String| UsageError(format!("--annotations {}: {why}", path.display()));
     if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(big().into());
+        return Err(bad(too_big()).into());
     }
-    let text = String::from_utf8(bytes)
-        .map_err(|e| bad(format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to())))?;
-    parse(path, &text)
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| bad(format!("not UTF-8 text (byte {})", e.valid_up_to())))?;
+    parse(path, text)
 }
 
 /// Why a line is refused, and the byte of the line it is about (where known).
@@ -166,6 +180,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Annotations> {
             let col = b.at.map_or(String::new(), |c| format!("{}:", c + 1));
             UsageError(format!("{at}:{col} {}", b.why))
         })?;
+        if let Some(first) = out.get(&name) {
+            let first = first.at.rsplit(':').next().unwrap_or("?");
+            return Err(UsageError(format!(
+                "{at}: kernel {} is annotated twice (first at line {first})",
+                excerpt(&name)
+            ))
+            .into());
+        }
         out.insert(name, k);
     }
     Ok(out)
@@ -193,6 +215,13 @@ fn parse_line(l: &str, raw: &str, at: &str) -> Result<(String, Kernel), Bad> {
         .and_then(|h| h.split_once('('))
         .ok_or("the kernel's parameters are not `NAME(a, b, …)`")?;
     let name = name.trim();
+    if !is_name(name) {
+        return Err(format!(
+            "`{}`: a kernel's name is an identifier (letters, digits and _)",
+            excerpt(name)
+        )
+        .into());
+    }
     let mut names: Vec<String> = Vec::new();
     for p in params.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         if !is_name(p) {

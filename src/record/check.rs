@@ -720,9 +720,13 @@ impl Checker<'_> {
                 named[cl.param] = true;
             }
             let touched = k.touches(&value).map_err(|why| {
+                let node = self.graphs.launching.as_ref().map_or(String::new(), |(_, line, exec)| {
+                    format!(", a node of {exec} launched at line {line}")
+                });
                 format!(
-                    "the launch of {} (thread {}, seq {}): {why}",
+                    "the launch of {} (line {}, thread {}, seq {}{node}): {why}",
                     crate::program::lang::excerpt(&name),
+                    c.line,
                     c.thread,
                     c.seq_in
                 )
