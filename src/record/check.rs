@@ -724,9 +724,8 @@ impl Checker<'_> {
                     format!(", a node of {exec} launched at line {line}")
                 });
                 format!(
-                    "the launch of {} (line {}, thread {}, seq {}{node}): {why}",
+                    "the launch of {} (thread {}, seq {}{node}): {why}",
                     crate::program::lang::excerpt(&name),
-                    c.line,
                     c.thread,
                     c.seq_in
                 )
