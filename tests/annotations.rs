@@ -54,15 +54,31 @@ fn fifty_thousand_nested_parentheses_are_refused_not_a_stack_overflow() {
     // On a 2 MiB test thread: the parser stops at 64 levels, long before the stack ends.
     let e = parse(&text).unwrap_err();
     assert!(e.starts_with("a.txt:1:"), "{}", &e[..e.len().min(300)]);
-    assert!(e.contains("nested more than 64 deep"), "{}", &e[..e.len().min(300)]);
-    assert!(e.len() < 600, "the error quotes at most 200 bytes: {} bytes", e.len());
+    assert!(
+        e.contains("nested more than 64 deep"),
+        "{}",
+        &e[..e.len().min(300)]
+    );
+    assert!(
+        e.len() < 600,
+        "the error quotes at most 200 bytes: {} bytes",
+        e.len()
+    );
     // 64 deep is still an expression.
-    let ok = format!("kernel k(a, n): reads a[0 .. {}n{}];\n", "(".repeat(60), ")".repeat(60));
+    let ok = format!(
+        "kernel k(a, n): reads a[0 .. {}n{}];\n",
+        "(".repeat(60),
+        ")".repeat(60)
+    );
     parse(&ok).unwrap();
     // Unary minus and max() nest too.
     let minus = format!("kernel k(a, n): reads a[0 .. {}n];\n", "-".repeat(50_000));
     assert!(parse(&minus).unwrap_err().contains("nested more than 64 deep"));
-    let calls = format!("kernel k(a, n): reads a[0 .. {}n{}];\n", "max(1, ".repeat(50_000), ")".repeat(50_000));
+    let calls = format!(
+        "kernel k(a, n): reads a[0 .. {}n{}];\n",
+        "max(1, ".repeat(50_000),
+        ")".repeat(50_000)
+    );
     assert!(parse(&calls).unwrap_err().contains("nested more than 64 deep"));
 }
 
@@ -99,7 +115,10 @@ fn the_whole_program_language_is_an_annotation_and_only_its_parameters_are_names
     assert!(a["k"].touches(&named(0, 9)).unwrap().is_empty());
     // A name that is not a parameter, even one of a program's (`d`, `n`, `lo`): refused.
     let e = parse("kernel k(a, count): reads a[0 .. lo];\n").unwrap_err();
-    assert_eq!(e, "a.txt:1:34: `lo`: unknown name `lo` (the parameters: a, count)");
+    assert_eq!(
+        e,
+        "a.txt:1:34: `lo`: unknown name `lo` (the parameters: a, count)"
+    );
     // Comments and directives have no place inside an expression.
     let e = parse("kernel k(a, n): reads a[0 .. n /* 4 */];\n").unwrap_err();
     assert!(e.contains("a comment or directive has no place"), "{e}");
@@ -126,7 +145,10 @@ fn a_division_by_0_at_a_launch_names_the_launch_and_the_clause() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("events-export.recording:"), "{err}");
     // The recording's line (the call's place), the kernel, its thread and sequence number.
-    assert!(err.contains(".recording:121: the launch of update_e (thread 0, seq 231)"), "{err}");
+    assert!(
+        err.contains(".recording:121: the launch of update_e (thread 0, seq 231)"),
+        "{err}"
+    );
     assert!(err.contains(", seq "), "{err}");
     assert!(
         err.contains("a.txt:1: `reads cb[0 .. 100 / (start - start)]`: a division by 0"),
@@ -185,7 +207,11 @@ fn bounded(args: &[&str]) -> (Option<i32>, String, Duration) {
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             let out = child.wait_with_output().unwrap();
-            return (status.code(), String::from_utf8_lossy(&out.stderr).into(), t0.elapsed());
+            return (
+                status.code(),
+                String::from_utf8_lossy(&out.stderr).into(),
+                t0.elapsed(),
+            );
         }
         if t0.elapsed() > Duration::from_secs(20) {
             child.kill().unwrap();
@@ -212,7 +238,10 @@ fn a_fifo_or_a_device_as_annotations_is_refused_at_once() {
             notes.to_str().unwrap(),
         ]);
         assert_eq!(code, Some(2), "{}: {err}", notes.display());
-        assert!(err.contains(&format!("--annotations {}: not a regular file", notes.display())), "{err}");
+        assert!(
+            err.contains(&format!("--annotations {}: not a regular file", notes.display())),
+            "{err}"
+        );
         assert!(took < Duration::from_secs(5), "{took:?}");
     }
 }

@@ -143,8 +143,8 @@ pub fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Annotations> {
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(bad(too_big()).into());
     }
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| bad(format!("not UTF-8 text (byte {})", e.valid_up_to())))?;
+    let text =
+        std::str::from_utf8(bytes).map_err(|e| bad(format!("not UTF-8 text (byte {})", e.valid_up_to())))?;
     parse(path, text)
 }
 
@@ -199,7 +199,8 @@ fn offset(line: &str, part: &str) -> usize {
 }
 
 fn is_name(w: &str) -> bool {
-    w.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') && w.bytes().next().is_some_and(|c| !c.is_ascii_digit())
+    w.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_')
+        && w.bytes().next().is_some_and(|c| !c.is_ascii_digit())
 }
 
 fn parse_line(l: &str, raw: &str, at: &str) -> Result<(String, Kernel), Bad> {
@@ -339,7 +340,10 @@ mod tests {
         .unwrap();
         let k = &a["k"];
         let t = k.touches(&values(k, &[("pitch", 4096), ("h", 3)])).unwrap_err();
-        assert_eq!(t, "p.txt:1: `reads f[7 / 2 - -7 / 2 .. h / (pitch - 4096)]`: a division by 0");
+        assert_eq!(
+            t,
+            "p.txt:1: `reads f[7 / 2 - -7 / 2 .. h / (pitch - 4096)]`: a division by 0"
+        );
         let t = k.touches(&values(k, &[("pitch", 4100), ("h", 3)])).unwrap();
         assert_eq!(t.len(), 1, "{t:?}"); // 6 .. 0: empty
         assert_eq!(t[0].bytes, 3 * 4100);

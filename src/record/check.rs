@@ -703,7 +703,11 @@ impl Checker<'_> {
     /// A launch's accesses: its annotation's ranges where it has one, and every allocation a
     /// pointer argument no clause names points into (read and written). An annotation that
     /// cannot be evaluated with this launch's values (a division by 0) is an error naming it.
-    fn kernel_touches(&self, c: &Call, args: &[(usize, u64)]) -> Result<Vec<(u64, Option<u64>, bool)>, String> {
+    fn kernel_touches(
+        &self,
+        c: &Call,
+        args: &[(usize, u64)],
+    ) -> Result<Vec<(u64, Option<u64>, bool)>, String> {
         let name = text::kernel_name(c.keys.get("kernel").map_or("?", String::as_str));
         let note = self
             .notes
@@ -720,9 +724,13 @@ impl Checker<'_> {
                 named[cl.param] = true;
             }
             let touched = k.touches(&value).map_err(|why| {
-                let node = self.graphs.launching.as_ref().map_or(String::new(), |(_, line, exec)| {
-                    format!(", a node of {exec} launched at line {line}")
-                });
+                let node = self
+                    .graphs
+                    .launching
+                    .as_ref()
+                    .map_or(String::new(), |(_, line, exec)| {
+                        format!(", a node of {exec} launched at line {line}")
+                    });
                 format!(
                     "the launch of {} (thread {}, seq {}{node}): {why}",
                     crate::program::lang::excerpt(&name),

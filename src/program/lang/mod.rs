@@ -11,7 +11,7 @@ mod value;
 pub use excerpt::{MAX_QUOTE, excerpt};
 pub use instance::{InstanceError, halo_width, instantiate};
 pub use syntax::{
-    CellPtr, EventDecl, EventRef, Expr, MAX_EXPR_NODES, MAX_NESTING, Source, Stmt, StmtKind, SyntaxError, parse,
-    parse_expr,
+    CellPtr, EventDecl, EventRef, Expr, MAX_EXPR_NODES, MAX_NESTING, Source, Stmt, StmtKind, SyntaxError,
+    parse, parse_expr,
 };
 pub use value::{EvalError, eval};

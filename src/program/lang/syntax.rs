@@ -226,7 +226,10 @@ pub fn parse_expr(text: &str, names: &[String]) -> Result<Expr, SyntaxError> {
     let e = p.expr()?;
     if p.peek().is_some() {
         let found = p.describe();
-        return err(p.span(), format!("expected the end of the expression, found {found}"));
+        return err(
+            p.span(),
+            format!("expected the end of the expression, found {found}"),
+        );
     }
     Ok(e)
 }

@@ -23,7 +23,9 @@ pub fn eval(e: &Expr, var: &dyn Fn(&str) -> Option<i64>) -> Result<i64, EvalErro
             reason,
         })
     };
-    let overflow = |span: &Range<usize>, what: String| fail(span, format!("{what} overflows: numbers are 64-bit integers"));
+    let overflow = |span: &Range<usize>, what: String| {
+        fail(span, format!("{what} overflows: numbers are 64-bit integers"))
+    };
     Ok(match e {
         Expr::Num(n) => *n,
         Expr::Var(name, span) => match var(name) {
