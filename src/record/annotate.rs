@@ -312,7 +312,7 @@ mod tests {
             bytes,
             write,
         };
-        assert_eq!(t, [touch(0, 64, 20, true), touch(1, 60, 88, false)]);
+        assert_eq!(t, [touch(0, 64, 20, true), touch(1, 60, 108, false)]);
         // `if count - 4` is 0: the clause does not apply.
         let t = k.touches(&values(k, &[("start", 16), ("count", 4)])).unwrap();
         assert_eq!(t, [touch(0, 64, 16, true)]);
