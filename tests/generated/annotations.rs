@@ -255,7 +255,7 @@ fn case(r: &mut Rng, i: usize, calls: &[format::Call]) -> (&'static str, &'stati
             }
         }
     }
-    if i % 8 == 0 {
+    if i.is_multiple_of(8) {
         outcome = match check::check(calls, Some(&notes)) {
             Ok(_) => "read, recording checked",
             Err(_) => "read, recording refused",
