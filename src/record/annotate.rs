@@ -23,6 +23,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use super::format::Call;
 use crate::error::UsageError;
 use crate::program::lang::{EvalError, Expr, eval, excerpt, parse_expr};
 
@@ -98,6 +99,52 @@ impl Kernel {
         }
         Ok(out)
     }
+}
+
+impl Kernel {
+    /// What a launch with these arguments (`(size, value)` each, as recorded) touches:
+    /// `(pointer, bytes, write)` for each clause that applies ([`Kernel::touches`]). A launch
+    /// with another number of arguments than the annotation's parameters is an error.
+    pub fn at_launch(&self, args: &[(usize, u64)]) -> Result<Vec<(u64, Option<u64>, bool)>, String> {
+        if args.len() != self.params.len() {
+            return Err(format!(
+                "{}: {} parameters, launched with {} arguments",
+                self.at,
+                self.params.len(),
+                args.len()
+            ));
+        }
+        let value = |i: usize| {
+            let (size, v) = args[i];
+            if size == 4 { v as u32 as i64 } else { v as i64 }
+        };
+        let touched = self.touches(&value)?;
+        Ok(touched
+            .into_iter()
+            .map(|t| {
+                (
+                    args[t.param].1.wrapping_add(t.offset as u64),
+                    Some(t.bytes),
+                    t.write,
+                )
+            })
+            .collect())
+    }
+}
+
+/// Why the annotation of `kernel` has no value at the launch `c`, naming the launch: the
+/// kernel, its thread and sequence number, and (`node`: the graph launch running it as a
+/// node, `(seq, line, graph)`) the graph launch.
+pub fn at_launch_error(kernel: &str, c: &Call, node: Option<&(u64, usize, String)>, why: &str) -> String {
+    let node = node.map_or(String::new(), |(_, line, exec)| {
+        format!(", a node of {exec} launched at line {line}")
+    });
+    format!(
+        "the launch of {} (thread {}, seq {}{node}): {why}",
+        excerpt(kernel),
+        c.thread,
+        c.seq_in
+    )
 }
 
 /// Every kernel's annotation, by name.

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::annotate::Annotations;
+use super::annotate::{self, Annotations};
 use super::format::{Call, kernel_args};
 use super::order::{Clock, Epoch, Order, Stamp, StreamKey};
 use crate::hazard::Kind;
@@ -716,32 +716,11 @@ impl Checker<'_> {
         let mut out = Vec::new();
         let mut named = vec![false; args.len()];
         if let Some(k) = note {
-            let value = |i: usize| {
-                let (size, v) = args[i];
-                if size == 4 { v as u32 as i64 } else { v as i64 }
-            };
-            for cl in &k.clauses {
-                named[cl.param] = true;
-            }
-            let touched = k.touches(&value).map_err(|why| {
-                let node = self
-                    .graphs
-                    .launching
-                    .as_ref()
-                    .map_or(String::new(), |(_, line, exec)| {
-                        format!(", a node of {exec} launched at line {line}")
-                    });
-                format!(
-                    "the launch of {} (thread {}, seq {}{node}): {why}",
-                    crate::program::lang::excerpt(&name),
-                    c.thread,
-                    c.seq_in
-                )
-            })?;
-            for t in touched {
-                let ptr = args[t.param].1.wrapping_add(t.offset as u64);
-                out.push((ptr, Some(t.bytes), t.write));
-            }
+            k.clauses.iter().for_each(|cl| named[cl.param] = true);
+            let node = self.graphs.launching.as_ref();
+            out = k
+                .at_launch(args)
+                .map_err(|why| annotate::at_launch_error(&name, c, node, &why))?;
         }
         for (i, (size, v)) in args.iter().enumerate() {
             if !named[i] && *size == 8 && self.find(*v) {

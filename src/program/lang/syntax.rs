@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 
-use super::excerpt::excerpt;
+use super::excerpt;
 
 mod expr;
 mod flags;

@@ -1,9 +1,9 @@
 //! Expressions in the program language: integers and truths over `d`, `n`, `lo`, `hi`,
 //! `k` and loop variables, by precedence climbing, nesting and size bounded.
 
-use super::super::excerpt::excerpt;
 use super::lex::{Tok, err};
 use super::{Expr, MAX_EXPR_NODES, MAX_NESTING, Parser, SyntaxError, VARS};
+use crate::program::lang::excerpt;
 
 impl Parser {
     pub(super) fn expr(&mut self) -> Result<Expr, SyntaxError> {

@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use super::super::excerpt::excerpt;
+use crate::program::lang::excerpt;
 
 /// A syntax error: where (byte offsets) and why.
 #[derive(Debug, Clone, PartialEq)]
