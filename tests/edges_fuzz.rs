@@ -12,6 +12,10 @@ mod common;
 #[path = "edges_fuzz/recordings.rs"]
 mod recordings;
 
+// Annotation files (issue 50): a test of their own, beside this one.
+#[path = "generated/annotations.rs"]
+mod annotations;
+
 use clap::Parser;
 use haloscope::program::{Mode, lang};
 use haloscope::scenario;

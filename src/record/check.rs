@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::annotate::{Annotations, eval};
+use super::annotate::{self, Annotations};
 use super::format::{Call, kernel_args};
 use super::order::{Clock, Epoch, Order, Stamp, StreamKey};
 use crate::hazard::Kind;
@@ -690,7 +690,7 @@ impl Checker<'_> {
             "launch" => {
                 let args = c.keys.get("args").map(String::as_str).unwrap_or("?");
                 match kernel_args(args) {
-                    Some(args) => self.kernel_touches(c, &args),
+                    Some(args) => self.kernel_touches(c, &args)?,
                     // No layout: every allocation of its device.
                     None => self
                         .allocs
@@ -705,8 +705,13 @@ impl Checker<'_> {
     }
 
     /// A launch's accesses: its annotation's ranges where it has one, and every allocation a
-    /// pointer argument no clause names points into (read and written).
-    fn kernel_touches(&self, c: &Call, args: &[(usize, u64)]) -> Vec<(u64, Option<u64>, bool)> {
+    /// pointer argument no clause names points into (read and written). An annotation that
+    /// cannot be evaluated with this launch's values (a division by 0) is an error naming it.
+    fn kernel_touches(
+        &self,
+        c: &Call,
+        args: &[(usize, u64)],
+    ) -> Result<Vec<(u64, Option<u64>, bool)>, String> {
         let name = text::kernel_name(c.keys.get("kernel").map_or("?", String::as_str));
         let note = self
             .notes
@@ -715,42 +720,18 @@ impl Checker<'_> {
         let mut out = Vec::new();
         let mut named = vec![false; args.len()];
         if let Some(k) = note {
-            let value = |w: &str| {
-                let i = k.params.iter().position(|p| p == w)?;
-                let (size, v) = args[i];
-                Some(if size == 4 { v as u32 as i64 } else { v as i64 })
-            };
-            for cl in &k.clauses {
-                named[cl.param] = true;
-                if let Some(w) = &cl.when
-                    && eval(w, &value) == Ok(0)
-                {
-                    continue;
-                }
-                let (Ok(from), Ok(to)) = (eval(&cl.from, &value), eval(&cl.to, &value)) else {
-                    named[cl.param] = false;
-                    continue;
-                };
-                // Bounds past i64 (any recorded value): the whole allocation, as unnamed.
-                let (Some(at), Some(len)) = (
-                    from.checked_mul(4),
-                    to.checked_sub(from).and_then(|n| n.checked_mul(4)),
-                ) else {
-                    named[cl.param] = false;
-                    continue;
-                };
-                if to > from {
-                    let ptr = args[cl.param].1.wrapping_add(at as u64);
-                    out.push((ptr, Some(len as u64), cl.write));
-                }
-            }
+            k.clauses.iter().for_each(|cl| named[cl.param] = true);
+            let node = self.graphs.launching.as_ref();
+            out = k
+                .at_launch(args)
+                .map_err(|why| annotate::at_launch_error(&name, c, node, &why))?;
         }
         for (i, (size, v)) in args.iter().enumerate() {
             if !named[i] && *size == 8 && self.find(*v) {
                 out.push((*v, None, true));
             }
         }
-        out
+        Ok(out)
     }
 
     fn access(&mut self, c: &Call, stamp: Stamp) -> Result<(), String> {

@@ -409,11 +409,7 @@ pub fn check_recording(path: &Path, annotations: Option<&Path>, json: bool) -> R
 pub fn load(path: &Path, annotations: Option<&Path>) -> Result<(Vec<format::Call>, check::Report)> {
     let recording = read::open(path)?;
     let notes = match annotations {
-        Some(a) => {
-            let t = std::fs::read_to_string(a)
-                .map_err(|e| UsageError(format!("--annotations {}: {e}", a.display())))?;
-            Some(annotate::parse(a, &t)?)
-        }
+        Some(a) => Some(annotate::load(a)?),
         None => None,
     };
     let calls = recording.calls;

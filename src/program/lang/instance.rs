@@ -163,53 +163,9 @@ impl Instance<'_> {
         }
     }
 
+    /// `e`'s value on this thread (checked arithmetic: [`super::value::eval`]).
     fn eval(&self, e: &Expr) -> Result<i64, InstanceError> {
-        let v = |x: &Expr| self.eval(x);
-        let overflow = |span: &Range<usize>, what: String| {
-            self.fail(span, format!("{what} overflows: numbers are 64-bit integers"))
-        };
-        Ok(match e {
-            Expr::Num(n) => *n,
-            Expr::Var(name, span) => match self.var(name) {
-                Some(v) => v,
-                None => return self.fail(span, format!("`{name}` has no value here")),
-            },
-            Expr::Not(x) => i64::from(v(x)? == 0),
-            Expr::Neg(x, span) => {
-                let x = v(x)?;
-                match x.checked_neg() {
-                    Some(y) => y,
-                    None => return overflow(span, format!("-({x})")),
-                }
-            }
-            Expr::Call(f, a, b) => {
-                let (a, b) = (v(a)?, v(b)?);
-                if *f == "max" { a.max(b) } else { a.min(b) }
-            }
-            Expr::Bin(op, a, b, span) => {
-                let (a, b) = (v(a)?, v(b)?);
-                let checked = |r: Option<i64>| match r {
-                    Some(r) => Ok(r),
-                    None => overflow(span, format!("{a} {op} {b}")),
-                };
-                match *op {
-                    "+" => checked(a.checked_add(b))?,
-                    "-" => checked(a.checked_sub(b))?,
-                    "*" => checked(a.checked_mul(b))?,
-                    "/" | "%" if b == 0 => return self.fail(span, "a division by 0".into()),
-                    "/" => checked(a.checked_div(b))?,
-                    "%" => checked(a.checked_rem_euclid(b))?,
-                    "<" => i64::from(a < b),
-                    ">" => i64::from(a > b),
-                    "<=" => i64::from(a <= b),
-                    ">=" => i64::from(a >= b),
-                    "==" => i64::from(a == b),
-                    "!=" => i64::from(a != b),
-                    "&&" => i64::from(a != 0 && b != 0),
-                    _ => i64::from(a != 0 || b != 0),
-                }
-            }
-        })
+        super::value::eval(e, &|name| self.var(name)).or_else(|e| self.fail(&e.span, e.reason))
     }
 
     fn stream(&self, name: &str) -> StreamId {

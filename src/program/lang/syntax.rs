@@ -8,6 +8,8 @@
 
 use std::ops::Range;
 
+use super::excerpt;
+
 mod expr;
 mod flags;
 mod launch;
@@ -183,6 +185,9 @@ struct Parser {
     expr_depth: usize,
     /// Operands and operators of the expression being read.
     expr_nodes: usize,
+    /// Whether names are the program's (`d`, `n`, … and its loop variables); else only
+    /// `loops` (an annotation's parameters: [`parse_expr`]).
+    program: bool,
 }
 
 /// Parses a program file.
@@ -202,11 +207,44 @@ pub fn parse(text: &str) -> Result<Source, SyntaxError> {
         stmt_depth: 0,
         expr_depth: 0,
         expr_nodes: 0,
+        program: true,
     };
     let mut src = p.source()?;
     src.comments = comments;
     src.lead = lead;
     Ok(src)
+}
+
+/// Parses `text` as one expression of the program language whose only names are `names`
+/// (a kernel annotation's parameters), bounded as a program's expressions are
+/// ([`MAX_NESTING`], [`MAX_EXPR_NODES`]). No comments or directives inside.
+pub fn parse_expr(text: &str, names: &[String]) -> Result<Expr, SyntaxError> {
+    let comment = [text.find('#'), text.find("//"), text.find("/*")];
+    if let Some(i) = comment.into_iter().flatten().min() {
+        return err(i..i + 1, "a comment or directive has no place in an expression");
+    }
+    let mut p = Parser {
+        toks: lex_with_comments(text, &mut Vec::new())?,
+        at: 0,
+        end: text.len(),
+        streams: Vec::new(),
+        events: Vec::new(),
+        flags: Vec::new(),
+        loops: names.to_vec(),
+        stmt_depth: 0,
+        expr_depth: 0,
+        expr_nodes: 0,
+        program: false,
+    };
+    let e = p.expr()?;
+    if p.peek().is_some() {
+        let found = p.describe();
+        return err(
+            p.span(),
+            format!("expected the end of the expression, found {found}"),
+        );
+    }
+    Ok(e)
 }
 
 impl Parser {
@@ -253,7 +291,7 @@ impl Parser {
     fn describe(&self) -> String {
         match self.peek() {
             None => "the end of the file".into(),
-            Some(Tok::Ident(x)) => format!("`{x}`"),
+            Some(Tok::Ident(x)) => format!("`{}`", excerpt(x)),
             Some(Tok::Num(n)) => format!("`{n}`"),
             Some(Tok::Sym(s)) => format!("`{s}`"),
             Some(Tok::Barrier) => "`#pragma omp barrier`".into(),

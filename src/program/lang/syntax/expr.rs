@@ -3,6 +3,7 @@
 
 use super::lex::{Tok, err};
 use super::{Expr, MAX_EXPR_NODES, MAX_NESTING, Parser, SyntaxError, VARS};
+use crate::program::lang::excerpt;
 
 impl Parser {
     pub(super) fn expr(&mut self) -> Result<Expr, SyntaxError> {
@@ -121,6 +122,16 @@ impl Parser {
             }
             Some(Tok::Ident(x)) => {
                 let span = self.span();
+                if !self.program && !self.loops.contains(&x) {
+                    return err(
+                        span,
+                        format!(
+                            "unknown name `{}` (the parameters: {})",
+                            excerpt(&x),
+                            excerpt(&self.loops.join(", "))
+                        ),
+                    );
+                }
                 if x == "iter" && !self.loops.contains(&x) {
                     return err(
                         span,
@@ -132,7 +143,8 @@ impl Parser {
                     return err(
                         span,
                         format!(
-                            "unknown name `{x}` (in numbers: {}{})",
+                            "unknown name `{}` (in numbers: {}{})",
+                            excerpt(&x),
                             VARS.join(", "),
                             self.loops.iter().map(|l| format!(", {l}")).collect::<String>()
                         ),

@@ -2,6 +2,8 @@
 
 use std::ops::Range;
 
+use crate::program::lang::excerpt;
+
 /// A syntax error: where (byte offsets) and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntaxError {
@@ -87,6 +89,20 @@ pub(super) fn lex_with_comments(
             while i < b.len() && b[i].is_ascii_digit() {
                 i += 1;
             }
+            // `0x10`, `1e9`, `1.5`, `10u`: not read as `0` and a name after it.
+            if i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.') {
+                let end = i + b[i..]
+                    .iter()
+                    .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_' || *c == b'.'))
+                    .unwrap_or(b.len() - i);
+                return err(
+                    start..end,
+                    format!(
+                        "`{}`: numbers are decimal integers (no 0x, exponent, fraction or suffix)",
+                        excerpt(&text[start..end])
+                    ),
+                );
+            }
             let n = text[start..i].parse().map_err(|_| SyntaxError {
                 span: start..i,
                 reason: "a number too large".into(),
@@ -103,7 +119,10 @@ pub(super) fn lex_with_comments(
             i += s.len();
         } else {
             let ch = text[i..].chars().next().unwrap_or('?');
-            return err(i..i + ch.len_utf8(), format!("`{ch}` has no meaning here"));
+            return err(
+                i..i + ch.len_utf8(),
+                format!("`{}` has no meaning here", excerpt(ch.encode_utf8(&mut [0; 4]))),
+            );
         }
     }
     Ok(out)
