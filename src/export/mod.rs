@@ -3,6 +3,7 @@
 //! loads, the scenario's data as haloscope computed it, a README) that builds with nvcc
 //! and gives haloscope's fields bit for bit.
 
+mod assets;
 pub mod cuda;
 pub mod safe;
 
@@ -23,15 +24,8 @@ use crate::physics::EndCondition;
 use crate::program::{Mode, ProgramFile};
 use crate::scenario::{Injection, Scenario};
 
-/// The support header and the kernels, as this build of haloscope has them.
-const HALO_CUH: &str = include_str!("../../assets/export/halo.cuh");
-/// The kernels' access annotations, for a checker of recorded calls.
-pub const ACCESS: &str = include_str!("../../assets/export/access.txt");
-const KERNELS: [(&str, &str); 3] = [
-    ("fdtd1d.cu", include_str!("../../kernels/fdtd1d.cu")),
-    ("fdtd2d.cu", include_str!("../../kernels/fdtd2d.cu")),
-    ("fused.cu", include_str!("../../kernels/fused.cu")),
-];
+pub use assets::ACCESS;
+use assets::{HALO_CUH, KERNELS};
 
 pub use cuda::{BUILD, BUILD_PIP_NCCL, build_line};
 

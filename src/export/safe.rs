@@ -328,8 +328,8 @@ pub fn taken() -> &'static HashSet<String> {
             .chain(CUDA_NAMES.iter())
             .map(|s| s.to_string())
             .collect();
-        file_scope_names(super::HALO_CUH, &mut t);
-        for (_, code) in super::KERNELS {
+        file_scope_names(super::assets::HALO_CUH, &mut t);
+        for (_, code) in super::assets::KERNELS {
             file_scope_names(code, &mut t);
         }
         for (k, _) in crate::kernels::defines() {

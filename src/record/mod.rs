@@ -11,6 +11,7 @@ pub mod format;
 pub mod order;
 pub mod place;
 pub mod read;
+mod spans;
 
 use std::path::{Path, PathBuf};
 
@@ -144,8 +145,26 @@ pub fn record(r: &Request) -> Result<()> {
             ),
         }
     }
+    say_what_was_recorded(&made);
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(c) => Err(Reported(c as u8).into()),
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            let sig = status.signal().unwrap_or(0);
+            eprintln!(
+                "haloscope record: {program} was killed by signal {sig}; the recording holds its calls up to then"
+            );
+            Err(Reported(128u8.saturating_add(sig as u8)).into())
+        }
+    }
+}
+
+/// `record`'s closing summary: each recording with its calls and host threads, and the
+/// line that checks them all.
+fn say_what_was_recorded(made: &[(u32, PathBuf)]) {
     let mut lines = Vec::new();
-    for (pid, file) in &made {
+    for (pid, file) in made {
         // A recording that cannot be read (a corrupt length) is said; the program's exit stands.
         let counted = read::tally(file);
         lines.push(match counted {
@@ -182,18 +201,6 @@ pub fn record(r: &Request) -> Result<()> {
             files.join(" ")
         ));
         eprintln!("{say}");
-    }
-    match status.code() {
-        Some(0) => Ok(()),
-        Some(c) => Err(Reported(c as u8).into()),
-        None => {
-            use std::os::unix::process::ExitStatusExt;
-            let sig = status.signal().unwrap_or(0);
-            eprintln!(
-                "haloscope record: {program} was killed by signal {sig}; the recording holds its calls up to then"
-            );
-            Err(Reported(128u8.saturating_add(sig as u8)).into())
-        }
     }
 }
 
