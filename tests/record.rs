@@ -393,7 +393,7 @@ fn a_captured_graph_runs_its_nodes_at_each_launch_branches_joined_through_its_ev
     // The launch and capture read as CUDA code.
     let calls = format::parse(Path::new("g"), &graph_recording(launch)).unwrap();
     let r = check::check(&calls, None).unwrap();
-    let texts = r.texts.join("\n");
+    let texts = r.texts.iter().collect::<Vec<_>>().join("\n");
     for want in [
         "cudaStreamBeginCapture(stream1, cudaStreamCaptureModeThreadLocal)",
         "cudaStreamEndCapture(stream1, &graph1)",
@@ -507,7 +507,7 @@ fn a_2d_copy_touches_its_rows_span_and_reads_as_cuda() {
     let first_row = check(rec(0x1000));
     assert_eq!(kinds(&first_row), ["RAW"], "{:#?}", first_row.findings);
     assert!(
-        first_row.texts[5] == "cudaMemcpy2DAsync(alloc2, 256, alloc1, 512, 256, 1, 3, stream2)",
+        &first_row.texts[5] == "cudaMemcpy2DAsync(alloc2, 256, alloc1, 512, 256, 1, 3, stream2)",
         "{:?}",
         first_row.texts
     );

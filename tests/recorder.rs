@@ -102,9 +102,9 @@ fn the_recorder_writes_every_call_of_every_thread_in_about_thirty_bytes() {
     }
     // A launch as CUDA gave it: kernel, shape, stream, and its arguments from the driver's.
     let launch = calls.iter().find(|c| c.name == "launch").unwrap();
-    assert_eq!(launch.keys["kernel"], "_Z6updatePfi");
+    assert_eq!(&launch.keys["kernel"], "_Z6updatePfi");
     assert_eq!(
-        (launch.keys["grid"].as_str(), launch.keys["block"].as_str()),
+        (&launch.keys["grid"], &launch.keys["block"]),
         ("16,1,1", "256,1,1")
     );
     // Its pointer argument is the buffer its thread allocated (threads are numbered by their
@@ -115,13 +115,10 @@ fn the_recorder_writes_every_call_of_every_thread_in_about_thirty_bytes() {
         .unwrap()
         .num("ptr")
         .unwrap();
-    assert_eq!(launch.keys["args"], format!("8:{buf:016x},4:00001000"));
+    assert_eq!(&launch.keys["args"], format!("8:{buf:016x},4:00001000"));
     let names: std::collections::BTreeSet<&str> = calls.iter().map(|c| c.name.as_str()).collect();
     let mark = calls.iter().find(|c| c.name == "mark").unwrap();
-    assert_eq!(
-        (mark.keys["text"].as_str(), mark.keys["kind"].as_str()),
-        ("step", "1")
-    );
+    assert_eq!((&mark.keys["text"], &mark.keys["kind"]), ("step", "1"));
     for n in [
         "setdev",
         "malloc",
@@ -277,7 +274,7 @@ fn a_forked_child_records_into_its_own_file() {
         assert_eq!(calls.len() as u64, 2 * (4 + 5 * 5000) + 1, "{n}");
         let launch = calls.iter().find(|c| c.name == "launch").unwrap();
         assert_eq!(
-            launch.keys["kernel"], "_Z6updatePfi",
+            &launch.keys["kernel"], "_Z6updatePfi",
             "{n}: its strings defined in it"
         );
     }

@@ -22,7 +22,7 @@
 //! program was killed while the recorder wrote) ends the recording there, with a note saying
 //! at which byte.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::{BufRead, Read};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -159,7 +159,7 @@ fn call(
     let t_out = t_in.wrapping_add(body.varint()?);
     last.insert(thread, (seq_out, t_in));
     let (rc, device) = (body.signed()?, body.signed()?);
-    let mut values = BTreeMap::new();
+    let mut values = Vec::with_capacity(keys.len());
     for (key, kind) in keys {
         let v = match kind {
             'x' => format!("{:#x}", body.varint()?),
@@ -179,7 +179,7 @@ fn call(
             },
             _ => body.varint()?.to_string(),
         };
-        values.insert(key.clone(), v);
+        values.push((key.as_str(), v));
     }
     Ok(Call {
         line,
@@ -191,7 +191,7 @@ fn call(
         rc,
         device,
         name: name.clone(),
-        keys: values,
+        keys: super::format::Keys::from_pairs(values),
     })
 }
 
@@ -459,9 +459,9 @@ mod tests {
         );
         let l = &calls[1];
         assert_eq!((l.seq_in, l.seq_out, l.thread, l.line), (5, 6, 1, 4));
-        assert_eq!(l.keys["kernel"], "_Z1kPf");
-        assert_eq!(l.keys["grid"], "2,1,1");
-        assert_eq!(l.keys["args"], "8:0000000000001000,4:ffffffff");
+        assert_eq!(&l.keys["kernel"], "_Z1kPf");
+        assert_eq!(&l.keys["grid"], "2,1,1");
+        assert_eq!(&l.keys["args"], "8:0000000000001000,4:ffffffff");
         assert_eq!(tally(Path::new("r"), &sample()[MAGIC.len()..]).unwrap(), (2, 2));
     }
 

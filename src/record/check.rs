@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use super::annotate::{self, Annotations};
-use super::format::{Call, kernel_args};
+use super::format::{Call, Texts, kernel_args};
 use super::order::{Clock, Epoch, Order, Stamp, StreamKey};
 use super::spans::{Ended, Spans};
 use crate::hazard::Kind;
@@ -62,10 +62,13 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Each call as CUDA code, in the recording's order (for the UI).
     #[serde(skip)]
-    pub texts: Vec<String>,
-    /// The stream each call was issued to, by haloscope's name for it (the UI's timeline).
+    pub texts: Texts,
+    /// The stream each call was issued to, by haloscope's name for it (the UI's timeline):
+    /// an index into `stream_names`; see [`Report::stream`].
     #[serde(skip)]
-    pub streams: Vec<Option<String>>,
+    pub streams: Vec<Option<u32>>,
+    #[serde(skip)]
+    pub stream_names: Vec<String>,
     /// Each call's step, where the program marks steps.
     #[serde(skip)]
     pub steps: Vec<Option<u64>>,
@@ -113,7 +116,7 @@ struct Checker<'a> {
     destroy_spans: HashMap<u64, Spans>,
     findings: Vec<Finding>,
     /// The calls replayed so far as CUDA code, named as they were then.
-    texts: Vec<String>,
+    texts: Texts,
     graphs: graphs::Graphs,
     seen: HashMap<String, usize>,
     /// Each host thread's first and last call (indices into the calls).
@@ -164,6 +167,8 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         spans.values_mut().for_each(Spans::index);
     }
     let mut streams = Vec::with_capacity(calls.len());
+    let mut stream_names = Vec::new();
+    let mut stream_index: HashMap<String, u32> = HashMap::new();
     for (i, c) in calls.iter().enumerate() {
         k.lifetimes(i, c);
         // Named as the call saw them: a freed pointer before, a new allocation after.
@@ -180,9 +185,14 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         if let Some(g) = captured {
             text.push_str(&format!("  (captured: a node of graph{g})"));
         }
-        k.texts.push(text);
+        k.texts.push(&text);
         // A captured call runs nothing where it was issued: no place on the timeline.
-        streams.push((c.keys.contains_key("stream") && captured.is_none()).then(|| k.stream_name(c)));
+        streams.push((c.keys.contains_key("stream") && captured.is_none()).then(|| {
+            *stream_index.entry(k.stream_name(c)).or_insert_with_key(|name| {
+                stream_names.push(name.clone());
+                (stream_names.len() - 1) as u32
+            })
+        }));
         if k.last_of.get(&c.thread) == Some(&i) {
             let clock = k.order.thread_clock(c.thread);
             k.ended.push(c.seq_out, clock);
@@ -214,9 +224,19 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         findings: k.findings,
         texts: k.texts,
         streams,
+        stream_names,
         steps,
         notes: Vec::new(),
     })
+}
+
+impl Report {
+    /// The stream call `i` was issued to, by haloscope's name for it; `None` for a call on
+    /// no stream (or captured into a graph).
+    pub fn stream(&self, i: usize) -> Option<&str> {
+        let s = (*self.streams.get(i)?)?;
+        self.stream_names.get(s as usize).map(String::as_str)
+    }
 }
 
 fn site(c: &Call, call: String) -> Site {
@@ -460,7 +480,9 @@ impl Checker<'_> {
     /// Call `at` as CUDA code, named as when it was replayed (a handle may name another event
     /// since); as now if it has not been replayed yet.
     fn text_at(&self, at: usize, all: &[Call]) -> String {
-        self.texts.get(at).cloned().unwrap_or_else(|| self.text(&all[at]))
+        self.texts
+            .get(at)
+            .map_or_else(|| self.text(&all[at]), str::to_string)
     }
 
     /// The record of event `e` that call `c` binds to: the latest whose call returned before
@@ -594,7 +616,7 @@ impl Checker<'_> {
             ],
             "memset" | "memset_async" => vec![(c.num("ptr")?, Some(span(c, "pitch")?), true)],
             "launch" => {
-                let args = c.keys.get("args").map(String::as_str).unwrap_or("?");
+                let args = c.keys.get("args").unwrap_or("?");
                 match kernel_args(args) {
                     Some(args) => self.kernel_touches(c, &args)?,
                     // No layout: every allocation of its device.
@@ -618,7 +640,7 @@ impl Checker<'_> {
         c: &Call,
         args: &[(usize, u64)],
     ) -> Result<Vec<(u64, Option<u64>, bool)>, String> {
-        let name = text::kernel_name(c.keys.get("kernel").map_or("?", String::as_str));
+        let name = text::kernel_name(c.keys.get("kernel").unwrap_or("?"));
         let note = self
             .notes
             .and_then(|n| n.get(&name))
@@ -649,7 +671,7 @@ impl Checker<'_> {
             (s.seq, s.line) = (*seq, *line);
         }
         s.call = text;
-        let stream = c.keys.get("stream").cloned().unwrap_or_default();
+        let stream = c.keys.get("stream").unwrap_or_default().to_string();
         let key = format!("{} {} {}", c.thread, self.template(c), stream);
         for (ptr, bytes, write) in self.touches(c)? {
             let Some(a) = self.alloc_of(ptr) else {

@@ -42,7 +42,6 @@
 //! Streams: handle 0 is the legacy default stream (the per-thread one in a `ptsz=1` call),
 //! 0x1 the legacy stream, 0x2 the per-thread stream, each of the current device.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
 use std::path::Path;
 
@@ -116,7 +115,129 @@ pub struct Call {
     pub rc: i64,
     pub device: i64,
     pub name: String,
-    pub keys: BTreeMap<String, String>,
+    pub keys: Keys,
+}
+
+/// A call's keys and values, packed: one buffer of their text and where each ends (a
+/// call's few keys are found by a scan; about 120 bytes a call where a map of strings took
+/// some 800). Sorted by key, each key once (the last given wins).
+#[derive(Clone, PartialEq, Default)]
+pub struct Keys {
+    text: String,
+    /// Per pair: where its key ends and where its value ends in `text`.
+    ends: Vec<(u32, u32)>,
+}
+
+impl Keys {
+    /// The keys of `pairs`, sorted, the last of a repeated key kept.
+    pub fn from_pairs<K: AsRef<str>, V: AsRef<str>>(pairs: impl IntoIterator<Item = (K, V)>) -> Keys {
+        let mut all: Vec<(K, V)> = pairs.into_iter().collect();
+        // Stable: among equal keys the last given stays last, and is the one kept.
+        all.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
+        let mut k = Keys::default();
+        for (i, (key, value)) in all.iter().enumerate() {
+            if all.get(i + 1).is_some_and(|n| n.0.as_ref() == key.as_ref()) {
+                continue;
+            }
+            k.text.push_str(key.as_ref());
+            let key_end = k.text.len() as u32;
+            k.text.push_str(value.as_ref());
+            k.ends.push((key_end, k.text.len() as u32));
+        }
+        k.text.shrink_to_fit();
+        k.ends.shrink_to_fit();
+        k
+    }
+
+    /// Every key and its value, by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        let mut from = 0;
+        self.ends.iter().map(move |&(k, v)| {
+            let pair = (&self.text[from..k as usize], &self.text[k as usize..v as usize]);
+            from = v as usize;
+            pair
+        })
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+}
+
+/// Strings in order, packed: one buffer and where each ends (a call's text for each of
+/// millions of calls, without a heap block and a header apiece).
+#[derive(Clone, Default)]
+pub struct Texts {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl Texts {
+    pub fn push(&mut self, s: &str) {
+        self.text.push_str(s);
+        self.ends.push(self.text.len());
+    }
+
+    /// The `i`th string pushed.
+    pub fn get(&self, i: usize) -> Option<&str> {
+        let end = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        Some(&self.text[start..end])
+    }
+
+    /// Every string, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+}
+
+impl std::ops::Index<usize> for Texts {
+    type Output = str;
+
+    fn index(&self, i: usize) -> &str {
+        self.get(i)
+            .unwrap_or_else(|| panic!("text {i} of {}", self.len()))
+    }
+}
+
+impl std::fmt::Debug for Texts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl std::ops::Index<&str> for Keys {
+    type Output = str;
+
+    fn index(&self, key: &str) -> &str {
+        self.get(key).unwrap_or_else(|| panic!("no key `{key}`"))
+    }
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
 }
 
 impl Call {
@@ -273,13 +394,14 @@ fn parse_line(line: usize, l: &str) -> Result<Call, String> {
     if seq_out < seq_in {
         return Err(format!("SEQ_OUT {seq_out} is before SEQ_IN {seq_in}"));
     }
-    let mut keys = BTreeMap::new();
+    let mut pairs = Vec::new();
     for kv in w {
         let (k, v) = kv
             .split_once('=')
             .ok_or_else(|| format!("`{}` is not KEY=VALUE", clip(kv)))?;
-        keys.insert(k.to_string(), v.to_string());
+        pairs.push((k, v));
     }
+    let keys = Keys::from_pairs(pairs);
     Ok(Call {
         line,
         seq_in,

@@ -66,7 +66,7 @@ impl Checker<'_> {
     /// What a finding groups calls by: the call without its changing arguments.
     pub(super) fn template(&self, c: &Call) -> String {
         match c.name.as_str() {
-            "launch" => kernel_name(c.keys.get("kernel").map_or("?", String::as_str)),
+            "launch" => kernel_name(c.keys.get("kernel").unwrap_or("?")),
             _ => self.text(c),
         }
     }
@@ -83,7 +83,7 @@ impl Checker<'_> {
 
     /// The call as CUDA code, as recorded.
     fn code(&self, c: &Call) -> String {
-        let k = |key: &str| c.keys.get(key).cloned().unwrap_or_else(|| "?".into());
+        let k = |key: &str| c.keys.get(key).unwrap_or("?").to_string();
         match c.name.as_str() {
             "setdev" => format!("cudaSetDevice({})", k("to")),
             "malloc" => format!("cudaMalloc(&{}, {})", self.arg(c, "ptr"), k("bytes")),
@@ -162,7 +162,7 @@ impl Checker<'_> {
 
     /// A copy's, a memset's or an asynchronous free's call as CUDA code.
     fn copy_text(&self, c: &Call) -> Option<String> {
-        let k = |key: &str| c.keys.get(key).cloned().unwrap_or_else(|| "?".into());
+        let k = |key: &str| c.keys.get(key).unwrap_or("?").to_string();
         Some(match c.name.as_str() {
             "memcpy_peer" | "memcpy_peer_async" => {
                 let (a, s) = self.async_parts(c);

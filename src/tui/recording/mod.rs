@@ -96,8 +96,8 @@ impl Viewer {
         for (at, &i) in order.iter().enumerate() {
             let c = &calls[i];
             by_line.insert(c.line, at);
-            let lane = report.streams.get(i).cloned().flatten().map(|s| {
-                *lane_of.entry(s).or_insert_with_key(|s| {
+            let lane = report.stream(i).map(|s| {
+                *lane_of.entry(s.to_string()).or_insert_with_key(|s| {
                     lanes.push((s.clone(), c.device));
                     lanes.len() - 1
                 })
@@ -106,7 +106,7 @@ impl Viewer {
                 thread: c.thread,
                 seq: c.seq_in,
                 device: c.device,
-                text: report.texts.get(i).cloned().unwrap_or_else(|| c.name.clone()),
+                text: report.texts.get(i).map_or_else(|| c.name.clone(), str::to_string),
                 lane,
                 glyph: glyph(&c.name),
                 rc: c.rc,
