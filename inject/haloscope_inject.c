@@ -197,6 +197,9 @@ static struct timespec t0;
 static __thread int my_thread = -1;
 static __thread uint64_t my_seq_in, my_t_in, my_last_seq, my_last_t;
 static __thread int in_launch;  // a runtime launch is open: its driver launch fills args
+// A recorded CUDA call is open on this thread, or the recorder is writing: the host
+// synchronisation made meanwhile is CUDA's own or the recorder's (host_sync.c).
+static __thread int host_quiet;
 
 static uint64_t now_ns(void) {
     struct timespec t;
@@ -231,6 +234,7 @@ static void write_ring(uint64_t from, uint64_t to) {
 // The writer thread: empties the ring when a quarter of it is full, and every 200 ms.
 static void *write_out(void *unused) {
     (void)unused;
+    host_quiet = 1;
     pthread_mutex_lock(&lock);
     for (;;) {
         while (tail == head && !stopping) {
@@ -353,8 +357,8 @@ static uint64_t string_id(const char *s) {
 
 // One call: its header (per-thread deltas), then its values as the schema's kinds say; a
 // launch's kernel, shape and arguments after its plain values.
-static void emit_call(int rc, int code, int nv, const uint64_t *v, const char *text, const uint64_t *dims) {
-    int dev = current_device();
+static void emit_call_on(int dev, int rc, int code, int nv, const uint64_t *v, const char *text,
+                         const uint64_t *dims) {
     uint64_t t_out = now_ns();
     pthread_mutex_lock(&lock);
     if (fd < 0 || capped) {
@@ -398,6 +402,11 @@ static void emit_call(int rc, int code, int nv, const uint64_t *v, const char *t
     }
     put_rec(&r);
     pthread_mutex_unlock(&lock);
+}
+
+// One call on the thread's current device.
+static void emit_call(int rc, int code, int nv, const uint64_t *v, const char *text, const uint64_t *dims) {
+    emit_call_on(current_device(), rc, code, nv, v, text, dims);
 }
 
 #define U(p) ((uint64_t)(uintptr_t)(p))
@@ -471,6 +480,7 @@ static void emit_launch(int rc, const callback_data *cb, dim3 grid, dim3 block, 
 
 static void on_runtime(uint32_t cbid, const callback_data *cb) {
     if (cb->site == SITE_ENTER) {
+        host_quiet++;
         enter();
         if (cbid == RT_LAUNCH_KERNEL || cbid == RT_LAUNCH_KERNEL_PTSZ || cbid == RT_LAUNCH_KERNEL_EXC ||
             cbid == RT_LAUNCH_KERNEL_EXC_PTSZ) {
@@ -480,6 +490,7 @@ static void on_runtime(uint32_t cbid, const callback_data *cb) {
         }
         return;
     }
+    if (host_quiet > 0) host_quiet--;
     int rc = cb->return_value ? *(int *)cb->return_value : 0;
     const void *q = cb->params;
     uint64_t ptsz = 0;
@@ -767,16 +778,21 @@ static void on_driver(uint32_t cbid, const callback_data *cb) {
     }
 }
 
+// The recorder's own locks and waits are never recorded: `host_quiet` is up while any of its
+// code runs (its callback, the writer, the exit, a fork).
 static void callback(void *userdata, int domain, uint32_t cbid, const void *data) {
     (void)userdata;
+    host_quiet++;
     if (domain == DOMAIN_RUNTIME) on_runtime(cbid, data);
     else if (domain == DOMAIN_DRIVER) on_driver(cbid, data);
     else if (domain == DOMAIN_NVTX) on_nvtx(cbid, data);
+    host_quiet--;
 }
 
 // The program is exiting: the writer empties the ring and stops; later calls (destructors)
 // are written at once.
 static void finish(void) {
+    host_quiet++;
     pthread_mutex_lock(&lock);
     int running = writer_running;
     stopping = 1;
@@ -788,6 +804,7 @@ static void finish(void) {
         writer_running = 0;
         pthread_mutex_unlock(&lock);
     }
+    host_quiet--;
 }
 
 // A program that dies of a signal (a crash is how many ordering bugs end) keeps what was
@@ -874,11 +891,15 @@ static int open_recording(int parent) {
 static int parent_pid;
 
 static void before_fork(void) {
+    host_quiet++;
     pthread_mutex_lock(&lock);
     parent_pid = (int)getpid();
 }
 
-static void after_fork_parent(void) { pthread_mutex_unlock(&lock); }
+static void after_fork_parent(void) {
+    pthread_mutex_unlock(&lock);
+    host_quiet--;
+}
 
 static void after_fork_child(void) {
     pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
@@ -906,6 +927,7 @@ static void after_fork_child(void) {
                 out_path, strerror(e));
     if (fd >= 0 && pthread_create(&writer, NULL, write_out, NULL) == 0) writer_running = 1;
     pthread_mutex_unlock(&lock);
+    host_quiet--;
 }
 
 static int fail(const char *what) {
@@ -914,7 +936,16 @@ static int fail(const char *what) {
 }
 
 // Called by CUDA when it loads this library (CUDA_INJECTION64_PATH); 1 on success.
+static int initialize(void);
+
 int InitializeInjection(void) {
+    host_quiet++;
+    int ok = initialize();
+    host_quiet--;
+    return ok;
+}
+
+static int initialize(void) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     const char *prefix = getenv("HALOSCOPE_RECORD_PREFIX");
     const char *suffix = getenv("HALOSCOPE_RECORD_SUFFIX");
@@ -991,3 +1022,5 @@ int InitializeInjection(void) {
 __attribute__((destructor)) static void unloaded(void) {
     finish();
 }
+
+#include "host_sync.c"

@@ -186,6 +186,11 @@ Each CUDA process writes its own file, NAME.<pid>.recording (mode 0600, created 
 an existing file or link); when one process recorded, it is renamed to --out, and with
 several (a launcher, `sh -c 'a & b'`, a fork) they stay by process, each listed with its
 call count.
+The host's own synchronisation is recorded too (the recorder is also preloaded, LD_PRELOAD):
+pthread mutexes, condition variables, semaphores, barriers, thread starts and joins, and GCC's
+OpenMP (parallel regions, barriers, critical sections, locks), so that `check` sees the order
+they make; --no-host-sync leaves them out. Futexes, atomics, C++20 barriers, LLVM's libomp and
+statically linked runtimes are not seen.
 Mark each step with an NVTX range named \"step\" and findings say their step. CUPTI comes from
 NVIDIA's wheel (pip install nvidia-cuda-cupti) or the toolkit; --cupti says where.";
 
@@ -202,6 +207,9 @@ pub struct RecordArgs {
     /// Stop recording after N calls (the program runs on); the file says so.
     #[arg(long, value_name = "N", default_value_t = 50_000_000)]
     pub max_calls: u64,
+    /// Record only CUDA calls, not the host's own synchronisation (no LD_PRELOAD).
+    #[arg(long)]
+    pub no_host_sync: bool,
     /// The command to run, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,

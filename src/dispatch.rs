@@ -30,6 +30,7 @@ pub fn main(cli: Cli) -> Result<()> {
                 out: r.out.clone(),
                 cupti: r.cupti.clone(),
                 max_calls: r.max_calls,
+                host_sync: !r.no_host_sync,
                 command: &r.command,
             });
         }

@@ -2,7 +2,7 @@
 //! CUDA (tests/inject/fake_program.c: it loads the injection library as CUDA does and calls
 //! the callback it subscribes through a stand-in CUPTI, tests/inject/fake_cupti.c) with the
 //! calls of a two-thread halo exchange; the recording is decoded and checked against what the
-//! program did. Needs a C compiler (`$CC`, else `cc`), as the build does.
+//! program did. Needs a C compiler (`$CC`, else `cc`) with OpenMP (`-fopenmp`), as GCC has.
 
 mod common;
 use common::haloscope;
@@ -34,6 +34,7 @@ fn build(dir: &Path) -> (PathBuf, PathBuf) {
     ]);
     run(&[
         "-O2".as_ref(),
+        "-fopenmp".as_ref(),
         "-rdynamic".as_ref(),
         "-o".as_ref(),
         program.as_os_str(),
@@ -42,6 +43,11 @@ fn build(dir: &Path) -> (PathBuf, PathBuf) {
         "-lpthread".as_ref(),
     ]);
     (cupti, program)
+}
+
+/// The CUDA calls among `calls` (not the host's own synchronisation).
+fn cuda_calls(calls: &[haloscope::record::format::Call]) -> u64 {
+    calls.iter().filter(|c| !c.name.starts_with("host_")).count() as u64
 }
 
 fn record(cupti: &Path, out: &Path, extra: &[&str], program: &[&str]) -> (i32, String) {
@@ -74,14 +80,16 @@ fn the_recorder_writes_every_call_of_every_thread_in_about_thirty_bytes() {
         &[program.to_str().unwrap(), &steps.to_string()],
     );
     assert_eq!(code, 0, "{err}");
-    let want = 2 * (4 + 5 * steps) + 1;
+    let bytes = std::fs::read(&out).unwrap();
+    let calls = binary::decode(&out, &bytes).unwrap();
+    assert_eq!(cuda_calls(&calls), 2 * (4 + 5 * steps) + 1);
+    // And the host's own: each thread's creation and start, its end and its join.
+    assert_eq!(calls.len() as u64 - cuda_calls(&calls), 8);
+    let want = calls.len() as u64;
     assert!(
         err.contains(&format!("{want} calls on 3 host thread(s)")),
         "{err}"
     );
-    let bytes = std::fs::read(&out).unwrap();
-    let calls = binary::decode(&out, &bytes).unwrap();
-    assert_eq!(calls.len() as u64, want);
     // Its owner's alone, and the process's own file became --out: nothing else is left.
     let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{mode:o}");
@@ -237,7 +245,7 @@ fn every_process_under_one_record_writes_a_whole_recording_of_its_own() {
             )),
             "{err}"
         );
-        counts.push(calls.len() as u64);
+        counts.push(cuda_calls(&calls));
     }
     counts.sort();
     assert_eq!(counts, [2 * (4 + 5 * 20_000) + 1, 2 * (4 + 5 * 30_000) + 1]);
@@ -271,7 +279,7 @@ fn a_forked_child_records_into_its_own_file() {
         let calls = binary::decode(&path, &bytes).unwrap();
         // Each process: its two threads' exchange and its device synchronisation; the
         // parent's ring never reaches the child's file, nor the other way.
-        assert_eq!(calls.len() as u64, 2 * (4 + 5 * 5000) + 1, "{n}");
+        assert_eq!(cuda_calls(&calls), 2 * (4 + 5 * 5000) + 1, "{n}");
         let launch = calls.iter().find(|c| c.name == "launch").unwrap();
         assert_eq!(
             &launch.keys["kernel"], "_Z6updatePfi",
@@ -333,4 +341,87 @@ fn an_out_that_is_there_even_as_a_dangling_link_is_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("exists"), "{err}");
     assert_eq!(std::fs::read(&out).unwrap(), b"old");
+}
+
+/// Records `fake_program handoff HOW` (with `extra` options to `record`) and checks it: the
+/// exit code of `check`, its report, and the checker's texts of the calls in order.
+fn handoff(dir: &Path, how: &str, extra: &[&str]) -> (i32, String, Vec<String>) {
+    let (cupti, program) = build(dir);
+    let out = dir.join(format!("{how}{}.recording", extra.len()));
+    let (code, err) = record(&cupti, &out, extra, &[program.to_str().unwrap(), "handoff", how]);
+    assert_eq!(code, 0, "{how}: {err}");
+    let (code, text, err) = haloscope(&["check", "--recording", out.to_str().unwrap()]);
+    assert!(code == 0 || code == 1, "{how}: {err}");
+    let bytes = std::fs::read(&out).unwrap();
+    let calls = binary::decode(&out, &bytes).unwrap();
+    let r = haloscope::record::check::check(&calls, None).unwrap();
+    (code, text, r.texts.iter().map(String::from).collect())
+}
+
+/// Where `want` first stands among `texts` (after `from`).
+fn at(texts: &[String], from: usize, want: &str) -> usize {
+    from + texts[from..]
+        .iter()
+        .position(|t| t.starts_with(want))
+        .unwrap_or_else(|| panic!("{want} after call {from} in {texts:#?}"))
+}
+
+/// Issue 54: a stream synchronised, then a hand-off to another thread by the host's own
+/// synchronisation (pthreads, OpenMP), then a kernel there on the buffer: the recorder sees
+/// the hand-off (its records between the CUDA calls, in order) and the check finds nothing;
+/// without it (a spin on an atomic flag, or recorded with --no-host-sync) the race is named.
+#[test]
+fn the_host_s_own_synchronisation_orders_a_hand_off_and_its_absence_is_the_race() {
+    let dir = tempfile::tempdir().unwrap();
+    for (how, release, acquire) in [
+        (
+            "barrier",
+            "pthread_barrier_wait(&barrier1) arrives (generation 0)",
+            "pthread_barrier_wait(&barrier1) returns (generation 0)",
+        ),
+        (
+            "mutex",
+            "pthread_mutex_unlock(&mutex1)",
+            "pthread_mutex_lock(&mutex1)",
+        ),
+        (
+            "cond",
+            "pthread_cond_signal(&cond1)",
+            "pthread_cond_wait(&cond1, …) woken",
+        ),
+        ("sem", "sem_post(&sem1)", "sem_wait(&sem1)"),
+        (
+            "omp",
+            "#pragma omp barrier (region 1, generation 0) arrives",
+            "#pragma omp barrier (region 1, generation 0) leaves",
+        ),
+    ] {
+        let (code, text, texts) = handoff(dir.path(), how, &[]);
+        assert_eq!(code, 0, "{how}: {text}");
+        assert!(text.contains(": 0 finding(s)"), "{how}: {text}");
+        assert!(text.contains("The host's own synchronisation ("), "{how}: {text}");
+        // The set, the synchronisation, the release; the acquire, then the kernel.
+        let set = at(&texts, 0, "cudaMemsetAsync(");
+        let sync = at(&texts, set, "cudaStreamSynchronize(");
+        let released = at(&texts, sync, release);
+        let acquired = at(&texts, released, acquire);
+        at(&texts, acquired, "update<<<");
+        // Without its records, the same run's order is invisible: the race.
+        if how == "barrier" {
+            let (code, text, texts) = handoff(dir.path(), how, &["--no-host-sync"]);
+            assert_eq!(code, 1, "{text}");
+            assert!(text.contains("WAW on alloc1"), "{text}");
+            assert!(
+                text.contains("No host synchronisation in this recording"),
+                "{text}"
+            );
+            assert!(!texts.iter().any(|t| t.starts_with("pthread_")), "{texts:#?}");
+        }
+    }
+    for how in ["none", "omp-none"] {
+        let (code, text, _) = handoff(dir.path(), how, &[]);
+        assert_eq!(code, 1, "{how}: {text}");
+        assert!(text.contains("1 finding(s)"), "{how}: {text}");
+        assert!(text.contains("WAW on alloc1"), "{how}: {text}");
+    }
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::annotate::{self, Annotations};
 use super::format::{Call, Texts, kernel_args};
+use super::host::HostSync;
 use super::order::{Clock, Epoch, Order, Stamp, StreamKey};
 use super::spans::{Ended, Spans};
 use crate::hazard::Kind;
@@ -60,6 +61,8 @@ pub struct Report {
     pub devices: Vec<i64>,
     pub allocations: Vec<Alloc>,
     pub findings: Vec<Finding>,
+    /// The host synchronisation records replayed (record/host.rs).
+    pub host_syncs: usize,
     /// Each call as CUDA code, in the recording's order (for the UI).
     #[serde(skip)]
     pub texts: Texts,
@@ -118,6 +121,8 @@ struct Checker<'a> {
     /// The calls replayed so far as CUDA code, named as they were then.
     texts: Texts,
     graphs: graphs::Graphs,
+    /// The host's own synchronisation: its objects' clocks.
+    host: HostSync,
     seen: HashMap<String, usize>,
     /// Each host thread's first and last call (indices into the calls).
     first_of: HashMap<usize, usize>,
@@ -174,8 +179,10 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         // Named as the call saw them: a freed pointer before, a new allocation after.
         let before = k.text(c);
         k.step(i, c, calls).map_err(|why| (c.line, why))?;
-        let named_by_it =
-            c.name == "malloc" || c.name.ends_with("_create") || c.name.starts_with("capture_end");
+        let named_by_it = c.name.starts_with("host_")
+            || c.name == "malloc"
+            || c.name.ends_with("_create")
+            || c.name.starts_with("capture_end");
         let mut text = if named_by_it || c.name == "graph_instantiate" {
             k.text(c)
         } else {
@@ -222,6 +229,7 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         devices,
         allocations: k.allocs.into_values().collect(),
         findings: k.findings,
+        host_syncs: k.host.seen,
         texts: k.texts,
         streams,
         stream_names,
@@ -371,6 +379,7 @@ impl Checker<'_> {
                 self.access(c, stamp)?;
             }
             "graph_launch" => self.graph_launch(c, host, all)?,
+            "host_release" | "host_acquire" => self.host.replay(&mut self.order, host, c)?,
             "device_sync" => self.order.host_waits_device(host, c.device),
             "stream_sync" | "stream_query" => {
                 let s = self.order.stream(c, c.num("stream")?);

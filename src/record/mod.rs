@@ -8,6 +8,7 @@ pub mod annotate;
 pub mod binary;
 pub mod check;
 pub mod format;
+pub mod host;
 pub mod order;
 pub mod place;
 pub mod read;
@@ -27,6 +28,8 @@ pub struct Request<'a> {
     pub out: Option<PathBuf>,
     pub cupti: Option<PathBuf>,
     pub max_calls: u64,
+    /// Whether the recorder is also preloaded to record the host's own synchronisation.
+    pub host_sync: bool,
     pub command: &'a [String],
 }
 
@@ -106,7 +109,11 @@ pub fn record(r: &Request) -> Result<()> {
         cupti.display(),
         out.display()
     );
-    let status = std::process::Command::new(program)
+    let mut command = std::process::Command::new(program);
+    if r.host_sync {
+        command.env("LD_PRELOAD", preload(lib.path()));
+    }
+    let status = command
         .args(args)
         .env("CUDA_INJECTION64_PATH", lib.path())
         .env("HALOSCOPE_RECORD_PREFIX", &names.prefix)
@@ -158,6 +165,17 @@ pub fn record(r: &Request) -> Result<()> {
             Err(Reported(128u8.saturating_add(sig as u8)).into())
         }
     }
+}
+
+/// `LD_PRELOAD` with the recorder first (so that its host synchronisation functions stand
+/// in front of the C library's and libgomp's), then whatever the caller preloaded.
+fn preload(lib: &Path) -> std::ffi::OsString {
+    let mut v = lib.as_os_str().to_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        v.push(":");
+        v.push(old);
+    }
+    v
 }
 
 /// `record`'s closing summary: each recording with its calls and host threads, and the
@@ -473,9 +491,22 @@ pub fn summary(path: &Path, r: &check::Report) -> String {
         }
         let _ = writeln!(s, "  {}", f.why);
     }
-    s.push_str(
-        "\nHost synchronisation between threads (OpenMP barriers, mutexes) is invisible to CUDA: \
-         these are the orders the recorded CUDA calls leave open.\n",
-    );
+    s.push_str(&host_footnote(r.host_syncs));
     s
+}
+
+/// What the check saw of the host's own synchronisation, under the findings.
+fn host_footnote(seen: usize) -> String {
+    if seen > 0 {
+        format!(
+            "\nThe host's own synchronisation ({seen} record(s): barriers, mutexes, condition variables, \
+             semaphores, thread starts and joins, OpenMP regions) orders the threads here; futexes, \
+             atomics, C++20 barriers and LLVM's OpenMP runtime are not seen.\n"
+        )
+    } else {
+        "\nNo host synchronisation in this recording (recorded by an older haloscope, or with \
+         --no-host-sync, or none the recorder can see): the threads are ordered only by their CUDA \
+         calls, their starts and their ends.\n"
+            .to_string()
+    }
 }

@@ -85,6 +85,7 @@ impl Checker<'_> {
     fn code(&self, c: &Call) -> String {
         let k = |key: &str| c.keys.get(key).unwrap_or("?").to_string();
         match c.name.as_str() {
+            "host_release" | "host_acquire" => self.host.text(c),
             "setdev" => format!("cudaSetDevice({})", k("to")),
             "malloc" => format!("cudaMalloc(&{}, {})", self.arg(c, "ptr"), k("bytes")),
             "free" => format!("cudaFree({})", self.arg(c, "ptr")),

@@ -7,11 +7,24 @@
 //
 //   fake_program STEPS [crash]     crash: SIGSEGV in thread 1 after STEPS / 2 steps
 //   fake_program STEPS fork        forks once loaded: parent and child each run the exchange
+//   fake_program handoff HOW       thread 0 sets a buffer on its stream and synchronises the
+//                                  stream, then hands off to thread 1 by HOW (barrier, mutex,
+//                                  cond, sem, omp: an OpenMP barrier, built with -fopenmp; none
+//                                  and omp-none: a spin on an atomic flag, which no recorder
+//                                  sees), which launches a kernel on the buffer on its own
+//                                  stream. Thread 0 calls CUDA again after the launch (so its
+//                                  end orders nothing), and thread 1's first calls come before the set.
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <sched.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,7 +125,122 @@ static void *device(void *arg) {
     return NULL;
 }
 
+// ---- the hand-off -------------------------------------------------------------------
+static const char *how;
+static atomic_int ready, handed, launched;
+static pthread_barrier_t barrier;
+static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static sem_t sem;
+static int flag;  // under `mutex`
+static void *shared_buf = (void *)(uintptr_t)0x7f0000000000ull;
+
+static void spin(atomic_int *x) {
+    while (!atomic_load(x)) sched_yield();
+}
+
+static void setup(int me, void **stream) {
+    struct { int device; } setdev = {0};
+    runtime(16, &setdev, NULL, NULL);
+    *stream = (void *)(uintptr_t)(0x5500 + me);
+    struct { void **stream; unsigned flags; int priority; } sc = {stream, 1, 0};
+    runtime(198, &sc, NULL, NULL);
+}
+
+// Thread 0's side: the buffer set on its stream, the stream synchronised, then the release.
+static void producer(void) {
+    void *stream;
+    setup(0, &stream);
+    struct { void **ptr; size_t size; } malloc_p = {&shared_buf, 1 << 20};
+    runtime(20, &malloc_p, NULL, NULL);
+    spin(&ready);
+    struct { void *ptr; int value; size_t count; void *stream; } ms = {shared_buf, 0, 4096, stream};
+    runtime(51, &ms, NULL, NULL);
+    struct { void *stream; } ss = {stream};
+    runtime(131, &ss, NULL, NULL);
+    if (strcmp(how, "barrier") == 0) pthread_barrier_wait(&barrier);
+    else if (strcmp(how, "mutex") == 0) {
+        pthread_mutex_lock(&mutex);
+        flag = 1;
+        pthread_mutex_unlock(&mutex);
+    } else if (strcmp(how, "cond") == 0) {
+        pthread_mutex_lock(&mutex);
+        flag = 1;
+        pthread_cond_signal(&cond);
+        pthread_mutex_unlock(&mutex);
+    } else if (strcmp(how, "sem") == 0) sem_post(&sem);
+#ifdef _OPENMP
+    else if (strcmp(how, "omp") == 0) {
+#pragma omp barrier
+    }
+#endif
+    else atomic_store(&handed, 1);
+    spin(&launched);
+    // A last call after the launch: thread 0's calls do not end before it (an end orders).
+    runtime(131, &ss, NULL, NULL);
+}
+
+// Thread 1's side: the acquire, then a kernel on the buffer on its own stream.
+static void consumer(void) {
+    void *stream;
+    setup(1, &stream);
+    atomic_store(&ready, 1);
+    if (strcmp(how, "barrier") == 0) pthread_barrier_wait(&barrier);
+    else if (strcmp(how, "mutex") == 0) {
+        for (int got = 0; !got;) {
+            pthread_mutex_lock(&mutex);
+            got = flag;
+            pthread_mutex_unlock(&mutex);
+            if (!got) sched_yield();
+        }
+    } else if (strcmp(how, "cond") == 0) {
+        pthread_mutex_lock(&mutex);
+        while (!flag) pthread_cond_wait(&cond, &mutex);
+        pthread_mutex_unlock(&mutex);
+    } else if (strcmp(how, "sem") == 0) sem_wait(&sem);
+#ifdef _OPENMP
+    else if (strcmp(how, "omp") == 0) {
+#pragma omp barrier
+    }
+#endif
+    else spin(&handed);
+    float *a = shared_buf;
+    int n = 4096;
+    kernel_args[0] = &a, kernel_args[1] = &n;
+    struct { const void *func; dim3 grid; dim3 block; void **args; size_t shared; void *stream; } l = {
+        (void *)0xf00, {16, 1, 1}, {256, 1, 1}, kernel_args, 0, stream};
+    runtime(211, &l, "_Z6updatePfi", driver_launch);
+    atomic_store(&launched, 1);
+}
+
+static void *handoff_thread(void *arg) {
+    if ((intptr_t)arg == 0) producer();
+    else consumer();
+    return NULL;
+}
+
+static int handoff(void) {
+    pthread_barrier_init(&barrier, NULL, 2);
+    sem_init(&sem, 0, 0);
+    if (strncmp(how, "omp", 3) == 0) {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(2)
+        handoff_thread((void *)(intptr_t)omp_get_thread_num());
+        return 0;
+#else
+        fprintf(stderr, "fake_program: built without -fopenmp\n");
+        return 3;
+#endif
+    }
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, handoff_thread, (void *)(intptr_t)i);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    int handing = argc > 2 && strcmp(argv[1], "handoff") == 0;
+    if (handing) how = argv[2];
     steps = argc > 1 ? atol(argv[1]) : 10;
     crash = argc > 2 && strcmp(argv[2], "crash") == 0;
     const char *lib = getenv("CUDA_INJECTION64_PATH");
@@ -128,6 +256,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "fake_program: the recorder subscribed nothing\n");
         return 3;
     }
+    if (handing) return handoff();
     pid_t child = argc > 2 && strcmp(argv[2], "fork") == 0 ? fork() : -1;
     pthread_t t[2];
     for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, device, (void *)(intptr_t)i);
