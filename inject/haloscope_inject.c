@@ -2,7 +2,7 @@
 // into a program started by `haloscope record -- CMD`. Through CUPTI's callback API it
 // writes, for every host thread, the calls that decide the order of GPU work — devices,
 // streams, events, records, waits, launches, copies, memsets, synchronisations,
-// allocations — one compact binary record each (about 30 B; format version 2, documented in
+// allocations — one compact binary record each (about 30 B; format version 3, documented in
 // src/record/format.rs, its calls in inject/schema.txt), into a ring that a writer thread of
 // its own empties into the recording file: the program's threads never wait on the disk.
 // Each process (each exec, each fork) writes a file of its own, HALOSCOPE_RECORD_PREFIX, its
@@ -873,7 +873,7 @@ static int open_recording(int parent) {
     snprintf(out_path, sizeof out_path, "%s%d%s", out_prefix, (int)getpid(), out_suffix);
     fd = open(out_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return errno;
-    static const char magic[] = "haloscope-recording 2\n";
+    static const char magic[] = "haloscope-recording 3\n";
     write_all((const unsigned char *)magic, sizeof magic - 1);
     const char *args =
         func_param_info || kernel_param_info ? "yes" : "no (a driver before CUDA 12.4: kernels touch every allocation)";

@@ -18,11 +18,14 @@ fn data(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// The byte each record (version 2) or line (version 1) of `bytes` ends at, by its number as
+/// The byte each record (versions 2 and 3) or line (version 1) of `bytes` ends at, by its number as
 /// a call's `line` counts it (records from 1 after the magic line; lines from 1).
 fn ends(bytes: &[u8]) -> Vec<usize> {
     let mut out = vec![0];
-    if let Some(mut rest) = bytes.strip_prefix(binary::MAGIC) {
+    if let Some(mut rest) = bytes
+        .strip_prefix(binary::MAGIC)
+        .or_else(|| bytes.strip_prefix(binary::MAGIC_2))
+    {
         out[0] = binary::MAGIC.len();
         let mut at = binary::MAGIC.len();
         while !rest.is_empty() {
@@ -131,7 +134,7 @@ fn every_truncation_point_of_the_small_committed_recordings_keeps_the_calls_befo
         for &k in &points {
             cut_reads_as_the_records_before_it(&name, &bytes, &full.calls, &ends, k);
         }
-        seen[usize::from(bytes.starts_with(binary::MAGIC))] += 1;
+        seen[usize::from(bytes.starts_with(binary::MAGIC) || bytes.starts_with(binary::MAGIC_2))] += 1;
     }
     // Both versions are among them.
     assert!(seen[0] >= 3 && seen[1] >= 3, "{seen:?}");

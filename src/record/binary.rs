@@ -1,5 +1,7 @@
-//! The recording format, version 2: what the recorder writes now. After the line
-//! `haloscope-recording 2`, records, each a varint length (LEB128) then its body, whose first
+//! The recording format, versions 2 and 3: what the recorder writes now (3; version 3 is
+//! version 2 with the host's own synchronisation, `host_release` and `host_acquire`, added
+//! at the end of the schema, so a version 2 file reads as it always did). After the line
+//! `haloscope-recording 3` (or 2), records, each a varint length (LEB128) then its body, whose first
 //! byte is its tag:
 //!
 //! - 0, a comment: UTF-8 text (the recorder's notes: its process, a cap, a fatal signal).
@@ -32,8 +34,15 @@ use anyhow::Result;
 use super::format::Call;
 use crate::error::UsageError;
 
-/// The first line of a recording of this version.
-pub const MAGIC: &[u8] = b"haloscope-recording 2\n";
+/// The first line of a recording the recorder writes now (version 3).
+pub const MAGIC: &[u8] = b"haloscope-recording 3\n";
+/// The first line of a version 2 recording (the same records, without the host's calls).
+pub const MAGIC_2: &[u8] = b"haloscope-recording 2\n";
+
+/// Whether `head` is the first line of a binary recording (version 2 or 3).
+pub fn is_magic(head: &[u8]) -> bool {
+    head == MAGIC || head == MAGIC_2
+}
 
 /// The longest record the recorder writes, its tag included: its record buffer
 /// (`rec` in inject/haloscope_inject.c).
@@ -309,7 +318,10 @@ impl<R: BufRead> Records<R> {
 /// A version 2 recording held in memory: its calls (a bad record names the file, the record
 /// and why: exit 2; a record cut short at the end ends the calls, see [`read`]).
 pub fn decode(path: &Path, bytes: &[u8]) -> Result<Vec<Call>> {
-    let rest = bytes.strip_prefix(MAGIC).unwrap_or(bytes);
+    let rest = bytes
+        .strip_prefix(MAGIC)
+        .or_else(|| bytes.strip_prefix(MAGIC_2))
+        .unwrap_or(bytes);
     Ok(read(path, rest)?.0)
 }
 

@@ -35,6 +35,7 @@
 //! | `graph_launch` | `exec`, `stream`, `ptsz` |
 //! | `graph_destroy` / `graph_exec_destroy` | `graph` / `exec` |
 //! | `mark` (an NVTX mark or range push or start: version 2 only) | `text`, `kind` (0 mark, 1 push, 2 start) |
+//! | `host_release` / `host_acquire` (the host's own synchronisation: version 3 only) | `sync` (1 a pthread mutex, 2 a condition signal, 3 a broadcast, 4 a condition wait woken, 5 a semaphore, 6 a pthread barrier, 7 a thread's creation and start, 8 a thread's end and join, 9 an OpenMP barrier, 10 an OpenMP region's fork (`gen` 0) and join (1), 11 an OpenMP critical section, 12 an OpenMP lock), `obj` (its address, or the recorder's number for a thread start or a region), `gen` (a barrier's generation) |
 //!
 //! Calls issued to a stream while it captures are written as they were issued (they are the
 //! graph's nodes); the checker replays them at each `graph_launch` of a graph made of them.

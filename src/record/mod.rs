@@ -319,7 +319,7 @@ fn is_recording(path: &Path) -> bool {
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32 | rustix::fs::OFlags::NONBLOCK.bits() as i32)
         .open(path)
         .and_then(|f| f.take(binary::MAGIC.len() as u64).read_to_end(&mut head))
-        .is_ok_and(|_| head == binary::MAGIC)
+        .is_ok_and(|_| binary::is_magic(&head))
 }
 
 /// `from` renamed `to`, never replacing what is at `to` (renameat2 NOREPLACE; where the file

@@ -64,7 +64,7 @@ pub fn open(path: &Path) -> Result<Recording> {
 pub fn read(path: &Path, mut r: impl BufRead) -> Result<Recording> {
     let head = head(path, &mut r)?;
     known(path, &head)?;
-    let (calls, notes) = if head == binary::MAGIC {
+    let (calls, notes) = if binary::is_magic(&head) {
         binary::read(path, r)?
     } else {
         let mut calls = Vec::new();
@@ -91,7 +91,7 @@ fn known(path: &Path, head: &[u8]) -> Result<()> {
         )
     } else {
         format!(
-            "not a haloscope recording: it begins `{}`, not `haloscope-recording 2` (or 1)",
+            "not a haloscope recording: it begins `{}`, not `haloscope-recording 3` (or 2, or 1)",
             super::format::clip(&String::from_utf8_lossy(head))
         )
     };
@@ -116,7 +116,7 @@ pub fn tally(path: &Path) -> Result<(u64, usize)> {
     let mut r = BufReader::with_capacity(1 << 16, file);
     let head = head(path, &mut r)?;
     known(path, &head)?;
-    if head == binary::MAGIC {
+    if binary::is_magic(&head) {
         return binary::tally(path, r);
     }
     let (mut calls, mut threads) = (0u64, 0usize);

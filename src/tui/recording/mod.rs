@@ -35,7 +35,8 @@ struct Row {
 }
 
 /// What one recorded call looks like on the timeline: K kernel, G graph launch, C copy, M
-/// memset, R record, W wait, S a synchronisation, f/F a flag wait/write.
+/// memset, R record, W wait, S a synchronisation, f/F a flag wait/write, H the host's own
+/// synchronisation (a lock, a barrier, …).
 fn glyph(name: &str) -> char {
     match name {
         "launch" => 'K',
@@ -46,6 +47,7 @@ fn glyph(name: &str) -> char {
         "wait" => 'W',
         "flag_wait" => 'f',
         "flag_write" => 'F',
+        n if n.starts_with("host_") => 'H',
         n if n.ends_with("sync") => 'S',
         _ => '·',
     }
@@ -96,8 +98,13 @@ impl Viewer {
         for (at, &i) in order.iter().enumerate() {
             let c = &calls[i];
             by_line.insert(c.line, at);
-            let lane = report.stream(i).map(|s| {
-                *lane_of.entry(s.to_string()).or_insert_with_key(|s| {
+            // The host's own synchronisation: a lane of each thread's, beside the streams.
+            let host = c
+                .name
+                .starts_with("host_")
+                .then(|| format!("host thread {}", c.thread));
+            let lane = report.stream(i).map(str::to_string).or(host).map(|s| {
+                *lane_of.entry(s).or_insert_with_key(|s| {
                     lanes.push((s.clone(), c.device));
                     lanes.len() - 1
                 })

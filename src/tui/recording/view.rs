@@ -270,7 +270,7 @@ impl Viewer {
         }
         lines.push(Line::styled(
             fit(
-                "K kernel  G graph  C copy  M memset  R record  W wait  S sync  f/F flag wait/write  ! the picked finding",
+                "K kernel  G graph  C copy  M memset  R record  W wait  S sync  f/F flag wait/write  H host sync  ! the picked finding",
                 usize::from(inner.width),
             ),
             Style::new().fg(Color::DarkGray),
