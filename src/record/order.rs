@@ -3,8 +3,8 @@
 //! legacy default stream's implicit synchronisation with the device's blocking streams
 //! (per-thread default streams included), records and waits (each wait bound to the latest
 //! record of its event whose call returned before the wait's began), synchronisations and
-//! successful queries. Host synchronisation between threads (barriers, mutexes) is
-//! invisible to CUDA, so it orders nothing here.
+//! successful queries. The host's own synchronisation between threads (barriers, mutexes)
+//! is recorded beside the CUDA calls and joined in by host.rs.
 
 use std::collections::HashMap;
 use std::rc::Rc;
