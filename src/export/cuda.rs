@@ -387,6 +387,16 @@ fn creations(u: &Unit, out: &mut String) {
         let name = ident(&e.name);
         let _ = writeln!(out, "    for (long i = 0; i < n; i++) {{");
         if e.on.is_some() {
+            // The program's `i` (the member's index) is the loop's `i`, whatever C name the
+            // export gives the program's own `i` elsewhere.
+            let i = ident("i");
+            if i != "i"
+                && on
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .any(|w| w == i)
+            {
+                let _ = writeln!(out, "        const long {i} = i;");
+            }
             let _ = writeln!(out, "        const long on = {on};");
             let _ = writeln!(out, "        if (on < 0 || on >= n) continue;  // no such device");
         } else {
