@@ -22,10 +22,7 @@ fn data(name: &str) -> PathBuf {
 /// a call's `line` counts it (records from 1 after the magic line; lines from 1).
 fn ends(bytes: &[u8]) -> Vec<usize> {
     let mut out = vec![0];
-    if let Some(mut rest) = bytes
-        .strip_prefix(binary::MAGIC)
-        .or_else(|| bytes.strip_prefix(binary::MAGIC_2))
-    {
+    if let Some(mut rest) = binary::after_magic(bytes) {
         out[0] = binary::MAGIC.len();
         let mut at = binary::MAGIC.len();
         while !rest.is_empty() {
@@ -134,7 +131,7 @@ fn every_truncation_point_of_the_small_committed_recordings_keeps_the_calls_befo
         for &k in &points {
             cut_reads_as_the_records_before_it(&name, &bytes, &full.calls, &ends, k);
         }
-        seen[usize::from(bytes.starts_with(binary::MAGIC) || bytes.starts_with(binary::MAGIC_2))] += 1;
+        seen[usize::from(binary::after_magic(&bytes).is_some())] += 1;
     }
     // Both versions are among them.
     assert!(seen[0] >= 3 && seen[1] >= 3, "{seen:?}");

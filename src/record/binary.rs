@@ -44,6 +44,13 @@ pub fn is_magic(head: &[u8]) -> bool {
     head == MAGIC || head == MAGIC_2
 }
 
+/// The records of a binary recording's bytes (version 2 or 3): what follows its first line;
+/// `None` when `bytes` do not begin as one.
+pub fn after_magic(bytes: &[u8]) -> Option<&[u8]> {
+    let (head, rest) = bytes.split_at_checked(MAGIC.len())?;
+    is_magic(head).then_some(rest)
+}
+
 /// The longest record the recorder writes, its tag included: its record buffer
 /// (`rec` in inject/haloscope_inject.c).
 pub const MAX_RECORD: u64 = 2048;
@@ -318,10 +325,7 @@ impl<R: BufRead> Records<R> {
 /// A version 2 recording held in memory: its calls (a bad record names the file, the record
 /// and why: exit 2; a record cut short at the end ends the calls, see [`read`]).
 pub fn decode(path: &Path, bytes: &[u8]) -> Result<Vec<Call>> {
-    let rest = bytes
-        .strip_prefix(MAGIC)
-        .or_else(|| bytes.strip_prefix(MAGIC_2))
-        .unwrap_or(bytes);
+    let rest = after_magic(bytes).unwrap_or(bytes);
     Ok(read(path, rest)?.0)
 }
 

@@ -312,7 +312,7 @@ pub fn case(r: &mut Rng, i: usize) -> (&'static str, bool) {
                 files.len().min(8)
             };
             let (name, base) = &files[r.below(n)];
-            let v2 = base.starts_with(binary::MAGIC) || base.starts_with(binary::MAGIC_2);
+            let v2 = binary::after_magic(base).is_some();
             let _ = name;
             (
                 if v2 {
