@@ -368,6 +368,12 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE", requires = "recording")]
     pub annotations: Option<PathBuf>,
 
+    /// With --recording: leave the host's own synchronisation out, as `record --no-host-sync`
+    /// would have (barriers, mutexes, joins): the findings that only the host orders come
+    /// back — to see what the host's synchronisation is doing.
+    #[arg(long, requires = "recording")]
+    pub ignore_host_sync: bool,
+
     /// Print the findings as one JSON object.
     #[arg(long)]
     pub json: bool,

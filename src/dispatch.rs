@@ -112,7 +112,7 @@ fn exercise(e: &crate::cli::ExerciseArgs) -> Result<()> {
     let Some(n) = e.number else {
         crate::out::line("Exercises (haloscope exercise N starts one):")?;
         for (i, x) in all.iter().enumerate() {
-            crate::out::line(format_args!("  {}. {:<20} {}", i + 1, x.name, x.title))?;
+            crate::out::line(format_args!("  {:>2}. {:<20} {}", i + 1, x.name, x.title))?;
         }
         return Ok(());
     };
@@ -351,7 +351,11 @@ fn watch(plan: &Plan, ui: &crate::plan::UiPlan, tour: Option<crate::tour::Tour>)
 /// are any.
 fn check(c: &crate::cli::CheckArgs) -> Result<()> {
     if !c.recording.is_empty() {
-        return crate::record::check_recordings(&c.recording, c.annotations.as_deref(), c.json);
+        let how = crate::record::Checking {
+            annotations: c.annotations.as_deref(),
+            host_sync: !c.ignore_host_sync,
+        };
+        return crate::record::check_recordings(&c.recording, how, c.json);
     }
     let mut s = crate::scenario::load(c.scenario.as_deref())?;
     if let Some(n) = c.devices {

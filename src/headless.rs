@@ -70,8 +70,15 @@ fn progress(steps: u64, what: &str) -> ProgressBar {
     // Draws on stderr only when it is a terminal.
     let bar = ProgressBar::new(steps);
     bar.set_style(
-        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} steps, {per_sec}, eta {eta}")
+        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} steps, {rate}, eta {eta}")
             .expect("valid template")
+            // indicatif's {per_sec} prints four decimals ("26,843.0003/s"): whole steps.
+            .with_key(
+                "rate",
+                |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{:.0} steps/s", state.per_sec());
+                },
+            )
             .progress_chars("=> "),
     );
     bar.set_message(what.to_string());

@@ -75,9 +75,9 @@ fn a_crashed_run_keeps_its_calls_up_to_the_crash_and_they_are_checked() {
     assert!(kinds(&r).contains(&"RAW"), "{:#?}", r.findings);
     // Its wait came before the neighbour had made the event: it failed and ordered nothing.
     assert!(
-        r.findings
-            .iter()
-            .any(|f| f.kind == Kind::Invalid && f.why.contains("returned error 400")),
+        r.findings.iter().any(|f| f.kind == Kind::Invalid
+            && f.why
+                .contains("returned error 400 (cudaErrorInvalidResourceHandle)")),
         "{:#?}",
         r.findings
     );

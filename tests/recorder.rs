@@ -346,16 +346,22 @@ fn an_out_that_is_there_even_as_a_dangling_link_is_refused() {
 /// Records `fake_program handoff HOW` (with `extra` options to `record`) and checks it: the
 /// exit code of `check`, its report, and the checker's texts of the calls in order.
 fn handoff(dir: &Path, how: &str, extra: &[&str]) -> (i32, String, Vec<String>) {
-    let (cupti, program) = build(dir);
-    let out = dir.join(format!("{how}{}.recording", extra.len()));
-    let (code, err) = record(&cupti, &out, extra, &[program.to_str().unwrap(), "handoff", how]);
-    assert_eq!(code, 0, "{how}: {err}");
+    let out = record_handoff(dir, how, extra);
     let (code, text, err) = haloscope(&["check", "--recording", out.to_str().unwrap()]);
     assert!(code == 0 || code == 1, "{how}: {err}");
     let bytes = std::fs::read(&out).unwrap();
     let calls = binary::decode(&out, &bytes).unwrap();
     let r = haloscope::record::check::check(&calls, None).unwrap();
     (code, text, r.texts.iter().map(String::from).collect())
+}
+
+/// Records `fake_program handoff HOW` (with `extra` options to `record`): the recording.
+fn record_handoff(dir: &Path, how: &str, extra: &[&str]) -> PathBuf {
+    let (cupti, program) = build(dir);
+    let out = dir.join(format!("{how}{}.recording", extra.len()));
+    let (code, err) = record(&cupti, &out, extra, &[program.to_str().unwrap(), "handoff", how]);
+    assert_eq!(code, 0, "{how}: {err}");
+    out
 }
 
 /// Where `want` first stands among `texts` (after `from`).
@@ -423,5 +429,63 @@ fn the_host_s_own_synchronisation_orders_a_hand_off_and_its_absence_is_the_race(
         assert_eq!(code, 1, "{how}: {text}");
         assert!(text.contains("1 finding(s)"), "{how}: {text}");
         assert!(text.contains("WAW on alloc1"), "{how}: {text}");
+        assert!(!text.contains("the host orders them"), "{how}: {text}");
     }
+}
+
+/// Issue 54: a hand-off by a barrier with the producer's stream not synchronised before it:
+/// the host threads are ordered, the memset on the GPU is not. The one finding names the
+/// barrier that almost orders it and says what is missing.
+#[test]
+fn a_barrier_without_a_stream_synchronisation_is_named_in_the_race() {
+    let dir = tempfile::tempdir().unwrap();
+    for (how, sync) in [
+        (
+            "barrier-nosync",
+            "pthread_barrier_wait(&barrier1) arrives (generation 0)",
+        ),
+        ("sem-nosync", "sem_post(&sem1)"),
+        (
+            "omp-nosync",
+            "#pragma omp barrier (region 1, generation 0) arrives",
+        ),
+    ] {
+        let (code, text, _) = handoff(dir.path(), how, &[]);
+        assert_eq!(code, 1, "{how}: {text}");
+        assert!(text.contains("1 finding(s)"), "{how}: {text}");
+        assert!(text.contains("WAW on alloc1"), "{how}: {text}");
+        // Which thread's first call came first is the threads' race: named either way.
+        assert!(text.contains("the host orders them (thread "), "{how}: {text}");
+        assert!(
+            text.contains(&format!("reached `{sync}` after issuing the first")),
+            "{how}: {text}"
+        );
+        assert!(
+            text.contains("Synchronise its stream before that point"),
+            "{how}: {text}"
+        );
+    }
+}
+
+/// Issue 54: one recording checked with and without its host records
+/// (`check --ignore-host-sync`): the same execution, the race only the barrier orders comes
+/// back, and the footnote says the host's records were left out.
+#[test]
+fn check_can_leave_the_host_s_synchronisation_out_of_one_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = record_handoff(dir.path(), "barrier", &[]);
+    let path = out.to_str().unwrap();
+    let (code, text, err) = haloscope(&["check", "--recording", path]);
+    assert_eq!(code, 0, "{text}{err}");
+    let (code, text, err) = haloscope(&["check", "--recording", path, "--ignore-host-sync"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(text.contains("1 finding(s)"), "{text}");
+    assert!(text.contains("WAW on alloc1"), "{text}");
+    assert!(text.contains("was left out (--ignore-host-sync)"), "{text}");
+    assert!(!text.contains("the host orders them"), "{text}");
+    let (code, json, _) = haloscope(&["check", "--recording", path, "--ignore-host-sync", "--json"]);
+    assert_eq!(code, 1);
+    assert!(json.contains("\"host_left_out\":"), "{json}");
+    let (code, _, err) = haloscope(&["check", "--ignore-host-sync"]);
+    assert_eq!(code, 2, "{err}");
 }

@@ -2,7 +2,9 @@
 # On an H200 (device: carry ["gpu"], `bash gpu/host-sync.sh`), after
 # scripts/record-h200/prep.sh here (given the fetched multi-gpu-programming-models): issue
 # 54's checks. Each program is recorded twice, with the host's own synchronisation (the
-# default) and with --no-host-sync, and both recordings are checked: the student program
+# default) and with --no-host-sync, and both recordings are checked, the first also with
+# --ignore-host-sync (the same execution without its host records; and how many findings
+# name a host synchronisation that orders the threads but not the GPU): the student program
 # (tests/cuda/student.cu) correct and with its barrier left out, the corrected seed, the
 # exports (host-sync among them), and NVIDIA's multi-threaded Jacobi variants run with 2
 # and 3 OpenMP threads on the one GPU (a few lines changed here, in this copy: thread t
@@ -35,13 +37,16 @@ rec() {
   local args=""; [ -n "$a" ] && args="--annotations $a"
   $H check --recording $OUT/h/$n.recording $args > $OUT/h/$n.check.txt 2>&1
   $H check --recording $OUT/h/$n.nohost.recording $args > $OUT/h/$n.nohost.check.txt 2>&1
+  $H check --recording $OUT/h/$n.recording --ignore-host-sync $args > $OUT/h/$n.ignored.check.txt 2>&1
   f() { head -1 $1 | sed -n 's/.*: \([0-9]*\) finding(s)$/\1/p'; }
   local hosts=$(sed -n 's/.*synchronisation (\([0-9]*\) record(s).*/\1/p' $OUT/h/$n.check.txt)
-  printf "%-34s %4s %9s %12s %6s\n" "$n" "$rc" "$(f $OUT/h/$n.check.txt)" "$(f $OUT/h/$n.nohost.check.txt)" "${hosts:-0}" >> $T
+  local named=$(grep -c "the host orders them" $OUT/h/$n.check.txt)
+  printf "%-34s %4s %9s %12s %8s %6s %6s\n" "$n" "$rc" "$(f $OUT/h/$n.check.txt)" "$(f $OUT/h/$n.nohost.check.txt)" "$(f $OUT/h/$n.ignored.check.txt)" "${hosts:-0}" "$named" >> $T
 }
-printf "%-34s %4s %9s %12s %6s\n" program exit findings "--no-host" "host" >> $T
+printf "%-34s %4s %9s %12s %8s %6s %6s\n" program exit findings "--no-host" ignored host named >> $T
 rec student . "" ./student 20
 rec student-broken . "" ./student 20 broken
+rec student-nosync . "" ./student 20 nosync
 export THREADS=3
 rec student-3 . "" ./student 20
 rec student-3-broken . "" ./student 20 broken

@@ -24,7 +24,7 @@
 //! program was killed while the recorder wrote) ends the recording there, with a note saying
 //! at which byte.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::io::{BufRead, Read};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -333,7 +333,7 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<Vec<Call>> {
 /// and its notes: a record cut short at the end ends the calls with a note saying at which
 /// byte. A bad record names the file, the record, its byte and why (exit 2).
 pub fn read(path: &Path, r: impl BufRead) -> Result<(Vec<Call>, Vec<String>)> {
-    let (mut calls, mut last, mut strings) = (Vec::new(), Last::new(), HashMap::new());
+    let (mut calls, mut last, mut strings) = (Vec::new(), Last::default(), HashMap::default());
     let mut records = Records::new(r);
     let mut notes = Vec::new();
     for i in 1.. {

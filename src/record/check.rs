@@ -4,14 +4,16 @@
 //! allocation its pointer arguments point into (conservative: the recording does not
 //! say which bytes it touches).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 
 use serde::Serialize;
 
 use super::annotate::{self, Annotations};
-use super::format::{Call, Texts, kernel_args};
+use super::format::{Call, Texts};
 use super::host::HostSync;
-use super::order::{Clock, Epoch, Order, Stamp, StreamKey};
+use super::order::{Clock, Order, StreamKey};
 use super::spans::{Ended, Spans};
 use crate::hazard::Kind;
 
@@ -51,6 +53,26 @@ pub struct Finding {
     pub why: String,
     /// How many times the same two calls (same threads, calls and streams) met so.
     pub times: usize,
+    /// What a kernel's bytes in it rest on (conflicts with a launch): an annotation, or the
+    /// conservative model (every allocation its pointers point into, read and written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_model: Option<Model>,
+    /// A host synchronisation that orders the two calls' threads but not the GPU's work (a
+    /// barrier after an asynchronous call, no stream synchronisation before it): what says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub almost: Option<String>,
+}
+
+/// Where the bytes of an access come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Model {
+    /// The call's own arguments (a copy, a memset).
+    Exact,
+    /// The user's annotation of the kernel.
+    Annotated,
+    /// No annotation: the whole of every allocation a pointer argument points into.
+    Conservative,
 }
 
 /// What the check found.
@@ -63,6 +85,9 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// The host synchronisation records replayed (record/host.rs).
     pub host_syncs: usize,
+    /// The host synchronisation records left out (`check --ignore-host-sync`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub host_left_out: usize,
     /// Each call as CUDA code, in the recording's order (for the UI).
     #[serde(skip)]
     pub texts: Texts,
@@ -78,20 +103,6 @@ pub struct Report {
     /// What the reader said of the recording as a whole: "ends inside a record at byte N: …".
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-}
-
-struct Access {
-    /// Its work's agent and tick (a later access tests it against its own clock).
-    stamp: Epoch,
-    site: Site,
-    key: String,
-    write: bool,
-}
-
-#[derive(Default)]
-struct Range {
-    last_write: Option<Access>,
-    reads: Vec<Access>,
 }
 
 #[derive(Clone)]
@@ -110,7 +121,7 @@ struct Checker<'a> {
     order: Order,
     allocs: BTreeMap<u64, Alloc>,
     /// The byte ranges accessed, per allocation (by name), by their first and last byte.
-    ranges: HashMap<String, BTreeMap<(u64, u64), Range>>,
+    ranges: HashMap<String, BTreeMap<(u64, u64), bytes::Range>>,
     events: HashMap<u64, (i64, String, Vec<Record>)>,
     /// Every record's call interval, per event handle, to see a wait that overlapped one.
     record_spans: HashMap<u64, Spans>,
@@ -149,45 +160,23 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         notes,
         ..Checker::default()
     };
-    for (i, c) in calls.iter().enumerate() {
-        k.first_of.entry(c.thread).or_insert(i);
-        k.last_of.insert(c.thread, i);
-        let spans = match c.name.as_str() {
-            "record" => Some(&mut k.record_spans),
-            "event_create" => Some(&mut k.create_spans),
-            "event_destroy" => Some(&mut k.destroy_spans),
-            _ => None,
-        };
-        if let (Some(spans), Ok(e)) = (spans, c.num("event")) {
-            spans.entry(e).or_default().all.push((c.seq_in, c.seq_out, i));
-        }
-        if c.name == "flag_write"
-            && c.rc == 0
-            && let (Ok(a), Ok(v)) = (c.num("addr"), c.num("value"))
-        {
-            k.flag_writes.entry(a).or_default().push((v, c.line));
-        }
-    }
-    for spans in [&mut k.record_spans, &mut k.create_spans, &mut k.destroy_spans] {
-        spans.values_mut().for_each(Spans::index);
-    }
+    k.look_ahead(calls);
     let mut streams = Vec::with_capacity(calls.len());
     let mut stream_names = Vec::new();
-    let mut stream_index: HashMap<String, u32> = HashMap::new();
+    // Each stream's name once: looked up by its agent (a name is hashed once per stream).
+    let mut stream_index: HashMap<String, u32> = HashMap::default();
+    let mut agent_index: HashMap<usize, u32> = HashMap::default();
     for (i, c) in calls.iter().enumerate() {
         k.lifetimes(i, c);
         // Named as the call saw them: a freed pointer before, a new allocation after.
-        let before = k.text(c);
-        k.step(i, c, calls).map_err(|why| (c.line, why))?;
         let named_by_it = c.name.starts_with("host_")
             || c.name == "malloc"
             || c.name.ends_with("_create")
-            || c.name.starts_with("capture_end");
-        let mut text = if named_by_it || c.name == "graph_instantiate" {
-            k.text(c)
-        } else {
-            before
-        };
+            || c.name.starts_with("capture_end")
+            || c.name == "graph_instantiate";
+        let before = (!named_by_it).then(|| k.text(c));
+        k.step(i, c, calls).map_err(|why| (c.line, why))?;
+        let mut text = before.unwrap_or_else(|| k.text(c));
         let captured = k.graphs.captured.take();
         if let Some(g) = captured {
             text.push_str(&format!("  (captured: a node of graph{g})"));
@@ -195,10 +184,18 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         k.texts.push(&text);
         // A captured call runs nothing where it was issued: no place on the timeline.
         streams.push((c.keys.contains_key("stream") && captured.is_none()).then(|| {
-            *stream_index.entry(k.stream_name(c)).or_insert_with_key(|name| {
-                stream_names.push(name.clone());
-                (stream_names.len() - 1) as u32
-            })
+            let mut index = |name: String| {
+                *stream_index.entry(name).or_insert_with_key(|name| {
+                    stream_names.push(name.clone());
+                    (stream_names.len() - 1) as u32
+                })
+            };
+            match k.stream_info(c) {
+                Some(info) => *agent_index
+                    .entry(info.agent)
+                    .or_insert_with(|| index(info.name.clone())),
+                None => index(k.stream_name(c)),
+            }
         }));
         if k.last_of.get(&c.thread) == Some(&i) {
             let clock = k.order.thread_clock(c.thread);
@@ -230,6 +227,7 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         allocations: k.allocs.into_values().collect(),
         findings: k.findings,
         host_syncs: k.host.seen,
+        host_left_out: 0,
         texts: k.texts,
         streams,
         stream_names,
@@ -247,6 +245,10 @@ impl Report {
     }
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 fn site(c: &Call, call: String) -> Site {
     Site {
         thread: c.thread,
@@ -255,20 +257,6 @@ fn site(c: &Call, call: String) -> Site {
         call,
         step: None,
     }
-}
-
-/// The bytes a copy or memset spans from its pointer: `bytes`, or a 2D call's rows
-/// (`height` rows of `width` bytes, `pitch` apart: from the first row's start to the last's
-/// end, the gaps between rows included).
-fn span(c: &Call, pitch: &str) -> Result<u64, String> {
-    if !c.keys.contains_key("height") {
-        return c.num("bytes");
-    }
-    let (w, h) = (c.num("width")?, c.num("height")?);
-    Ok(h.saturating_sub(1)
-        .saturating_mul(c.num(pitch)?)
-        .saturating_add(w)
-        * u64::from(h > 0))
 }
 
 /// Whether an NVTX mark or range marks a step: its text begins `step` (any case).
@@ -285,8 +273,8 @@ fn steps(calls: &[Call]) -> Option<HashMap<usize, u64>> {
     if !calls.iter().any(marks_step) {
         return None;
     }
-    let mut count: HashMap<usize, u64> = HashMap::new();
-    let mut by_line = HashMap::new();
+    let mut count: HashMap<usize, u64> = HashMap::default();
+    let mut by_line = HashMap::default();
     for c in calls {
         let n = count.entry(c.thread).or_default();
         *n += u64::from(marks_step(c));
@@ -296,6 +284,38 @@ fn steps(calls: &[Call]) -> Option<HashMap<usize, u64>> {
 }
 
 impl Checker<'_> {
+    /// What the replay needs to know ahead of each call: each thread's first and last call,
+    /// every event's records, creations and destructions (their call intervals), every flag
+    /// write.
+    fn look_ahead(&mut self, calls: &[Call]) {
+        for (i, c) in calls.iter().enumerate() {
+            self.first_of.entry(c.thread).or_insert(i);
+            self.last_of.insert(c.thread, i);
+            let spans = match c.name.as_str() {
+                "record" => Some(&mut self.record_spans),
+                "event_create" => Some(&mut self.create_spans),
+                "event_destroy" => Some(&mut self.destroy_spans),
+                _ => None,
+            };
+            if let (Some(spans), Ok(e)) = (spans, c.num("event")) {
+                spans.entry(e).or_default().all.push((c.seq_in, c.seq_out, i));
+            }
+            if c.name == "flag_write"
+                && c.rc == 0
+                && let (Ok(a), Ok(v)) = (c.num("addr"), c.num("value"))
+            {
+                self.flag_writes.entry(a).or_default().push((v, c.line));
+            }
+        }
+        for spans in [
+            &mut self.record_spans,
+            &mut self.create_spans,
+            &mut self.destroy_spans,
+        ] {
+            spans.values_mut().for_each(Spans::index);
+        }
+    }
+
     /// The host threads' lifetimes, the one host order a recording shows: a thread's first
     /// call follows every call replayed before it (it was started after them: OpenMP's
     /// fork, `std::thread`), and a thread's calls that begin after another thread's last
@@ -379,7 +399,11 @@ impl Checker<'_> {
                 self.access(c, stamp)?;
             }
             "graph_launch" => self.graph_launch(c, host, all)?,
-            "host_release" | "host_acquire" => self.host.replay(&mut self.order, host, c)?,
+            // Host records are never held back: this is call `texts.len()`.
+            "host_release" | "host_acquire" => {
+                let at = self.texts.len();
+                self.host.replay(&mut self.order, host, c, at)?
+            }
             "device_sync" => self.order.host_waits_device(host, c.device),
             "stream_sync" | "stream_query" => {
                 let s = self.order.stream(c, c.num("stream")?);
@@ -417,10 +441,12 @@ impl Checker<'_> {
             first: site(c, text),
             second: None,
             why: format!(
-                "the call returned error {} and did nothing: whatever order it was to keep is not kept",
-                c.rc
+                "the call returned {} and did nothing: whatever order it was to keep is not kept",
+                text::error_text(c.rc)
             ),
             times: 1,
+            kernel_model: None,
+            almost: None,
         };
         self.add(key, f);
         Ok(())
@@ -453,6 +479,8 @@ impl Checker<'_> {
                      an event is recorded only on a stream of its own device{rc}"
                 ),
                 times: 1,
+                kernel_model: None,
+                almost: None,
             });
         }
         Ok(wrong)
@@ -527,6 +555,8 @@ impl Checker<'_> {
                           whether it waits for this record or the one before is the host threads' race"
                         .into(),
                     times: 1,
+                    kernel_model: None,
+                    almost: None,
                 },
             );
         }
@@ -586,6 +616,8 @@ impl Checker<'_> {
                     second: Some(site(c, ct)),
                     why: why.into(),
                     times: 1,
+                    kernel_model: None,
+                    almost: None,
                 },
             );
         }
@@ -615,153 +647,12 @@ impl Checker<'_> {
     }
 }
 
-impl Checker<'_> {
-    /// The bytes a call touches: `(pointer, bytes or None for the whole allocation, write)`.
-    fn touches(&self, c: &Call) -> Result<Vec<(u64, Option<u64>, bool)>, String> {
-        Ok(match c.name.as_str() {
-            "memcpy" | "memcpy_async" | "memcpy_peer" | "memcpy_peer_async" => vec![
-                (c.num("src")?, Some(span(c, "spitch")?), false),
-                (c.num("dst")?, Some(span(c, "dpitch")?), true),
-            ],
-            "memset" | "memset_async" => vec![(c.num("ptr")?, Some(span(c, "pitch")?), true)],
-            "launch" => {
-                let args = c.keys.get("args").unwrap_or("?");
-                match kernel_args(args) {
-                    Some(args) => self.kernel_touches(c, &args)?,
-                    // No layout: every allocation of its device.
-                    None => self
-                        .allocs
-                        .values()
-                        .filter(|a| a.device == c.device)
-                        .map(|a| (a.start, None, true))
-                        .collect(),
-                }
-            }
-            _ => Vec::new(),
-        })
-    }
-
-    /// A launch's accesses: its annotation's ranges where it has one, and every allocation a
-    /// pointer argument no clause names points into (read and written). An annotation that
-    /// cannot be evaluated with this launch's values (a division by 0) is an error naming it.
-    fn kernel_touches(
-        &self,
-        c: &Call,
-        args: &[(usize, u64)],
-    ) -> Result<Vec<(u64, Option<u64>, bool)>, String> {
-        let name = text::kernel_name(c.keys.get("kernel").unwrap_or("?"));
-        let note = self
-            .notes
-            .and_then(|n| n.get(&name))
-            .filter(|k| k.params.len() == args.len());
-        let mut out = Vec::new();
-        let mut named = vec![false; args.len()];
-        if let Some(k) = note {
-            k.clauses.iter().for_each(|cl| named[cl.param] = true);
-            let node = self.graphs.launching.as_ref();
-            out = k
-                .at_launch(args)
-                .map_err(|why| annotate::at_launch_error(&name, c, node, &why))?;
-        }
-        for (i, (size, v)) in args.iter().enumerate() {
-            if !named[i] && *size == 8 && self.find(*v) {
-                out.push((*v, None, true));
-            }
-        }
-        Ok(out)
-    }
-
-    fn access(&mut self, c: &Call, stamp: Stamp) -> Result<(), String> {
-        let mut text = self.text(c);
-        let mut s = site(c, String::new());
-        // A graph's node runs at its launch: the finding names the launch's place.
-        if let Some((seq, line, exec)) = &self.graphs.launching {
-            text.push_str(&format!("  (a node of {exec}, captured at seq {})", c.seq_in));
-            (s.seq, s.line) = (*seq, *line);
-        }
-        s.call = text;
-        let stream = c.keys.get("stream").unwrap_or_default().to_string();
-        let key = format!("{} {} {}", c.thread, self.template(c), stream);
-        for (ptr, bytes, write) in self.touches(c)? {
-            let Some(a) = self.alloc_of(ptr) else {
-                continue; // host memory, or memory this recording did not see allocated
-            };
-            let (name, lo) = (a.name.clone(), a.start);
-            let (from, to) = match bytes {
-                Some(n) => (ptr - lo, (ptr - lo).saturating_add(n)),
-                None => (0, a.bytes),
-            };
-            let acc = Access {
-                stamp: stamp.epoch(),
-                site: s.clone(),
-                key: key.clone(),
-                write,
-            };
-            self.conflicts(&name, (from, to), &acc, &stamp.clock);
-            let r = self
-                .ranges
-                .entry(name)
-                .or_default()
-                .entry((from, to))
-                .or_default();
-            if write {
-                r.reads.clear();
-                r.last_write = Some(acc);
-            } else {
-                r.reads.retain(|x| !x.stamp.before(&stamp.clock));
-                r.reads.push(acc);
-            }
-        }
-        Ok(())
-    }
-
-    /// The findings of access `b` (its work has seen `later`) against the earlier accesses
-    /// to bytes `from..to` of `alloc`.
-    fn conflicts(&mut self, alloc: &str, (from, to): (u64, u64), b: &Access, later: &Clock) {
-        let mut found = Vec::new();
-        let ranges = self
-            .ranges
-            .get(alloc)
-            .into_iter()
-            .flat_map(|r| r.range(..(to, 0)));
-        for ((_, hi), r) in ranges {
-            if *hi <= from {
-                continue;
-            }
-            if let Some(w) = &r.last_write
-                && !w.stamp.before(later)
-            {
-                found.push((if b.write { Kind::Waw } else { Kind::Raw }, w));
-            }
-            if b.write {
-                for rd in &r.reads {
-                    if !rd.stamp.before(later) {
-                        found.push((Kind::War, rd));
-                    }
-                }
-            }
-        }
-        let found: Vec<(Kind, Site, String)> = found
-            .into_iter()
-            .map(|(k, a)| (k, a.site.clone(), a.key.clone()))
-            .collect();
-        for (kind, first, fkey) in found {
-            let key = format!("{} {alloc} {fkey} | {}", kind.name(), b.key);
-            let f = Finding {
-                kind,
-                buffer: Some(alloc.to_string()),
-                first,
-                second: Some(b.site.clone()),
-                why: "no stream order, record and wait, or synchronisation puts one before the other".into(),
-                times: 1,
-            };
-            self.add(key, f);
-        }
-    }
-}
+#[path = "bytes.rs"]
+mod bytes;
 
 #[path = "text.rs"]
 mod text;
+pub use text::error_text;
 
 #[path = "flags.rs"]
 mod flags;

@@ -8,7 +8,7 @@
 //! records and waits inside the graph ordering the branches among themselves. Graphs built
 //! node by node (`cudaGraphAddKernelNode`, …) are not recorded: their launches order nothing.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::super::format::Call;
 use super::super::order::{Clock, StreamKey};
@@ -43,14 +43,14 @@ impl Graphs {
     pub(super) fn graph_name(&self, handle: u64) -> String {
         self.graphs
             .get(&handle)
-            .map_or(format!("{handle:#x}"), |g| format!("graph{g}"))
+            .map_or_else(|| format!("{handle:#x}"), |g| format!("graph{g}"))
     }
 
     /// An executable graph's name: `graphExec1`.
     pub(super) fn exec_name(&self, handle: u64) -> String {
         self.execs
             .get(&handle)
-            .map_or(format!("{handle:#x}"), |(n, _)| format!("graphExec{n}"))
+            .map_or_else(|| format!("{handle:#x}"), |(n, _)| format!("graphExec{n}"))
     }
 
     /// Forgets capture `id` once no graph, executable graph or stream names it.
@@ -181,7 +181,7 @@ impl Checker<'_> {
         host: usize,
         all: &[Call],
     ) -> Result<(), String> {
-        let mut recorded: HashMap<u64, Clock> = HashMap::new();
+        let mut recorded: HashMap<u64, Clock> = HashMap::default();
         for &n in nodes {
             let node = &all[n];
             let key = StreamKey::of(node, node.num("stream")?);

@@ -11,10 +11,10 @@
 //! departure from it); a thread's start and end, and an OpenMP region's fork and join, are
 //! numbered by the recorder.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::format::Call;
-use super::order::{Clock, Order};
+use super::order::{Clock, Epoch, Order};
 
 /// What a host record synchronises (the recorder's `sync` codes, inject/host_sync.c).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,25 +106,38 @@ pub struct HostSync {
     clocks: HashMap<(&'static str, u64, u64), Clock>,
     names: HashMap<(&'static str, u64), String>,
     count: HashMap<&'static str, usize>,
+    /// Each host thread's releases (by its agent): its tick at the release and the record's
+    /// index among the calls, in order.
+    releases: HashMap<usize, Vec<(u32, usize)>>,
     /// Host records replayed.
     pub seen: usize,
 }
 
 impl HostSync {
-    /// Replays host record `c` of host thread `t` (agent `host`).
-    pub fn replay(&mut self, order: &mut Order, host: usize, c: &Call) -> Result<(), String> {
+    /// Replays host record `c` (call `at`) of host thread `t` (agent `host`).
+    pub fn replay(&mut self, order: &mut Order, host: usize, c: &Call, at: usize) -> Result<(), String> {
         let h = read(c)?;
         self.seen += 1;
         let generation = if h.sync.by_generation() { h.generation } else { 0 };
         let key = (h.sync.class(), h.obj, generation);
         self.name(h.sync, h.obj);
         if h.release {
+            let tick = order.tick_of(host);
+            self.releases.entry(host).or_default().push((tick, at));
             let mine = order.thread_clock(c.thread);
             self.clocks.entry(key).or_default().join(&mine);
         } else if let Some(clock) = self.clocks.get(&key) {
             order.host_sees(host, clock);
         }
         Ok(())
+    }
+
+    /// The first release its thread made after `issued` that a thread which has seen that
+    /// thread up to tick `seen` took in: its call's index.
+    pub fn release_after(&self, issued: Epoch, seen: u32) -> Option<usize> {
+        let list = self.releases.get(&issued.agent)?;
+        let i = list.partition_point(|&(tick, _)| tick <= issued.tick);
+        list.get(i).filter(|&&(tick, _)| tick <= seen).map(|&(_, at)| at)
     }
 
     /// Names `obj` of `sync`'s kind, once: `mutex1`, `barrier2`, … in the order first seen.

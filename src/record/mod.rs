@@ -336,18 +336,36 @@ fn rename_new(from: &Path, to: &Path) -> std::io::Result<()> {
     }
 }
 
+/// How a recording is judged: what its kernels touch (an annotations file), and whether
+/// the host's own synchronisation records count.
+#[derive(Debug, Clone, Copy)]
+pub struct Checking<'a> {
+    pub annotations: Option<&'a Path>,
+    pub host_sync: bool,
+}
+
+impl<'a> Checking<'a> {
+    /// Every record counts; kernels narrowed by `annotations`, if any.
+    pub fn with(annotations: Option<&'a Path>) -> Checking<'a> {
+        Checking {
+            annotations,
+            host_sync: true,
+        }
+    }
+}
+
 /// `haloscope check --recording FILE… [--annotations FILE]`: one file as
 /// [`check_recording`]; several (a recording per process) each headed by its file and
 /// process, or as `{"recordings":[{file, pid, report}…]}`; exit 1 when any has findings.
-pub fn check_recordings(paths: &[PathBuf], annotations: Option<&Path>, json: bool) -> Result<()> {
+pub fn check_recordings(paths: &[PathBuf], how: Checking, json: bool) -> Result<()> {
     if let [one] = paths {
-        return check_recording(one, annotations, json);
+        return check_recording(one, how, json);
     }
     let mut all = Vec::new();
     let mut text = String::new();
     let mut with = Vec::new();
     for path in paths {
-        let (_, report) = load(path, annotations)?;
+        let (_, report) = load(path, how)?;
         let pid = process_of(path);
         if !report.findings.is_empty() {
             with.push(format!("{} ({})", path.display(), report.findings.len()));
@@ -406,8 +424,8 @@ pub fn process_of(path: &Path) -> Option<u32> {
 
 /// `haloscope check --recording FILE [--annotations FILE]`: the findings; exit 1 when there
 /// are any.
-pub fn check_recording(path: &Path, annotations: Option<&Path>, json: bool) -> Result<()> {
-    let (_, report) = load(path, annotations)?;
+pub fn check_recording(path: &Path, how: Checking, json: bool) -> Result<()> {
+    let (_, report) = load(path, how)?;
     if json {
         crate::out::line(serde_json::json!({
             "recording": path.display().to_string(),
@@ -429,18 +447,25 @@ pub fn check_recording(path: &Path, annotations: Option<&Path>, json: bool) -> R
     }
 }
 
-/// A recording read and checked (kernels narrowed by the annotations file, if any): its
-/// calls and the report; a bad file, line or annotation as `file:line: why` (exit 2).
-pub fn load(path: &Path, annotations: Option<&Path>) -> Result<(Vec<format::Call>, check::Report)> {
+/// A recording read and checked as `how` says: its calls and the report; a bad file, line
+/// or annotation as `file:line: why` (exit 2).
+pub fn load(path: &Path, how: Checking) -> Result<(Vec<format::Call>, check::Report)> {
     let recording = read::open(path)?;
-    let notes = match annotations {
+    let notes = match how.annotations {
         Some(a) => Some(annotate::load(a)?),
         None => None,
     };
-    let calls = recording.calls;
+    let mut calls = recording.calls;
+    let mut left_out = 0;
+    if !how.host_sync {
+        let before = calls.len();
+        calls.retain(|c| !c.name.starts_with("host_"));
+        left_out = before - calls.len();
+    }
     let mut report = check::check(&calls, notes.as_ref())
         .map_err(|(line, why)| UsageError(format!("{}:{line}: {why}", path.display())))?;
     report.notes = recording.notes;
+    report.host_left_out = left_out;
     Ok((calls, report))
 }
 
@@ -464,6 +489,20 @@ pub fn summary(path: &Path, r: &check::Report) -> String {
     );
     for n in &r.notes {
         let _ = writeln!(s, "note: the recording {n}");
+    }
+    let whole = r
+        .findings
+        .iter()
+        .filter(|f| f.kernel_model == Some(check::Model::Conservative))
+        .count();
+    if whole > 0 {
+        let _ = writeln!(
+            s,
+            "note: {whole} of them rest on a kernel taken whole (no annotation names it: a launch is \
+             taken to read and write every allocation its pointers point into), and may be races that \
+             are not; --annotations FILE says which bytes each kernel touches (an export's \
+             kernels/access.txt)"
+        );
     }
     for f in &r.findings {
         let on = f.buffer.as_deref().map_or(String::new(), |b| {
@@ -490,14 +529,35 @@ pub fn summary(path: &Path, r: &check::Report) -> String {
             );
         }
         let _ = writeln!(s, "  {}", f.why);
+        if let Some(almost) = &f.almost {
+            let _ = writeln!(s, "  {almost}");
+        }
+        match f.kernel_model {
+            Some(check::Model::Conservative) => {
+                let _ = writeln!(
+                    s,
+                    "  (the kernel's bytes assumed: all of the allocation; no annotation)"
+                );
+            }
+            Some(check::Model::Annotated) => {
+                let _ = writeln!(s, "  (the kernel's bytes from its annotation)");
+            }
+            _ => {}
+        }
     }
-    s.push_str(&host_footnote(r.host_syncs));
+    s.push_str(&host_footnote(r.host_syncs, r.host_left_out));
     s
 }
 
 /// What the check saw of the host's own synchronisation, under the findings.
-fn host_footnote(seen: usize) -> String {
-    if seen > 0 {
+fn host_footnote(seen: usize, left_out: usize) -> String {
+    if left_out > 0 {
+        format!(
+            "\nThe host's own synchronisation ({left_out} record(s)) was left out (--ignore-host-sync): the \
+             threads are ordered only by their CUDA calls, their starts and their ends. A finding here \
+             that the check without it does not make is one the host's synchronisation orders.\n"
+        )
+    } else if seen > 0 {
         format!(
             "\nThe host's own synchronisation ({seen} record(s): barriers, mutexes, condition variables, \
              semaphores, thread starts and joins, OpenMP regions) orders the threads here; futexes, \

@@ -1,7 +1,7 @@
 //! The replay's indexes over time: calls' intervals on one handle (which ran while another
 //! did, the latest before a moment), and the host threads that ended, their clocks joined.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::order::Clock;
 

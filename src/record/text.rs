@@ -2,8 +2,63 @@
 //! `alloc2 + 4096`, `stream1`, `event3`.
 
 use super::super::format::{Call, kernel_args, printable};
-use super::super::order::StreamKey;
+use super::super::order::{StreamInfo, StreamKey};
 use super::Checker;
+
+/// A CUDA runtime error's name (`cudaError_t`, as `driver_types.h` numbers them; the driver's
+/// `CUresult` shares the codes a recording shows), for the codes a recorded call returns
+/// that a student meets; `None` for the rest.
+pub fn error_name(rc: i64) -> Option<&'static str> {
+    Some(match rc {
+        1 => "cudaErrorInvalidValue",
+        2 => "cudaErrorMemoryAllocation",
+        3 => "cudaErrorInitializationError",
+        4 => "cudaErrorCudartUnloading",
+        9 => "cudaErrorInvalidConfiguration",
+        12 => "cudaErrorInvalidPitchValue",
+        13 => "cudaErrorInvalidSymbol",
+        17 => "cudaErrorInvalidDevicePointer",
+        21 => "cudaErrorInvalidMemcpyDirection",
+        35 => "cudaErrorInsufficientDriver",
+        98 => "cudaErrorInvalidDeviceFunction",
+        100 => "cudaErrorNoDevice",
+        101 => "cudaErrorInvalidDevice",
+        200 => "cudaErrorInvalidKernelImage",
+        201 => "cudaErrorDeviceUninitialized",
+        209 => "cudaErrorNoKernelImageForDevice",
+        217 => "cudaErrorPeerAccessUnsupported",
+        400 => "cudaErrorInvalidResourceHandle",
+        401 => "cudaErrorIllegalState",
+        500 => "cudaErrorSymbolNotFound",
+        600 => "cudaErrorNotReady",
+        700 => "cudaErrorIllegalAddress",
+        701 => "cudaErrorLaunchOutOfResources",
+        702 => "cudaErrorLaunchTimeout",
+        704 => "cudaErrorPeerAccessAlreadyEnabled",
+        705 => "cudaErrorPeerAccessNotEnabled",
+        709 => "cudaErrorContextIsDestroyed",
+        710 => "cudaErrorAssert",
+        716 => "cudaErrorMisalignedAddress",
+        719 => "cudaErrorLaunchFailure",
+        800 => "cudaErrorNotPermitted",
+        801 => "cudaErrorNotSupported",
+        900 => "cudaErrorStreamCaptureUnsupported",
+        901 => "cudaErrorStreamCaptureInvalidated",
+        906 => "cudaErrorStreamCaptureImplicit",
+        907 => "cudaErrorCapturedEvent",
+        908 => "cudaErrorStreamCaptureWrongThread",
+        999 => "cudaErrorUnknown",
+        _ => return None,
+    })
+}
+
+/// `error N (its name)`, or `error N` where haloscope has no name for it.
+pub fn error_text(rc: i64) -> String {
+    match error_name(rc) {
+        Some(name) => format!("error {rc} ({name})"),
+        None => format!("error {rc}"),
+    }
+}
 
 /// A kernel's name from its symbol: `_Z8update_hPfS_ii` → `update_h` (the identifier of an
 /// Itanium-mangled name; other symbols as they are).
@@ -37,7 +92,13 @@ impl Checker<'_> {
         self.order
             .streams
             .get(&StreamKey::of(c, h))
-            .map_or(format!("{h:#x}"), |s| s.name.clone())
+            .map_or_else(|| format!("{h:#x}"), |s| s.name.clone())
+    }
+
+    /// The stream a call's `stream=` names, where the replay knows it.
+    pub(super) fn stream_info(&self, c: &Call) -> Option<&StreamInfo> {
+        let h = c.num("stream").ok()?;
+        self.order.streams.get(&StreamKey::of(c, h))
     }
 
     fn event_name(&self, c: &Call) -> String {
@@ -46,7 +107,7 @@ impl Checker<'_> {
         };
         self.events
             .get(&e)
-            .map_or(format!("{e:#x}"), |(d, n, _)| format!("{n} (GPU {d})"))
+            .map_or_else(|| format!("{e:#x}"), |(d, n, _)| format!("{n} (GPU {d})"))
     }
 
     fn arg(&self, c: &Call, k: &str) -> String {
@@ -143,6 +204,7 @@ impl Checker<'_> {
                 k("value")
             ),
             "event_destroy" => format!("cudaEventDestroy({})", self.event_name(c)),
+            "stream_destroy" => format!("cudaStreamDestroy({})", self.stream_name(c)),
             "device_sync" => "cudaDeviceSynchronize()".into(),
             "mark" => {
                 let f = match c.num("kind") {

@@ -4,10 +4,12 @@
 // neighbours' edge cells into its own halo cells, synchronises, and meets them at a second
 // barrier. Correct: the barrier after the synchronisation orders every slab's kernel before
 // the neighbours' copies of its edges. `broken` leaves the first barrier out: a neighbour may
-// copy an edge while the kernel that writes it still runs.
+// copy an edge while the kernel that writes it still runs. `nosync` keeps the barrier but
+// leaves out the synchronisation before it: the threads meet while the kernel may still run
+// (the check names the barrier that orders the threads but not the GPU).
 //
 //   nvcc -O3 -arch=sm_90 -Xcompiler -fopenmp student.cu -o student
-//   ./student [STEPS] [broken]        (2 threads on GPU 0; THREADS=N for more)
+//   ./student [STEPS] [broken|nosync]        (2 threads on GPU 0; THREADS=N for more)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +33,7 @@ __global__ void smooth(const float *in, float *out, int n) {
 int main(int argc, char **argv) {
     const int steps = argc > 1 ? atoi(argv[1]) : 20;
     const bool broken = argc > 2 && strcmp(argv[2], "broken") == 0;
+    const bool nosync = argc > 2 && strcmp(argv[2], "nosync") == 0;
     const int threads = getenv("THREADS") ? atoi(getenv("THREADS")) : 2;
     const int n = 1 << 20;
     float *a[64], *b[64];
@@ -53,7 +56,7 @@ int main(int argc, char **argv) {
         for (int k = 0; k < steps; k++) {
             float *in = k % 2 ? b[t] : a[t], *out = k % 2 ? a[t] : b[t];
             smooth<<<(n + 255) / 256, 256, 0, s>>>(in, out, n);
-            CHECK(cudaStreamSynchronize(s));
+            if (!nosync) CHECK(cudaStreamSynchronize(s));
             if (!broken) {
 #pragma omp barrier
             }
@@ -72,6 +75,6 @@ int main(int argc, char **argv) {
         CHECK(cudaFree(b[t]));
         CHECK(cudaStreamDestroy(s));
     }
-    printf("student: %d threads, %d steps%s: edge sum %g\n", threads, steps, broken ? " (broken)" : "", sum);
+    printf("student: %d threads, %d steps%s: edge sum %g\n", threads, steps, broken ? " (broken)" : nosync ? " (nosync)" : "", sum);
     return 0;
 }

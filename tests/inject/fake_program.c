@@ -14,6 +14,8 @@
 //                                  sees), which launches a kernel on the buffer on its own
 //                                  stream. Thread 0 calls CUDA again after the launch (so its
 //                                  end orders nothing), and thread 1's first calls come before the set.
+//                                  HOW-nosync (barrier-nosync, …): thread 0 does not synchronise
+//                                  its stream first (the host is ordered, the GPU's work is not).
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -127,6 +129,7 @@ static void *device(void *arg) {
 
 // ---- the hand-off -------------------------------------------------------------------
 static const char *how;
+static int unsynced;
 static atomic_int ready, handed, launched;
 static pthread_barrier_t barrier;
 static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -157,7 +160,7 @@ static void producer(void) {
     struct { void *ptr; int value; size_t count; void *stream; } ms = {shared_buf, 0, 4096, stream};
     runtime(51, &ms, NULL, NULL);
     struct { void *stream; } ss = {stream};
-    runtime(131, &ss, NULL, NULL);
+    if (!unsynced) runtime(131, &ss, NULL, NULL);
     if (strcmp(how, "barrier") == 0) pthread_barrier_wait(&barrier);
     else if (strcmp(how, "mutex") == 0) {
         pthread_mutex_lock(&mutex);
@@ -240,7 +243,14 @@ static int handoff(void) {
 
 int main(int argc, char **argv) {
     int handing = argc > 2 && strcmp(argv[1], "handoff") == 0;
-    if (handing) how = argv[2];
+    if (handing) {
+        // HOW-nosync: the same hand-off, the producer's stream not synchronised before it.
+        static char base[32];
+        snprintf(base, sizeof base, "%s", argv[2]);
+        char *cut = strstr(base, "-nosync");
+        if (cut) *cut = 0, unsynced = 1;
+        how = base;
+    }
     steps = argc > 1 ? atol(argv[1]) : 10;
     crash = argc > 2 && strcmp(argv[2], "crash") == 0;
     const char *lib = getenv("CUDA_INJECTION64_PATH");

@@ -24,8 +24,8 @@ struct Row {
     thread: usize,
     seq: u64,
     device: i64,
-    /// The call as CUDA code.
-    text: String,
+    /// Its place among the calls (the report's texts hold it as CUDA code).
+    call: usize,
     /// Its stream's lane on the timeline, if it was issued to one.
     lane: Option<usize>,
     glyph: char,
@@ -86,34 +86,54 @@ pub struct Viewer {
 }
 
 impl Viewer {
+    /// Row `r`'s call as CUDA code.
+    fn text(&self, r: &Row) -> &str {
+        self.report.texts.get(r.call).unwrap_or_default()
+    }
+
     /// The viewer over a recording's calls and their check; at its first call.
     pub fn new(name: &str, calls: &[Call], report: Report, keymap: KeyMap, notice: Option<String>) -> Viewer {
         let mut order: Vec<usize> = (0..calls.len()).collect();
         order.sort_by_key(|&i| (calls[i].seq_in, i));
         let mut lanes: Vec<(String, i64)> = Vec::new();
-        // A lane's place by its stream's name: found in one lookup, however many streams.
-        let mut lane_of: HashMap<String, usize> = HashMap::new();
-        let mut by_line = HashMap::new();
+        // A lane's place by the report's index of its stream's name (a stream's lane), or by
+        // host thread (its own synchronisation's lane, beside the streams).
+        let mut stream_lane: Vec<Option<usize>> = vec![None; report.stream_names.len()];
+        let mut host_lane: HashMap<usize, usize> = HashMap::new();
+        // The rows of the calls the findings name, by line (those only: not one entry a call).
+        let mut by_line: HashMap<usize, Option<usize>> = report
+            .findings
+            .iter()
+            .flat_map(|f| std::iter::once(&f.first).chain(&f.second))
+            .map(|s| (s.line, None))
+            .collect();
         let mut rows = Vec::with_capacity(calls.len());
         for (at, &i) in order.iter().enumerate() {
             let c = &calls[i];
-            by_line.insert(c.line, at);
-            // The host's own synchronisation: a lane of each thread's, beside the streams.
-            let host = c
-                .name
-                .starts_with("host_")
-                .then(|| format!("host thread {}", c.thread));
-            let lane = report.stream(i).map(str::to_string).or(host).map(|s| {
-                *lane_of.entry(s).or_insert_with_key(|s| {
-                    lanes.push((s.clone(), c.device));
-                    lanes.len() - 1
-                })
-            });
+            if let Some(row) = by_line.get_mut(&c.line) {
+                *row = Some(at);
+            }
+            let mut new_lane = |name: String| {
+                lanes.push((name, c.device));
+                lanes.len() - 1
+            };
+            let lane = match report.streams.get(i).copied().flatten() {
+                Some(s) => Some(
+                    *stream_lane[s as usize]
+                        .get_or_insert_with(|| new_lane(report.stream_names[s as usize].clone())),
+                ),
+                None if c.name.starts_with("host_") => Some(
+                    *host_lane
+                        .entry(c.thread)
+                        .or_insert_with(|| new_lane(format!("host thread {}", c.thread))),
+                ),
+                None => None,
+            };
             rows.push(Row {
                 thread: c.thread,
                 seq: c.seq_in,
                 device: c.device,
-                text: report.texts.get(i).map_or_else(|| c.name.clone(), str::to_string),
+                call: i,
                 lane,
                 glyph: glyph(&c.name),
                 rc: c.rc,
@@ -129,7 +149,7 @@ impl Viewer {
                 calls_of[t].push(i);
             }
         }
-        let at_line = |l: &usize| by_line.get(l).copied();
+        let at_line = |l: &usize| by_line.get(l).copied().flatten();
         let sites = report
             .findings
             .iter()
@@ -337,7 +357,7 @@ fn viewers(
 ) -> Result<Viewers> {
     let mut all = Vec::new();
     for (k, path) in paths.iter().enumerate() {
-        let (calls, report) = crate::record::load(path, annotations)?;
+        let (calls, report) = crate::record::load(path, crate::record::Checking::with(annotations))?;
         if calls.is_empty() {
             return Err(crate::error::UsageError(format!(
                 "--recording {}: no calls recorded (nothing to show)",
@@ -452,7 +472,7 @@ fn on_terminal(mut v: Viewers) -> Result<()> {
 /// Where the viewer is, for tests: the current call's text.
 #[cfg(test)]
 fn current(v: &Viewer) -> &str {
-    &v.rows[v.at - 1].text
+    v.text(&v.rows[v.at - 1])
 }
 
 #[cfg(test)]
@@ -465,7 +485,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/tests/data/recordings/seed.recording"
         ));
-        let (calls, report) = crate::record::load(path, None).unwrap();
+        let (calls, report) = crate::record::load(path, crate::record::Checking::with(None)).unwrap();
         Viewer::new("seed.recording", &calls, report, KeyMap::default(), None)
     }
 

@@ -181,17 +181,25 @@ impl Viewer {
                 } else if marked {
                     style = style.fg(Color::Red);
                 }
-                let failed = if r.rc != 0 {
-                    format!(" ✗ error {}", r.rc)
-                } else {
-                    String::new()
-                };
                 let seq = format!("{:>5} ", r.seq);
-                let room = width.saturating_sub(1 + seq.len() + failed.chars().count());
+                let room_beside = |failed: &str| width.saturating_sub(1 + seq.len() + failed.chars().count());
+                // The error's name where it leaves the call room to be read; its number else.
+                let failed = match r.rc {
+                    0 => String::new(),
+                    rc => {
+                        let named = format!(" ✗ {}", crate::record::check::error_text(rc));
+                        if room_beside(&named) >= 32 {
+                            named
+                        } else {
+                            format!(" ✗ error {rc}")
+                        }
+                    }
+                };
+                let room = room_beside(&failed);
                 Line::from(vec![
                     lead,
                     Span::styled(seq, Style::new().fg(Color::DarkGray)),
-                    Span::styled(cut(&r.text, room), style),
+                    Span::styled(cut(self.text(r), room), style),
                     Span::styled(failed, MARK),
                 ])
             })
@@ -325,7 +333,12 @@ impl Viewer {
             lines.push(Line::styled(cut(&text, width), style));
         }
         if let Some(x) = self.picked.and_then(|p| f.get(p)) {
-            lines.push(Line::styled(x.why.clone(), Style::new().fg(Color::Gray)));
+            // What would have ordered it, where a host synchronisation almost does; else why.
+            let mut why = x.almost.clone().unwrap_or_else(|| x.why.clone());
+            if x.kernel_model == Some(crate::record::check::Model::Conservative) {
+                why.push_str(" (the kernel's bytes assumed: all of the allocation; no annotation)");
+            }
+            lines.push(Line::styled(why, Style::new().fg(Color::Gray)));
         }
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
@@ -454,7 +467,8 @@ mod tests {
         let notes = file
             .starts_with("graph-once")
             .then(|| root.join("tests/cuda/graph-once.access.txt"));
-        let (calls, report) = crate::record::load(&path, notes.as_deref()).unwrap();
+        let (calls, report) =
+            crate::record::load(&path, crate::record::Checking::with(notes.as_deref())).unwrap();
         let v = Viewer::new(file, &calls, report, KeyMap::default(), None);
         super::super::off_screen(v, keys, size, crate::tui::export::Format::Text).unwrap()
     }
@@ -495,7 +509,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cut.recording");
         std::fs::write(&path, &bytes[..bytes.len() - 2]).unwrap();
-        let (calls, report) = crate::record::load(&path, None).unwrap();
+        let (calls, report) = crate::record::load(&path, crate::record::Checking::with(None)).unwrap();
         let v = Viewer::new("cut.recording", &calls, report, KeyMap::default(), None);
         let s = super::super::off_screen(v, "", "80x24", crate::tui::export::Format::Text).unwrap();
         let head = s.lines().next().unwrap();

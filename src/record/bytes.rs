@@ -1,0 +1,240 @@
+//! The bytes each recorded call touches, and the findings of two calls that touch the same
+//! bytes unordered: copies and memsets exactly their bytes, a kernel what its annotation says
+//! or (conservative) every allocation its pointer arguments point into.
+
+use super::super::format::{Call, kernel_args};
+use super::super::order::{Clock, Epoch, Stamp};
+use super::{Checker, Finding, Model, Site, annotate, site, text};
+use crate::hazard::Kind;
+
+/// One access to a range of an allocation's bytes.
+pub(super) struct Access {
+    /// Its work's agent and tick (a later access tests it against its own clock).
+    stamp: Epoch,
+    /// The host thread that issued it, at its issue (to see an order the host kept but the
+    /// GPU's work did not).
+    host: Epoch,
+    site: Site,
+    key: String,
+    write: bool,
+    model: Model,
+}
+
+#[derive(Default)]
+pub(super) struct Range {
+    /// Boxed: a range is a B-tree entry, and a tree's node keeps room for 11 of them (most
+    /// allocations have one range: 100,000 streams' allocations, 35 MB unboxed).
+    last_write: Option<Box<Access>>,
+    reads: Vec<Access>,
+}
+
+/// The bytes a copy or memset spans from its pointer: `bytes`, or a 2D call's rows
+/// (`height` rows of `width` bytes, `pitch` apart: from the first row's start to the last's
+/// end, the gaps between rows included).
+fn span(c: &Call, pitch: &str) -> Result<u64, String> {
+    if !c.keys.contains_key("height") {
+        return c.num("bytes");
+    }
+    let (w, h) = (c.num("width")?, c.num("height")?);
+    Ok(h.saturating_sub(1)
+        .saturating_mul(c.num(pitch)?)
+        .saturating_add(w)
+        * u64::from(h > 0))
+}
+
+impl Checker<'_> {
+    /// The bytes a call touches: `(pointer, bytes or None for the whole allocation, write)`.
+    pub(super) fn touches(&self, c: &Call) -> Result<Vec<(u64, Option<u64>, bool)>, String> {
+        Ok(match c.name.as_str() {
+            "memcpy" | "memcpy_async" | "memcpy_peer" | "memcpy_peer_async" => vec![
+                (c.num("src")?, Some(span(c, "spitch")?), false),
+                (c.num("dst")?, Some(span(c, "dpitch")?), true),
+            ],
+            "memset" | "memset_async" => vec![(c.num("ptr")?, Some(span(c, "pitch")?), true)],
+            "launch" => {
+                let args = c.keys.get("args").unwrap_or("?");
+                match kernel_args(args) {
+                    Some(args) => self.kernel_touches(c, &args)?,
+                    // No layout: every allocation of its device.
+                    None => self
+                        .allocs
+                        .values()
+                        .filter(|a| a.device == c.device)
+                        .map(|a| (a.start, None, true))
+                        .collect(),
+                }
+            }
+            _ => Vec::new(),
+        })
+    }
+
+    /// A launch's accesses: its annotation's ranges where it has one, and every allocation a
+    /// pointer argument no clause names points into (read and written). An annotation that
+    /// cannot be evaluated with this launch's values (a division by 0) is an error naming it.
+    fn kernel_touches(
+        &self,
+        c: &Call,
+        args: &[(usize, u64)],
+    ) -> Result<Vec<(u64, Option<u64>, bool)>, String> {
+        let name = text::kernel_name(c.keys.get("kernel").unwrap_or("?"));
+        let note = self
+            .notes
+            .and_then(|n| n.get(&name))
+            .filter(|k| k.params.len() == args.len());
+        let mut out = Vec::new();
+        let mut named = vec![false; args.len()];
+        if let Some(k) = note {
+            k.clauses.iter().for_each(|cl| named[cl.param] = true);
+            let node = self.graphs.launching.as_ref();
+            out = k
+                .at_launch(args)
+                .map_err(|why| annotate::at_launch_error(&name, c, node, &why))?;
+        }
+        for (i, (size, v)) in args.iter().enumerate() {
+            if !named[i] && *size == 8 && self.find(*v) {
+                out.push((*v, None, true));
+            }
+        }
+        Ok(out)
+    }
+
+    pub(super) fn access(&mut self, c: &Call, stamp: Stamp) -> Result<(), String> {
+        let mut text = self.text(c);
+        let mut s = site(c, String::new());
+        // A graph's node runs at its launch: the finding names the launch's place.
+        if let Some((seq, line, exec)) = &self.graphs.launching {
+            text.push_str(&format!("  (a node of {exec}, captured at seq {})", c.seq_in));
+            (s.seq, s.line) = (*seq, *line);
+        }
+        s.call = text;
+        let stream = c.keys.get("stream").unwrap_or_default().to_string();
+        let key = format!("{} {} {}", c.thread, self.template(c), stream);
+        // The issuing thread as it was at the issue (a held-back call: its clock then).
+        let agent = self.order.thread_agent(c.thread);
+        let host = Epoch {
+            agent,
+            tick: match &self.host_clock {
+                Some(seen) => seen.get(agent),
+                None => self.order.tick_of(agent),
+            },
+        };
+        let host_seen = match &self.host_clock {
+            Some(seen) => seen.clone(),
+            None => self.order.thread_clock(c.thread),
+        };
+        for (ptr, bytes, write) in self.touches(c)? {
+            let Some(a) = self.alloc_of(ptr) else {
+                continue; // host memory, or memory this recording did not see allocated
+            };
+            let (name, lo) = (a.name.clone(), a.start);
+            let (from, to) = match bytes {
+                Some(n) => (ptr - lo, (ptr - lo).saturating_add(n)),
+                None => (0, a.bytes),
+            };
+            let model = match (c.name == "launch", bytes) {
+                (false, _) => Model::Exact,
+                (true, Some(_)) => Model::Annotated,
+                (true, None) => Model::Conservative,
+            };
+            let acc = Access {
+                stamp: stamp.epoch(),
+                host,
+                model,
+                site: s.clone(),
+                key: key.clone(),
+                write,
+            };
+            self.conflicts(&name, (from, to), &acc, (&stamp.clock, &host_seen));
+            let r = self
+                .ranges
+                .entry(name)
+                .or_default()
+                .entry((from, to))
+                .or_default();
+            if write {
+                r.reads.clear();
+                r.last_write = Some(Box::new(acc));
+            } else {
+                r.reads.retain(|x| !x.stamp.before(&stamp.clock));
+                r.reads.push(acc);
+            }
+        }
+        Ok(())
+    }
+
+    /// The findings of access `b` (its work has seen `later`, its host thread `host`)
+    /// against the earlier accesses to bytes `from..to` of `alloc`.
+    fn conflicts(
+        &mut self,
+        alloc: &str,
+        (from, to): (u64, u64),
+        b: &Access,
+        (later, host): (&Clock, &Clock),
+    ) {
+        let mut found = Vec::new();
+        let ranges = self
+            .ranges
+            .get(alloc)
+            .into_iter()
+            .flat_map(|r| r.range(..(to, 0)));
+        for ((_, hi), r) in ranges {
+            if *hi <= from {
+                continue;
+            }
+            if let Some(w) = &r.last_write
+                && !w.stamp.before(later)
+            {
+                found.push((if b.write { Kind::Waw } else { Kind::Raw }, &**w));
+            }
+            if b.write {
+                for rd in &r.reads {
+                    if !rd.stamp.before(later) {
+                        found.push((Kind::War, rd));
+                    }
+                }
+            }
+        }
+        let found: Vec<(Kind, Site, String, Epoch, Model)> = found
+            .into_iter()
+            .map(|(k, a)| (k, a.site.clone(), a.key.clone(), a.host, a.model))
+            .collect();
+        for (kind, first, fkey, first_host, model) in found {
+            let key = format!("{} {alloc} {fkey} | {}", kind.name(), b.key);
+            if let Some(&i) = self.seen.get(&key) {
+                self.findings[i].times += 1;
+                continue;
+            }
+            let why = "no stream order, record and wait, or synchronisation puts one before the other";
+            let almost = self.host_almost(&first, first_host, b, host);
+            let f = Finding {
+                kind,
+                buffer: Some(alloc.to_string()),
+                first,
+                second: Some(b.site.clone()),
+                why: why.into(),
+                times: 1,
+                kernel_model: Some(model.max(b.model)).filter(|m| *m != Model::Exact),
+                almost,
+            };
+            self.add(key, f);
+        }
+    }
+
+    /// Where the host's own synchronisation ordered the two calls' issue but not the GPU
+    /// work the first queued (a barrier after an asynchronous launch, with no stream
+    /// synchronisation before it): what says so, naming that synchronisation.
+    fn host_almost(&self, first: &Site, issued: Epoch, b: &Access, host: &Clock) -> Option<String> {
+        if first.thread == b.site.thread || !issued.before(host) {
+            return None;
+        }
+        let at = self.host.release_after(issued, host.get(issued.agent))?;
+        let sync = self.texts.get(at)?;
+        Some(format!(
+            "the host orders them (thread {} reached `{sync}` after issuing the first, and thread {} \
+             had passed it before issuing the second), but that orders the threads, not the GPU: the \
+             first call's work may still be running. Synchronise its stream before that point, or \
+             record an event after it and make the second call's stream wait for it",
+            first.thread, b.site.thread
+        ))
+    }
+}
