@@ -277,6 +277,12 @@ fn parse_goal(
             n => Err(format!("step {n}: give 1 to {MAX_LIMIT}")),
         },
         ["diverged"] => Ok(Goal::Diverged { limit }),
+        ["diverged", x] => match x.parse::<f32>() {
+            Ok(at_least) if at_least > 0.0 && at_least.is_finite() => Ok(Goal::Grown { at_least, limit }),
+            _ => Err(format!(
+                "diverged {x}: give the |Δ| to reach, a number above 0 (e.g. 0.01)"
+            )),
+        },
         ["cell", k] => match number(k)? as usize {
             k if k < cells => Ok(Goal::Reaches { cell: k, limit }),
             k => Err(format!(
@@ -286,7 +292,7 @@ fn parse_goal(
             )),
         },
         _ => Err(format!(
-            "`{text}`: write `step N`, `diverged` (|Δ| leaves 0) or `cell K` (the wave reaches cell K)"
+            "`{text}`: write `step N`, `diverged` (|Δ| leaves 0), `diverged X` (|Δ| reaches X) or `cell K` (the wave reaches cell K)"
         )),
     }
 }

@@ -279,3 +279,73 @@ fn an_animated_svg_parses_scales_and_shows_each_frame_in_turn_without_scripts() 
     let (_, one, _) = haloscope(&["--paused", "--screen", "n", "--size", "80x24", "--format", "svg"]);
     assert!(one.contains("viewBox=\"0 0 672 408\""), "{}", &one[..200]);
 }
+
+/// Issue 52: what stops a program shows in the default view (every thread at once), at
+/// every size from 80×24: a failing call's error, a deadlock's circle.
+#[test]
+fn the_default_view_shows_a_failing_call_and_a_deadlock_in_place() {
+    for (mode, says) in [
+        ("cross-device-record", "invalid resource handle"),
+        ("nccl-mismatch", "no stream can move (a deadlock)"),
+    ] {
+        for size in ["80x24", "120x34", "160x48"] {
+            let (code, screen, err) = haloscope(&[
+                "--mode",
+                mode,
+                "--devices",
+                "2",
+                "--screen",
+                "wait:500",
+                "--size",
+                size,
+            ]);
+            assert_eq!(code, 0, "{err}");
+            assert!(
+                screen.contains("2 host threads"),
+                "the default view at {size}:\n{screen}"
+            );
+            // Wrapped in the panel: look for the words across its lines.
+            let joined: String = screen
+                .lines()
+                .map(|l| l.trim_matches(|c| c == '│' || c == ' '))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let first = says.split(' ').next().unwrap();
+            assert!(
+                joined.contains(&format!("✗ {first}")) || joined.contains("✗ deadlock"),
+                "{mode} at {size}:\n{screen}"
+            );
+        }
+    }
+}
+
+/// Issue 52: `b` walks the broken modes, one key each, from a correct one.
+#[test]
+fn b_goes_to_the_next_broken_mode() {
+    let (code, screen, err) = haloscope(&["--paused", "--screen", "b", "--size", "120x34"]);
+    assert_eq!(code, 0, "{err}");
+    let status = screen.lines().last().unwrap_or_default();
+    assert!(!status.contains("events"), "{status}");
+    assert!(screen.contains("broken"), "{screen}");
+}
+
+/// Issue 52: `s` in a --screen script saves the screen there, as on a terminal.
+#[test]
+fn s_in_a_screen_script_saves_the_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+        .args(["--paused", "--screen", "n s", "--size", "100x30"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let saved: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    assert_eq!(saved, vec!["haloscope-events-step1.txt".to_string()], "{saved:?}");
+    let text = std::fs::read_to_string(dir.path().join(&saved[0])).unwrap();
+    assert!(text.contains("step 1"), "{text}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("saved the screen to"));
+}

@@ -11,6 +11,9 @@ pub enum Goal {
     Step(u64),
     /// The first step boundary at which the fields differ from the reference, by `limit`.
     Diverged { limit: u64 },
+    /// The first step boundary at which the fields differ from the reference by at least
+    /// `at_least` somewhere (a difference big enough to see), by `limit`.
+    Grown { at_least: f32, limit: u64 },
     /// The first step boundary at which |Ex| at `cell` is at least [`REACHED`], by `limit`.
     Reaches { cell: usize, limit: u64 },
 }
@@ -20,7 +23,7 @@ impl Goal {
     pub fn limit(self) -> u64 {
         match self {
             Goal::Step(n) => n,
-            Goal::Diverged { limit } | Goal::Reaches { limit, .. } => limit,
+            Goal::Diverged { limit } | Goal::Grown { limit, .. } | Goal::Reaches { limit, .. } => limit,
         }
     }
 
@@ -29,6 +32,7 @@ impl Goal {
         match self {
             Goal::Step(n) => format!("step {n}"),
             Goal::Diverged { .. } => "|Δ| leaving 0".into(),
+            Goal::Grown { at_least, .. } => format!("|Δ| reaching {at_least}"),
             Goal::Reaches { cell, .. } => format!("the wave reaching cell {cell}"),
         }
     }
@@ -54,6 +58,9 @@ impl GoalState {
             GoalState::Reached(Goal::Step(n), _) => format!("paused at step {n}"),
             GoalState::Reached(Goal::Diverged { .. }, s) => {
                 format!("paused at step {s}: |Δ| first left 0 here")
+            }
+            GoalState::Reached(Goal::Grown { at_least, .. }, s) => {
+                format!("paused at step {s}: |Δ| reached {at_least} here")
             }
             GoalState::Reached(Goal::Reaches { cell, .. }, s) => {
                 format!("paused at step {s}: the wave just reached cell {cell}")

@@ -45,12 +45,19 @@ impl Core {
     fn met(&mut self, goal: Goal) -> bool {
         match goal {
             Goal::Step(n) => self.step() >= n,
-            Goal::Diverged { .. } => {
+            Goal::Diverged { .. } | Goal::Grown { .. } => {
                 let Some(reference) = self.reference_now(true) else {
                     return false;
                 };
-                // As headless `--check-every` judges: any cell whose bits differ (NaN too).
-                let differs = |a: &[f32], b: &[f32]| crate::decomp::max_abs_diff(a, b).1.is_some();
+                // As headless `--check-every` judges: any cell whose bits differ (NaN too);
+                // grown: any cell off by `at_least` or more.
+                let differs = |a: &[f32], b: &[f32]| {
+                    let (max, first) = crate::decomp::max_abs_diff(a, b);
+                    match goal {
+                        Goal::Grown { at_least, .. } => max >= at_least,
+                        _ => first.is_some(),
+                    }
+                };
                 match self.backend.fields() {
                     Ok(g) => {
                         let (e, h) = reference.fields();

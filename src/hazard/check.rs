@@ -75,11 +75,11 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// ` ex@dev1 cell 500` or ` ex@dev1 cells 484..=499`; empty for findings about a call.
+    /// ` ex@dev1 cell 500` or ` ex@dev1 cells 484 to 499`; empty for findings about a call.
     pub fn place(&self) -> String {
         match (&self.buffer, self.cells) {
             (Some(b), Some([a, z])) if a == z => format!(" {b} {} {a}", self.unit),
-            (Some(b), Some([a, z])) => format!(" {b} {}s {a}..={z}", self.unit),
+            (Some(b), Some([a, z])) => format!(" {b} {}s {a} to {z}", self.unit),
             _ => String::new(),
         }
     }
@@ -576,7 +576,7 @@ fn missing_exchanges(
         let range = if cells.len() == 1 {
             format!("{} {}", program.cell_word(), cells.start)
         } else {
-            format!("{}s {}..={}", program.cell_word(), cells.start, cells.end - 1)
+            format!("{}s {} to {}", program.cell_word(), cells.start, cells.end - 1)
         };
         out.push(Finding {
             kind: Kind::Missing,

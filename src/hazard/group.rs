@@ -248,12 +248,12 @@ mod tests {
         assert_eq!(g.repeats(&g.groups[1]).as_deref(), Some("×2: sub-steps +3…+4"));
         let first = &g.groups[0];
         assert_eq!(first.members, vec![0, 1]);
-        assert_eq!(g.place(first), " ex@dev0 cells 680..=683");
+        assert_eq!(g.place(first), " ex@dev0 cells 680 to 683");
         assert_eq!(g.repeats(first).as_deref(), Some("×2: sub-steps +0…+1"));
         assert_eq!(g.repeats(&g.groups[2]), None);
         assert!(
             g.line(first)
-                .starts_with("WAR ex@dev0 cells 680..=683 (×2: sub-steps +0…+1): update_e +0"),
+                .starts_with("WAR ex@dev0 cells 680 to 683 (×2: sub-steps +0…+1): update_e +0"),
             "{}",
             g.line(first)
         );

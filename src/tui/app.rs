@@ -296,7 +296,9 @@ impl App {
 
     /// The mode after (or before) the current one among those that may run here: across
     /// processes, those the rule lets run there ([`crate::program::Program::across_processes`]).
-    fn next_mode(&self, forward: bool) -> Mode {
+    /// The mode after (or before) the current one that runs here; with `broken`, the next
+    /// broken one (each a lesson).
+    fn next_mode(&self, forward: bool, broken: bool) -> Mode {
         let across = crate::world::process().world.is_some();
         let ranges = self.frame.as_ref().map(|f| {
             let starts = f.run.split.iter().scan(0, |lo, &c| {
@@ -310,9 +312,12 @@ impl App {
             _ => true,
         };
         let modes: Vec<Mode> = Mode::all().iter().copied().filter(runs).collect();
-        let i = modes.iter().position(|m| *m == self.mode).unwrap_or(0);
         let n = modes.len();
-        modes[if forward { (i + 1) % n } else { (i + n - 1) % n }]
+        let i = modes.iter().position(|m| *m == self.mode).unwrap_or(0);
+        (1..=n)
+            .map(|k| modes[if forward { (i + k) % n } else { (i + n - k % n) % n }])
+            .find(|m| !broken || !m.is_correct())
+            .unwrap_or(self.mode)
     }
 
     /// Applies a key; returns what the engine must do.
@@ -348,8 +353,8 @@ impl App {
             Action::Pause => vec![Control::TogglePause],
             Action::Step => vec![Control::Step],
             Action::MicroStep => vec![Control::MicroStep],
-            Action::NextMode | Action::PrevMode => {
-                self.mode = self.next_mode(action == Action::NextMode);
+            Action::NextMode | Action::PrevMode | Action::NextBroken => {
+                self.mode = self.next_mode(action != Action::PrevMode, action == Action::NextBroken);
                 vec![Control::SetMode(self.mode)]
             }
             Action::PickMode => {

@@ -16,6 +16,7 @@ pub enum Action {
     MicroStep,
     NextMode,
     PrevMode,
+    NextBroken,
     PickMode,
     Faster,
     Slower,
@@ -34,12 +35,13 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 20] = [
+    pub const ALL: [Action; 21] = [
         Action::Pause,
         Action::Step,
         Action::MicroStep,
         Action::NextMode,
         Action::PrevMode,
+        Action::NextBroken,
         Action::PickMode,
         Action::Faster,
         Action::Slower,
@@ -65,6 +67,7 @@ impl Action {
             Action::MicroStep => "micro_step",
             Action::NextMode => "next_mode",
             Action::PrevMode => "prev_mode",
+            Action::NextBroken => "next_broken",
             Action::PickMode => "pick_mode",
             Action::Faster => "faster",
             Action::Slower => "slower",
@@ -90,6 +93,7 @@ impl Action {
             Action::MicroStep => "one API call (micro-step), then pause",
             Action::NextMode => "next ordering mode (continues from the current fields)",
             Action::PrevMode => "previous ordering mode",
+            Action::NextBroken => "the next broken mode (each a lesson)",
             Action::PickMode => "pick a mode or ./*.halo file by name (type to filter)",
             Action::Faster => "more steps per second",
             Action::Slower => "fewer steps per second",

@@ -386,6 +386,10 @@ pub fn screen(
                 if let Some(e) = press_off_screen(&mut app, &engine, k, plan, area)? {
                     engine = e;
                 }
+                // `s` saves the screen as it is at that key, as on a terminal.
+                if std::mem::take(&mut app.save) {
+                    app.notice = Some(save_screen(&app, area, ui.format, Path::new(".")));
+                }
             }
             Press::Wait(d) => {
                 let t0 = std::time::Instant::now();

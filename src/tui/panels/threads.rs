@@ -7,7 +7,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Widget};
+use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::common::*;
 use crate::engine::Picture;
@@ -53,6 +53,21 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     let head = Line::from(head);
     let [head_area, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
     Paragraph::new(head).render(head_area, buf);
+    // What went wrong, under the head where every thread's view shows it: a failing call's
+    // error, a deadlock's circle, a program file that does not parse (up to half the rows).
+    let alerts = alerts(frame);
+    let rest = if alerts.is_empty() {
+        rest
+    } else {
+        let width = usize::from(rest.width).max(1);
+        let need: usize = alerts.iter().map(|l| rows(&l.to_string(), width)).sum();
+        let h = (need as u16).min((rest.height / 2).max(1)).min(rest.height);
+        let [alert_area, rest] = Layout::vertical([Constraint::Length(h), Constraint::Min(0)]).areas(rest);
+        Paragraph::new(alerts)
+            .wrap(Wrap { trim: false })
+            .render(alert_area, buf);
+        rest
+    };
     // While micro-stepping the streams and bindings go below, when there is room.
     let [threads_area, state_area] = if micro && rest.height >= 12 {
         Layout::vertical([Constraint::Percentage(60), Constraint::Min(1)]).areas(rest)
@@ -85,6 +100,26 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     if state_area.height > 0 {
         super::streams::render_micro_state(frame, None, state_area, buf);
     }
+}
+
+/// What stops or refuses the program, in red: the file that did not parse (the program
+/// before it runs on), the call that failed or the deadlock that stopped the run, any other
+/// failure.
+pub(super) fn alerts(frame: &Picture) -> Vec<Line<'static>> {
+    let red = Style::new().fg(Color::Red).bold();
+    let mut out = Vec::new();
+    if let Some(e) = &frame.code.refusal {
+        out.push(Line::styled(
+            format!("✗ {e} (the program before it goes on)"),
+            red,
+        ));
+    }
+    if let Some(e) = &frame.run.error {
+        out.push(Line::styled(format!("✗ {}: {}", e.error, e.why), red));
+    } else if let Some(f) = &frame.run.failure {
+        out.push(Line::styled(format!("✗ {f}"), red));
+    }
+    out
 }
 
 /// How often the threads run their calls: `every step`, `every 16 steps` (a round).

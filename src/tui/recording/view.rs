@@ -1,5 +1,5 @@
 //! The recording viewer drawn: a head line, the host threads' calls, the streams' work in
-//! issue order, the findings beside the (empty) fields, and a status line of keys.
+//! issue order, the findings across the bottom, and a status line of keys.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -43,18 +43,9 @@ impl Widget for &Viewer {
         .areas(body);
         self.threads(threads, buf);
         self.timeline(timeline, buf);
-        let fields_w = (bottom.width / 4).clamp(22, 34);
-        let [hazards, fields] =
-            Layout::horizontal([Constraint::Min(20), Constraint::Length(fields_w)]).areas(bottom);
-        self.hazards(hazards, buf);
-        Paragraph::new(
-            "None: a recording holds the program's calls, not its cells. Run the program's mode \
-             in haloscope to watch fields.",
-        )
-        .wrap(Wrap { trim: true })
-        .style(Style::new().fg(Color::Gray))
-        .block(block(" Fields ".into(), false))
-        .render(fields, buf);
+        // The findings take the whole width: a recording holds calls, not cells (no Fields
+        // panel to leave empty).
+        self.hazards(bottom, buf);
         self.status(status, buf);
         if self.help {
             self.help_overlay(area, buf);
@@ -477,7 +468,7 @@ mod tests {
     fn the_seed_with_its_first_finding_picked() {
         for size in ["80x24", "120x34", "160x48"] {
             let s = screen("seed.recording", "h", size);
-            assert!(s.contains("Fields") && s.contains("None: a recording"), "{s}");
+            assert!(!s.contains("Fields"), "no empty Fields panel:\n{s}");
             assert!(s.matches('!').count() >= 2, "both calls marked at {size}:\n{s}");
             insta::assert_snapshot!(format!("seed_h_{size}"), s);
         }
