@@ -324,6 +324,26 @@ mod tests {
     }
 
     #[test]
+    fn diverged_takes_the_difference_to_reach() {
+        let line = (2000, crate::geometry::Grid::Line);
+        assert_eq!(
+            parse_goal("diverged 0.001", 100, line),
+            Ok(Goal::Grown {
+                at_least: 0.001,
+                limit: 100
+            })
+        );
+        assert_eq!(
+            parse_goal("diverged", 100, line),
+            Ok(Goal::Diverged { limit: 100 })
+        );
+        for bad in ["diverged 0", "diverged -1", "diverged inf", "diverged x"] {
+            let e = parse_goal(bad, 100, line).unwrap_err();
+            assert!(e.contains("a number above 0"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn every_built_in_tour_loads_and_the_rules_tour_cites_every_rule() {
         for (name, _) in BUILTIN {
             let t = load(Some(name)).unwrap();
