@@ -349,3 +349,24 @@ fn s_in_a_screen_script_saves_the_screen() {
     assert!(text.contains("step 1"), "{text}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("saved the screen to"));
 }
+
+/// Issue 52: switching away from a mode whose run failed (`M` from `events` reaches the
+/// NCCL deadlock, then a broken mode) runs the new mode from step 0 as switching does while
+/// running; it stayed paused at step 0.
+#[test]
+fn switching_away_from_a_failed_run_runs_the_new_mode() {
+    let (code, screen, err) = haloscope(&["--screen", "M M wait:1500", "--size", "120x34"]);
+    assert_eq!(code, 0, "{err}");
+    let status = screen.lines().last().unwrap_or_default();
+    assert!(
+        status.contains("RUNNING") && !status.contains("step 0 "),
+        "{status}"
+    );
+    let (code, screen, err) = haloscope(&["--paused", "--screen", "M M wait:500", "--size", "120x34"]);
+    assert_eq!(code, 0, "{err}");
+    let status = screen.lines().last().unwrap_or_default();
+    assert!(
+        status.contains("PAUSED") && status.contains("step 0 "),
+        "paused stays paused: {status}"
+    );
+}

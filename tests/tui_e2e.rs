@@ -291,7 +291,7 @@ fn the_tour_plays_in_a_terminal_t_moves_on_and_t_in_the_ui_starts_it() {
     });
     t.send(&["t"]);
     let s = t.wait_for("the second stop", |s| {
-        s.contains("Tour 2/11") && s.contains("|Δ| first left 0 here")
+        s.contains("Tour 2/11") && s.contains("|Δ| reached 0.001 here")
     });
     assert!(status_line(&s).contains("no-wait"), "{s}");
     t.send(&["BSpace"]);

@@ -208,6 +208,7 @@ impl Core {
             },
             pacing: Pacing {
                 running: cfg.running,
+                resume: false,
                 speed: cfg.speed,
                 step_time: Duration::ZERO,
                 rate_mark: (Instant::now(), 0, 0.0),
@@ -430,7 +431,11 @@ impl Core {
         }
         (self.code.refusal, self.code.refused_mode) = (None, None);
         if self.stopped() {
-            return self.reset(mode, file);
+            // From step 0; running on if the failure stopped a running run.
+            let resume = self.pacing.resume;
+            self.reset(mode, file);
+            self.pacing.running |= resume && !self.stopped();
+            return;
         }
         // Finish the step in progress under the old program.
         let target = self.backend.next_boundary();
@@ -449,6 +454,7 @@ impl Core {
     }
 
     fn fail(&mut self, e: anyhow::Error) {
+        self.pacing.resume = self.pacing.running;
         self.pacing.running = false;
         match e.downcast::<OpError>() {
             Ok(op) => self.error = Some(op),

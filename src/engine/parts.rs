@@ -50,6 +50,9 @@ pub(super) struct Comparison {
 /// How fast the run goes, asked and measured.
 pub(super) struct Pacing {
     pub running: bool,
+    /// Whether the run was running when a failure stopped it (switching to another mode
+    /// then runs the new one, as switching does while running).
+    pub resume: bool,
     pub speed: Option<f64>,
     /// What a step took in the last batch run (zero: none yet).
     pub step_time: std::time::Duration,

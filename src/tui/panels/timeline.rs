@@ -270,7 +270,8 @@ fn draw_axis(frame: &Picture, clock: &Clock, (x, y, label_w, width): (u16, u16, 
     // start (the lanes cannot be read without it), else where the ticks leave room.
     let notes = match clock.drift {
         Some(d) => vec![
-            format!("each device from its own start: {d:.0} µs apart"),
+            format!("no order couples the devices: each lane from its own device's start, {d:.0} µs apart"),
+            format!("each device from its own start, {d:.0} µs apart"),
             format!("own starts, {d:.0} µs apart"),
             "own starts".to_string(),
         ],
@@ -553,7 +554,9 @@ mod tests {
             assert!(calls.last().unwrap() - calls[0] > 60, "{lane}");
         }
         assert!(
-            rows.last().unwrap().contains("each device from its own start"),
+            rows.last()
+                .unwrap()
+                .contains("no order couples the devices: each lane from its own"),
             "{rows:#?}"
         );
         // Not drifted: one clock, said so where the ticks leave room.
