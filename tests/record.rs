@@ -537,3 +537,33 @@ fn pitched_memory_and_2d_copies_recorded_on_an_h200() {
             .starts_with("cudaMemcpy2DAsync(alloc2, 4000, alloc1 + 258048")
     }));
 }
+
+/// Thread 0 launches a kernel on its stream, synchronises the stream (its last CUDA call),
+/// and ends later (its thread-end record); thread 1's memset on the kernel's buffer begins
+/// between the two. A thread's end is its last CUDA call whether or not the host's own
+/// records follow it, so the memset follows thread 0 both ways: the host's records only add
+/// order, and one recording checked with them finds no more than without (issue 54: NVIDIA's
+/// p2p Jacobi had more findings with host records than without).
+#[test]
+fn host_records_after_a_threads_last_cuda_call_take_no_order_away() {
+    let text = "haloscope-recording 1
+1 2 0 1 2 0 0 malloc ptr=0x1000 bytes=64
+3 4 0 3 4 0 0 stream_create stream=0x50 flags=1 priority=0
+5 6 1 5 6 0 0 stream_create stream=0x60 flags=1 priority=0
+7 8 0 7 8 0 0 launch kernel=_Z1kPf grid=1,1,1 block=1,1,1 stream=0x50 ptsz=0 args=8:0000000000001000
+9 10 0 9 10 0 0 stream_sync stream=0x50
+11 12 1 11 12 0 0 memset_async ptr=0x1000 value=0 bytes=64 stream=0x60 ptsz=0
+13 14 0 13 14 0 0 host_release sync=8 obj=0 gen=0
+15 16 1 15 16 0 0 stream_sync stream=0x60
+";
+    let calls = format::parse(Path::new("end.recording"), text).unwrap();
+    let with = check::check(&calls, None).unwrap();
+    assert!(with.findings.is_empty(), "{:#?}", with.findings);
+    let without: Vec<format::Call> = calls
+        .iter()
+        .filter(|c| !c.name.starts_with("host_"))
+        .cloned()
+        .collect();
+    let without = check::check(&without, None).unwrap();
+    assert!(without.findings.is_empty(), "{:#?}", without.findings);
+}
