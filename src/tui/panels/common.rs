@@ -164,6 +164,8 @@ pub(crate) fn fitting<'a>(spans: impl IntoIterator<Item = Span<'a>>, width: u16)
 }
 
 /// `s` cut to `w` characters at a word's end, with `…` where cut (never half a word).
+/// Where whole words would leave less than half the room (`4…` for `4 sources_boundaries
+/// 0..1000`), the cut may fall inside a name at one of its parts' ends (`_`, `[`): `4 sources…`.
 pub fn fit(s: &str, w: usize) -> String {
     if s.chars().count() <= w {
         return s.to_string();
@@ -177,6 +179,15 @@ pub fn fit(s: &str, w: usize) -> String {
         out.push_str(word);
     }
     let mut out = out.trim_end().to_string();
+    if out.chars().count() < room / 2 {
+        let chars: Vec<char> = s.chars().collect();
+        let part_end = (1..=room.min(chars.len()))
+            .rev()
+            .find(|&n| matches!(chars.get(n), Some('_' | '[')) && chars[n - 1].is_alphanumeric());
+        if let Some(n) = part_end.filter(|&n| n > out.chars().count()) {
+            out = chars[..n].iter().collect();
+        }
+    }
     out.push('…');
     out
 }
@@ -195,4 +206,19 @@ pub(crate) fn boxed_over(
         .wrap(Wrap { trim: true })
         .block(block.border_type(BorderType::Double))
         .render(r, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit;
+
+    #[test]
+    fn fit_cuts_at_words_or_else_at_a_names_part() {
+        assert_eq!(fit("3 update_e 0..1000", 18), "3 update_e 0..1000");
+        assert_eq!(fit("3 update_e 0..1000", 14), "3 update_e…");
+        assert_eq!(fit("4 sources_boundaries 0..1000", 16), "4 sources…");
+        assert_eq!(fit("3 record hy_arrived[1]", 18), "3 record…");
+        assert_eq!(fit("3 record hy_arrived[1]", 12), "3 record…");
+        assert_eq!(fit("record", 1), "…");
+    }
 }
