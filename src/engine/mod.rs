@@ -202,6 +202,7 @@ impl Core {
             cmp: Comparison {
                 reference: Follower::new(Reference::new(s, &coefficients)?),
                 last_max_diff: Some(0.0),
+                inherited: false,
                 last_first_diff: None,
                 first_diff_seen: Vec::new(),
                 inspect: None,
@@ -444,6 +445,7 @@ impl Core {
             return self.reset(mode, file);
         }
         let program = Arc::new(program);
+        self.cmp.inherited |= self.cmp.last_max_diff.is_some_and(|d| d != 0.0);
         let r = self.backend.set_program(program.clone());
         self.code.program = program;
         self.code.mode = mode;
@@ -642,6 +644,7 @@ impl Core {
             error: self.error.clone(),
             failure: self.failure.clone(),
             goal: self.goal,
+            inherited_diff: self.cmp.inherited,
         }
     }
 

@@ -40,6 +40,8 @@ impl Code {
 pub(super) struct Comparison {
     pub reference: Follower,
     pub last_max_diff: Option<f32>,
+    /// The fields differed from the reference when the running program took over.
+    pub inherited: bool,
     pub last_first_diff: Option<usize>,
     /// Per screen column, the first step it was seen to differ from the reference.
     pub first_diff_seen: Vec<Option<u64>>,

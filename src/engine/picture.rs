@@ -72,6 +72,10 @@ pub struct RunPart {
     pub failure: Option<String>,
     /// The goal the run was last sent to, and how far it has come.
     pub goal: Option<GoalState>,
+    /// Whether the fields differed from the reference when the program now running took
+    /// over (a mode switched or a file reloaded mid-run): its |Δ| may be an earlier
+    /// program's, carried in the fields (r starts again).
+    pub inherited_diff: bool,
 }
 
 /// The fields as plotted, compared with the reference, and the inspected cell.

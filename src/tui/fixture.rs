@@ -65,6 +65,7 @@ pub fn fixture(mode: Mode, devices: usize) -> Picture {
         })
         .collect();
     let run = RunPart {
+        inherited_diff: false,
         scenario: "pulse".into(),
         runtime: "sim",
         clock_modelled: true,

@@ -411,6 +411,12 @@ pub mod tests {
         assert!(correct.contains("(from an earlier mode: r resets)"), "{correct}");
         let broken = text(&render(&app_with(fixture(Mode::NoWait, 4)), 160, 48));
         assert!(!broken.contains("r resets"), "{broken}");
+        // A program that took over fields already off (a file fixed while it ran): its |Δ|
+        // may be the broken one's, and the status bar says so (issue 52).
+        let mut fixed = fixture(Mode::NoWait, 4);
+        fixed.run.inherited_diff = true;
+        let fixed = text(&render(&app_with(fixed), 160, 48));
+        assert!(fixed.contains("(from an earlier mode: r resets)"), "{fixed}");
     }
 
     #[test]

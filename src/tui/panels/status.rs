@@ -52,12 +52,15 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
     ];
     items.extend(rates(frame, &speed, narrow));
     items.push((9, false, vec![diff]));
-    // A correct mode never makes |Δ| itself: what shows came from an earlier mode.
-    if frame.verdict() == Some(true) && frame.plot.max_diff.is_some_and(|d| d > 0.0) {
-        let text = if narrow {
-            "(earlier mode; r resets)"
-        } else {
-            "(from an earlier mode: r resets)"
+    // A correct mode never makes |Δ| itself: what shows came from an earlier mode; nor does
+    // a fixed file, which the fields carry the broken one's |Δ| into.
+    let diff = frame.plot.max_diff.is_some_and(|d| d > 0.0);
+    if diff && (frame.verdict() == Some(true) || frame.run.inherited_diff) {
+        let text = match (narrow, frame.code.file.is_some()) {
+            (true, true) => "(earlier file; r resets)",
+            (true, false) => "(earlier mode; r resets)",
+            (false, true) => "(from before the file changed: r resets)",
+            (false, false) => "(from an earlier mode: r resets)",
         };
         items.push((
             6,
