@@ -68,7 +68,7 @@ impl Grouped {
         g.members.iter().map(|&i| &self.findings[i])
     }
 
-    /// Where group `g` is: ` ex@dev1 cells 484..=499` over all its members.
+    /// Where group `g` is: ` ex@dev1 cells 484 to 499` over all its members.
     pub fn place(&self, g: &Group) -> String {
         let mut lead = self.lead(g).clone();
         lead.cells = g.cells;
