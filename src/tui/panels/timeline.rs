@@ -26,6 +26,12 @@ pub fn title(frame: &Picture, look: &Look) -> String {
             let first = s.saturating_sub(crate::runtime::TIMELINE_STEPS - 1);
             format!(" Timeline: steps {first}–{s} ({} clock) ", clock_name(frame))
         }
+        // Mid-step (micro-stepping) the lanes hold every call issued since the last step
+        // done, and the host threads may have issued later steps' calls already.
+        Some(s) if frame.code.micro.next.is_some() => format!(
+            " Timeline: calls issued, up to step {s} ({} clock) ",
+            clock_name(frame)
+        ),
         // Steps are numbered from 0: after step 1204 the status bar counts 1205 done.
         Some(s) => format!(
             " Timeline: step {s}, the last done ({} clock; z: the last few) ",
