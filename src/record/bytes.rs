@@ -109,18 +109,16 @@ impl Checker<'_> {
         s.call = text;
         let stream = c.keys.get("stream").unwrap_or_default().to_string();
         let key = format!("{} {} {}", c.thread, self.template(c), stream);
-        // The issuing thread as it was at the issue (a held-back call: its clock then).
-        let agent = self.order.thread_agent(c.thread);
-        let host = Epoch {
-            agent,
-            tick: match &self.host_clock {
-                Some(seen) => seen.get(agent),
-                None => self.order.tick_of(agent),
-            },
-        };
+        // The issuing thread as it was at the issue (a held-back call: its clock then), and
+        // its own tick in that clock.
         let host_seen = match &self.host_clock {
             Some(seen) => seen.clone(),
             None => self.order.thread_clock(c.thread),
+        };
+        let agent = self.order.thread_agent(c.thread);
+        let host = Epoch {
+            agent,
+            tick: host_seen.get(agent),
         };
         for (ptr, bytes, write) in self.touches(c)? {
             let Some(a) = self.alloc_of(ptr) else {
