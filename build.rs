@@ -87,10 +87,12 @@ fn injection_library(out: &Path) {
     schema_header(&manifest, out);
     let src = manifest.join("inject/haloscope_inject.c");
     println!("cargo:rerun-if-changed={}", src.display());
-    println!(
-        "cargo:rerun-if-changed={}",
-        manifest.join("inject/host_sync.c").display()
-    );
+    for part in ["host_sync.c", "footprints.c", "footprint_patch.cu"] {
+        println!(
+            "cargo:rerun-if-changed={}",
+            manifest.join("inject").join(part).display()
+        );
+    }
     let so = out.join("libhaloscope_inject.so");
     let compiler = cc::Build::new().cargo_metadata(false).get_compiler();
     let status = compiler

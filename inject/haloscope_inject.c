@@ -283,7 +283,7 @@ static void put(const unsigned char *p, size_t n) {
 
 // A record under construction: its body after a varint length.
 typedef struct {
-    unsigned char b[2048];
+    unsigned char b[8192];
     size_t n;
 } rec;
 
@@ -305,6 +305,13 @@ static void bytes(rec *r, const void *p, size_t n) {
 
 // The record with its length in front, into the ring (the lock held).
 static __thread rec launch_args;  // the open launch's arguments, as its record holds them
+// Its argument values of 8 bytes (pointers among them), and its footprint (footprints.c):
+// 0 none, 1 measured, 2 reused; as its record holds it.
+static __thread uint64_t arg_words[64];
+static __thread int n_arg_words;
+static __thread int fp_state;
+static __thread rec launch_fp;
+static void fp_encode(rec *r);
 
 static void put_rec(const rec *r) {
     rec len = {.n = 0};
@@ -398,6 +405,7 @@ static void emit_call_on(int dev, int rc, int code, int nv, const uint64_t *v, c
             for (int j = 0; j < 3; j++) varint(&r, dims ? *dims++ : 0);
             break;
         case 'a': bytes(&r, launch_args.b, launch_args.n); break;
+        case 'f': bytes(&r, launch_fp.b, launch_fp.n); break;
         }
     }
     put_rec(&r);
@@ -432,6 +440,7 @@ static void enter(void) {
 static void format_args(void *func, void **params) {
     rec *r = &launch_args;
     r->n = 0;
+    n_arg_words = 0;
     if (!params) {
         varint(r, 0);
         return;
@@ -464,8 +473,15 @@ static void format_args(void *func, void **params) {
             uint64_t x = 0;
             for (size_t b = size; b-- > 0;) x = (x << 8) | v[b];
             varint(r, x);
+            if (size == 8 && n_arg_words < 64) arg_words[n_arg_words++] = x;
         } else {
             bytes(r, v, size > 64 ? 64 : size);
+            // A struct passed by value may hold pointers: its aligned 8-byte words.
+            for (size_t b = 0; b + 8 <= size && b < 64 && n_arg_words < 64; b += 8) {
+                uint64_t w;
+                memcpy(&w, v + b, 8);
+                arg_words[n_arg_words++] = w;
+            }
         }
     }
 }
@@ -475,7 +491,10 @@ static void emit_launch(int rc, const callback_data *cb, dim3 grid, dim3 block, 
     in_launch = 0;
     const uint64_t dims[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
     const uint64_t v[2] = {U(stream), (uint64_t)ptsz};
-    emit_call(rc, C_LAUNCH, 2, v, cb->symbol_name ? cb->symbol_name : "?", dims);
+    int code = C_LAUNCH;
+    if (fp_state) fp_encode(&launch_fp), code = C_LAUNCH_FP;
+    fp_state = 0;
+    emit_call(rc, code, 2, v, cb->symbol_name ? cb->symbol_name : "?", dims);
 }
 
 static void on_runtime(uint32_t cbid, const callback_data *cb) {
@@ -873,7 +892,7 @@ static int open_recording(int parent) {
     snprintf(out_path, sizeof out_path, "%s%d%s", out_prefix, (int)getpid(), out_suffix);
     fd = open(out_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return errno;
-    static const char magic[] = "haloscope-recording 3\n";
+    static const char magic[] = "haloscope-recording 4\n";
     write_all((const unsigned char *)magic, sizeof magic - 1);
     const char *args =
         func_param_info || kernel_param_info ? "yes" : "no (a driver before CUDA 12.4: kernels touch every allocation)";
@@ -935,8 +954,11 @@ static int fail(const char *what) {
     return 1;
 }
 
+#include "footprints.c"
+
 // Called by CUDA when it loads this library (CUDA_INJECTION64_PATH); 1 on success.
 static int initialize(void);
+static int start_writing(void);
 
 int InitializeInjection(void) {
     host_quiet++;
@@ -950,21 +972,30 @@ static int initialize(void) {
     const char *prefix = getenv("HALOSCOPE_RECORD_PREFIX");
     const char *suffix = getenv("HALOSCOPE_RECORD_SUFFIX");
     const char *cupti_path = getenv("HALOSCOPE_CUPTI");
-    if (!prefix || !cupti_path)
-        return fail("HALOSCOPE_RECORD_PREFIX or HALOSCOPE_CUPTI is not set (run under `haloscope record`)");
+    // HALOSCOPE_FOOTPRINTS (first or all): through the Compute Sanitizer API, not CUPTI.
+    const char *footprints = getenv("HALOSCOPE_FOOTPRINTS");
+    const char *sanitizer = getenv("HALOSCOPE_SANITIZER");
+    if (footprints && !*footprints) footprints = NULL;
+    if (!prefix || (footprints ? !sanitizer : !cupti_path))
+        return fail("HALOSCOPE_RECORD_PREFIX, HALOSCOPE_CUPTI or HALOSCOPE_SANITIZER is not set (run under `haloscope record`)");
     if (!suffix) suffix = "";
     const char *max = getenv("HALOSCOPE_RECORD_MAX");
     cap = max ? strtoull(max, NULL, 10) : 50000000ull;
-    void *cupti = dlopen(cupti_path, RTLD_NOW | RTLD_GLOBAL);
-    if (!cupti) {
-        char why[1024];
-        snprintf(why, sizeof why, "cannot load CUPTI from %s: %s", cupti_path, dlerror());
-        return fail(why);
+    subscribe_fn subscribe = NULL;
+    enable_callback_fn enable = NULL;
+    result_string_fn result_string = NULL;
+    if (!footprints) {
+        void *cupti = dlopen(cupti_path, RTLD_NOW | RTLD_GLOBAL);
+        if (!cupti) {
+            char why[1024];
+            snprintf(why, sizeof why, "cannot load CUPTI from %s: %s", cupti_path, dlerror());
+            return fail(why);
+        }
+        subscribe = (subscribe_fn)dlsym(cupti, "cuptiSubscribe");
+        enable = (enable_callback_fn)dlsym(cupti, "cuptiEnableCallback");
+        result_string = (result_string_fn)dlsym(cupti, "cuptiGetResultString");
+        if (!subscribe || !enable) return fail("CUPTI has no cuptiSubscribe or cuptiEnableCallback");
     }
-    subscribe_fn subscribe = (subscribe_fn)dlsym(cupti, "cuptiSubscribe");
-    enable_callback_fn enable = (enable_callback_fn)dlsym(cupti, "cuptiEnableCallback");
-    result_string_fn result_string = (result_string_fn)dlsym(cupti, "cuptiGetResultString");
-    if (!subscribe || !enable) return fail("CUPTI has no cuptiSubscribe or cuptiEnableCallback");
     ctx_get_device = (ctx_get_device_fn)dlsym(RTLD_DEFAULT, "cuCtxGetDevice");
     func_param_info = (func_param_info_fn)dlsym(RTLD_DEFAULT, "cuFuncGetParamInfo");
     kernel_param_info = (func_param_info_fn)dlsym(RTLD_DEFAULT, "cuKernelGetParamInfo");
@@ -991,6 +1022,15 @@ static int initialize(void) {
                  out_path, strerror(opened));
         return fail(why);
     }
+    if (footprints) {
+        if (subscribe_sanitizer(sanitizer, footprints)) {
+            close(fd);
+            fd = -1;
+            unlink(out_path);
+            return 1;
+        }
+        return start_writing();
+    }
     void *sub = NULL;
     int r = subscribe(&sub, callback, NULL);
     if (r != 0) {
@@ -1012,6 +1052,11 @@ static int initialize(void) {
     if (!runtime_only || strcmp(runtime_only, "1") != 0) {
         for (size_t i = 0; i < sizeof DRIVER_CALLS / sizeof *DRIVER_CALLS; i++) enable(1, sub, DOMAIN_DRIVER, DRIVER_CALLS[i]);
     }
+    return start_writing();
+}
+
+// The writer thread, the exit, fatal signals and forks taken care of; 1.
+static int start_writing(void) {
     if (pthread_create(&writer, NULL, write_out, NULL) == 0) writer_running = 1;
     atexit(finish);
     catch_fatal();

@@ -210,6 +210,20 @@ pub struct RecordArgs {
     /// Record only CUDA calls, not the host's own synchronisation (no LD_PRELOAD).
     #[arg(long)]
     pub no_host_sync: bool,
+    /// Measure which bytes each kernel launch reads and writes, on the GPU (the Compute
+    /// Sanitizer API; nvcc builds its patch once): `first`, the first launch of each
+    /// kernel, shape and argument values (later ones reuse it; the default when the
+    /// Sanitizer API and nvcc are found), or `all`, every launch (slower).
+    #[arg(long, value_enum, value_name = "WHICH", conflicts_with = "no_footprints")]
+    pub footprints: Option<crate::record::footprints::Footprints>,
+    /// Measure no footprints (recorded through CUPTI, NVTX marks kept): `check` takes each
+    /// kernel to read and write all its pointers' allocations, or what --annotations says.
+    #[arg(long)]
+    pub no_footprints: bool,
+    /// libsanitizer-public.so, or its folder (default: HALOSCOPE_SANITIZER, NVIDIA's wheel
+    /// nvidia-cuda-sanitizer-api, the toolkit's compute-sanitizer folder).
+    #[arg(long, value_name = "PATH")]
+    pub sanitizer: Option<PathBuf>,
     /// The command to run, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -373,6 +387,13 @@ pub struct CheckArgs {
     /// back — to see what the host's synchronisation is doing.
     #[arg(long, requires = "recording")]
     pub ignore_host_sync: bool,
+
+    /// With --recording: the best model of a kernel's bytes to use — `measured` (the
+    /// footprint `record` measured on the GPU, else the annotation, else whole allocations),
+    /// `annotated` (measured footprints unused) or `conservative` (every allocation a
+    /// kernel's pointers point into, read and written) — to compare what each finds.
+    #[arg(long, value_enum, value_name = "MODEL", default_value = "measured", requires = "recording")]
+    pub model: crate::record::KernelModel,
 
     /// Print the findings as one JSON object.
     #[arg(long)]

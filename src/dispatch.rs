@@ -31,6 +31,12 @@ pub fn main(cli: Cli) -> Result<()> {
                 cupti: r.cupti.clone(),
                 max_calls: r.max_calls,
                 host_sync: !r.no_host_sync,
+                footprints: match (r.no_footprints, r.footprints) {
+                    (true, _) => crate::record::Measure::Off,
+                    (false, Some(which)) => crate::record::Measure::On(which),
+                    (false, None) => crate::record::Measure::Available,
+                },
+                sanitizer: r.sanitizer.clone(),
                 command: &r.command,
             });
         }
@@ -354,6 +360,7 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
         let how = crate::record::Checking {
             annotations: c.annotations.as_deref(),
             host_sync: !c.ignore_host_sync,
+            model: c.model,
         };
         return crate::record::check_recordings(&c.recording, how, c.json);
     }

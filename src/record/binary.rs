@@ -1,8 +1,9 @@
-//! The recording format, versions 2 and 3: what the recorder writes now (3; version 3 is
+//! The recording format, versions 2 to 4: what the recorder writes now (4; version 3 is
 //! version 2 with the host's own synchronisation, `host_release` and `host_acquire`, added
-//! at the end of the schema, so a version 2 file reads as it always did). After the line
-//! `haloscope-recording 3` (or 2), records, each a varint length (LEB128) then its body, whose first
-//! byte is its tag:
+//! at the end of the schema, and version 4 adds a launch with its footprint measured on the
+//! GPU, so a version 2 or 3 file reads as it always did). After the line
+//! `haloscope-recording 4` (or 3, 2), records, each a varint length (LEB128) then its body,
+//! whose first byte is its tag:
 //!
 //! - 0, a comment: UTF-8 text (the recorder's notes: its process, a cap, a fatal signal).
 //! - 1, a string: a varint id, then the bytes (a kernel's symbol, defined before its use).
@@ -13,7 +14,11 @@
 //!   a zigzag varint, `d` three varints, `s` a string's id, `a` the kernel arguments (0: none
 //!   known; 1 and two zigzag error codes: the layout could not be had; 2, the count, then each
 //!   argument's size and its value: a varint of its little-endian bytes up to 8 bytes, else
-//!   its first 64 bytes).
+//!   its first 64 bytes), `f` a kernel's footprint (its state: 1 measured, 2 the footprint of
+//!   an earlier launch of the same kernel, shape and arguments; the count of ranges, then
+//!   each range's flags (1 written, else read; 2 widened: the bytes within it that the
+//!   kernel touched, and maybe more), its first byte's address less the previous range's
+//!   (zigzag; the first's less 0) and its length).
 //!
 //! A call decodes into the same [`Call`] as a version 1 line (its `line` is its place among
 //! the file's records, from 1), so the checker reads both versions. About 30 B a call
@@ -34,14 +39,15 @@ use anyhow::Result;
 use super::format::Call;
 use crate::error::UsageError;
 
-/// The first line of a recording the recorder writes now (version 3).
-pub const MAGIC: &[u8] = b"haloscope-recording 3\n";
-/// The first line of a version 2 recording (the same records, without the host's calls).
+/// The first line of a recording the recorder writes now (version 4).
+pub const MAGIC: &[u8] = b"haloscope-recording 4\n";
+/// The first lines of versions 3 (without footprints) and 2 (without the host's calls).
+pub const MAGIC_3: &[u8] = b"haloscope-recording 3\n";
 pub const MAGIC_2: &[u8] = b"haloscope-recording 2\n";
 
-/// Whether `head` is the first line of a binary recording (version 2 or 3).
+/// Whether `head` is the first line of a binary recording (version 2, 3 or 4).
 pub fn is_magic(head: &[u8]) -> bool {
-    head == MAGIC || head == MAGIC_2
+    head == MAGIC || head == MAGIC_3 || head == MAGIC_2
 }
 
 /// The records of a binary recording's bytes (version 2 or 3): what follows its first line;
@@ -52,8 +58,8 @@ pub fn after_magic(bytes: &[u8]) -> Option<&[u8]> {
 }
 
 /// The longest record the recorder writes, its tag included: its record buffer
-/// (`rec` in inject/haloscope_inject.c).
-pub const MAX_RECORD: u64 = 2048;
+/// (`rec` in inject/haloscope_inject.c; versions 2 and 3 wrote at most 2048).
+pub const MAX_RECORD: u64 = 8192;
 
 /// Each call kind: its name and its values (key, kind).
 type Schema = Vec<(String, Vec<(String, char)>)>;
@@ -154,6 +160,32 @@ fn args(body: &mut Body) -> Result<String, String> {
     }
 }
 
+/// A launch's footprint as [`super::format::Footprint`] reads it: `measured` or `reused`,
+/// then each range, `r` or `w` (`R`/`W` widened), `@`, its address in hex, `+`, its length.
+fn footprint(body: &mut Body) -> Result<String, String> {
+    let state = match body.varint()? {
+        1 => "measured",
+        2 => "reused",
+        s => return Err(format!("a footprint of an unknown state {s}")),
+    };
+    let n = body.varint()?;
+    let mut out = state.to_string();
+    let mut at = 0u64;
+    for _ in 0..n.min(4096) {
+        let flags = body.varint()?;
+        at = at.wrapping_add_signed(body.signed()?);
+        let len = body.varint()?;
+        let kind = match (flags & 1 == 1, flags & 2 == 2) {
+            (false, false) => 'r',
+            (true, false) => 'w',
+            (false, true) => 'R',
+            (true, true) => 'W',
+        };
+        out.push_str(&format!(" {kind}@{at:#x}+{len}"));
+    }
+    Ok(out)
+}
+
 /// Per host thread: its previous SEQ_OUT and T_IN (a call's are deltas from them).
 type Last = HashMap<usize, (u64, u64)>;
 
@@ -193,6 +225,7 @@ fn call(
                 }
                 a => a?,
             },
+            'f' => footprint(body)?,
             _ => body.varint()?.to_string(),
         };
         values.push((key.as_str(), v));

@@ -1,8 +1,9 @@
 //! The bytes each recorded call touches, and the findings of two calls that touch the same
-//! bytes unordered: copies and memsets exactly their bytes, a kernel what its annotation says
-//! or (conservative) every allocation its pointer arguments point into.
+//! bytes unordered: copies and memsets exactly their bytes, a kernel its footprint measured on
+//! the GPU, else what its annotation says, else (conservative) every allocation its pointer
+//! arguments point into.
 
-use super::super::format::{Call, kernel_args};
+use super::super::format::{Call, footprint, kernel_args};
 use super::super::order::{Clock, Epoch, Stamp};
 use super::{Checker, Finding, Model, Site, annotate, site, text};
 use crate::hazard::Kind;
@@ -28,6 +29,10 @@ pub(super) struct Range {
     reads: Vec<Access>,
 }
 
+/// Bytes a call touches: from a pointer, so many bytes (`None`: the whole allocation it points
+/// into), written (else read), and where that comes from.
+pub(super) type Touch = (u64, Option<u64>, bool, Model);
+
 /// The bytes a copy or memset spans from its pointer: `bytes`, or a 2D call's rows
 /// (`height` rows of `width` bytes, `pitch` apart: from the first row's start to the last's
 /// end, the gaps between rows included).
@@ -43,15 +48,25 @@ fn span(c: &Call, pitch: &str) -> Result<u64, String> {
 }
 
 impl Checker<'_> {
-    /// The bytes a call touches: `(pointer, bytes or None for the whole allocation, write)`.
-    pub(super) fn touches(&self, c: &Call) -> Result<Vec<(u64, Option<u64>, bool)>, String> {
+    /// The bytes a call touches: `(pointer, bytes or None for the whole allocation, write,
+    /// where the bytes come from)`.
+    pub(super) fn touches(&self, c: &Call) -> Result<Vec<Touch>, String> {
+        let exact = |p, n, w| (p, Some(n), w, Model::Exact);
         Ok(match c.name.as_str() {
             "memcpy" | "memcpy_async" | "memcpy_peer" | "memcpy_peer_async" => vec![
-                (c.num("src")?, Some(span(c, "spitch")?), false),
-                (c.num("dst")?, Some(span(c, "dpitch")?), true),
+                exact(c.num("src")?, span(c, "spitch")?, false),
+                exact(c.num("dst")?, span(c, "dpitch")?, true),
             ],
-            "memset" | "memset_async" => vec![(c.num("ptr")?, Some(span(c, "pitch")?), true)],
+            "memset" | "memset_async" => vec![exact(c.num("ptr")?, span(c, "pitch")?, true)],
             "launch" => {
+                let measured = self
+                    .measured
+                    .then(|| c.keys.get("footprint").and_then(footprint))
+                    .flatten();
+                if let Some(f) = measured {
+                    let model = if f.reused { Model::Reused } else { Model::Measured };
+                    return Ok(f.ranges.iter().map(|r| (r.0, Some(r.1), r.2, model)).collect());
+                }
                 let args = c.keys.get("args").unwrap_or("?");
                 match kernel_args(args) {
                     Some(args) => self.kernel_touches(c, &args)?,
@@ -60,7 +75,7 @@ impl Checker<'_> {
                         .allocs
                         .values()
                         .filter(|a| a.device == c.device)
-                        .map(|a| (a.start, None, true))
+                        .map(|a| (a.start, None, true, Model::Conservative))
                         .collect(),
                 }
             }
@@ -71,11 +86,7 @@ impl Checker<'_> {
     /// A launch's accesses: its annotation's ranges where it has one, and every allocation a
     /// pointer argument no clause names points into (read and written). An annotation that
     /// cannot be evaluated with this launch's values (a division by 0) is an error naming it.
-    fn kernel_touches(
-        &self,
-        c: &Call,
-        args: &[(usize, u64)],
-    ) -> Result<Vec<(u64, Option<u64>, bool)>, String> {
+    fn kernel_touches(&self, c: &Call, args: &[(usize, u64)]) -> Result<Vec<Touch>, String> {
         let name = text::kernel_name(c.keys.get("kernel").unwrap_or("?"));
         let note = self
             .notes
@@ -88,11 +99,14 @@ impl Checker<'_> {
             let node = self.graphs.launching.as_ref();
             out = k
                 .at_launch(args)
-                .map_err(|why| annotate::at_launch_error(&name, c, node, &why))?;
+                .map_err(|why| annotate::at_launch_error(&name, c, node, &why))?
+                .into_iter()
+                .map(|(p, n, w)| (p, n, w, Model::Annotated))
+                .collect();
         }
         for (i, (size, v)) in args.iter().enumerate() {
             if !named[i] && *size == 8 && self.find(*v) {
-                out.push((*v, None, true));
+                out.push((*v, None, true, Model::Conservative));
             }
         }
         Ok(out)
@@ -120,7 +134,7 @@ impl Checker<'_> {
             agent,
             tick: host_seen.get(agent),
         };
-        for (ptr, bytes, write) in self.touches(c)? {
+        for (ptr, bytes, write, model) in self.touches(c)? {
             let Some(a) = self.alloc_of(ptr) else {
                 continue; // host memory, or memory this recording did not see allocated
             };
@@ -128,11 +142,6 @@ impl Checker<'_> {
             let (from, to) = match bytes {
                 Some(n) => (ptr - lo, (ptr - lo).saturating_add(n)),
                 None => (0, a.bytes),
-            };
-            let model = match (c.name == "launch", bytes) {
-                (false, _) => Model::Exact,
-                (true, Some(_)) => Model::Annotated,
-                (true, None) => Model::Conservative,
             };
             let acc = Access {
                 stamp: stamp.epoch(),

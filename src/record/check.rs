@@ -69,10 +69,36 @@ pub struct Finding {
 pub enum Model {
     /// The call's own arguments (a copy, a memset).
     Exact,
+    /// The kernel's footprint, measured on the GPU at this launch (`record` with footprints).
+    Measured,
+    /// The footprint measured at an earlier launch of the same kernel, shape and arguments.
+    Reused,
     /// The user's annotation of the kernel.
     Annotated,
     /// No annotation: the whole of every allocation a pointer argument points into.
     Conservative,
+}
+
+/// Kernel launches counted by where their bytes come from.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct Launches {
+    pub measured: usize,
+    pub reused: usize,
+    pub without: usize,
+}
+
+impl Launches {
+    fn of(calls: &[Call]) -> Launches {
+        let mut n = Launches::default();
+        for c in calls.iter().filter(|c| c.name == "launch") {
+            match c.keys.get("footprint").and_then(super::format::footprint) {
+                Some(f) if f.reused => n.reused += 1,
+                Some(_) => n.measured += 1,
+                None => n.without += 1,
+            }
+        }
+        n
+    }
 }
 
 /// What the check found.
@@ -88,6 +114,9 @@ pub struct Report {
     /// The host synchronisation records left out (`check --ignore-host-sync`).
     #[serde(skip_serializing_if = "is_zero")]
     pub host_left_out: usize,
+    /// Kernel launches by their footprint: measured on the GPU, reusing an earlier launch's,
+    /// without one (recorded without footprints, captured into a graph, or not measurable).
+    pub launches: Launches,
     /// Each call as CUDA code, in the recording's order (for the UI).
     #[serde(skip)]
     pub texts: Texts,
@@ -118,6 +147,9 @@ struct Record {
 #[derive(Default)]
 struct Checker<'a> {
     notes: Option<&'a Annotations>,
+    /// Whether a launch's measured footprint stands for its bytes (else its annotation, else
+    /// the conservative model).
+    measured: bool,
     order: Order,
     allocs: BTreeMap<u64, Alloc>,
     /// The byte ranges accessed, per allocation (by name), by their first and last byte.
@@ -156,8 +188,18 @@ struct Checker<'a> {
 /// The findings of a recording's calls, kernels narrowed by `notes` where they name them;
 /// or the line of a call that lacks what its kind needs, and why.
 pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usize, String)> {
+    check_with(calls, notes, true)
+}
+
+/// [`check`], a launch's measured footprint used where it has one only when `measured`.
+pub fn check_with(
+    calls: &[Call],
+    notes: Option<&Annotations>,
+    measured: bool,
+) -> Result<Report, (usize, String)> {
     let mut k = Checker {
         notes,
+        measured,
         ..Checker::default()
     };
     k.look_ahead(calls);
@@ -228,6 +270,7 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
         findings: k.findings,
         host_syncs: k.host.seen,
         host_left_out: 0,
+        launches: Launches::of(calls),
         texts: k.texts,
         streams,
         stream_names,

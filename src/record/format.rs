@@ -24,7 +24,7 @@
 //! | `event_create` / `event_destroy` | `event`, `flags` / `event` |
 //! | `record` | `event`, `stream`, `ptsz` |
 //! | `wait` | `stream`, `event`, `ptsz` |
-//! | `launch` | `kernel` (its symbol), `grid`, `block`, `stream`, `ptsz`, `args` (`size:hex`, …; `?` unknown) |
+//! | `launch` | `kernel` (its symbol), `grid`, `block`, `stream`, `ptsz`, `args` (`size:hex`, …; `?` unknown), [`footprint`: version 4, recorded with footprints: `measured` or `reused`, then each range the kernel read (`r`) or wrote (`w`; `R`/`W` widened), `@0xADDRESS+LENGTH`] |
 //! | `memcpy` / `memcpy_async` | `dst`, `src`, `bytes`, `kind`, [`stream`], `ptsz` |
 //! | `memcpy_peer` / `memcpy_peer_async` | `dst`, `dstdev`, `src`, `srcdev`, `bytes`, [`stream`] |
 //! | `memset` / `memset_async` | `ptr`, `value`, `bytes`, [`stream`], `ptsz` |
@@ -296,6 +296,42 @@ pub fn kernel_args(text: &str) -> Option<Vec<(usize, u64)>> {
         out.push((size, u64::from_str_radix(tail, 16).ok()?));
     }
     Some(out)
+}
+
+/// A launch's footprint, measured on the GPU (its `footprint` key): whether this launch was
+/// measured or has the footprint of an earlier launch of the same signature, and each range:
+/// its address, its length, written (else read), widened (the bytes the kernel touched lie
+/// within it, but not every byte of it was touched).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Footprint {
+    pub reused: bool,
+    pub ranges: Vec<(u64, u64, bool, bool)>,
+}
+
+/// A launch's `footprint` key read; `None` when it has none or it is not as the format says.
+pub fn footprint(text: &str) -> Option<Footprint> {
+    let mut words = text.split(' ');
+    let reused = match words.next()? {
+        "measured" => false,
+        "reused" => true,
+        _ => return None,
+    };
+    let mut ranges = Vec::new();
+    for w in words.filter(|w| !w.is_empty()) {
+        let (kind, rest) = w.split_once('@')?;
+        let (at, len) = rest.split_once('+')?;
+        let at = u64::from_str_radix(at.strip_prefix("0x")?, 16).ok()?;
+        let len: u64 = len.parse().ok()?;
+        let (write, wide) = match kind {
+            "r" => (false, false),
+            "w" => (true, false),
+            "R" => (false, true),
+            "W" => (true, true),
+            _ => return None,
+        };
+        ranges.push((at, len, write, wide));
+    }
+    Some(Footprint { reused, ranges })
 }
 
 /// Parses a recording held in memory; a bad line names the file, the line and why (exit 2).

@@ -7,6 +7,7 @@
 pub mod annotate;
 pub mod binary;
 pub mod check;
+pub mod footprints;
 pub mod format;
 pub mod host;
 pub mod order;
@@ -30,7 +31,22 @@ pub struct Request<'a> {
     pub max_calls: u64,
     /// Whether the recorder is also preloaded to record the host's own synchronisation.
     pub host_sync: bool,
+    /// Whether kernel footprints are measured on the GPU.
+    pub footprints: Measure,
+    /// `--sanitizer`: the Compute Sanitizer API library or its folder.
+    pub sanitizer: Option<PathBuf>,
     pub command: &'a [String],
+}
+
+/// Whether `record` measures kernel footprints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    /// `--no-footprints`: through CUPTI, kernels taken whole at the check.
+    Off,
+    /// Neither flag: measured when the Sanitizer API and nvcc are found, else said and off.
+    Available,
+    /// `--footprints WHICH`: measured, or an error saying what is missing.
+    On(footprints::Footprints),
 }
 
 /// The places CUPTI is looked for, in order: `--cupti` or `HALOSCOPE_CUPTI` (the library or
@@ -98,20 +114,55 @@ pub fn record(r: &Request) -> Result<()> {
         PathBuf::from(format!("{stem}.recording"))
     });
     refuse_existing(&out)?;
-    let cupti = find_cupti(r.cupti.as_deref())?;
+    let (which, tools) = footprint_tools(r)?;
     let abs = std::path::absolute(&out)?;
     let names = Names::of(&abs)?;
     let before = names.found();
     let lib = place::place("haloscope-inject.so", INJECTION)?;
-    eprintln!(
-        "haloscope record: {} under CUPTI {} into {}",
-        r.command.join(" "),
-        cupti.display(),
-        out.display()
-    );
     let mut command = std::process::Command::new(program);
     if r.host_sync {
         command.env("LD_PRELOAD", preload(lib.path()));
+    }
+    let mut patch = None;
+    if let (Some(which), Some(tools)) = (which, tools) {
+        let placed = place::place("haloscope-footprint-patch.fatbin", &tools.patch)?;
+        eprintln!(
+            "haloscope record: {} measuring kernel footprints ({}) through the Compute Sanitizer API {} \
+             (patch {}) into {}",
+            r.command.join(" "),
+            match which {
+                footprints::Footprints::First => "the first launch of each kernel, shape and arguments",
+                footprints::Footprints::All => "every launch",
+            },
+            tools.sanitizer.display(),
+            tools.how,
+            out.display()
+        );
+        command
+            .env("HALOSCOPE_FOOTPRINTS", which.env())
+            .env("HALOSCOPE_SANITIZER", &tools.sanitizer)
+            .env("HALOSCOPE_PATCH", placed.path());
+        // Modules loaded when the program starts, so each is patched before its first launch.
+        if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
+            command.env("CUDA_MODULE_LOADING", "EAGER");
+        }
+        patch = Some(placed);
+    } else {
+        let cupti = find_cupti(r.cupti.as_deref())?;
+        eprintln!(
+            "haloscope record: {} under CUPTI {} into {}",
+            r.command.join(" "),
+            cupti.display(),
+            out.display()
+        );
+        command
+            .env_remove("HALOSCOPE_FOOTPRINTS")
+            .env("HALOSCOPE_CUPTI", &cupti)
+            // NVTX marks reach CUPTI (and so the recorder) through NVTX's own injection.
+            .env(
+                "NVTX_INJECTION64_PATH",
+                std::env::var_os("NVTX_INJECTION64_PATH").unwrap_or_else(|| cupti.clone().into_os_string()),
+            );
     }
     let status = command
         .args(args)
@@ -119,15 +170,10 @@ pub fn record(r: &Request) -> Result<()> {
         .env("HALOSCOPE_RECORD_PREFIX", &names.prefix)
         .env("HALOSCOPE_RECORD_SUFFIX", &names.suffix)
         .env_remove("HALOSCOPE_RECORD_OUT")
-        .env("HALOSCOPE_CUPTI", &cupti)
         .env("HALOSCOPE_RECORD_MAX", r.max_calls.to_string())
-        // NVTX marks reach CUPTI (and so the recorder) through NVTX's own injection.
-        .env(
-            "NVTX_INJECTION64_PATH",
-            std::env::var_os("NVTX_INJECTION64_PATH").unwrap_or_else(|| cupti.clone().into_os_string()),
-        )
         .status();
     drop(lib);
+    drop(patch);
     let status = status.map_err(|e| UsageError(format!("{program}: cannot run it: {e}")))?;
     let mut made: Vec<(u32, PathBuf)> = names
         .found()
@@ -164,6 +210,28 @@ pub fn record(r: &Request) -> Result<()> {
             );
             Err(Reported(128u8.saturating_add(sig as u8)).into())
         }
+    }
+}
+
+/// Which launches are measured and what measures them; `(None, None)` when footprints are
+/// off (asked, or not available and not asked for: said on stderr).
+fn footprint_tools(r: &Request) -> Result<(Option<footprints::Footprints>, Option<footprints::Tools>)> {
+    match r.footprints {
+        Measure::Off => Ok((None, None)),
+        Measure::On(which) => Ok((Some(which), Some(footprints::find(r.sanitizer.as_deref())?))),
+        Measure::Available => match footprints::find(r.sanitizer.as_deref()) {
+            Ok(t) => Ok((Some(footprints::Footprints::First), Some(t))),
+            Err(e) => {
+                let why = e.to_string();
+                eprintln!(
+                    "haloscope record: kernel footprints are not measured ({}); the check takes each \
+                     kernel to touch the whole of its allocations. `--footprints first` says what is \
+                     missing; --no-footprints silences this",
+                    why.lines().next().unwrap_or("").trim_start_matches("footprints: ").trim_end_matches(". Looked at:")
+                );
+                Ok((None, None))
+            }
+        },
     }
 }
 
@@ -342,6 +410,21 @@ fn rename_new(from: &Path, to: &Path) -> std::io::Result<()> {
 pub struct Checking<'a> {
     pub annotations: Option<&'a Path>,
     pub host_sync: bool,
+    /// The best model of a kernel's bytes the check may use.
+    pub model: KernelModel,
+}
+
+/// `check --model`: the best model of a kernel's bytes to use (each launch gets the best it
+/// has up to this one), to compare what each one finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KernelModel {
+    /// The footprint measured on the GPU (`record` with footprints), else the annotation,
+    /// else the whole allocations.
+    Measured,
+    /// The annotation (--annotations), else the whole allocations: measured footprints unused.
+    Annotated,
+    /// Every allocation a kernel's pointer arguments point into, read and written.
+    Conservative,
 }
 
 impl<'a> Checking<'a> {
@@ -350,6 +433,7 @@ impl<'a> Checking<'a> {
         Checking {
             annotations,
             host_sync: true,
+            model: KernelModel::Measured,
         }
     }
 }
@@ -452,8 +536,8 @@ pub fn check_recording(path: &Path, how: Checking, json: bool) -> Result<()> {
 pub fn load(path: &Path, how: Checking) -> Result<(Vec<format::Call>, check::Report)> {
     let recording = read::open(path)?;
     let notes = match how.annotations {
-        Some(a) => Some(annotate::load(a)?),
-        None => None,
+        Some(a) if how.model != KernelModel::Conservative => Some(annotate::load(a)?),
+        _ => None,
     };
     let mut calls = recording.calls;
     let mut left_out = 0;
@@ -462,7 +546,8 @@ pub fn load(path: &Path, how: Checking) -> Result<(Vec<format::Call>, check::Rep
         calls.retain(|c| !c.name.starts_with("host_"));
         left_out = before - calls.len();
     }
-    let mut report = check::check(&calls, notes.as_ref())
+    let measured = how.model == KernelModel::Measured;
+    let mut report = check::check_with(&calls, notes.as_ref(), measured)
         .map_err(|(line, why)| UsageError(format!("{}:{line}: {why}", path.display())))?;
     report.notes = recording.notes;
     report.host_left_out = left_out;
@@ -489,6 +574,15 @@ pub fn summary(path: &Path, r: &check::Report) -> String {
     );
     for n in &r.notes {
         let _ = writeln!(s, "note: the recording {n}");
+    }
+    let l = r.launches;
+    if l.measured + l.reused > 0 {
+        let _ = writeln!(
+            s,
+            "kernel footprints: {} launch(es) measured on the GPU, {} reusing the footprint of an \
+             earlier launch of the same kernel, shape and arguments, {} without (captured into a graph)",
+            l.measured, l.reused, l.without
+        );
     }
     let whole = r
         .findings
@@ -541,6 +635,16 @@ pub fn summary(path: &Path, r: &check::Report) -> String {
             }
             Some(check::Model::Annotated) => {
                 let _ = writeln!(s, "  (the kernel's bytes from its annotation)");
+            }
+            Some(check::Model::Measured) => {
+                let _ = writeln!(s, "  (the kernel's bytes measured on the GPU at this launch)");
+            }
+            Some(check::Model::Reused) => {
+                let _ = writeln!(
+                    s,
+                    "  (the kernel's bytes measured on the GPU at an earlier launch of the same kernel, \
+                     shape and arguments)"
+                );
             }
             _ => {}
         }

@@ -91,7 +91,7 @@ fn known(path: &Path, head: &[u8]) -> Result<()> {
         )
     } else {
         format!(
-            "not a haloscope recording: it begins `{}`, not `haloscope-recording 3` (or 2, or 1)",
+            "not a haloscope recording: it begins `{}`, not `haloscope-recording 4` (or 3, 2, 1)",
             super::format::clip(&String::from_utf8_lossy(head))
         )
     };

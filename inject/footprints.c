@@ -1,0 +1,450 @@
+// Kernel footprints (included by haloscope_inject.c): with HALOSCOPE_FOOTPRINTS set, the
+// recorder subscribes through the Compute Sanitizer API instead of CUPTI (CUDA allows one
+// subscriber; the runtime and driver callbacks arrive with CUPTI's ids and parameter
+// blocks, so the same code records them), patches every module's global memory accesses
+// with inject/footprint_patch.cu, and measures launches: for each allocation a launch's
+// pointer arguments point into, a bitmap per kind (read, write) on the GPU, turned here into
+// byte ranges, written with the launch (C_LAUNCH_FP). `first` (the default) measures the
+// first launch of each signature (kernel, grid, block, argument values) and gives later ones
+// the same footprint, marked reused; `all` measures every launch.
+//
+// The Sanitizer API's types, as sanitizer_callbacks.h (CUDA 13) lays them out.
+
+enum { SAN_DOMAIN_RESOURCE = 3, SAN_DOMAIN_LAUNCH = 5 };
+enum {
+    SAN_CONTEXT_CREATED = 3,
+    SAN_MODULE_LOADED = 9,
+    SAN_DEVICE_ALLOC = 11,
+    SAN_DEVICE_FREE = 12,
+    SAN_ALLOC_ASYNC = 15,
+    SAN_FREE_ASYNC = 16,
+};
+enum { SAN_LAUNCH_BEGIN = 1, SAN_LAUNCH_END = 3 };
+enum { SAN_GLOBAL_MEMORY_ACCESS = 3 };
+
+typedef struct {
+    void *context;
+    int device;
+} san_context;
+typedef struct {
+    void *context;
+    void *module;
+    size_t cubin_size;
+    const char *cubin;
+    void *library;
+} san_module;
+typedef struct {
+    uint64_t address, size;
+    void *context;
+    int device;
+    void *stream, *h_stream, *pool;
+    uint32_t flags, permissions;
+} san_memory;
+typedef struct {
+    void *context, *stream, *h_stream, *module, *function;
+    const char *name;
+    uint32_t grid[3], block[3], cluster[3];
+    uint64_t grid_id;
+    void *h_launch;
+    int device;
+    void *api_context, *api_stream, *h_api_stream;
+} san_launch;
+
+typedef void (*san_callback_fn)(void *userdata, int domain, uint32_t cbid, const void *data);
+static int (*san_subscribe)(void **sub, san_callback_fn cb, void *userdata);
+static int (*san_enable_callback)(uint32_t enable, void *sub, int domain, uint32_t cbid);
+static int (*san_enable_domain)(uint32_t enable, void *sub, int domain);
+static int (*san_add_patches)(const char *file, void *ctx);
+static int (*san_patch_instructions)(int instruction, void *module, const char *callback);
+static int (*san_patch_module)(void *module);
+static int (*san_set_launch_data)(void *launch, void *function, void *h_stream, const void *userdata);
+static int (*san_alloc)(void *ctx, void **ptr, size_t bytes);
+static int (*san_free)(void *ctx, void *ptr);
+static int (*san_h2d)(void *dst, void *src, size_t bytes, void *h_stream);
+static int (*san_d2h)(void *dst, void *src, size_t bytes, void *h_stream);
+static int (*san_memset)(void *ptr, int value, size_t bytes, void *h_stream);
+static int (*san_sync)(void *h_stream);
+static int (*san_result_string)(int result, const char **text);
+
+static int fp_every;  // HALOSCOPE_FOOTPRINTS=all
+static const char *fp_patch;
+static atomic_int fp_failed;  // a measurement failed once: said once, later launches unmeasured
+
+// ---- the allocations CUDA made (the resource callbacks): sorted, disjoint ---------------
+typedef struct {
+    uint64_t lo, hi;
+} span;
+static pthread_mutex_t fp_lock = PTHREAD_MUTEX_INITIALIZER;
+static span *fp_allocs;
+static size_t fp_nallocs, fp_capallocs;
+
+// The first allocation whose end is past `a` (the lock held).
+static size_t alloc_at(uint64_t a) {
+    size_t lo = 0, hi = fp_nallocs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (fp_allocs[mid].hi <= a) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static void alloc_add(uint64_t lo, uint64_t bytes) {
+    if (!bytes) return;
+    pthread_mutex_lock(&fp_lock);
+    if (fp_nallocs == fp_capallocs) {
+        size_t cap = fp_capallocs ? 2 * fp_capallocs : 256;
+        span *more = realloc(fp_allocs, cap * sizeof *more);
+        if (!more) {
+            pthread_mutex_unlock(&fp_lock);
+            return;
+        }
+        fp_allocs = more, fp_capallocs = cap;
+    }
+    size_t i = alloc_at(lo);
+    memmove(fp_allocs + i + 1, fp_allocs + i, (fp_nallocs - i) * sizeof *fp_allocs);
+    fp_allocs[i] = (span){lo, lo + bytes};
+    fp_nallocs++;
+    pthread_mutex_unlock(&fp_lock);
+}
+
+static void alloc_remove(uint64_t lo) {
+    pthread_mutex_lock(&fp_lock);
+    size_t i = alloc_at(lo);
+    if (i < fp_nallocs && fp_allocs[i].lo == lo) {
+        memmove(fp_allocs + i, fp_allocs + i + 1, (fp_nallocs - i - 1) * sizeof *fp_allocs);
+        fp_nallocs--;
+    }
+    pthread_mutex_unlock(&fp_lock);
+}
+
+// ---- a launch's table, as footprint_patch.cu reads it ------------------------------------
+#define FP_ENTRIES 32
+typedef struct {
+    uint64_t lo, hi;
+    uint64_t bits[2];  // device pointers: the read bitmap, the write bitmap
+} fp_entry;
+typedef struct {
+    uint32_t n, stray_kinds;
+    uint64_t stray_lo, stray_hi;
+    fp_entry e[FP_ENTRIES];
+} fp_table;
+
+// A footprint: ranges of bytes, each read or written, exact or widened.
+enum { FP_WRITE = 1, FP_WIDE = 2 };
+#define FP_RANGES 512
+typedef struct {
+    uint64_t flags, lo, len;
+} fp_range;
+
+// Footprints by launch signature (`first`): open addressing, never shrinking.
+#define FP_SIGS 8192
+typedef struct {
+    uint64_t sig;
+    int n;
+    fp_range *r;
+} fp_known;
+static fp_known fp_sigs[FP_SIGS];
+
+// This thread's open launch (its argument words and state are declared with launch_args):
+// its ranges, its table and scratch memory on the GPU.
+static __thread int fp_measuring;
+static __thread uint64_t fp_sig;
+static __thread fp_range fp_out[FP_RANGES];
+static __thread int fp_n;
+static __thread fp_table fp_host;  // static storage: the copy to the GPU is asynchronous
+static __thread void *fp_scratch, *fp_scratch_ctx;
+static __thread size_t fp_scratch_bytes;
+static __thread uint32_t *fp_bits;  // a bitmap read back
+static __thread size_t fp_bits_words;
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+static uint64_t signature(const san_launch *d) {
+    uint64_t h = mix(0, (uint64_t)(uintptr_t)d->function);
+    for (int i = 0; i < 3; i++) h = mix(mix(h, d->grid[i]), d->block[i]);
+    for (size_t i = 0; i < launch_args.n; i++) h = mix(h, launch_args.b[i]);
+    return h | 1;  // 0 marks a free slot
+}
+
+static int sig_find(uint64_t sig) {
+    pthread_mutex_lock(&fp_lock);
+    int found = 0;
+    for (uint64_t i = sig % FP_SIGS, k = 0; k < FP_SIGS && fp_sigs[i].sig; i = (i + 1) % FP_SIGS, k++) {
+        if (fp_sigs[i].sig == sig) {
+            fp_n = fp_sigs[i].n;
+            memcpy(fp_out, fp_sigs[i].r, (size_t)fp_n * sizeof *fp_out);
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&fp_lock);
+    return found;
+}
+
+static void sig_keep(uint64_t sig) {
+    fp_range *copy = malloc((size_t)(fp_n ? fp_n : 1) * sizeof *copy);
+    if (!copy) return;
+    memcpy(copy, fp_out, (size_t)fp_n * sizeof *copy);
+    pthread_mutex_lock(&fp_lock);
+    for (uint64_t i = sig % FP_SIGS, k = 0; k < FP_SIGS; i = (i + 1) % FP_SIGS, k++) {
+        if (fp_sigs[i].sig == sig) break;
+        if (!fp_sigs[i].sig) {
+            fp_sigs[i] = (fp_known){sig, fp_n, copy};
+            copy = NULL;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&fp_lock);
+    free(copy);
+}
+
+static void fp_fail(const char *what, int r) {
+    if (atomic_exchange(&fp_failed, 1)) return;
+    const char *s = "?";
+    if (san_result_string) san_result_string(r, &s);
+    pthread_mutex_lock(&lock);
+    comment("footprints: %s failed (%s); later launches are not measured", what, s);
+    pthread_mutex_unlock(&lock);
+    fprintf(stderr, "haloscope record: footprints: %s failed (%s); later launches are not measured\n", what, s);
+}
+
+static void fp_resource(uint32_t cbid, const void *data) {
+    if (cbid == SAN_CONTEXT_CREATED) {
+        const san_context *c = data;
+        int r = san_add_patches(fp_patch, c->context);
+        if (r) fp_fail("loading the patch", r);
+    } else if (cbid == SAN_MODULE_LOADED) {
+        const san_module *m = data;
+        int r = san_patch_instructions(SAN_GLOBAL_MEMORY_ACCESS, m->module, "haloscope_access");
+        if (!r) r = san_patch_module(m->module);
+        if (r) fp_fail("patching a module", r);
+    } else if (cbid == SAN_DEVICE_ALLOC || cbid == SAN_ALLOC_ASYNC) {
+        const san_memory *m = data;
+        alloc_add(m->address, m->size);
+    } else if (cbid == SAN_DEVICE_FREE || cbid == SAN_FREE_ASYNC) {
+        const san_memory *m = data;
+        alloc_remove(m->address);
+    }
+}
+
+// The allocations the launch's argument words point into, sorted (the table's entries).
+static void launch_table(void) {
+    fp_host.n = 0;
+    fp_host.stray_kinds = 0;
+    fp_host.stray_lo = UINT64_MAX;
+    fp_host.stray_hi = 0;
+    pthread_mutex_lock(&fp_lock);
+    for (int w = 0; w < n_arg_words && fp_host.n < FP_ENTRIES; w++) {
+        size_t i = alloc_at(arg_words[w]);
+        if (i >= fp_nallocs || arg_words[w] < fp_allocs[i].lo) continue;
+        uint32_t at = 0;
+        while (at < fp_host.n && fp_host.e[at].lo < fp_allocs[i].lo) at++;
+        if (at < fp_host.n && fp_host.e[at].lo == fp_allocs[i].lo) continue;
+        memmove(fp_host.e + at + 1, fp_host.e + at, (fp_host.n - at) * sizeof *fp_host.e);
+        fp_host.e[at] = (fp_entry){fp_allocs[i].lo, fp_allocs[i].hi, {0, 0}};
+        fp_host.n++;
+    }
+    pthread_mutex_unlock(&fp_lock);
+}
+
+static size_t bitmap_words(const fp_entry *e) { return (size_t)((e->hi - e->lo + 127) / 128); }
+
+static void fp_begin(const san_launch *d) {
+    fp_state = 0, fp_measuring = 0, fp_n = 0;
+    if (!in_launch || atomic_load(&fp_failed)) return;
+    fp_sig = signature(d);
+    if (!fp_every && sig_find(fp_sig)) {
+        fp_state = 2;
+        san_set_launch_data(d->h_launch, d->function, d->h_stream, NULL);
+        return;
+    }
+    launch_table();
+    size_t need = sizeof(fp_table);
+    for (uint32_t i = 0; i < fp_host.n; i++) need += 2 * 4 * bitmap_words(&fp_host.e[i]);
+    if (fp_scratch && (fp_scratch_ctx != d->context || fp_scratch_bytes < need)) {
+        san_free(fp_scratch_ctx, fp_scratch);
+        fp_scratch = NULL;
+    }
+    int r;
+    if (!fp_scratch) {
+        size_t bytes = need < (1u << 20) ? (1u << 20) : need + need / 4;
+        if ((r = san_alloc(d->context, &fp_scratch, bytes))) {
+            fp_fail("allocating a launch's bitmaps", r);
+            return;
+        }
+        fp_scratch_ctx = d->context, fp_scratch_bytes = bytes;
+    }
+    uint64_t at = (uint64_t)(uintptr_t)fp_scratch + sizeof(fp_table);
+    for (uint32_t i = 0; i < fp_host.n; i++)
+        for (int k = 0; k < 2; k++) fp_host.e[i].bits[k] = at, at += 4 * bitmap_words(&fp_host.e[i]);
+    char *bits = (char *)fp_scratch + sizeof(fp_table);
+    if ((r = san_memset(bits, 0, need - sizeof(fp_table), d->h_stream)) ||
+        (r = san_h2d(fp_scratch, &fp_host, sizeof fp_host, d->h_stream)) ||
+        (r = san_set_launch_data(d->h_launch, d->function, d->h_stream, fp_scratch))) {
+        fp_fail("preparing a launch's measurement", r);
+        return;
+    }
+    fp_measuring = 1;
+}
+
+static void fp_add(uint64_t flags, uint64_t lo, uint64_t len) {
+    if (fp_n < FP_RANGES) {
+        fp_out[fp_n++] = (fp_range){flags, lo, len};
+        return;
+    }
+    // Full: the last range of the same kind grows to cover this one, widened.
+    for (int i = fp_n - 1; i >= 0; i--) {
+        if ((fp_out[i].flags & FP_WRITE) == (flags & FP_WRITE)) {
+            uint64_t end = lo + len > fp_out[i].lo + fp_out[i].len ? lo + len : fp_out[i].lo + fp_out[i].len;
+            if (lo < fp_out[i].lo) fp_out[i].lo = lo;
+            fp_out[i].len = end - fp_out[i].lo;
+            fp_out[i].flags |= FP_WIDE;
+            return;
+        }
+    }
+}
+
+// One entry's bitmap of one kind, read back, as runs of marked words: byte ranges.
+static int fp_runs(const fp_entry *e, int k, void *h_stream) {
+    size_t words = bitmap_words(e);
+    if (fp_bits_words < words) {
+        uint32_t *more = realloc(fp_bits, words * sizeof *more);
+        if (!more) return -1;
+        fp_bits = more, fp_bits_words = words;
+    }
+    int r = san_d2h(fp_bits, (void *)(uintptr_t)e->bits[k], words * 4, h_stream);
+    if (r) return r;
+    uint64_t bytes = e->hi - e->lo, start = 0;
+    int open = 0;
+    for (size_t w = 0; w <= words; w++) {
+        uint32_t x = w < words ? fp_bits[w] : 0;
+        if ((open && x == 0xffffffffu) || (!open && x == 0)) continue;
+        for (int b = 0; b < 32; b++) {
+            int on = (x >> b) & 1;
+            uint64_t word = (uint64_t)w * 32 + (uint64_t)b;
+            if (on && !open) open = 1, start = word * 4;
+            else if (!on && open) {
+                uint64_t end = word * 4 < bytes ? word * 4 : bytes;
+                fp_add(k ? FP_WRITE : 0, e->lo + start, end - start);
+                open = 0;
+            }
+        }
+    }
+    return 0;
+}
+
+static void fp_end(const san_launch *d) {
+    if (!fp_measuring) return;
+    fp_measuring = 0;
+    int r = san_sync(d->h_stream);
+    if (!r) r = san_d2h(&fp_host, fp_scratch, sizeof fp_host, d->h_stream);
+    for (uint32_t i = 0; !r && i < fp_host.n; i++)
+        for (int k = 0; !r && k < 2; k++) r = fp_runs(&fp_host.e[i], k, d->h_stream);
+    if (r) {
+        fp_fail("reading a launch's bitmaps back", r);
+        return;
+    }
+    // Accesses outside the named allocations: every allocation their span meets, whole.
+    if (fp_host.stray_kinds) {
+        pthread_mutex_lock(&fp_lock);
+        for (size_t i = alloc_at(fp_host.stray_lo); i < fp_nallocs && fp_allocs[i].lo < fp_host.stray_hi; i++)
+            for (int k = 0; k < 2; k++)
+                if ((fp_host.stray_kinds >> k) & 1)
+                    fp_add((k ? FP_WRITE : 0) | FP_WIDE, fp_allocs[i].lo, fp_allocs[i].hi - fp_allocs[i].lo);
+        pthread_mutex_unlock(&fp_lock);
+    }
+    fp_state = 1;
+    if (!fp_every) sig_keep(fp_sig);
+}
+
+// The open launch's footprint as its record holds it: the state, the count, then each
+// range's flags, its start less the previous range's (zigzag), and its length.
+static void fp_encode(rec *r) {
+    r->n = 0;
+    varint(r, (uint64_t)fp_state);
+    varint(r, fp_state ? (uint64_t)fp_n : 0);
+    uint64_t prev = 0;
+    for (int i = 0; fp_state && i < fp_n; i++) {
+        varint(r, fp_out[i].flags);
+        varint(r, zigzag((int64_t)(fp_out[i].lo - prev)));
+        varint(r, fp_out[i].len);
+        prev = fp_out[i].lo;
+    }
+}
+
+static void fp_launch(uint32_t cbid, const san_launch *d) {
+    if (cbid == SAN_LAUNCH_BEGIN) fp_begin(d);
+    else if (cbid == SAN_LAUNCH_END) fp_end(d);
+}
+
+static void san_callback(void *userdata, int domain, uint32_t cbid, const void *data) {
+    if (domain == SAN_DOMAIN_RESOURCE) {
+        host_quiet++;
+        fp_resource(cbid, data);
+        host_quiet--;
+    } else if (domain == SAN_DOMAIN_LAUNCH) {
+        host_quiet++;
+        fp_launch(cbid, data);
+        host_quiet--;
+    } else {
+        callback(userdata, domain, cbid, data);
+    }
+}
+
+#define SAN_SYM(var, name)                                                                  \
+    do {                                                                                    \
+        *(void **)&var = dlsym(lib, name);                                                  \
+        if (!var) return fail("the Compute Sanitizer library has no " name);               \
+    } while (0)
+
+// Subscribes through the Compute Sanitizer API (HALOSCOPE_SANITIZER, HALOSCOPE_PATCH): the
+// same runtime and driver calls as through CUPTI, plus modules, allocations and launches.
+static int subscribe_sanitizer(const char *path, const char *mode) {
+    fp_patch = getenv("HALOSCOPE_PATCH");
+    if (!fp_patch) return fail("HALOSCOPE_PATCH is not set (run under `haloscope record`)");
+    fp_every = strcmp(mode, "all") == 0;
+    void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) {
+        char why[1024];
+        snprintf(why, sizeof why, "cannot load the Compute Sanitizer API from %s: %s", path, dlerror());
+        return fail(why);
+    }
+    SAN_SYM(san_subscribe, "sanitizerSubscribe");
+    SAN_SYM(san_enable_callback, "sanitizerEnableCallback");
+    SAN_SYM(san_enable_domain, "sanitizerEnableDomain");
+    SAN_SYM(san_add_patches, "sanitizerAddPatchesFromFile");
+    SAN_SYM(san_patch_instructions, "sanitizerPatchInstructions");
+    SAN_SYM(san_patch_module, "sanitizerPatchModule");
+    SAN_SYM(san_set_launch_data, "sanitizerSetLaunchCallbackData");
+    SAN_SYM(san_alloc, "sanitizerAlloc");
+    SAN_SYM(san_free, "sanitizerFree");
+    SAN_SYM(san_h2d, "sanitizerMemcpyHostToDeviceAsync");
+    SAN_SYM(san_d2h, "sanitizerMemcpyDeviceToHost");
+    SAN_SYM(san_memset, "sanitizerMemset");
+    SAN_SYM(san_sync, "sanitizerStreamSynchronize");
+    *(void **)&san_result_string = dlsym(lib, "sanitizerGetResultString");
+    void *sub = NULL;
+    int r = san_subscribe(&sub, san_callback, NULL);
+    if (r != 0) {
+        const char *s = "?";
+        if (san_result_string) san_result_string(r, &s);
+        char why[512];
+        snprintf(why, sizeof why, "sanitizerSubscribe failed: %s (another tool may hold CUDA's callbacks)", s);
+        return fail(why);
+    }
+    for (size_t i = 0; i < sizeof RUNTIME_CALLS / sizeof *RUNTIME_CALLS; i++)
+        san_enable_callback(1, sub, DOMAIN_RUNTIME, RUNTIME_CALLS[i]);
+    for (size_t i = 0; i < sizeof DRIVER_CALLS / sizeof *DRIVER_CALLS; i++)
+        san_enable_callback(1, sub, DOMAIN_DRIVER, DRIVER_CALLS[i]);
+    san_enable_domain(1, sub, SAN_DOMAIN_RESOURCE);
+    san_enable_domain(1, sub, SAN_DOMAIN_LAUNCH);
+    pthread_mutex_lock(&lock);
+    comment("footprints: measured on the GPU (%s); NVTX marks are not recorded (CUDA allows one subscriber)",
+            fp_every ? "every launch" : "the first launch of each signature");
+    pthread_mutex_unlock(&lock);
+    return 0;
+}

@@ -1,0 +1,88 @@
+#!/bin/bash
+# On an H200 (device: carry ["gpu"], `bash gpu/footprints.sh`), after
+# scripts/record-h200/prep.sh here (given the fetched multi-gpu-programming-models): issue
+# 55's checks. Each program is recorded with kernel footprints measured on the GPU (the
+# default: the first launch of each signature), and the recording checked three ways:
+# --model measured, annotated (the export's kernels/access.txt where it has one) and
+# conservative. Programs: tests/cuda/footprint.cu (disjoint bytes of one allocation, and
+# its race), the seed and its correction, NVIDIA's single_gpu and multi-threaded Jacobi
+# variants with 2 and 3 OpenMP threads on the one GPU (a few lines changed here, in this
+# copy, as host-sync.sh does), each multi-threaded copy also with one wait removed, and the
+# exports. Then what measuring costs: NVIDIA's multi_threaded_copy with 2 threads at 16384²
+# and 1024², plain, recorded without footprints, with the first launches measured, and every
+# launch measured. Prints a table last.
+export NCCL_NVLS_ENABLE=0
+G=$PWD/gpu; OUT=${OUT:-/tmp/out}; mkdir -p $OUT/f; cd $G; chmod +x haloscope; H=$G/haloscope
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+nvcc -O3 -arch=sm_90 footprint.cu -o footprint &
+nvcc -O3 -arch=sm_90 -Xcompiler -fopenmp seed.cu -o seed &
+nvcc -O3 -arch=sm_90 -Xcompiler -fopenmp seed-fixed.cu -o seed-fixed &
+[ -f jacobi/jacobi.cu ] && (cd jacobi && nvcc -DHAVE_CUB -Xcompiler -fopenmp -lineinfo -DUSE_NVTX -ldl \
+  -arch=sm_90 -std=c++17 jacobi.cu -o jacobi > build.log 2>&1 || echo "jacobi: build failed") &
+# The multi-threaded variants, and each with one wait removed (broken/).
+for v in mt/*/; do v=${v%/}; (
+  cd $v && sed -i \
+    -e 's/CUDA_RT_CALL(cudaGetDeviceCount(&num_devices));/CUDA_RT_CALL(cudaGetDeviceCount(\&num_devices)); const int real_devices = num_devices; if (getenv("THREADS")) num_devices = atoi(getenv("THREADS"));/' \
+    -e 's/cudaSetDevice(dev_id)/cudaSetDevice(dev_id % real_devices)/' \
+    -e 's/CUDA_RT_CALL(cudaDeviceCanAccessPeer(&canAccessPeer, dev_id, \(top\|bottom\)));/canAccessPeer = 1;/' \
+    -e 's/CUDA_RT_CALL(cudaDeviceEnablePeerAccess(\(top\|bottom\), 0));/;/' jacobi.cu &&
+  nvcc -DHAVE_CUB -Xcompiler -fopenmp -lineinfo -DUSE_NVTX -ldl -arch=sm_90 -std=c++17 jacobi.cu -o jacobi > build.log 2>&1 ||
+  echo "BUILD FAIL $v: $(tail -3 build.log)"
+  # The first wait of the compute stream on a neighbour's event, removed.
+  mkdir -p broken && awk 'BEGIN{d=0} /cudaStreamWaitEvent\(compute_stream, (push_bottom_done|compute_done)/ && !d && /top\]|\[top/ {print "/* removed */;"; d=1; next} {print}' jacobi.cu > broken/jacobi.cu &&
+  grep -c "removed" broken/jacobi.cu > broken/removed.txt &&
+  (cd broken && nvcc -DHAVE_CUB -Xcompiler -fopenmp -lineinfo -DUSE_NVTX -ldl -arch=sm_90 -std=c++17 jacobi.cu -o jacobi > build.log 2>&1 ||
+   echo "BUILD FAIL $v/broken: $(tail -3 build.log)") ) &
+done
+ls -d exports/* 2>/dev/null | xargs -r -P 14 -I{} sh -c \
+  'cd {} && nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo > build.log 2>&1 || echo "BUILD FAIL {}"'
+wait
+T=$OUT/fp-table.txt; : > $T
+# rec NAME DIR ACCESS CMD…: records CMD in DIR with footprints, checks it three ways.
+rec() {
+  local n=$1 d=$2 a=$3; shift 3
+  local t0=$(date +%s.%N)
+  (cd $d && timeout 300 $H record --out $OUT/f/$n.recording -- "$@" > $OUT/f/$n.run.txt 2>&1)
+  local rc=$? t1=$(date +%s.%N)
+  local args=""; [ -n "$a" ] && args="--annotations $a"
+  for m in measured annotated conservative; do
+    $H check --recording $OUT/f/$n.recording $args --model $m > $OUT/f/$n.$m.txt 2>&1
+  done
+  f() { head -1 $1 | sed -n 's/.*: \([0-9]*\) finding(s)$/\1/p'; }
+  local l=$(sed -n 's/^kernel footprints: \([0-9]*\) launch(es) measured.*, \([0-9]*\) reusing.*, \([0-9]*\) without.*/\1\/\2\/\3/p' $OUT/f/$n.measured.txt)
+  local calls=$(sed -n 's/^recording [^:]*: \([0-9]*\) calls.*/\1/p' $OUT/f/$n.measured.txt)
+  local bytes=$(stat -c %s $OUT/f/$n.recording 2>/dev/null || echo 0)
+  printf "%-36s %4s %8s %9s %12s %14s %7s %8s %6.1f\n" "$n" "$rc" "$(f $OUT/f/$n.measured.txt)" "$(f $OUT/f/$n.annotated.txt)" \
+    "$(f $OUT/f/$n.conservative.txt)" "${l:--}" "${calls:-0}" "$bytes" "$(python3 -c "print($t1-$t0)")" >> $T
+}
+printf "%-36s %4s %8s %9s %12s %14s %7s %8s %6s\n" program exit measured annotated conservative "meas/reuse/no" calls bytes "s" >> $T
+rec footprint . "" ./footprint
+rec footprint-race . "" ./footprint race
+rec seed . "" ./seed 40
+rec seed-fixed . "" ./seed-fixed 40
+[ -x jacobi/jacobi ] && rec single_gpu jacobi "" ./jacobi -niter 20 -nx 1024 -ny 1024
+for v in mt/*/; do v=${v%/}; [ -x $v/jacobi ] || continue
+  for t in 2 3; do export THREADS=$t; rec $(basename $v)-$t $v "" ./jacobi -niter 20 -nx 1024 -ny 1024; unset THREADS; done
+  [ -x $v/broken/jacobi ] && { export THREADS=2; rec $(basename $v)-2-broken $v/broken "" ./jacobi -niter 20 -nx 1024 -ny 1024; unset THREADS; }
+done
+for e in exports/*; do [ -x $e/halo ] || continue; m=$(basename $e)
+  a=""; [ -f $e/kernels/access.txt ] && a=$G/$e/kernels/access.txt
+  rec export-$m $e "$a" ./halo
+done
+# What measuring costs, against the plain run, best of 2 (the 16384² runs: 200 iterations).
+printf "\n%-22s %9s %12s %12s %12s %10s %10s\n" "multi_threaded_copy" "plain s" "no fp s" "first s" "all s" "first x" "all x" >> $T
+best() { b=999; for i in 1 2; do t0=$(date +%s.%N); timeout 240 "$@" > /dev/null 2>&1; t1=$(date +%s.%N); b=$(python3 -c "print(min($b, $t1-$t0))"); done; echo $b; }
+if [ -x mt/multi_threaded_copy/jacobi ]; then
+  cd mt/multi_threaded_copy; export THREADS=2
+  for size in "1024 1000" "16384 200"; do set -- $size
+    p=$(best ./jacobi -niter $2 -nx $1 -ny $1)
+    q=$(best sh -c "rm -f /tmp/q.rec; $H record --no-footprints --out /tmp/q.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
+    r=$(best sh -c "rm -f /tmp/r.rec; $H record --out /tmp/r.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
+    a=$(best sh -c "rm -f /tmp/a.rec; $H record --footprints all --out /tmp/a.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
+    printf "%-22s %9.2f %12.2f %12.2f %12.2f %9.1fx %9.1fx\n" "${1}² x $2" $p $q $r $a $(python3 -c "print($r/$p)") $(python3 -c "print($a/$p)") >> $T
+    echo "  recordings: no fp $(stat -c %s /tmp/q.rec) B, first $(stat -c %s /tmp/r.rec) B, all $(stat -c %s /tmp/a.rec) B; $($H check --recording /tmp/a.rec 2>/dev/null | head -1 | sed 's/^recording [^:]*: //')" >> $T
+  done
+  unset THREADS; cd $G
+fi
+(cd $OUT && tar czf f.tgz f && rm -rf f)
+cat $T
