@@ -213,7 +213,8 @@ pub struct RecordArgs {
     /// Measure which bytes each kernel launch reads and writes, on the GPU (the Compute
     /// Sanitizer API; nvcc builds its patch once): `first`, the first launch of each
     /// kernel, shape and argument values (later ones reuse it; the default when the
-    /// Sanitizer API and nvcc are found), or `all`, every launch (slower).
+    /// Sanitizer API and nvcc are found and --cupti is not given), or `all`, every launch
+    /// (slower).
     #[arg(long, value_enum, value_name = "WHICH", conflicts_with = "no_footprints")]
     pub footprints: Option<crate::record::footprints::Footprints>,
     /// Measure no footprints (recorded through CUPTI, NVTX marks kept): `check` takes each

@@ -31,9 +31,10 @@ pub fn main(cli: Cli) -> Result<()> {
                 cupti: r.cupti.clone(),
                 max_calls: r.max_calls,
                 host_sync: !r.no_host_sync,
-                footprints: match (r.no_footprints, r.footprints) {
-                    (true, _) => crate::record::Measure::Off,
-                    (false, Some(which)) => crate::record::Measure::On(which),
+                // --cupti names what records: CUPTI, unless footprints are asked for.
+                footprints: match (r.no_footprints || r.cupti.is_some(), r.footprints) {
+                    (_, Some(which)) => crate::record::Measure::On(which),
+                    (true, None) => crate::record::Measure::Off,
                     (false, None) => crate::record::Measure::Available,
                 },
                 sanitizer: r.sanitizer.clone(),

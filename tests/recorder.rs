@@ -18,6 +18,7 @@ fn build(dir: &Path) -> (PathBuf, PathBuf) {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/inject");
     let (cupti, program) = (dir.join("libfake_cupti.so"), dir.join("fake_program"));
+    let sanitizer = dir.join("libfake_sanitizer.so");
     let run = |args: &[&std::ffi::OsStr]| {
         let s = Command::new(&cc)
             .args(args)
@@ -31,6 +32,13 @@ fn build(dir: &Path) -> (PathBuf, PathBuf) {
         "-o".as_ref(),
         cupti.as_os_str(),
         src.join("fake_cupti.c").as_os_str(),
+    ]);
+    run(&[
+        "-shared".as_ref(),
+        "-fPIC".as_ref(),
+        "-o".as_ref(),
+        sanitizer.as_os_str(),
+        src.join("fake_sanitizer.c").as_os_str(),
     ]);
     run(&[
         "-O2".as_ref(),
@@ -488,4 +496,108 @@ fn check_can_leave_the_host_s_synchronisation_out_of_one_recording() {
     assert!(json.contains("\"host_left_out\":"), "{json}");
     let (code, _, err) = haloscope(&["check", "--ignore-host-sync"]);
     assert_eq!(code, 2, "{err}");
+}
+
+/// Runs the fake program's footprint play under the recorder as `haloscope record
+/// --footprints first` sets it up (the stand-in Sanitizer API, a patch file): its recording.
+fn record_footprints(dir: &Path, race: bool) -> PathBuf {
+    let (_, program) = build(dir);
+    let lib = dir.join("inject.so");
+    std::fs::write(&lib, haloscope::record::INJECTION).unwrap();
+    let patch = dir.join("patch.fatbin");
+    std::fs::write(&patch, b"a patch").unwrap();
+    let mut cmd = Command::new(&program);
+    cmd.arg("footprint");
+    if race {
+        cmd.arg("race");
+    }
+    let out = cmd
+        .env("CUDA_INJECTION64_PATH", &lib)
+        .env("HALOSCOPE_FOOTPRINTS", "first")
+        .env("HALOSCOPE_SANITIZER", dir.join("libfake_sanitizer.so"))
+        .env("HALOSCOPE_PATCH", &patch)
+        .env("HALOSCOPE_RECORD_PREFIX", dir.join("fp."))
+        .env("HALOSCOPE_RECORD_SUFFIX", ".recording")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let made: Vec<String> = recordings(dir).into_iter().filter(|n| n.starts_with("fp.")).collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    dir.join(&made[0])
+}
+
+/// Issue 55, the recorder's host side without a GPU: each launch's footprint — its table
+/// handed to the launch, the bitmaps read back as ranges — written with the launch, measured
+/// once per signature and reused after; the checker takes the measured bytes (a copy into
+/// a byte the kernel does not touch is no race), the conservative model does not, and a copy
+/// into a byte the kernel writes is the race, said to rest on the measured footprint.
+#[test]
+fn launches_carry_their_measured_footprints_and_the_check_uses_them() {
+    use haloscope::record::{Checking, KernelModel, load, read};
+    let dir = tempfile::tempdir().unwrap();
+    let path = record_footprints(dir.path(), false);
+    let calls = read::open(&path).unwrap().calls;
+    let launches: Vec<&str> = calls
+        .iter()
+        .filter(|c| c.name == "launch")
+        .map(|c| c.keys.get("footprint").unwrap_or("none"))
+        .collect();
+    let bytes = 4096 * 4;
+    let whole = format!("r@0x7f0000000004+{0} w@0x7f0000000004+{0}", bytes - 8);
+    assert_eq!(
+        launches,
+        [
+            format!("measured {whole}"),
+            format!("reused {whole}"),
+            format!("measured {whole}")
+        ],
+        "the third launch has another n: another signature"
+    );
+    let how = |model| Checking {
+        model,
+        ..Checking::with(None)
+    };
+    let (_, measured) = load(&path, how(KernelModel::Measured)).unwrap();
+    assert_eq!(measured.findings.len(), 0, "{:?}", measured.findings);
+    assert_eq!((measured.launches.measured, measured.launches.reused), (2, 1));
+    let (_, whole_model) = load(&path, how(KernelModel::Conservative)).unwrap();
+    assert!(!whole_model.findings.is_empty());
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = record_footprints(dir.path(), true);
+    let (_, race) = load(&path, how(KernelModel::Measured)).unwrap();
+    let kinds: Vec<&str> = race.findings.iter().map(|f| f.kind.name()).collect();
+    // The kernel's write of a[5] stands for its read of it too (one call's access).
+    assert_eq!(kinds, ["WAW"], "{:?}", race.findings);
+    for f in &race.findings {
+        assert_eq!(f.kernel_model, Some(haloscope::record::check::Model::Measured));
+        assert_eq!(f.times, 3, "each step's copy races with its launch");
+    }
+    let text = haloscope::record::summary(&path, &race);
+    assert!(text.contains("measured on the GPU at this launch"), "{text}");
+    assert!(text.contains("kernel footprints: 2 launch(es) measured"), "{text}");
+}
+
+/// Footprints asked for where the Sanitizer API is not: the error says where it looked and
+/// what to install, exit 2, and nothing runs.
+#[test]
+fn footprints_without_the_sanitizer_api_say_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.recording");
+    let (code, _, err) = haloscope(&[
+        "record",
+        "--footprints",
+        "first",
+        "--sanitizer",
+        dir.path().join("none.so").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("libsanitizer-public.so) was not found"), "{err}");
+    assert!(err.contains("pip install nvidia-cuda-sanitizer-api"), "{err}");
+    assert!(!out.exists());
 }

@@ -16,6 +16,13 @@
 //                                  end orders nothing), and thread 1's first calls come before the set.
 //                                  HOW-nosync (barrier-nosync, …): thread 0 does not synchronise
 //                                  its stream first (the host is ordered, the GPU's work is not).
+//   fake_program footprint [race]  under a stand-in Compute Sanitizer API (fake_sanitizer.c):
+//                                  a module loaded, one allocation `a` of 4096 floats, three
+//                                  launches of update(a, n) that read and write a[1..4095)
+//                                  (the third with another n: a new signature), each
+//                                  followed, unordered on another stream, by a copy into a[0]
+//                                  (race: into a[5]); the launches' bytes marked in the table
+//                                  the recorder hands the launch, as the patch would.
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -241,6 +248,92 @@ static int handoff(void) {
     return 0;
 }
 
+// ---- footprint: the Compute Sanitizer API's resource and launch callbacks ----------------
+typedef struct {
+    uint64_t lo, hi;
+    uint64_t bits[2];
+} fp_entry;
+typedef struct {
+    uint32_t n, stray_kinds;
+    uint64_t stray_lo, stray_hi;
+    fp_entry e[32];
+} fp_table;
+typedef struct {
+    void *context, *stream, *h_stream, *module, *function;
+    const char *name;
+    uint32_t grid[3], block[3], cluster[3];
+    uint64_t grid_id;
+    void *h_launch;
+    int device;
+    void *api_context, *api_stream, *h_api_stream;
+} san_launch;
+
+static const void *(*launch_data)(void);
+
+// The kernel "runs": words [1, words - 1) of the allocation read and written.
+static void run_kernel(void) {
+    fp_table *t = (fp_table *)launch_data();
+    if (!t) return;
+    for (uint32_t i = 0; i < t->n; i++) {
+        uint32_t *bits[2] = {(uint32_t *)(uintptr_t)t->e[i].bits[0], (uint32_t *)(uintptr_t)t->e[i].bits[1]};
+        uint64_t words = (t->e[i].hi - t->e[i].lo) / 4;
+        for (uint64_t w = 0; w < words; w++) {
+            if (w >= 1 && w + 1 < words) bits[0][w / 32] |= bits[1][w / 32] |= 1u << (w % 32);
+        }
+    }
+}
+
+static void measured_launch(void) {
+    struct { void *f; unsigned gx, gy, gz, bx, by, bz, shared; void *stream; void **params; void **extra; } p = {
+        .f = (void *)0xf00, .params = kernel_args};
+    callback_data d = {.site = 0, .params = &p};
+    cb(cb_data, 1, 307, &d);
+    san_launch l = {.context = (void *)0xc0, .stream = (void *)0x5501, .h_stream = (void *)0x5501,
+                    .module = (void *)0x3000, .function = (void *)0xf00, .name = "_Z6updatePfi",
+                    .grid = {16, 1, 1}, .block = {256, 1, 1}, .h_launch = (void *)0x1a};
+    cb(cb_data, 5, 1, &l);
+    run_kernel();
+    cb(cb_data, 5, 3, &l);
+    d.site = 1;
+    cb(cb_data, 1, 307, &d);
+}
+
+static int footprint(int race) {
+    struct { void *context; int device; } ctx = {(void *)0xc0, 0};
+    cb(cb_data, 3, 3, &ctx);
+    struct { void *context, *module; size_t size; const char *cubin; void *library; } mod = {(void *)0xc0, (void *)0x3000, 0, 0, 0};
+    cb(cb_data, 3, 9, &mod);
+    struct { int device; } setdev = {0};
+    runtime(16, &setdev, NULL, NULL);
+    static float host_edge = 1.0f;
+    void *buf = (void *)(uintptr_t)0x7f0000000000ull;
+    struct { void **ptr; size_t size; } malloc_p = {&buf, 4096 * 4};
+    struct { uint64_t address, size; void *context; int device; } mem = {0x7f0000000000ull, 4096 * 4, (void *)0xc0, 0};
+    cb(cb_data, 3, 11, &mem);
+    runtime(20, &malloc_p, NULL, NULL);
+    void *streams[2] = {(void *)0x5501, (void *)0x5502};
+    for (int i = 0; i < 2; i++) {
+        struct { void **stream; unsigned flags; int priority; } sc = {&streams[i], 1, 0};
+        runtime(198, &sc, NULL, NULL);
+    }
+    float *a = buf;
+    for (int step = 0; step < 3; step++) {
+        int n = step < 2 ? 4096 : 4095;
+        kernel_args[0] = &a, kernel_args[1] = &n;
+        struct { const void *func; dim3 grid; dim3 block; void **args; size_t shared; void *stream; } l = {
+            (void *)0xf00, {16, 1, 1}, {256, 1, 1}, kernel_args, 0, streams[0]};
+        runtime(211, &l, "_Z6updatePfi", measured_launch);
+        struct { void *dst; const void *src; size_t count; int kind; void *stream; } c = {
+            a + (race ? 5 : 0), &host_edge, 4, 1, streams[1]};
+        runtime(41, &c, NULL, NULL);
+        for (int i = 0; i < 2; i++) {
+            struct { void *stream; } ss = {streams[i]};
+            runtime(131, &ss, NULL, NULL);
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int handing = argc > 2 && strcmp(argv[1], "handoff") == 0;
     if (handing) {
@@ -260,13 +353,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "fake_program: no recorder (%s)\n", lib ? dlerror() : "CUDA_INJECTION64_PATH unset");
         return 3;
     }
-    void *cupti = dlopen(getenv("HALOSCOPE_CUPTI"), RTLD_NOW);
+    int measuring = getenv("HALOSCOPE_FOOTPRINTS") != NULL;
+    void *cupti = dlopen(getenv(measuring ? "HALOSCOPE_SANITIZER" : "HALOSCOPE_CUPTI"), RTLD_NOW);
     callback_fn (*get)(void **) = cupti ? (callback_fn(*)(void **))dlsym(cupti, "fake_callback") : NULL;
     if (!get || !(cb = get(&cb_data))) {
         fprintf(stderr, "fake_program: the recorder subscribed nothing\n");
         return 3;
     }
     if (handing) return handoff();
+    if (argc > 1 && strcmp(argv[1], "footprint") == 0) {
+        launch_data = (const void *(*)(void))dlsym(cupti, "fake_launch_data");
+        if (!launch_data) return 3;
+        return footprint(argc > 2 && strcmp(argv[2], "race") == 0);
+    }
     pid_t child = argc > 2 && strcmp(argv[2], "fork") == 0 ? fork() : -1;
     pthread_t t[2];
     for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, device, (void *)(intptr_t)i);

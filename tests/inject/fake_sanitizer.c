@@ -1,0 +1,88 @@
+// A stand-in for the Compute Sanitizer API, for tests/recorder.rs: it keeps the callback the
+// recorder subscribes (fake_program.c calls it as CUDA would), "device" memory is host
+// memory, copies and memsets are memcpy and memset, and the launch data the recorder sets is
+// kept for the fake program, which marks in it what its kernel touches, as the patch would.
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*callback_fn)(void *userdata, int domain, uint32_t cbid, const void *cbdata);
+
+static callback_fn subscribed;
+static void *subscribed_data;
+static const void *launch_data;
+static int patched_modules;
+
+int sanitizerSubscribe(void **subscriber, callback_fn cb, void *userdata) {
+    subscribed = cb;
+    subscribed_data = userdata;
+    *subscriber = (void *)1;
+    return 0;
+}
+int sanitizerEnableCallback(uint32_t enable, void *sub, int domain, uint32_t cbid) {
+    (void)enable, (void)sub, (void)domain, (void)cbid;
+    return 0;
+}
+int sanitizerEnableDomain(uint32_t enable, void *sub, int domain) {
+    (void)enable, (void)sub, (void)domain;
+    return 0;
+}
+int sanitizerAddPatchesFromFile(const char *file, void *ctx) {
+    (void)ctx;
+    return file && *file ? 0 : 1;
+}
+int sanitizerPatchInstructions(int id, void *module, const char *name) {
+    (void)module;
+    return id == 3 && strcmp(name, "haloscope_access") == 0 ? 0 : 1;
+}
+int sanitizerPatchModule(void *module) {
+    (void)module;
+    patched_modules++;
+    return 0;
+}
+int sanitizerSetLaunchCallbackData(void *launch, void *function, void *stream, const void *userdata) {
+    (void)launch, (void)function, (void)stream;
+    launch_data = userdata;
+    return 0;
+}
+int sanitizerAlloc(void *ctx, void **ptr, size_t bytes) {
+    (void)ctx;
+    *ptr = malloc(bytes);
+    return *ptr ? 0 : 1;
+}
+int sanitizerFree(void *ctx, void *ptr) {
+    (void)ctx;
+    free(ptr);
+    return 0;
+}
+int sanitizerMemcpyHostToDeviceAsync(void *dst, void *src, size_t n, void *stream) {
+    (void)stream;
+    memcpy(dst, src, n);
+    return 0;
+}
+int sanitizerMemcpyDeviceToHost(void *dst, void *src, size_t n, void *stream) {
+    (void)stream;
+    memcpy(dst, src, n);
+    return 0;
+}
+int sanitizerMemset(void *p, int v, size_t n, void *stream) {
+    (void)stream;
+    memset(p, v, n);
+    return 0;
+}
+int sanitizerStreamSynchronize(void *stream) {
+    (void)stream;
+    return 0;
+}
+int sanitizerGetResultString(int r, const char **s) {
+    (void)r;
+    *s = "fake";
+    return 0;
+}
+
+callback_fn fake_callback(void **userdata) {
+    *userdata = subscribed_data;
+    return subscribed;
+}
+const void *fake_launch_data(void) { return launch_data; }
+int fake_patched_modules(void) { return patched_modules; }
