@@ -10,7 +10,8 @@
 //
 // The Sanitizer API's types, as sanitizer_callbacks.h (CUDA 13) lays them out.
 
-enum { SAN_DOMAIN_RESOURCE = 3, SAN_DOMAIN_LAUNCH = 5 };
+enum { SAN_DOMAIN_RESOURCE = 3, SAN_DOMAIN_LAUNCH = 5, SAN_DOMAIN_GRAPHS = 10 };
+enum { SAN_GRAPH_NODE_LAUNCH_BEGIN = 4, GRAPH_NODE_KERNEL = 0 };
 enum {
     SAN_CONTEXT_CREATED = 3,
     SAN_MODULE_LOADED = 9,
@@ -49,6 +50,18 @@ typedef struct {
     int device;
     void *api_context, *api_stream, *h_api_stream;
 } san_launch;
+
+// Sanitizer_GraphNodeLaunchData up to its launch (a kernel node's).
+typedef struct {
+    void *exec;
+    uint32_t launch_id;
+    void *node;
+    int node_type;
+    san_launch launch;
+} san_node_launch;
+
+// cuStreamIsCapturing: a launch into a capturing stream runs nothing (a graph's node).
+static int (*stream_is_capturing)(void *stream, int *status);
 
 typedef void (*san_callback_fn)(void *userdata, int domain, uint32_t cbid, const void *data);
 static int (*san_subscribe)(void **sub, san_callback_fn cb, void *userdata);
@@ -255,7 +268,14 @@ static size_t bitmap_words(const fp_entry *e) { return (size_t)((e->hi - e->lo +
 
 static void fp_begin(const san_launch *d) {
     fp_state = 0, fp_measuring = 0, fp_n = 0;
-    if (!in_launch || atomic_load(&fp_failed)) return;
+    int capturing = 0;
+    if (stream_is_capturing && stream_is_capturing(d->stream, &capturing) != 0) capturing = 0;
+    if (!in_launch || capturing || atomic_load(&fp_failed)) {
+        // Not measured (a graph's node, a launch the runtime did not make): the patch is
+        // handed nothing, so it touches nothing.
+        san_set_launch_data(d->h_launch, d->function, d->h_stream, NULL);
+        return;
+    }
     fp_sig = signature(d);
     if (!fp_every && sig_find(fp_sig)) {
         fp_state = 2;
@@ -308,8 +328,30 @@ static void fp_add(uint64_t flags, uint64_t lo, uint64_t len) {
     }
 }
 
-// One entry's bitmap of one kind, read back, as runs of marked words: byte ranges.
-static int fp_runs(const fp_entry *e, int k, void *h_stream) {
+// One entry's bitmap of one kind's runs of marked words (bytes from the entry's start), read
+// back; more than `budget` are merged across their smallest gaps (never across allocations),
+// the merged ones marked widened.
+static __thread uint64_t *fp_runs_at, *fp_gaps;
+static __thread size_t fp_runs_cap;
+
+static int by_value(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int keep_run(size_t *n, uint64_t start, uint64_t end) {
+    if (*n == fp_runs_cap) {
+        size_t cap = fp_runs_cap ? 2 * fp_runs_cap : 1024;
+        uint64_t *more = realloc(fp_runs_at, 2 * cap * sizeof *more);
+        if (!more) return -1;
+        fp_runs_at = more, fp_runs_cap = cap;
+    }
+    fp_runs_at[2 * *n] = start, fp_runs_at[2 * *n + 1] = end;
+    ++*n;
+    return 0;
+}
+
+static int fp_runs(const fp_entry *e, int k, void *h_stream, int budget) {
     size_t words = bitmap_words(e);
     if (fp_bits_words < words) {
         uint32_t *more = realloc(fp_bits, words * sizeof *more);
@@ -319,6 +361,7 @@ static int fp_runs(const fp_entry *e, int k, void *h_stream) {
     int r = san_d2h(fp_bits, (void *)(uintptr_t)e->bits[k], words * 4, h_stream);
     if (r) return r;
     uint64_t bytes = e->hi - e->lo, start = 0;
+    size_t n = 0;
     int open = 0;
     for (size_t w = 0; w <= words; w++) {
         uint32_t x = w < words ? fp_bits[w] : 0;
@@ -328,11 +371,26 @@ static int fp_runs(const fp_entry *e, int k, void *h_stream) {
             uint64_t word = (uint64_t)w * 32 + (uint64_t)b;
             if (on && !open) open = 1, start = word * 4;
             else if (!on && open) {
-                uint64_t end = word * 4 < bytes ? word * 4 : bytes;
-                fp_add(k ? FP_WRITE : 0, e->lo + start, end - start);
+                if (keep_run(&n, start, word * 4 < bytes ? word * 4 : bytes)) return -1;
                 open = 0;
             }
         }
+    }
+    uint64_t limit = UINT64_MAX;  // gaps up to this long are closed
+    if (n > (size_t)budget) {
+        free(fp_gaps);
+        fp_gaps = malloc((n - 1) * sizeof *fp_gaps);
+        if (!fp_gaps) return -1;
+        for (size_t i = 0; i + 1 < n; i++) fp_gaps[i] = fp_runs_at[2 * i + 2] - fp_runs_at[2 * i + 1];
+        qsort(fp_gaps, n - 1, sizeof *fp_gaps, by_value);
+        limit = fp_gaps[n - (size_t)budget - 1];
+    }
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (limit != UINT64_MAX && j + 1 < n && fp_runs_at[2 * j + 2] - fp_runs_at[2 * j + 1] <= limit) j++;
+        uint64_t flags = (k ? FP_WRITE : 0) | (j > i ? FP_WIDE : 0);
+        fp_add(flags, e->lo + fp_runs_at[2 * i], fp_runs_at[2 * j + 1] - fp_runs_at[2 * i]);
+        i = j + 1;
     }
     return 0;
 }
@@ -342,8 +400,10 @@ static void fp_end(const san_launch *d) {
     fp_measuring = 0;
     int r = san_sync(d->h_stream);
     if (!r) r = san_d2h(&fp_host, fp_scratch, sizeof fp_host, d->h_stream);
+    // Each allocation's and kind's share of the ranges a record holds.
+    int budget = fp_host.n ? (FP_RANGES - 32) / (2 * (int)fp_host.n) : FP_RANGES;
     for (uint32_t i = 0; !r && i < fp_host.n; i++)
-        for (int k = 0; !r && k < 2; k++) r = fp_runs(&fp_host.e[i], k, d->h_stream);
+        for (int k = 0; !r && k < 2; k++) r = fp_runs(&fp_host.e[i], k, d->h_stream, budget);
     if (r) {
         fp_fail("reading a launch's bitmaps back", r);
         return;
@@ -386,6 +446,10 @@ static void san_callback(void *userdata, int domain, uint32_t cbid, const void *
         host_quiet++;
         fp_resource(cbid, data);
         host_quiet--;
+    } else if (domain == SAN_DOMAIN_GRAPHS) {
+        const san_node_launch *g = data;
+        if (cbid == SAN_GRAPH_NODE_LAUNCH_BEGIN && g->node_type == GRAPH_NODE_KERNEL)
+            san_set_launch_data(g->launch.h_launch, g->launch.function, g->launch.h_stream, NULL);
     } else if (domain == SAN_DOMAIN_LAUNCH) {
         host_quiet++;
         fp_launch(cbid, data);
@@ -442,6 +506,12 @@ static int subscribe_sanitizer(const char *path, const char *mode) {
         san_enable_callback(1, sub, DOMAIN_DRIVER, DRIVER_CALLS[i]);
     san_enable_domain(1, sub, SAN_DOMAIN_RESOURCE);
     san_enable_domain(1, sub, SAN_DOMAIN_LAUNCH);
+    san_enable_domain(1, sub, SAN_DOMAIN_GRAPHS);
+    *(void **)&stream_is_capturing = dlsym(RTLD_DEFAULT, "cuStreamIsCapturing");
+    if (!stream_is_capturing) {
+        void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        if (cuda) *(void **)&stream_is_capturing = dlsym(cuda, "cuStreamIsCapturing");
+    }
     pthread_mutex_lock(&lock);
     comment("footprints: measured on the GPU (%s); NVTX marks are not recorded (CUDA allows one subscriber)",
             fp_every ? "every launch" : "the first launch of each signature");

@@ -393,7 +393,13 @@ pub struct CheckArgs {
     /// footprint `record` measured on the GPU, else the annotation, else whole allocations),
     /// `annotated` (measured footprints unused) or `conservative` (every allocation a
     /// kernel's pointers point into, read and written) — to compare what each finds.
-    #[arg(long, value_enum, value_name = "MODEL", default_value = "measured", requires = "recording")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODEL",
+        default_value = "measured",
+        requires = "recording"
+    )]
     pub model: crate::record::KernelModel,
 
     /// Print the findings as one JSON object.

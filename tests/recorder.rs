@@ -522,7 +522,10 @@ fn record_footprints(dir: &Path, race: bool) -> PathBuf {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let made: Vec<String> = recordings(dir).into_iter().filter(|n| n.starts_with("fp.")).collect();
+    let made: Vec<String> = recordings(dir)
+        .into_iter()
+        .filter(|n| n.starts_with("fp."))
+        .collect();
     assert_eq!(made.len(), 1, "{made:?}");
     dir.join(&made[0])
 }
@@ -576,7 +579,10 @@ fn launches_carry_their_measured_footprints_and_the_check_uses_them() {
     }
     let text = haloscope::record::summary(&path, &race);
     assert!(text.contains("measured on the GPU at this launch"), "{text}");
-    assert!(text.contains("kernel footprints: 2 launch(es) measured"), "{text}");
+    assert!(
+        text.contains("kernel footprints: 2 launch(es) measured"),
+        "{text}"
+    );
 }
 
 /// Footprints asked for where the Sanitizer API is not: the error says where it looked and

@@ -10,7 +10,7 @@
 # copy, as host-sync.sh does), each multi-threaded copy also with one wait removed, and the
 # exports. Then what measuring costs: NVIDIA's multi_threaded_copy with 2 threads at 16384²
 # and 1024², plain, recorded without footprints, with the first launches measured, and every
-# launch measured. Prints a table last.
+# launch measured (SKIP_COST=1 leaves this out). Prints a table last.
 export NCCL_NVLS_ENABLE=0
 G=$PWD/gpu; OUT=${OUT:-/tmp/out}; mkdir -p $OUT/f; cd $G; chmod +x haloscope; H=$G/haloscope
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -72,7 +72,7 @@ done
 # What measuring costs, against the plain run, best of 2 (the 16384² runs: 200 iterations).
 printf "\n%-22s %9s %12s %12s %12s %10s %10s\n" "multi_threaded_copy" "plain s" "no fp s" "first s" "all s" "first x" "all x" >> $T
 best() { b=999; for i in 1 2; do t0=$(date +%s.%N); timeout 240 "$@" > /dev/null 2>&1; t1=$(date +%s.%N); b=$(python3 -c "print(min($b, $t1-$t0))"); done; echo $b; }
-if [ -x mt/multi_threaded_copy/jacobi ]; then
+if [ -x mt/multi_threaded_copy/jacobi ] && [ -z "$SKIP_COST" ]; then
   cd mt/multi_threaded_copy; export THREADS=2
   for size in "1024 1000" "16384 200"; do set -- $size
     p=$(best ./jacobi -niter $2 -nx $1 -ny $1)

@@ -10,7 +10,8 @@
 # and 3 OpenMP threads on the one GPU (a few lines changed here, in this copy: thread t
 # drives GPU t mod the GPU count, no peer access asked of one GPU to itself). Then what
 # recording the host costs: the corrected seed plain, recorded and recorded without the
-# host, best of 3. Prints a table last.
+# host, best of 3 (without kernel footprints: footprints.sh measures those). Prints a table
+# last.
 export NCCL_NVLS_ENABLE=0
 G=$PWD/gpu; OUT=${OUT:-/tmp/out}; mkdir -p $OUT/h; cd $G; chmod +x haloscope; H=$G/haloscope
 nvcc -O3 -arch=sm_90 -Xcompiler -fopenmp student.cu -o student &
@@ -63,8 +64,8 @@ printf "\n%-10s %10s %12s %12s %8s %8s\n" cells/dev "plain s" "recorded s" "no h
 best() { b=999; for i in 1 2 3; do t0=$(date +%s.%N); "$@" > /dev/null 2>&1; t1=$(date +%s.%N); b=$(python3 -c "print(min($b, $t1-$t0))"); done; echo $b; }
 for cells in 65536 16777216; do
   p=$(best ./seed-fixed 2000 $cells)
-  r=$(best sh -c "rm -f /tmp/o.rec; $H record --out /tmp/o.rec -- ./seed-fixed 2000 $cells")
-  q=$(best sh -c "rm -f /tmp/q.rec; $H record --no-host-sync --out /tmp/q.rec -- ./seed-fixed 2000 $cells")
+  r=$(best sh -c "rm -f /tmp/o.rec; $H record --no-footprints --out /tmp/o.rec -- ./seed-fixed 2000 $cells")
+  q=$(best sh -c "rm -f /tmp/q.rec; $H record --no-footprints --no-host-sync --out /tmp/q.rec -- ./seed-fixed 2000 $cells")
   printf "%-10s %10.3f %12.3f %12.3f %7.2fx %7.2fx\n" $cells $p $r $q $(python3 -c "print($r/$p)") $(python3 -c "print($q/$p)") >> $T
 done
 echo "recorded 2000 steps: $(head -1 $OUT/h/seed-fixed.check.txt >/dev/null; $H check --recording /tmp/o.rec 2>/dev/null | head -1 | sed 's/^recording [^:]*: //'); without the host: $($H check --recording /tmp/q.rec 2>/dev/null | head -1 | sed 's/^recording [^:]*: //')" >> $T

@@ -539,11 +539,11 @@ mod tests {
     #[test]
     fn an_impossible_length_in_the_middle_is_an_error_naming_its_byte() {
         let full = sample();
-        // The second record (the string) at byte 22 + 7: its length made 0, then 3000.
+        // The second record (the string) at byte 22 + 7: its length made 0, then 9000.
         let at = MAGIC.len() + 7;
         for (len, want) in [
             (&[0u8][..], "a record length of 0 "),
-            (&[0xb8, 0x17][..], "a record length of 3000 "),
+            (&[0xa8, 0x46][..], "a record length of 9000 "),
             (
                 &[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80][..],
                 "longer than 64 bits",

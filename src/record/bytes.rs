@@ -47,17 +47,42 @@ fn span(c: &Call, pitch: &str) -> Result<u64, String> {
         * u64::from(h > 0))
 }
 
+/// The bytes a copy or memset touches from its pointer `key`: a 2D call's rows each (up to
+/// [`ROWS`] of them: a column of a pitched array is not its whole span), else one span.
+fn rows(c: &Call, key: &str, pitch: &str, write: bool) -> Result<Vec<Touch>, String> {
+    let p = c.num(key)?;
+    if c.keys.contains_key("height") {
+        let (w, h, step) = (c.num("width")?, c.num("height")?, c.num(pitch)?);
+        if h <= ROWS && step > w {
+            return Ok((0..h)
+                .map(|r| {
+                    (
+                        p.saturating_add(r.saturating_mul(step)),
+                        Some(w),
+                        write,
+                        Model::Exact,
+                    )
+                })
+                .collect());
+        }
+    }
+    Ok(vec![(p, Some(span(c, pitch)?), write, Model::Exact)])
+}
+
+/// The most rows of a 2D copy or memset taken one by one (more: their whole span).
+const ROWS: u64 = 4096;
+
 impl Checker<'_> {
     /// The bytes a call touches: `(pointer, bytes or None for the whole allocation, write,
     /// where the bytes come from)`.
     pub(super) fn touches(&self, c: &Call) -> Result<Vec<Touch>, String> {
-        let exact = |p, n, w| (p, Some(n), w, Model::Exact);
         Ok(match c.name.as_str() {
-            "memcpy" | "memcpy_async" | "memcpy_peer" | "memcpy_peer_async" => vec![
-                exact(c.num("src")?, span(c, "spitch")?, false),
-                exact(c.num("dst")?, span(c, "dpitch")?, true),
-            ],
-            "memset" | "memset_async" => vec![exact(c.num("ptr")?, span(c, "pitch")?, true)],
+            "memcpy" | "memcpy_async" | "memcpy_peer" | "memcpy_peer_async" => {
+                let mut t = rows(c, "src", "spitch", false)?;
+                t.extend(rows(c, "dst", "dpitch", true)?);
+                t
+            }
+            "memset" | "memset_async" => rows(c, "ptr", "pitch", true)?,
             "launch" => {
                 let measured = self
                     .measured

@@ -94,7 +94,11 @@ fn find_nvcc() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("PATH") {
         dirs.extend(std::env::split_paths(&path));
     }
-    dirs.extend(crate::wheels::python_package_dirs().into_iter().map(|d| d.join("nvidia/cu13/bin")));
+    dirs.extend(
+        crate::wheels::python_package_dirs()
+            .into_iter()
+            .map(|d| d.join("nvidia/cu13/bin")),
+    );
     dirs.push(PathBuf::from("/usr/local/cuda/bin"));
     dirs.into_iter().map(|d| d.join("nvcc")).find(|p| p.is_file())
 }
@@ -106,7 +110,9 @@ fn cache_dir() -> Result<PathBuf> {
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .ok_or_else(|| UsageError("footprints: no cache folder (neither XDG_CACHE_HOME nor HOME is set)".into()))?;
+        .ok_or_else(|| {
+            UsageError("footprints: no cache folder (neither XDG_CACHE_HOME nor HOME is set)".into())
+        })?;
     let dir = base.join("haloscope");
     std::fs::create_dir_all(&dir)
         .map_err(|e| UsageError(format!("footprints: cannot make {}: {e}", dir.display())))?;
@@ -127,7 +133,11 @@ fn cache_dir() -> Result<PathBuf> {
 /// A short hash of what the patch is built from (FNV-1a): its source and nvcc's version.
 fn key(version: &str) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in PATCH_SOURCE.bytes().chain(version.bytes()).chain(ARCHES.concat().bytes()) {
+    for b in PATCH_SOURCE
+        .bytes()
+        .chain(version.bytes())
+        .chain(ARCHES.concat().bytes())
+    {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
     format!("{h:016x}")
@@ -171,7 +181,10 @@ fn patch(nvcc: &Path) -> Result<(Vec<u8>, String)> {
     }
     let bytes = std::fs::read(&built)?;
     std::fs::rename(&built, &file)?;
-    Ok((bytes, format!("built by {} (kept at {})", nvcc.display(), file.display())))
+    Ok((
+        bytes,
+        format!("built by {} (kept at {})", nvcc.display(), file.display()),
+    ))
 }
 
 /// The Sanitizer API library and the patch, or why they cannot be had (where each was looked

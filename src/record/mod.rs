@@ -227,7 +227,11 @@ fn footprint_tools(r: &Request) -> Result<(Option<footprints::Footprints>, Optio
                     "haloscope record: kernel footprints are not measured ({}); the check takes each \
                      kernel to touch the whole of its allocations. `--footprints first` says what is \
                      missing; --no-footprints silences this",
-                    why.lines().next().unwrap_or("").trim_start_matches("footprints: ").trim_end_matches(". Looked at:")
+                    why.lines()
+                        .next()
+                        .unwrap_or("")
+                        .trim_start_matches("footprints: ")
+                        .trim_end_matches(". Looked at:")
                 );
                 Ok((None, None))
             }
