@@ -70,6 +70,7 @@ static int (*san_enable_domain)(uint32_t enable, void *sub, int domain);
 static int (*san_add_patches)(const char *file, void *ctx);
 static int (*san_patch_instructions)(int instruction, void *module, const char *callback);
 static int (*san_patch_module)(void *module);
+static int (*san_unpatch_module)(void *module);
 static int (*san_set_launch_data)(void *launch, void *function, void *h_stream, const void *userdata);
 static int (*san_alloc)(void *ctx, void **ptr, size_t bytes);
 static int (*san_free)(void *ctx, void *ptr);
@@ -80,6 +81,9 @@ static int (*san_sync)(void *h_stream);
 static int (*san_result_string)(int result, const char **text);
 
 static int fp_every;  // HALOSCOPE_FOOTPRINTS=all
+// HALOSCOPE_UNPATCH=1: a module is unpatched once no measured launch of it is open, and
+// patched again at a launch with a new signature (the patch costs every launch it runs in).
+static int fp_unpatch;
 static const char *fp_patch;
 static atomic_int fp_failed;  // a measurement failed once: said once, later launches unmeasured
 
@@ -129,6 +133,50 @@ static void alloc_remove(uint64_t lo) {
         fp_nallocs--;
     }
     pthread_mutex_unlock(&fp_lock);
+}
+
+// ---- the modules: patched or not, measured launches open (HALOSCOPE_UNPATCH) ------------
+typedef struct {
+    void *module;
+    int patched, open;
+} fp_module;
+static fp_module *fp_mods;
+static size_t fp_nmods, fp_capmods;
+static __thread void *fp_launch_module;
+
+static fp_module *module_of(void *m) {
+    for (size_t i = 0; i < fp_nmods; i++)
+        if (fp_mods[i].module == m) return &fp_mods[i];
+    if (fp_nmods == fp_capmods) {
+        size_t cap = fp_capmods ? 2 * fp_capmods : 64;
+        fp_module *more = realloc(fp_mods, cap * sizeof *more);
+        if (!more) return NULL;
+        fp_mods = more, fp_capmods = cap;
+    }
+    fp_mods[fp_nmods] = (fp_module){m, 1, 0};
+    return &fp_mods[fp_nmods++];
+}
+
+// A measured launch of `m` opens (patched again if it was not) or closes (unpatched when it
+// was the last open); 0, else the Sanitizer API's error.
+static int module_measuring(void *m, int opening) {
+    if (!fp_unpatch) return 0;
+    int r = 0;
+    pthread_mutex_lock(&fp_lock);
+    fp_module *f = module_of(m);
+    if (f && opening) {
+        if (!f->patched) {
+            r = san_patch_instructions(SAN_GLOBAL_MEMORY_ACCESS, m, "haloscope_access");
+            if (!r) r = san_patch_module(m);
+            f->patched = !r;
+        }
+        f->open += !r;
+    } else if (f && f->open > 0 && --f->open == 0 && f->patched) {
+        r = san_unpatch_module(m);
+        f->patched = r != 0;
+    }
+    pthread_mutex_unlock(&fp_lock);
+    return r;
 }
 
 // ---- a launch's table, as footprint_patch.cu reads it ------------------------------------
@@ -235,6 +283,9 @@ static void fp_resource(uint32_t cbid, const void *data) {
         int r = san_patch_instructions(SAN_GLOBAL_MEMORY_ACCESS, m->module, "haloscope_access");
         if (!r) r = san_patch_module(m->module);
         if (r) fp_fail("patching a module", r);
+        pthread_mutex_lock(&fp_lock);
+        module_of(m->module);
+        pthread_mutex_unlock(&fp_lock);
     } else if (cbid == SAN_DEVICE_ALLOC || cbid == SAN_ALLOC_ASYNC) {
         const san_memory *m = data;
         alloc_add(m->address, m->size);
@@ -282,6 +333,13 @@ static void fp_begin(const san_launch *d) {
         san_set_launch_data(d->h_launch, d->function, d->h_stream, NULL);
         return;
     }
+    int r = module_measuring(d->module, 1);
+    if (r) {
+        fp_fail("patching a module again", r);
+        san_set_launch_data(d->h_launch, d->function, d->h_stream, NULL);
+        return;
+    }
+    fp_launch_module = d->module;
     launch_table();
     size_t need = sizeof(fp_table);
     for (uint32_t i = 0; i < fp_host.n; i++) need += 2 * 4 * bitmap_words(&fp_host.e[i]);
@@ -289,7 +347,6 @@ static void fp_begin(const san_launch *d) {
         san_free(fp_scratch_ctx, fp_scratch);
         fp_scratch = NULL;
     }
-    int r;
     if (!fp_scratch) {
         size_t bytes = need < (1u << 20) ? (1u << 20) : need + need / 4;
         if ((r = san_alloc(d->context, &fp_scratch, bytes))) {
@@ -404,8 +461,9 @@ static void fp_end(const san_launch *d) {
     int budget = fp_host.n ? (FP_RANGES - 32) / (2 * (int)fp_host.n) : FP_RANGES;
     for (uint32_t i = 0; !r && i < fp_host.n; i++)
         for (int k = 0; !r && k < 2; k++) r = fp_runs(&fp_host.e[i], k, d->h_stream, budget);
-    if (r) {
-        fp_fail("reading a launch's bitmaps back", r);
+    int closed = module_measuring(fp_launch_module, 0);
+    if (r || closed) {
+        fp_fail(r ? "reading a launch's bitmaps back" : "unpatching a module", r ? r : closed);
         return;
     }
     // Accesses outside the named allocations: every allocation their span meets, whole.
@@ -417,6 +475,9 @@ static void fp_end(const san_launch *d) {
                     fp_add((k ? FP_WRITE : 0) | FP_WIDE, fp_allocs[i].lo, fp_allocs[i].hi - fp_allocs[i].lo);
         pthread_mutex_unlock(&fp_lock);
     }
+    // Nothing touched at all: more likely a launch the patch did not reach than a kernel that
+    // touches no memory; not a footprint to trust (the check takes the launch whole).
+    if (fp_n == 0) return;
     fp_state = 1;
     if (!fp_every) sig_keep(fp_sig);
 }
@@ -483,6 +544,8 @@ static int subscribe_sanitizer(const char *path, const char *mode) {
     SAN_SYM(san_add_patches, "sanitizerAddPatchesFromFile");
     SAN_SYM(san_patch_instructions, "sanitizerPatchInstructions");
     SAN_SYM(san_patch_module, "sanitizerPatchModule");
+    SAN_SYM(san_unpatch_module, "sanitizerUnpatchModule");
+    fp_unpatch = getenv("HALOSCOPE_UNPATCH") && strcmp(getenv("HALOSCOPE_UNPATCH"), "1") == 0 && !fp_every;
     SAN_SYM(san_set_launch_data, "sanitizerSetLaunchCallbackData");
     SAN_SYM(san_alloc, "sanitizerAlloc");
     SAN_SYM(san_free, "sanitizerFree");

@@ -194,6 +194,29 @@ statically linked runtimes are not seen.
 Mark each step with an NVTX range named \"step\" and findings say their step. CUPTI comes from
 NVIDIA's wheel (pip install nvidia-cuda-cupti) or the toolkit; --cupti says where.";
 
+/// `record --footprints`: which launches are measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Footprints {
+    /// The first launch of each signature (kernel, grid, block, argument values); later
+    /// launches with the same signature reuse its footprint.
+    First,
+    /// Every launch.
+    All,
+}
+
+/// `check --model`: the best model of a kernel's bytes to use (each launch gets the best it
+/// has up to this one), to compare what each one finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KernelModel {
+    /// The footprint measured on the GPU (`record` with footprints), else the annotation,
+    /// else the whole allocations.
+    Measured,
+    /// The annotation (--annotations), else the whole allocations: measured footprints unused.
+    Annotated,
+    /// Every allocation a kernel's pointer arguments point into, read and written.
+    Conservative,
+}
+
 /// Options of `haloscope record`.
 #[derive(Debug, Args, Clone)]
 pub struct RecordArgs {
@@ -216,7 +239,7 @@ pub struct RecordArgs {
     /// Sanitizer API and nvcc are found and --cupti is not given), or `all`, every launch
     /// (slower).
     #[arg(long, value_enum, value_name = "WHICH", conflicts_with = "no_footprints")]
-    pub footprints: Option<crate::record::footprints::Footprints>,
+    pub footprints: Option<Footprints>,
     /// Measure no footprints (recorded through CUPTI, NVTX marks kept): `check` takes each
     /// kernel to read and write all its pointers' allocations, or what --annotations says.
     #[arg(long)]
@@ -400,7 +423,7 @@ pub struct CheckArgs {
         default_value = "measured",
         requires = "recording"
     )]
-    pub model: crate::record::KernelModel,
+    pub model: KernelModel,
 
     /// Print the findings as one JSON object.
     #[arg(long)]

@@ -10,7 +10,9 @@
 # copy, as host-sync.sh does), each multi-threaded copy also with one wait removed, and the
 # exports. Then what measuring costs: NVIDIA's multi_threaded_copy with 2 threads at 16384²
 # and 1024², plain, recorded without footprints, with the first launches measured, and every
-# launch measured (SKIP_COST=1 leaves this out). Prints a table last.
+# launch measured (SKIP_COST=1 leaves this out, SKIP_ALL=1 the last; REPEAT=N runs, best
+# taken), and with modules unpatched between new signatures (HALOSCOPE_UNPATCH=1, also
+# checked above on a few programs). Prints a table last.
 export NCCL_NVLS_ENABLE=0
 G=$PWD/gpu; OUT=${OUT:-/tmp/out}; mkdir -p $OUT/f; cd $G; chmod +x haloscope; H=$G/haloscope
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -69,18 +71,28 @@ for e in exports/*; do [ -x $e/halo ] || continue; m=$(basename $e)
   a=""; [ -f $e/kernels/access.txt ] && a=$G/$e/kernels/access.txt
   rec export-$m $e "$a" ./halo
 done
+# The same with modules unpatched between new signatures (HALOSCOPE_UNPATCH=1).
+export HALOSCOPE_UNPATCH=1
+rec unpatch-footprint . "" ./footprint
+rec unpatch-footprint-race . "" ./footprint race
+[ -x mt/multi_threaded_copy/jacobi ] && { export THREADS=3; rec unpatch-multi_threaded_copy-3 mt/multi_threaded_copy "" ./jacobi -niter 20 -nx 1024 -ny 1024; unset THREADS; }
+[ -x mt/multi_threaded_p2p/jacobi ] && { export THREADS=3; rec unpatch-multi_threaded_p2p-3 mt/multi_threaded_p2p "" ./jacobi -niter 20 -nx 1024 -ny 1024; unset THREADS; }
+[ -x exports/fused-p2p/halo ] && rec unpatch-export-fused-p2p exports/fused-p2p "" ./halo
+unset HALOSCOPE_UNPATCH
 # What measuring costs, against the plain run, best of 2 (the 16384² runs: 200 iterations).
-printf "\n%-22s %9s %12s %12s %12s %10s %10s\n" "multi_threaded_copy" "plain s" "no fp s" "first s" "all s" "first x" "all x" >> $T
-best() { b=999; for i in 1 2; do t0=$(date +%s.%N); timeout 240 "$@" > /dev/null 2>&1; t1=$(date +%s.%N); b=$(python3 -c "print(min($b, $t1-$t0))"); done; echo $b; }
+printf "\n%-22s %9s %12s %12s %12s %12s %10s %10s %10s\n" "multi_threaded_copy" "plain s" "no fp s" "first s" "unpatch s" "all s" "first x" "unpatch x" "all x" >> $T
+best() { b=999; for i in $(seq ${REPEAT:-2}); do t0=$(date +%s.%N); timeout 240 "$@" > /dev/null 2>&1; t1=$(date +%s.%N); b=$(python3 -c "print(min($b, $t1-$t0))"); done; echo $b; }
 if [ -x mt/multi_threaded_copy/jacobi ] && [ -z "$SKIP_COST" ]; then
   cd mt/multi_threaded_copy; export THREADS=2
   for size in "1024 1000" "16384 200"; do set -- $size
     p=$(best ./jacobi -niter $2 -nx $1 -ny $1)
     q=$(best sh -c "rm -f /tmp/q.rec; $H record --no-footprints --out /tmp/q.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
     r=$(best sh -c "rm -f /tmp/r.rec; $H record --out /tmp/r.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
-    a=$(best sh -c "rm -f /tmp/a.rec; $H record --footprints all --out /tmp/a.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
-    printf "%-22s %9.2f %12.2f %12.2f %12.2f %9.1fx %9.1fx\n" "${1}² x $2" $p $q $r $a $(python3 -c "print($r/$p)") $(python3 -c "print($a/$p)") >> $T
-    echo "  recordings: no fp $(stat -c %s /tmp/q.rec) B, first $(stat -c %s /tmp/r.rec) B, all $(stat -c %s /tmp/a.rec) B; $($H check --recording /tmp/a.rec 2>/dev/null | head -1 | sed 's/^recording [^:]*: //')" >> $T
+    u=$(best sh -c "rm -f /tmp/u.rec; HALOSCOPE_UNPATCH=1 $H record --out /tmp/u.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
+    a=0; [ -z "$SKIP_ALL" ] && a=$(best sh -c "rm -f /tmp/a.rec; $H record --footprints all --out /tmp/a.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
+    printf "%-22s %9.2f %12.2f %12.2f %12.2f %12.2f %9.1fx %9.1fx %9.1fx\n" "${1}² x $2" $p $q $r $u $a $(python3 -c "print($r/$p)") $(python3 -c "print($u/$p)") $(python3 -c "print($a/$p)") >> $T
+    echo "  unpatched: $($H check --recording /tmp/u.rec 2>/dev/null | sed -n 2p)" >> $T
+    echo "  recordings: no fp $(stat -c %s /tmp/q.rec) B, first $(stat -c %s /tmp/r.rec) B; $($H check --recording /tmp/r.rec 2>/dev/null | head -1 | sed 's/^recording [^:]*: //')" >> $T
   done
   unset THREADS; cd $G
 fi

@@ -20,15 +20,7 @@ const PATCH_SOURCE: &str = include_str!("../../inject/footprint_patch.cu");
 /// matches): Ampere, Ada, Hopper, Blackwell.
 const ARCHES: [&str; 5] = ["80", "86", "89", "90", "100"];
 
-/// `record --footprints`: which launches are measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Footprints {
-    /// The first launch of each signature (kernel, grid, block, argument values); later
-    /// launches with the same signature reuse its footprint.
-    First,
-    /// Every launch.
-    All,
-}
+pub use crate::cli::Footprints;
 
 impl Footprints {
     pub fn env(self) -> &'static str {

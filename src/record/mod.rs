@@ -123,47 +123,7 @@ pub fn record(r: &Request) -> Result<()> {
     if r.host_sync {
         command.env("LD_PRELOAD", preload(lib.path()));
     }
-    let mut patch = None;
-    if let (Some(which), Some(tools)) = (which, tools) {
-        let placed = place::place("haloscope-footprint-patch.fatbin", &tools.patch)?;
-        eprintln!(
-            "haloscope record: {} measuring kernel footprints ({}) through the Compute Sanitizer API {} \
-             (patch {}) into {}",
-            r.command.join(" "),
-            match which {
-                footprints::Footprints::First => "the first launch of each kernel, shape and arguments",
-                footprints::Footprints::All => "every launch",
-            },
-            tools.sanitizer.display(),
-            tools.how,
-            out.display()
-        );
-        command
-            .env("HALOSCOPE_FOOTPRINTS", which.env())
-            .env("HALOSCOPE_SANITIZER", &tools.sanitizer)
-            .env("HALOSCOPE_PATCH", placed.path());
-        // Modules loaded when the program starts, so each is patched before its first launch.
-        if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
-            command.env("CUDA_MODULE_LOADING", "EAGER");
-        }
-        patch = Some(placed);
-    } else {
-        let cupti = find_cupti(r.cupti.as_deref())?;
-        eprintln!(
-            "haloscope record: {} under CUPTI {} into {}",
-            r.command.join(" "),
-            cupti.display(),
-            out.display()
-        );
-        command
-            .env_remove("HALOSCOPE_FOOTPRINTS")
-            .env("HALOSCOPE_CUPTI", &cupti)
-            // NVTX marks reach CUPTI (and so the recorder) through NVTX's own injection.
-            .env(
-                "NVTX_INJECTION64_PATH",
-                std::env::var_os("NVTX_INJECTION64_PATH").unwrap_or_else(|| cupti.clone().into_os_string()),
-            );
-    }
+    let patch = set_up(&mut command, r, &out, which, tools)?;
     let status = command
         .args(args)
         .env("CUDA_INJECTION64_PATH", lib.path())
@@ -211,6 +171,58 @@ pub fn record(r: &Request) -> Result<()> {
             Err(Reported(128u8.saturating_add(sig as u8)).into())
         }
     }
+}
+
+/// The program's environment for the recorder beyond the recording's names: the Sanitizer
+/// API and the patch (placed as the library is: kept alive by the value returned) when
+/// footprints are measured, else CUPTI; the line that says which.
+fn set_up(
+    command: &mut std::process::Command,
+    r: &Request,
+    out: &Path,
+    which: Option<footprints::Footprints>,
+    tools: Option<footprints::Tools>,
+) -> Result<Option<place::Placed>> {
+    if let (Some(which), Some(tools)) = (which, tools) {
+        let placed = place::place("haloscope-footprint-patch.fatbin", &tools.patch)?;
+        eprintln!(
+            "haloscope record: {} measuring kernel footprints ({}) through the Compute Sanitizer API {} \
+             (patch {}) into {}",
+            r.command.join(" "),
+            match which {
+                footprints::Footprints::First => "the first launch of each kernel, shape and arguments",
+                footprints::Footprints::All => "every launch",
+            },
+            tools.sanitizer.display(),
+            tools.how,
+            out.display()
+        );
+        command
+            .env("HALOSCOPE_FOOTPRINTS", which.env())
+            .env("HALOSCOPE_SANITIZER", &tools.sanitizer)
+            .env("HALOSCOPE_PATCH", placed.path());
+        // Modules loaded when the program starts, so each is patched before its first launch.
+        if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
+            command.env("CUDA_MODULE_LOADING", "EAGER");
+        }
+        return Ok(Some(placed));
+    }
+    let cupti = find_cupti(r.cupti.as_deref())?;
+    eprintln!(
+        "haloscope record: {} under CUPTI {} into {}",
+        r.command.join(" "),
+        cupti.display(),
+        out.display()
+    );
+    command
+        .env_remove("HALOSCOPE_FOOTPRINTS")
+        .env("HALOSCOPE_CUPTI", &cupti)
+        // NVTX marks reach CUPTI (and so the recorder) through NVTX's own injection.
+        .env(
+            "NVTX_INJECTION64_PATH",
+            std::env::var_os("NVTX_INJECTION64_PATH").unwrap_or_else(|| cupti.clone().into_os_string()),
+        );
+    Ok(None)
 }
 
 /// Which launches are measured and what measures them; `(None, None)` when footprints are
@@ -418,18 +430,7 @@ pub struct Checking<'a> {
     pub model: KernelModel,
 }
 
-/// `check --model`: the best model of a kernel's bytes to use (each launch gets the best it
-/// has up to this one), to compare what each one finds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum KernelModel {
-    /// The footprint measured on the GPU (`record` with footprints), else the annotation,
-    /// else the whole allocations.
-    Measured,
-    /// The annotation (--annotations), else the whole allocations: measured footprints unused.
-    Annotated,
-    /// Every allocation a kernel's pointer arguments point into, read and written.
-    Conservative,
-}
+pub use crate::cli::KernelModel;
 
 impl<'a> Checking<'a> {
     /// Every record counts; kernels narrowed by `annotations`, if any.

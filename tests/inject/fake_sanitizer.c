@@ -40,6 +40,11 @@ int sanitizerPatchModule(void *module) {
     patched_modules++;
     return 0;
 }
+int sanitizerUnpatchModule(void *module) {
+    (void)module;
+    patched_modules--;
+    return 0;
+}
 int sanitizerSetLaunchCallbackData(void *launch, void *function, void *stream, const void *userdata) {
     (void)launch, (void)function, (void)stream;
     launch_data = userdata;
