@@ -209,28 +209,29 @@ impl Checker<'_> {
             .get(alloc)
             .into_iter()
             .flat_map(|r| r.range(..(to, 0)));
-        for ((_, hi), r) in ranges {
+        for ((lo, hi), r) in ranges {
+            let both = ((*lo).max(from), (*hi).min(to));
             if *hi <= from {
                 continue;
             }
             if let Some(w) = &r.last_write
                 && !w.stamp.before(later)
             {
-                found.push((if b.write { Kind::Waw } else { Kind::Raw }, &**w));
+                found.push((if b.write { Kind::Waw } else { Kind::Raw }, &**w, both));
             }
             if b.write {
                 for rd in &r.reads {
                     if !rd.stamp.before(later) {
-                        found.push((Kind::War, rd));
+                        found.push((Kind::War, rd, both));
                     }
                 }
             }
         }
-        let found: Vec<(Kind, Site, String, Epoch, Model)> = found
+        let found: Vec<(Kind, Site, String, Epoch, Model, (u64, u64))> = found
             .into_iter()
-            .map(|(k, a)| (k, a.site.clone(), a.key.clone(), a.host, a.model))
+            .map(|(k, a, both)| (k, a.site.clone(), a.key.clone(), a.host, a.model, both))
             .collect();
-        for (kind, first, fkey, first_host, model) in found {
+        for (kind, first, fkey, first_host, model, both) in found {
             let key = format!("{} {alloc} {fkey} | {}", kind.name(), b.key);
             if let Some(&i) = self.seen.get(&key) {
                 self.findings[i].times += 1;
@@ -246,6 +247,7 @@ impl Checker<'_> {
                 why: why.into(),
                 times: 1,
                 kernel_model: Some(model.max(b.model)).filter(|m| *m != Model::Exact),
+                bytes: Some(both),
                 almost,
             };
             self.add(key, f);

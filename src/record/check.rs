@@ -61,6 +61,10 @@ pub struct Finding {
     /// barrier after an asynchronous call, no stream synchronisation before it): what says so.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub almost: Option<String>,
+    /// The bytes of `buffer` both calls touch (from, to: offsets in the allocation), where
+    /// the finding is of bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<(u64, u64)>,
 }
 
 /// Where the bytes of an access come from.
@@ -494,6 +498,7 @@ impl Checker<'_> {
             times: 1,
             kernel_model: None,
             almost: None,
+            bytes: None,
         };
         self.add(key, f);
         Ok(())
@@ -528,6 +533,7 @@ impl Checker<'_> {
                 times: 1,
                 kernel_model: None,
                 almost: None,
+                bytes: None,
             });
         }
         Ok(wrong)
@@ -604,6 +610,7 @@ impl Checker<'_> {
                     times: 1,
                     kernel_model: None,
                     almost: None,
+                    bytes: None,
                 },
             );
         }
@@ -665,6 +672,7 @@ impl Checker<'_> {
                     times: 1,
                     kernel_model: None,
                     almost: None,
+                    bytes: None,
                 },
             );
         }
