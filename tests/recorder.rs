@@ -500,7 +500,7 @@ fn check_can_leave_the_host_s_synchronisation_out_of_one_recording() {
 
 /// Runs the fake program's footprint play under the recorder as `haloscope record
 /// --footprints first` sets it up (the stand-in Sanitizer API, a patch file): its recording.
-fn record_footprints(dir: &Path, race: bool) -> PathBuf {
+fn record_footprints(dir: &Path, how: &str) -> PathBuf {
     let (_, program) = build(dir);
     let lib = dir.join("inject.so");
     std::fs::write(&lib, haloscope::record::INJECTION).unwrap();
@@ -508,8 +508,8 @@ fn record_footprints(dir: &Path, race: bool) -> PathBuf {
     std::fs::write(&patch, b"a patch").unwrap();
     let mut cmd = Command::new(&program);
     cmd.arg("footprint");
-    if race {
-        cmd.arg("race");
+    if !how.is_empty() {
+        cmd.arg(how);
     }
     let out = cmd
         .env("CUDA_INJECTION64_PATH", &lib)
@@ -539,7 +539,7 @@ fn record_footprints(dir: &Path, race: bool) -> PathBuf {
 fn launches_carry_their_measured_footprints_and_the_check_uses_them() {
     use haloscope::record::{Checking, KernelModel, load, read};
     let dir = tempfile::tempdir().unwrap();
-    let path = record_footprints(dir.path(), false);
+    let path = record_footprints(dir.path(), "");
     let calls = read::open(&path).unwrap().calls;
     let launches: Vec<&str> = calls
         .iter()
@@ -568,7 +568,7 @@ fn launches_carry_their_measured_footprints_and_the_check_uses_them() {
     assert!(!whole_model.findings.is_empty());
 
     let dir = tempfile::tempdir().unwrap();
-    let path = record_footprints(dir.path(), true);
+    let path = record_footprints(dir.path(), "race");
     let (_, race) = load(&path, how(KernelModel::Measured)).unwrap();
     let kinds: Vec<&str> = race.findings.iter().map(|f| f.kind.name()).collect();
     // The kernel's write of a[5] stands for its read of it too (one call's access).
@@ -583,6 +583,25 @@ fn launches_carry_their_measured_footprints_and_the_check_uses_them() {
         text.contains("kernel footprints: 2 launch(es) measured"),
         "{text}"
     );
+}
+
+/// A kernel that touches more separate runs of an allocation than a record's share holds
+/// (every other 16 bytes: 512 runs) has them merged across their smallest gaps, marked
+/// widened, and never beyond its allocation.
+#[test]
+fn too_many_runs_are_merged_within_their_allocation_and_said_widened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = record_footprints(dir.path(), "strided");
+    let calls = haloscope::record::read::open(&path).unwrap().calls;
+    let lo = 0x7f00_0000_0000u64;
+    for c in calls.iter().filter(|c| c.name == "launch") {
+        let f = haloscope::record::format::footprint(c.keys.get("footprint").unwrap()).unwrap();
+        assert!(!f.ranges.is_empty() && f.ranges.len() <= 240, "{:?}", f.ranges);
+        for (at, len, _, wide) in &f.ranges {
+            assert!(*wide, "{:?}", f.ranges);
+            assert!(*at >= lo && at + len <= lo + 4096 * 4, "{:?}", f.ranges);
+        }
+    }
 }
 
 /// Footprints asked for where the Sanitizer API is not: the error says where it looked and

@@ -153,7 +153,7 @@ fn an_impossible_record_length_in_the_middle_is_refused_naming_its_byte() {
     let bytes = std::fs::read(data("graph-once-broken.recording")).unwrap();
     let ends = ends(&bytes);
     let dir = tempfile::tempdir().unwrap();
-    for (i, len) in [&[0u8][..], &[0xff, 0x7f], &[0x81, 0x10], &[0xff; 12]]
+    for (i, len) in [&[0u8][..], &[0xff, 0x7f], &[0x81, 0x40], &[0xff; 12]]
         .iter()
         .enumerate()
     {

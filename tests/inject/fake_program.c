@@ -23,6 +23,8 @@
 //                                  followed, unordered on another stream, by a copy into a[0]
 //                                  (race: into a[5]); the launches' bytes marked in the table
 //                                  the recorder hands the launch, as the patch would.
+//                                  strided: the kernel touches every other 16 bytes (512 runs,
+//                                  more than a record's share: merged, widened).
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -269,6 +271,7 @@ typedef struct {
 } san_launch;
 
 static const void *(*launch_data)(void);
+static int strided;  // footprint strided: the kernel touches every other 16 bytes
 
 // The kernel "runs": words [1, words - 1) of the allocation read and written.
 static void run_kernel(void) {
@@ -278,7 +281,8 @@ static void run_kernel(void) {
         uint32_t *bits[2] = {(uint32_t *)(uintptr_t)t->e[i].bits[0], (uint32_t *)(uintptr_t)t->e[i].bits[1]};
         uint64_t words = (t->e[i].hi - t->e[i].lo) / 4;
         for (uint64_t w = 0; w < words; w++) {
-            if (w >= 1 && w + 1 < words) bits[0][w / 32] |= bits[1][w / 32] |= 1u << (w % 32);
+            if (w >= 1 && w + 1 < words && (!strided || (w / 4) % 2 == 0))
+                bits[0][w / 32] |= bits[1][w / 32] |= 1u << (w % 32);
         }
     }
 }
@@ -364,6 +368,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "footprint") == 0) {
         launch_data = (const void *(*)(void))dlsym(cupti, "fake_launch_data");
         if (!launch_data) return 3;
+        strided = argc > 2 && strcmp(argv[2], "strided") == 0;
         return footprint(argc > 2 && strcmp(argv[2], "race") == 0);
     }
     pid_t child = argc > 2 && strcmp(argv[2], "fork") == 0 ? fork() : -1;
