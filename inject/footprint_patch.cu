@@ -1,7 +1,7 @@
 // haloscope's footprint patch: device code that the Compute Sanitizer API calls before every
 // global memory access of a kernel that `haloscope record` measures (inject/footprints.c
 // patches each module with it and hands each measured launch its own table). It marks, in a
-// bitmap per allocation and per kind (read, write), every 4-byte word the access touches;
+// bitmap per allocation and per kind (read, write, atomic), every 4-byte word the access touches;
 // only the host turns the bitmaps into byte ranges. A few atomics per warp for the usual
 // access (neighbouring lanes that touch one bitmap word of one allocation are merged by a
 // segmented scan of shuffles: a contiguous warp of 4-byte accesses costs one atomic per
@@ -17,7 +17,7 @@
 
 struct Entry {
     unsigned long long lo, hi;  // the allocation's bytes [lo, hi)
-    unsigned int *bits[2];      // its read bitmap, its write bitmap: a bit a 4-byte word
+    unsigned int *bits[3];      // its read, write and atomic bitmaps: a bit a 4-byte word
 };
 
 struct Table {
@@ -35,10 +35,13 @@ __device__ __forceinline__ unsigned int span_bits(unsigned int from, unsigned in
 
 extern "C" __device__ __noinline__ int haloscope_access(void *userdata, uint64_t pc, void *ptr,
                                                         uint32_t size, uint32_t flags, const void *data) {
-    (void)pc, (void)data;
+    (void)pc;
     if (!userdata) return 0;  // a launch not measured
     Table *t = (Table *)userdata;
-    unsigned int kinds = (flags & 8) ? 0 : (flags & 3);  // a prefetch touches nothing
+    // 1 read, 2 write, 4 atomic (a write with no value: the Sanitizer API hands an atomic's
+    // pData as NULL); a prefetch touches nothing.
+    unsigned int kinds = (flags & 8) ? 0 : (flags & 3);
+    if ((flags & 2) && !data) kinds = 4;
     unsigned long long a = (unsigned long long)ptr;
     unsigned int n = t->n, lo = 0, hi = n;
     while (lo < hi) {
@@ -48,7 +51,7 @@ extern "C" __device__ __noinline__ int haloscope_access(void *userdata, uint64_t
     }
     if (lo >= n || a < t->e[lo].lo) {
         if (kinds) {
-            atomicOr(&t->stray_kinds, kinds);
+            atomicOr(&t->stray_kinds, kinds == 4 ? 3u : kinds);
             atomicMin(&t->stray_lo, a);
             atomicMax(&t->stray_hi, a + (size ? size : 1));
         }
@@ -61,12 +64,12 @@ extern "C" __device__ __noinline__ int haloscope_access(void *userdata, uint64_t
     if (end > bytes) end = bytes;
     unsigned long long w0 = off >> 2, w1 = (end - 1) >> 2, b0 = w0 >> 5, b1 = w1 >> 5;
     unsigned int first = span_bits((unsigned int)(w0 & 31), b1 == b0 ? (unsigned int)(w1 & 31) : 31);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         bool on = (kinds >> k) & 1;
         // Neighbouring lanes that mark one bitmap word are merged: a segmented scan over
         // runs of lanes with one key, its last lane writing the run's bits. Every active lane
         // takes part in each shuffle and vote (a lane with nothing to mark has a key of its own).
-        unsigned long long key = on ? ((unsigned long long)lo << 58) ^ ((unsigned long long)k << 57) ^ b0 : ~0ull ^ lane;
+        unsigned long long key = on ? ((unsigned long long)lo << 58) ^ ((unsigned long long)k << 55) ^ b0 : ~0ull ^ lane;
         unsigned long long prev = __shfl_up_sync(active, key, 1);
         bool head = lane == 0 || !((active >> (lane - 1)) & 1) || prev != key;
         unsigned int heads = __ballot_sync(active, head);

@@ -183,7 +183,7 @@ static int module_measuring(void *m, int opening) {
 #define FP_ENTRIES 32
 typedef struct {
     uint64_t lo, hi;
-    uint64_t bits[2];  // device pointers: the read bitmap, the write bitmap
+    uint64_t bits[3];  // device pointers: the read, write and atomic bitmaps
 } fp_entry;
 typedef struct {
     uint32_t n, stray_kinds;
@@ -191,8 +191,8 @@ typedef struct {
     fp_entry e[FP_ENTRIES];
 } fp_table;
 
-// A footprint: ranges of bytes, each read or written, exact or widened.
-enum { FP_WRITE = 1, FP_WIDE = 2 };
+// A footprint: ranges of bytes, each read, written or atomically updated, exact or widened.
+enum { FP_WRITE = 1, FP_WIDE = 2, FP_ATOMIC = 4 };
 #define FP_RANGES 512
 typedef struct {
     uint64_t flags, lo, len;
@@ -309,7 +309,7 @@ static void launch_table(void) {
         while (at < fp_host.n && fp_host.e[at].lo < fp_allocs[i].lo) at++;
         if (at < fp_host.n && fp_host.e[at].lo == fp_allocs[i].lo) continue;
         memmove(fp_host.e + at + 1, fp_host.e + at, (fp_host.n - at) * sizeof *fp_host.e);
-        fp_host.e[at] = (fp_entry){fp_allocs[i].lo, fp_allocs[i].hi, {0, 0}};
+        fp_host.e[at] = (fp_entry){fp_allocs[i].lo, fp_allocs[i].hi, {0, 0, 0}};
         fp_host.n++;
     }
     pthread_mutex_unlock(&fp_lock);
@@ -342,7 +342,7 @@ static void fp_begin(const san_launch *d) {
     fp_launch_module = d->module;
     launch_table();
     size_t need = sizeof(fp_table);
-    for (uint32_t i = 0; i < fp_host.n; i++) need += 2 * 4 * bitmap_words(&fp_host.e[i]);
+    for (uint32_t i = 0; i < fp_host.n; i++) need += 3 * 4 * bitmap_words(&fp_host.e[i]);
     if (fp_scratch && (fp_scratch_ctx != d->context || fp_scratch_bytes < need)) {
         san_free(fp_scratch_ctx, fp_scratch);
         fp_scratch = NULL;
@@ -357,7 +357,7 @@ static void fp_begin(const san_launch *d) {
     }
     uint64_t at = (uint64_t)(uintptr_t)fp_scratch + sizeof(fp_table);
     for (uint32_t i = 0; i < fp_host.n; i++)
-        for (int k = 0; k < 2; k++) fp_host.e[i].bits[k] = at, at += 4 * bitmap_words(&fp_host.e[i]);
+        for (int k = 0; k < 3; k++) fp_host.e[i].bits[k] = at, at += 4 * bitmap_words(&fp_host.e[i]);
     char *bits = (char *)fp_scratch + sizeof(fp_table);
     if ((r = san_memset(bits, 0, need - sizeof(fp_table), d->h_stream)) ||
         (r = san_h2d(fp_scratch, &fp_host, sizeof fp_host, d->h_stream)) ||
@@ -375,7 +375,7 @@ static void fp_add(uint64_t flags, uint64_t lo, uint64_t len) {
     }
     // Full: the last range of the same kind grows to cover this one, widened.
     for (int i = fp_n - 1; i >= 0; i--) {
-        if ((fp_out[i].flags & FP_WRITE) == (flags & FP_WRITE)) {
+        if ((fp_out[i].flags & (FP_WRITE | FP_ATOMIC)) == (flags & (FP_WRITE | FP_ATOMIC))) {
             uint64_t end = lo + len > fp_out[i].lo + fp_out[i].len ? lo + len : fp_out[i].lo + fp_out[i].len;
             if (lo < fp_out[i].lo) fp_out[i].lo = lo;
             fp_out[i].len = end - fp_out[i].lo;
@@ -445,7 +445,7 @@ static int fp_runs(const fp_entry *e, int k, void *h_stream, int budget) {
     for (size_t i = 0; i < n;) {
         size_t j = i;
         while (limit != UINT64_MAX && j + 1 < n && fp_runs_at[2 * j + 2] - fp_runs_at[2 * j + 1] <= limit) j++;
-        uint64_t flags = (k ? FP_WRITE : 0) | (j > i ? FP_WIDE : 0);
+        uint64_t flags = (k == 1 ? FP_WRITE : k == 2 ? FP_WRITE | FP_ATOMIC : 0) | (j > i ? FP_WIDE : 0);
         fp_add(flags, e->lo + fp_runs_at[2 * i], fp_runs_at[2 * j + 1] - fp_runs_at[2 * i]);
         i = j + 1;
     }
@@ -458,9 +458,9 @@ static void fp_end(const san_launch *d) {
     int r = san_sync(d->h_stream);
     if (!r) r = san_d2h(&fp_host, fp_scratch, sizeof fp_host, d->h_stream);
     // Each allocation's and kind's share of the ranges a record holds.
-    int budget = fp_host.n ? (FP_RANGES - 32) / (2 * (int)fp_host.n) : FP_RANGES;
+    int budget = fp_host.n ? (FP_RANGES - 32) / (3 * (int)fp_host.n) : FP_RANGES;
     for (uint32_t i = 0; !r && i < fp_host.n; i++)
-        for (int k = 0; !r && k < 2; k++) r = fp_runs(&fp_host.e[i], k, d->h_stream, budget);
+        for (int k = 0; !r && k < 3; k++) r = fp_runs(&fp_host.e[i], k, d->h_stream, budget);
     int closed = module_measuring(fp_launch_module, 0);
     if (r || closed) {
         fp_fail(r ? "reading a launch's bitmaps back" : "unpatching a module", r ? r : closed);

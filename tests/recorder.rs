@@ -597,11 +597,31 @@ fn too_many_runs_are_merged_within_their_allocation_and_said_widened() {
     for c in calls.iter().filter(|c| c.name == "launch") {
         let f = haloscope::record::format::footprint(c.keys.get("footprint").unwrap()).unwrap();
         assert!(!f.ranges.is_empty() && f.ranges.len() <= 240, "{:?}", f.ranges);
-        for (at, len, _, wide) in &f.ranges {
-            assert!(*wide, "{:?}", f.ranges);
-            assert!(*at >= lo && at + len <= lo + 4096 * 4, "{:?}", f.ranges);
+        for r in &f.ranges {
+            assert!(r.wide, "{:?}", f.ranges);
+            assert!(r.at >= lo && r.at + r.len <= lo + 4096 * 4, "{:?}", f.ranges);
         }
     }
+}
+
+/// Atomic updates measured as such: two launches adding atomically to the same bytes on two
+/// streams, unordered, do not race (the conservative model says they do).
+#[test]
+fn atomic_updates_of_the_same_bytes_do_not_race_each_other() {
+    use haloscope::record::{Checking, KernelModel, load, read};
+    let dir = tempfile::tempdir().unwrap();
+    let path = record_footprints(dir.path(), "atomic");
+    let calls = read::open(&path).unwrap().calls;
+    let first = calls.iter().find(|c| c.name == "launch").unwrap();
+    assert_eq!(first.keys.get("footprint"), Some("measured a@0x7f0000000000+16"));
+    let how = |model| Checking {
+        model,
+        ..Checking::with(None)
+    };
+    let (_, measured) = load(&path, how(KernelModel::Measured)).unwrap();
+    assert_eq!(measured.findings.len(), 0, "{:?}", measured.findings);
+    let (_, whole) = load(&path, how(KernelModel::Conservative)).unwrap();
+    assert!(!whole.findings.is_empty());
 }
 
 /// Footprints asked for where the Sanitizer API is not: the error says where it looked and

@@ -16,8 +16,8 @@
 //!   argument's size and its value: a varint of its little-endian bytes up to 8 bytes, else
 //!   its first 64 bytes), `f` a kernel's footprint (its state: 1 measured, 2 the footprint of
 //!   an earlier launch of the same kernel, shape and arguments; the count of ranges, then
-//!   each range's flags (1 written, else read; 2 widened: the bytes within it that the
-//!   kernel touched, and maybe more), its first byte's address less the previous range's
+//!   each range's flags (1 written, else read; 4 updated by atomics, with 1; 2 widened: the
+//!   bytes within it that the kernel touched, and maybe more), its first byte's address less the previous range's
 //!   (zigzag; the first's less 0) and its length).
 //!
 //! A call decodes into the same [`Call`] as a version 1 line (its `line` is its place among
@@ -161,7 +161,7 @@ fn args(body: &mut Body) -> Result<String, String> {
 }
 
 /// A launch's footprint as [`super::format::Footprint`] reads it: `measured` or `reused`,
-/// then each range, `r` or `w` (`R`/`W` widened), `@`, its address in hex, `+`, its length.
+/// then each range, `r`, `w` or `a` (atomics; `R`/`W`/`A` widened), `@`, its address in hex, `+`, its length.
 fn footprint(body: &mut Body) -> Result<String, String> {
     let state = match body.varint()? {
         1 => "measured",
@@ -175,11 +175,15 @@ fn footprint(body: &mut Body) -> Result<String, String> {
         let flags = body.varint()?;
         at = at.wrapping_add_signed(body.signed()?);
         let len = body.varint()?;
-        let kind = match (flags & 1 == 1, flags & 2 == 2) {
+        let kind = match (flags & 4 == 4, flags & 1 == 1) {
+            (true, _) => 'a',
+            (false, true) => 'w',
             (false, false) => 'r',
-            (true, false) => 'w',
-            (false, true) => 'R',
-            (true, true) => 'W',
+        };
+        let kind = if flags & 2 == 2 {
+            kind.to_ascii_uppercase()
+        } else {
+            kind
         };
         out.push_str(&format!(" {kind}@{at:#x}+{len}"));
     }

@@ -18,6 +18,7 @@ pub(super) struct Access {
     site: Site,
     key: String,
     write: bool,
+    atomic: Atomic,
     model: Model,
 }
 
@@ -27,11 +28,17 @@ pub(super) struct Range {
     /// allocations have one range: 100,000 streams' allocations, 35 MB unboxed).
     last_write: Option<Box<Access>>,
     reads: Vec<Access>,
+    /// Atomic updates not ordered before the last write (itself one): each races a plain
+    /// access, none another atomic one.
+    atomics: Vec<Access>,
 }
 
 /// Bytes a call touches: from a pointer, so many bytes (`None`: the whole allocation it points
-/// into), written (else read), and where that comes from.
-pub(super) type Touch = (u64, Option<u64>, bool, Model);
+/// into), written (else read), where that comes from, and whether by atomics.
+pub(super) type Touch = (u64, Option<u64>, bool, Model, Atomic);
+
+/// Whether a write is an atomic update (two atomic updates of the same bytes do not race).
+pub(super) type Atomic = bool;
 
 /// The bytes a copy or memset spans from its pointer: `bytes`, or a 2D call's rows
 /// (`height` rows of `width` bytes, `pitch` apart: from the first row's start to the last's
@@ -61,12 +68,13 @@ fn rows(c: &Call, key: &str, pitch: &str, write: bool) -> Result<Vec<Touch>, Str
                         Some(w),
                         write,
                         Model::Exact,
+                        false,
                     )
                 })
                 .collect());
         }
     }
-    Ok(vec![(p, Some(span(c, pitch)?), write, Model::Exact)])
+    Ok(vec![(p, Some(span(c, pitch)?), write, Model::Exact, false)])
 }
 
 /// The most rows of a 2D copy or memset taken one by one (more: their whole span).
@@ -90,7 +98,11 @@ impl Checker<'_> {
                     .flatten();
                 if let Some(f) = measured {
                     let model = if f.reused { Model::Reused } else { Model::Measured };
-                    return Ok(f.ranges.iter().map(|r| (r.0, Some(r.1), r.2, model)).collect());
+                    return Ok(f
+                        .ranges
+                        .iter()
+                        .map(|r| (r.at, Some(r.len), r.write, model, r.atomic))
+                        .collect());
                 }
                 let args = c.keys.get("args").unwrap_or("?");
                 match kernel_args(args) {
@@ -100,7 +112,7 @@ impl Checker<'_> {
                         .allocs
                         .values()
                         .filter(|a| a.device == c.device)
-                        .map(|a| (a.start, None, true, Model::Conservative))
+                        .map(|a| (a.start, None, true, Model::Conservative, false))
                         .collect(),
                 }
             }
@@ -126,12 +138,12 @@ impl Checker<'_> {
                 .at_launch(args)
                 .map_err(|why| annotate::at_launch_error(&name, c, node, &why))?
                 .into_iter()
-                .map(|(p, n, w)| (p, n, w, Model::Annotated))
+                .map(|(p, n, w)| (p, n, w, Model::Annotated, false))
                 .collect();
         }
         for (i, (size, v)) in args.iter().enumerate() {
             if !named[i] && *size == 8 && self.find(*v) {
-                out.push((*v, None, true, Model::Conservative));
+                out.push((*v, None, true, Model::Conservative, false));
             }
         }
         Ok(out)
@@ -159,7 +171,7 @@ impl Checker<'_> {
             agent,
             tick: host_seen.get(agent),
         };
-        for (ptr, bytes, write, model) in self.touches(c)? {
+        for (ptr, bytes, write, model, atomic) in self.touches(c)? {
             let Some(a) = self.alloc_of(ptr) else {
                 continue; // host memory, or memory this recording did not see allocated
             };
@@ -175,6 +187,7 @@ impl Checker<'_> {
                 site: s.clone(),
                 key: key.clone(),
                 write,
+                atomic,
             };
             self.conflicts(&name, (from, to), &acc, (&stamp.clock, &host_seen));
             let r = self
@@ -185,6 +198,15 @@ impl Checker<'_> {
                 .or_default();
             if write {
                 r.reads.clear();
+                // Atomic updates not ordered before this one stay: a plain access races each.
+                let earlier = r.last_write.take().filter(|w| atomic && w.atomic);
+                if atomic {
+                    r.atomics.retain(|x| !x.stamp.before(&stamp.clock));
+                    r.atomics
+                        .extend(earlier.filter(|w| !w.stamp.before(&stamp.clock)).map(|w| *w));
+                } else {
+                    r.atomics.clear();
+                }
                 r.last_write = Some(Box::new(acc));
             } else {
                 r.reads.retain(|x| !x.stamp.before(&stamp.clock));
@@ -215,9 +237,15 @@ impl Checker<'_> {
                 continue;
             }
             if let Some(w) = &r.last_write
+                && !(w.atomic && b.atomic)
                 && !w.stamp.before(later)
             {
                 found.push((if b.write { Kind::Waw } else { Kind::Raw }, &**w, both));
+            }
+            for w in r.atomics.iter().filter(|_| !b.atomic) {
+                if !w.stamp.before(later) {
+                    found.push((if b.write { Kind::Waw } else { Kind::Raw }, w, both));
+                }
             }
             if b.write {
                 for rd in &r.reads {

@@ -24,7 +24,7 @@
 //! | `event_create` / `event_destroy` | `event`, `flags` / `event` |
 //! | `record` | `event`, `stream`, `ptsz` |
 //! | `wait` | `stream`, `event`, `ptsz` |
-//! | `launch` | `kernel` (its symbol), `grid`, `block`, `stream`, `ptsz`, `args` (`size:hex`, …; `?` unknown), [`footprint`: version 4, recorded with footprints: `measured` or `reused`, then each range the kernel read (`r`) or wrote (`w`; `R`/`W` widened), `@0xADDRESS+LENGTH`] |
+//! | `launch` | `kernel` (its symbol), `grid`, `block`, `stream`, `ptsz`, `args` (`size:hex`, …; `?` unknown), [`footprint`: version 4, recorded with footprints: `measured` or `reused`, then each range the kernel read (`r`), wrote (`w`) or updated by atomics (`a`; `R`/`W`/`A` widened), `@0xADDRESS+LENGTH`] |
 //! | `memcpy` / `memcpy_async` | `dst`, `src`, `bytes`, `kind`, [`stream`], `ptsz` |
 //! | `memcpy_peer` / `memcpy_peer_async` | `dst`, `dstdev`, `src`, `srcdev`, `bytes`, [`stream`] |
 //! | `memset` / `memset_async` | `ptr`, `value`, `bytes`, [`stream`], `ptsz` |
@@ -299,13 +299,23 @@ pub fn kernel_args(text: &str) -> Option<Vec<(usize, u64)>> {
 }
 
 /// A launch's footprint, measured on the GPU (its `footprint` key): whether this launch was
-/// measured or has the footprint of an earlier launch of the same signature, and each range:
-/// its address, its length, written (else read), widened (the bytes the kernel touched lie
-/// within it, but not every byte of it was touched).
+/// measured or has the footprint of an earlier launch of the same signature, and its ranges.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Footprint {
     pub reused: bool,
-    pub ranges: Vec<(u64, u64, bool, bool)>,
+    pub ranges: Vec<Span>,
+}
+
+/// Bytes a kernel touched: from `at`, `len` of them; written (else read); by atomics (a
+/// write that does not race another atomic one); widened (the bytes the kernel touched lie
+/// within it, but not every byte of it was touched).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    pub at: u64,
+    pub len: u64,
+    pub write: bool,
+    pub atomic: bool,
+    pub wide: bool,
 }
 
 /// A launch's `footprint` key read; `None` when it has none or it is not as the format says.
@@ -322,14 +332,18 @@ pub fn footprint(text: &str) -> Option<Footprint> {
         let (at, len) = rest.split_once('+')?;
         let at = u64::from_str_radix(at.strip_prefix("0x")?, 16).ok()?;
         let len: u64 = len.parse().ok()?;
-        let (write, wide) = match kind {
-            "r" => (false, false),
-            "w" => (true, false),
-            "R" => (false, true),
-            "W" => (true, true),
+        let k = match kind {
+            "r" | "w" | "a" | "R" | "W" | "A" => kind.as_bytes()[0],
             _ => return None,
         };
-        ranges.push((at, len, write, wide));
+        let lower = k.to_ascii_lowercase();
+        ranges.push(Span {
+            at,
+            len,
+            write: lower != b'r',
+            atomic: lower == b'a',
+            wide: k.is_ascii_uppercase(),
+        });
     }
     Some(Footprint { reused, ranges })
 }

@@ -25,6 +25,8 @@
 //                                  the recorder hands the launch, as the patch would.
 //                                  strided: the kernel touches every other 16 bytes (512 runs,
 //                                  more than a record's share: merged, widened).
+//                                  atomic: the kernel adds atomically to a[0..4), launched on
+//                                  both streams unordered each step (no copy).
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -253,7 +255,7 @@ static int handoff(void) {
 // ---- footprint: the Compute Sanitizer API's resource and launch callbacks ----------------
 typedef struct {
     uint64_t lo, hi;
-    uint64_t bits[2];
+    uint64_t bits[3];
 } fp_entry;
 typedef struct {
     uint32_t n, stray_kinds;
@@ -272,11 +274,16 @@ typedef struct {
 
 static const void *(*launch_data)(void);
 static int strided;  // footprint strided: the kernel touches every other 16 bytes
+static int atomics;  // footprint atomic: the kernel adds atomically to a[0..4), nothing else
 
 // The kernel "runs": words [1, words - 1) of the allocation read and written.
 static void run_kernel(void) {
     fp_table *t = (fp_table *)launch_data();
     if (!t) return;
+    if (atomics) {
+        for (uint32_t i = 0; i < t->n; i++) ((uint32_t *)(uintptr_t)t->e[i].bits[2])[0] |= 0xf;
+        return;
+    }
     for (uint32_t i = 0; i < t->n; i++) {
         uint32_t *bits[2] = {(uint32_t *)(uintptr_t)t->e[i].bits[0], (uint32_t *)(uintptr_t)t->e[i].bits[1]};
         uint64_t words = (t->e[i].hi - t->e[i].lo) / 4;
@@ -327,6 +334,16 @@ static int footprint(int race) {
         struct { const void *func; dim3 grid; dim3 block; void **args; size_t shared; void *stream; } l = {
             (void *)0xf00, {16, 1, 1}, {256, 1, 1}, kernel_args, 0, streams[0]};
         runtime(211, &l, "_Z6updatePfi", measured_launch);
+        if (atomics) {
+            // The same kernel on the other stream, unordered: atomics against atomics.
+            l.stream = streams[1];
+            runtime(211, &l, "_Z6updatePfi", measured_launch);
+            for (int i = 0; i < 2; i++) {
+                struct { void *stream; } ss = {streams[i]};
+                runtime(131, &ss, NULL, NULL);
+            }
+            continue;
+        }
         struct { void *dst; const void *src; size_t count; int kind; void *stream; } c = {
             a + (race ? 5 : 0), &host_edge, 4, 1, streams[1]};
         runtime(41, &c, NULL, NULL);
@@ -369,6 +386,7 @@ int main(int argc, char **argv) {
         launch_data = (const void *(*)(void))dlsym(cupti, "fake_launch_data");
         if (!launch_data) return 3;
         strided = argc > 2 && strcmp(argv[2], "strided") == 0;
+        atomics = argc > 2 && strcmp(argv[2], "atomic") == 0;
         return footprint(argc > 2 && strcmp(argv[2], "race") == 0);
     }
     pid_t child = argc > 2 && strcmp(argv[2], "fork") == 0 ? fork() : -1;
