@@ -41,7 +41,7 @@ extern "C" __device__ __noinline__ int haloscope_access(void *userdata, uint64_t
     // 1 read, 2 write, 4 atomic (a write with no value: the Sanitizer API hands an atomic's
     // pData as NULL); a prefetch touches nothing.
     unsigned int kinds = (flags & 8) ? 0 : (flags & 3);
-    if ((flags & 2) && !data) kinds = 4;
+    if (((flags & 2) || (flags & 4)) && !data) kinds = 4;  // 4: a system-scope atomic
     unsigned long long a = (unsigned long long)ptr;
     unsigned int n = t->n, lo = 0, hi = n;
     while (lo < hi) {

@@ -191,6 +191,11 @@ pthread mutexes, condition variables, semaphores, barriers, thread starts and jo
 OpenMP (parallel regions, barriers, critical sections, locks), so that `check` sees the order
 they make; --no-host-sync leaves them out. Futexes, atomics, C++20 barriers, LLVM's libomp and
 statically linked runtimes are not seen.
+Kernel footprints: where NVIDIA's Compute Sanitizer API (the toolkit's compute-sanitizer
+folder, or pip install nvidia-cuda-sanitizer-api) and nvcc are found, each kernel's bytes
+read, written and updated atomically are measured on the GPU (the first launch of each
+kernel, shape and argument values; --footprints all: every launch), so that `check` needs no
+annotation; --no-footprints records through CUPTI (NVTX marks kept).
 Mark each step with an NVTX range named \"step\" and findings say their step. CUPTI comes from
 NVIDIA's wheel (pip install nvidia-cuda-cupti) or the toolkit; --cupti says where.";
 

@@ -37,6 +37,10 @@ pub(super) struct Range {
 /// into), written (else read), where that comes from, and whether by atomics.
 pub(super) type Touch = (u64, Option<u64>, bool, Model, Atomic);
 
+/// An earlier access a later one meets: the finding's kind, the earlier call's site, key,
+/// issuing tick and model, and the bytes both touch.
+type Earlier = (Kind, Site, String, Epoch, Model, (u64, u64));
+
 /// Whether a write is an atomic update (two atomic updates of the same bytes do not race).
 pub(super) type Atomic = bool;
 
@@ -255,7 +259,7 @@ impl Checker<'_> {
                 }
             }
         }
-        let found: Vec<(Kind, Site, String, Epoch, Model, (u64, u64))> = found
+        let found: Vec<Earlier> = found
             .into_iter()
             .map(|(k, a, both)| (k, a.site.clone(), a.key.clone(), a.host, a.model, both))
             .collect();

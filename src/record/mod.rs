@@ -585,7 +585,8 @@ pub fn summary(path: &Path, r: &check::Report) -> String {
         let _ = writeln!(
             s,
             "kernel footprints: {} launch(es) measured on the GPU, {} reusing the footprint of an \
-             earlier launch of the same kernel, shape and arguments, {} without (captured into a graph)",
+             earlier launch of the same kernel, shape and arguments, {} without (captured into a graph, \
+             or not measurable)",
             l.measured, l.reused, l.without
         );
     }
