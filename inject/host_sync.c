@@ -12,8 +12,15 @@
 // ordered by it); calls made by CUDA's own libraries (libcuda, libcudart, CUPTI, NCCL, …) or
 // by this library, told by the caller's address; calls while a recorded CUDA call is open on
 // the thread (the static CUDA runtime's own locks); futexes and atomics (C++20 barriers,
-// spin flags); LLVM's OpenMP runtime (libomp: only libgomp's entry points are known here);
-// and any of these linked statically into the program (no symbol to stand in front of).
+// spin flags); OpenMP runtimes other than GCC's libgomp that do not implement OMPT; and any
+// of these linked statically into the program (no symbol to stand in front of).
+//
+// OpenMP: GCC's libgomp has no tools interface, so its entry points are stood in front of
+// (GOMP_parallel, GOMP_barrier, …). A runtime with OMPT (LLVM's libomp, Intel's, NVIDIA's
+// HPC SDK's) finds `ompt_start_tool` below (the preloaded library comes first) and reports
+// its regions and barriers through callbacks instead; its locks and critical sections are
+// still stood in front of (`omp_set_lock`, `__kmpc_critical`: OMPT reports a release only
+// after it, too late for the order above).
 
 #include <semaphore.h>
 
@@ -51,7 +58,8 @@ static int own_caller(void *ra) {
     if (dladdr(ra, &info) && info.dli_fname) {
         static const char *const NOT_OWN[] = {"libcuda", "libcudart", "libcupti", "libnccl", "libnvidia",
                                               "libnvrtc", "libcublas", "libcufft", "libcurand", "libcusparse",
-                                              "libcusolver", "libnvToolsExt", "libnvJitLink", "libgomp"};
+                                              "libcusolver", "libnvToolsExt", "libnvJitLink", "libgomp",
+                                              "libomp", "libiomp", "libnvomp"};
         const char *base = strrchr(info.dli_fname, '/');
         base = base ? base + 1 : info.dli_fname;
         for (size_t i = 0; i < sizeof NOT_OWN / sizeof *NOT_OWN; i++)
@@ -273,6 +281,20 @@ int pthread_join(pthread_t t, void **r) {
 // The OpenMP region this thread runs in (0: none seen) and its barriers so far in it.
 static __thread uint64_t my_region, my_region_barriers;
 
+// Whether GOMP_* are GCC's own (libgomp): LLVM's libomp answers them too, and reports them
+// through OMPT (below), which numbers the regions and barriers instead.
+static int gomp_is_gcc(void) {
+    static _Atomic int verdict;  // 0 unknown, 1 GCC's, 2 another runtime's
+    int v = atomic_load_explicit(&verdict, memory_order_relaxed);
+    if (v == 0) {
+        Dl_info info;
+        void *f = dlsym(RTLD_NEXT, "GOMP_parallel");
+        v = f && dladdr(f, &info) && info.dli_fname && strstr(info.dli_fname, "libgomp") ? 1 : 2;
+        atomic_store_explicit(&verdict, v, memory_order_relaxed);
+    }
+    return v == 1;
+}
+
 typedef struct {
     void (*fn)(void *);
     void *data;
@@ -296,7 +318,7 @@ void GOMP_parallel(void (*fn)(void *), void *data, unsigned threads_wanted, unsi
     typedef void (*parallel_fn)(void (*)(void *), void *, unsigned, unsigned);
     REAL(parallel_fn, "GOMP_parallel");
     void *ra = CALLER;
-    if (!own_caller(ra)) {
+    if (!own_caller(ra) || !gomp_is_gcc()) {
         real_(fn, data, threads_wanted, flags);
         return;
     }
@@ -315,6 +337,10 @@ void GOMP_parallel(void (*fn)(void *), void *data, unsigned threads_wanted, unsi
 // `for` and `sections` without `nowait`): every thread's arrival at a generation before
 // every departure from it.
 static void omp_barrier(void *ra, void (*real)(void)) {
+    if (!gomp_is_gcc()) {
+        real();
+        return;
+    }
     uint64_t g = my_region_barriers++;
     const void *team = (const void *)(uintptr_t)my_region;
     RELEASE(ra, SYNC_OMP_BARRIER, team, g);
@@ -379,4 +405,142 @@ void omp_unset_lock(void *l) {
     REAL(void (*)(void *), "omp_unset_lock");
     RELEASE(CALLER, SYNC_OMP_LOCK, l, 0);
     real_(l);
+}
+
+// `#pragma omp critical` as LLVM's runtime takes it (clang, icx, nvc++): the name's lock word.
+void __kmpc_critical(void *loc, int32_t gtid, void *crit) {
+    REAL(void (*)(void *, int32_t, void *), "__kmpc_critical");
+    real_(loc, gtid, crit);
+    ACQUIRE(CALLER, SYNC_OMP_CRITICAL, crit, 0);
+}
+
+void __kmpc_critical_with_hint(void *loc, int32_t gtid, void *crit, uint32_t hint) {
+    REAL(void (*)(void *, int32_t, void *, uint32_t), "__kmpc_critical_with_hint");
+    real_(loc, gtid, crit, hint);
+    ACQUIRE(CALLER, SYNC_OMP_CRITICAL, crit, 0);
+}
+
+void __kmpc_end_critical(void *loc, int32_t gtid, void *crit) {
+    REAL(void (*)(void *, int32_t, void *), "__kmpc_end_critical");
+    RELEASE(CALLER, SYNC_OMP_CRITICAL, crit, 0);
+    real_(loc, gtid, crit);
+}
+
+// ---- OpenMP through OMPT (the OpenMP 5 tools interface) ---------------------------------
+// The few types and codes used, as the OpenMP 5.0 specification fixes them (omp-tools.h is
+// not on every machine that builds haloscope).
+
+typedef union {
+    uint64_t value;
+    void *ptr;
+} ompt_data;
+typedef void (*ompt_fn)(void);
+typedef ompt_fn (*ompt_lookup)(const char *);
+typedef int (*ompt_set_callback_fn)(int event, ompt_fn callback);
+typedef struct {
+    int (*initialize)(ompt_lookup, int, ompt_data *);
+    void (*finalize)(ompt_data *);
+    ompt_data tool_data;
+} ompt_start_result;
+
+enum {
+    OMPT_PARALLEL_BEGIN = 3,
+    OMPT_PARALLEL_END = 4,
+    OMPT_IMPLICIT_TASK = 7,
+    OMPT_SYNC_REGION = 23,
+    OMPT_SCOPE_BEGIN = 1,
+    OMPT_SCOPE_END = 2,
+    OMPT_TASK_INITIAL = 1,
+};
+
+// The callbacks record whoever opened the region or barrier (CUDA's own libraries use no
+// OpenMP; the return address OMPT gives is often a runtime's or this library's own).
+
+// The sync regions every thread of a team passes together: the barriers (explicit, implicit
+// at the end of a worksharing construct or a region, the runtime's own, a league's).
+static int team_barrier(int kind) { return (kind >= 1 && kind <= 4) || (kind >= 8 && kind <= 10); }
+
+// The regions this thread is inside, innermost last (a few levels followed).
+#define NEST 8
+static __thread struct {
+    uint64_t region, barriers;
+} ompt_outer[NEST];
+static __thread unsigned ompt_depth;
+// The barrier this thread is in: its team and generation.
+static __thread uint64_t ompt_barrier_team, ompt_barrier_gen;
+
+// A region's token in its parallel data: its number, with the top bit set when its fork was
+// recorded (its threads then record their start from it).
+#define FORKED (1ull << 63)
+
+static void ompt_parallel_begin(ompt_data *task, const void *frame, ompt_data *parallel, unsigned want, int flags,
+                                const void *ra) {
+    (void)task, (void)frame, (void)want, (void)flags;
+    uint64_t region = atomic_fetch_add(&host_tokens, 1) + 1;
+    (void)ra;
+    if (host_open()) {
+        region |= FORKED;
+        host_emit(C_HOST_RELEASE, SYNC_OMP_PARALLEL, (const void *)(uintptr_t)(region & ~FORKED), 0);
+    }
+    if (parallel) parallel->value = region;
+}
+
+static void ompt_parallel_end(ompt_data *parallel, ompt_data *task, int flags, const void *ra) {
+    (void)task, (void)flags, (void)ra;
+    if (parallel && parallel->value & FORKED && host_open())
+        host_emit(C_HOST_ACQUIRE, SYNC_OMP_PARALLEL, (const void *)(uintptr_t)(parallel->value & ~FORKED), 1);
+}
+
+static void ompt_implicit_task(int endpoint, ompt_data *parallel, ompt_data *task, unsigned n, unsigned index,
+                               int flags) {
+    (void)n, (void)index;
+    if (flags & OMPT_TASK_INITIAL) return;
+    if (endpoint == OMPT_SCOPE_BEGIN) {
+        uint64_t region = parallel ? parallel->value : 0;
+        if (ompt_depth < NEST) {
+            ompt_outer[ompt_depth].region = my_region, ompt_outer[ompt_depth].barriers = my_region_barriers;
+        }
+        ompt_depth++;
+        my_region = region & ~FORKED, my_region_barriers = 0;
+        if (task) task->value = region;
+        if (region & FORKED && host_open()) host_emit(C_HOST_ACQUIRE, SYNC_OMP_PARALLEL, (const void *)(uintptr_t)my_region, 0);
+    } else if (endpoint == OMPT_SCOPE_END) {
+        // The parallel data may be gone here: the task's copy of the token is not.
+        if (task && task->value & FORKED && host_open())
+            host_emit(C_HOST_RELEASE, SYNC_OMP_PARALLEL, (const void *)(uintptr_t)(task->value & ~FORKED), 1);
+        if (ompt_depth > 0 && --ompt_depth < NEST)
+            my_region = ompt_outer[ompt_depth].region, my_region_barriers = ompt_outer[ompt_depth].barriers;
+    }
+}
+
+static void ompt_sync_region(int kind, int endpoint, ompt_data *parallel, ompt_data *task, const void *ra) {
+    (void)parallel, (void)task, (void)ra;
+    if (!team_barrier(kind)) return;
+    if (endpoint == OMPT_SCOPE_BEGIN) {
+        ompt_barrier_team = my_region, ompt_barrier_gen = my_region_barriers++;
+        if (host_open())
+            host_emit(C_HOST_RELEASE, SYNC_OMP_BARRIER, (const void *)(uintptr_t)ompt_barrier_team, ompt_barrier_gen);
+    } else if (endpoint == OMPT_SCOPE_END && host_open()) {
+        host_emit(C_HOST_ACQUIRE, SYNC_OMP_BARRIER, (const void *)(uintptr_t)ompt_barrier_team, ompt_barrier_gen);
+    }
+}
+
+static int ompt_init(ompt_lookup lookup, int device, ompt_data *data) {
+    (void)device, (void)data;
+    ompt_set_callback_fn set = (ompt_set_callback_fn)lookup("ompt_set_callback");
+    if (!set) return 0;
+    set(OMPT_PARALLEL_BEGIN, (ompt_fn)ompt_parallel_begin);
+    set(OMPT_PARALLEL_END, (ompt_fn)ompt_parallel_end);
+    set(OMPT_IMPLICIT_TASK, (ompt_fn)ompt_implicit_task);
+    set(OMPT_SYNC_REGION, (ompt_fn)ompt_sync_region);
+    return 1;
+}
+
+static void ompt_fini(ompt_data *data) { (void)data; }
+
+// Called by an OpenMP runtime with OMPT as it starts: this library, preloaded, is found first.
+ompt_start_result *ompt_start_tool(unsigned version, const char *runtime) {
+    (void)version, (void)runtime;
+    static ompt_start_result result = {ompt_init, ompt_fini, {0}};
+    return &result;
 }

@@ -441,6 +441,126 @@ fn the_host_s_own_synchronisation_orders_a_hand_off_and_its_absence_is_the_race(
     }
 }
 
+/// LLVM's OpenMP runtime (libomp): `$HALOSCOPE_LIBOMP`, else where Debian's libomp-dev puts
+/// it. Missing: `None`, which under CI (`$CI` set) fails the test that wants it.
+fn libomp() -> Option<PathBuf> {
+    let mut at: Vec<PathBuf> = std::env::var_os("HALOSCOPE_LIBOMP")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    at.push("/usr/lib/x86_64-linux-gnu/libomp.so.5".into());
+    at.push("/usr/lib/aarch64-linux-gnu/libomp.so.5".into());
+    let found = at.into_iter().find(|p| p.exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "LLVM's OpenMP runtime (libomp) is missing: .ci/run installs Debian's libomp-dev"
+        );
+        eprintln!("skipped: no libomp (install libomp-dev, or set HALOSCOPE_LIBOMP)");
+    }
+    found
+}
+
+/// Issue 54: the hand-offs by OpenMP under LLVM's runtime, which answers GCC's `GOMP_*`
+/// entry points and reports its regions and barriers through OMPT (the tools interface): the
+/// program, compiled by GCC, linked with libomp instead of libgomp. The recorder takes the
+/// barrier from OMPT (once: not also from the `GOMP_barrier` it stands in front of) and the
+/// critical section from the entry point; the check finds nothing, and without the hand-off
+/// the race.
+#[test]
+fn llvm_s_openmp_runtime_is_seen_through_its_tools_interface() {
+    let Some(libomp) = libomp() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, _) = build(dir.path());
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/inject/fake_program.c");
+    let (obj, program) = (
+        dir.path().join("fake_program.o"),
+        dir.path().join("fake_program_libomp"),
+    );
+    let run = |args: &[&std::ffi::OsStr]| {
+        assert!(
+            Command::new(&cc).args(args).status().unwrap().success(),
+            "{args:?}"
+        )
+    };
+    run(&[
+        "-O2".as_ref(),
+        "-fopenmp".as_ref(),
+        "-c".as_ref(),
+        "-o".as_ref(),
+        obj.as_os_str(),
+        src.as_os_str(),
+    ]);
+    let rpath = format!("-Wl,-rpath,{}", libomp.parent().unwrap().display());
+    run(&[
+        "-rdynamic".as_ref(),
+        "-o".as_ref(),
+        program.as_os_str(),
+        obj.as_os_str(),
+        libomp.as_os_str(),
+        rpath.as_ref(),
+        "-ldl".as_ref(),
+        "-lpthread".as_ref(),
+    ]);
+    for (how, release, acquire, findings) in [
+        (
+            "omp",
+            "#pragma omp barrier (region 1, generation 0) arrives",
+            "#pragma omp barrier (region 1, generation 0) leaves",
+            0,
+        ),
+        ("omp-critical", "#pragma omp critical", "#pragma omp critical", 0),
+        ("omp-none", "", "", 1),
+    ] {
+        let out = dir.path().join(format!("libomp-{how}.recording"));
+        let (code, err) = record(&cupti, &out, &[], &[program.to_str().unwrap(), "handoff", how]);
+        assert_eq!(code, 0, "{how}: {err}");
+        // `record` says which it saw.
+        assert!(
+            err.contains("(host synchronisation records: OpenMP "),
+            "{how}: {err}"
+        );
+        let (code, text, _) = haloscope(&["check", "--recording", out.to_str().unwrap()]);
+        assert_eq!(code, i32::from(findings > 0), "{how}: {text}");
+        assert!(
+            text.contains(&format!(": {findings} finding(s)")),
+            "{how}: {text}"
+        );
+        let calls = binary::decode(&out, &std::fs::read(&out).unwrap()).unwrap();
+        let texts: Vec<String> = haloscope::record::check::check(&calls, None)
+            .unwrap()
+            .texts
+            .iter()
+            .map(String::from)
+            .collect();
+        // The region's fork and join, once each (OMPT's, not also the GOMP entry point's).
+        let forks = texts
+            .iter()
+            .filter(|t| t.contains("omp parallel") && t.contains("fork"))
+            .count();
+        assert_eq!(forks, 1, "{how}: {texts:#?}");
+        if findings == 0 {
+            let sync = at(
+                &texts,
+                at(&texts, 0, "cudaMemsetAsync("),
+                "cudaStreamSynchronize(",
+            );
+            let released = at(&texts, sync, release);
+            at(&texts, at(&texts, released + 1, acquire), "update<<<");
+        }
+    }
+    let out = dir.path().join("libomp-off.recording");
+    let (code, err) = record(
+        &cupti,
+        &out,
+        &["--no-host-sync"],
+        &[program.to_str().unwrap(), "handoff", "omp"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("(no host synchronisation seen: "), "{err}");
+}
+
 /// Issue 54: a hand-off by a barrier with the producer's stream not synchronised before it:
 /// the host threads are ordered, the memset on the GPU is not. The one finding names the
 /// barrier that almost orders it and says what is missing.

@@ -410,24 +410,48 @@ pub fn read(path: &Path, r: impl BufRead) -> Result<(Vec<Call>, Vec<String>)> {
 /// The calls and host threads of a version 2 recording, read a record at a time from `r`
 /// (past its magic line), as [`read`] reads them: a recording cut short counts its whole
 /// records; an impossible length is an error naming the file and its byte.
-pub fn tally(path: &Path, r: impl BufRead) -> Result<(u64, usize)> {
-    let (mut calls, mut threads) = (0u64, 0usize);
+pub fn tally(path: &Path, r: impl BufRead) -> Result<Tally> {
+    let mut t = Tally::default();
     let mut records = Records::new(r);
     loop {
         match records.next_record() {
             Ok(Some((_, body))) => {
                 if body.first() == Some(&2) {
-                    calls += 1;
+                    t.calls += 1;
                     let mut b = Body { b: &body[1..], at: 0 };
-                    if let (Ok(_), Ok(t)) = (b.varint(), b.varint()) {
-                        threads = threads.max(usize::try_from(t).unwrap_or(usize::MAX).saturating_add(1));
+                    let (Ok(code), Ok(thread)) = (b.varint(), b.varint()) else {
+                        continue;
+                    };
+                    t.threads = t
+                        .threads
+                        .max(usize::try_from(thread).unwrap_or(usize::MAX).saturating_add(1));
+                    let host = schema()
+                        .get(code as usize)
+                        .is_some_and(|(name, _)| name.starts_with("host_"));
+                    // Past the sequence numbers and times, the status and device: the sync code.
+                    if host
+                        && (0..4).all(|_| b.varint().is_ok())
+                        && b.signed().is_ok()
+                        && b.signed().is_ok()
+                        && let Ok(sync) = b.varint()
+                    {
+                        *t.host.entry(sync).or_default() += 1;
                     }
                 }
             }
-            Ok(None) | Err(Stop::Cut(_)) => return Ok((calls, threads)),
+            Ok(None) | Err(Stop::Cut(_)) => return Ok(t),
             Err(e) => return Err(e.error(path)),
         }
     }
+}
+
+/// What `haloscope record` says of a recording as it closes, counted without keeping calls.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub calls: u64,
+    pub threads: usize,
+    /// The host synchronisation records by their `sync` code (record/host.rs).
+    pub host: std::collections::BTreeMap<u64, u64>,
 }
 
 #[cfg(test)]
@@ -515,7 +539,8 @@ mod tests {
         assert_eq!(&l.keys["kernel"], "_Z1kPf");
         assert_eq!(&l.keys["grid"], "2,1,1");
         assert_eq!(&l.keys["args"], "8:0000000000001000,4:ffffffff");
-        assert_eq!(tally(Path::new("r"), &sample()[MAGIC.len()..]).unwrap(), (2, 2));
+        let t = tally(Path::new("r"), &sample()[MAGIC.len()..]).unwrap();
+        assert_eq!((t.calls, t.threads), (2, 2));
     }
 
     #[test]

@@ -53,6 +53,22 @@ impl Primitive {
         })
     }
 
+    /// What it is called in `record`'s closing summary.
+    pub fn noun(self) -> &'static str {
+        use Primitive::*;
+        match self {
+            Mutex => "mutex",
+            CondSignal | CondBroadcast | CondWait => "condition variable",
+            Semaphore => "semaphore",
+            Barrier => "pthread barrier",
+            ThreadStart | ThreadEnd => "thread start/end",
+            OmpBarrier => "OpenMP barrier",
+            OmpParallel => "OpenMP region",
+            OmpCritical => "OpenMP critical",
+            OmpLock => "OpenMP lock",
+        }
+    }
+
     /// The object kind its clock belongs to: a condition variable's signals and waits share
     /// one.
     fn class(self) -> &'static str {

@@ -270,21 +270,24 @@ fn say_what_was_recorded(made: &[(u32, PathBuf)]) {
         // A recording that cannot be read (a corrupt length) is said; the program's exit stands.
         let counted = read::tally(file);
         lines.push(match counted {
-            Ok((calls, threads)) => (calls, threads, *pid, file),
+            Ok(t) => (t, *pid, file),
             Err(e) => {
                 eprintln!(
                     "haloscope record: {} (process {pid}): cannot count its calls: {e}",
                     file.display()
                 );
-                (0, 0, *pid, file)
+                (binary::Tally::default(), *pid, file)
             }
         });
     }
     let files: Vec<String> = made.iter().map(|(_, f)| f.display().to_string()).collect();
-    if let [(calls, threads, _, file)] = lines.as_slice() {
+    if let [(t, _, file)] = lines.as_slice() {
         eprintln!(
-            "haloscope record: {calls} calls on {threads} host thread(s) in {}; check them:\n  haloscope check --recording {}",
+            "haloscope record: {} calls on {} host thread(s) in {}{}; check them:\n  haloscope check --recording {}",
+            t.calls,
+            t.threads,
             file.display(),
+            host_seen(t),
             file.display()
         );
     } else {
@@ -292,10 +295,13 @@ fn say_what_was_recorded(made: &[(u32, PathBuf)]) {
             "haloscope record: {} CUDA processes, a recording each:\n",
             lines.len()
         );
-        for (calls, threads, pid, file) in &lines {
+        for (t, pid, file) in &lines {
             say.push_str(&format!(
-                "  {} (process {pid}): {calls} calls on {threads} host thread(s)\n",
-                file.display()
+                "  {} (process {pid}): {} calls on {} host thread(s){}\n",
+                file.display(),
+                t.calls,
+                t.threads,
+                host_seen(t)
             ));
         }
         say.push_str(&format!(
@@ -304,6 +310,30 @@ fn say_what_was_recorded(made: &[(u32, PathBuf)]) {
         ));
         eprintln!("{say}");
     }
+}
+
+/// Which host synchronisation a recording of several threads holds (its records by kind),
+/// or that it holds none, and what hides it then.
+fn host_seen(t: &binary::Tally) -> String {
+    if t.threads < 2 {
+        return String::new();
+    }
+    let mut kinds: Vec<(&str, u64)> = Vec::new();
+    for (code, n) in &t.host {
+        let noun = host::Primitive::of(*code).map_or("unknown", host::Primitive::noun);
+        match kinds.iter_mut().find(|(k, _)| *k == noun) {
+            Some((_, m)) => *m += n,
+            None => kinds.push((noun, *n)),
+        }
+    }
+    if kinds.is_empty() {
+        return " (no host synchronisation seen: the threads are ordered only by their CUDA calls; \
+                a threads or OpenMP runtime linked into the program statically hides its own, and \
+                futexes, atomics and C++20 barriers are never seen)"
+            .into();
+    }
+    let said: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    format!(" (host synchronisation records: {})", said.join(", "))
 }
 
 /// `--out` refused when anything is at its path: a file, a folder, a symlink (dangling too).
@@ -678,7 +708,7 @@ fn host_footnote(seen: usize, left_out: usize) -> String {
         format!(
             "\nThe host's own synchronisation ({seen} record(s): barriers, mutexes, condition variables, \
              semaphores, thread starts and joins, OpenMP regions) orders the threads here; futexes, \
-             atomics, C++20 barriers and LLVM's OpenMP runtime are not seen.\n"
+             atomics and C++20 barriers are not seen.\n"
         )
     } else {
         "\nNo host synchronisation in this recording (recorded by an older haloscope, or with \

@@ -111,7 +111,7 @@ fn head(path: &Path, r: &mut impl BufRead) -> Result<Vec<u8>> {
 /// only counted (`haloscope record`'s closing summary: nothing grows with the calls): a
 /// recording cut short counts its whole records; an impossible length is an error naming
 /// the file and its byte.
-pub fn tally(path: &Path) -> Result<(u64, usize)> {
+pub fn tally(path: &Path) -> Result<binary::Tally> {
     let file = open_regular(path, "recording")?;
     let mut r = BufReader::with_capacity(1 << 16, file);
     let head = head(path, &mut r)?;
@@ -119,12 +119,17 @@ pub fn tally(path: &Path) -> Result<(u64, usize)> {
     if binary::is_magic(&head) {
         return binary::tally(path, r);
     }
-    let (mut calls, mut threads) = (0u64, 0usize);
+    let mut t = binary::Tally::default();
     format::each(path, std::io::Cursor::new(head).chain(r), |c| {
-        calls += 1;
-        threads = threads.max(c.thread.saturating_add(1));
+        t.calls += 1;
+        t.threads = t.threads.max(c.thread.saturating_add(1));
+        if c.name.starts_with("host_")
+            && let Ok(sync) = c.num("sync")
+        {
+            *t.host.entry(sync).or_default() += 1;
+        }
     })?;
-    Ok((calls, threads))
+    Ok(t)
 }
 
 #[cfg(test)]
@@ -153,7 +158,7 @@ mod tests {
         let mut f = binary::MAGIC.to_vec();
         f.extend_from_slice(b"\x03\x00pi\x03\x00pi\x09\x02");
         std::fs::write(&path, &f).unwrap();
-        assert_eq!(tally(&path).unwrap(), (0, 0));
+        assert_eq!(tally(&path).unwrap(), binary::Tally::default());
         let r = open(&path).unwrap();
         assert_eq!(r.notes, [binary::cut_note(30)]);
     }

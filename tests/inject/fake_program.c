@@ -9,7 +9,8 @@
 //   fake_program STEPS fork        forks once loaded: parent and child each run the exchange
 //   fake_program handoff HOW       thread 0 sets a buffer on its stream and synchronises the
 //                                  stream, then hands off to thread 1 by HOW (barrier, mutex,
-//                                  cond, sem, omp: an OpenMP barrier, built with -fopenmp; none
+//                                  cond, sem, omp: an OpenMP barrier, built with -fopenmp;
+//                                  omp-critical: a flag under `#pragma omp critical`; none
 //                                  and omp-none: a spin on an atomic flag, which no recorder
 //                                  sees), which launches a kernel on the buffer on its own
 //                                  stream. Thread 0 calls CUDA again after the launch (so its
@@ -186,6 +187,9 @@ static void producer(void) {
 #ifdef _OPENMP
     else if (strcmp(how, "omp") == 0) {
 #pragma omp barrier
+    } else if (strcmp(how, "omp-critical") == 0) {
+#pragma omp critical
+        flag = 1;
     }
 #endif
     else atomic_store(&handed, 1);
@@ -215,6 +219,12 @@ static void consumer(void) {
 #ifdef _OPENMP
     else if (strcmp(how, "omp") == 0) {
 #pragma omp barrier
+    } else if (strcmp(how, "omp-critical") == 0) {
+        for (int got = 0; !got;) {
+#pragma omp critical
+            got = flag;
+            if (!got) sched_yield();
+        }
     }
 #endif
     else spin(&handed);
