@@ -351,6 +351,7 @@ static void fp_begin(const san_launch *d) {
         size_t bytes = need < (1u << 20) ? (1u << 20) : need + need / 4;
         if ((r = san_alloc(d->context, &fp_scratch, bytes))) {
             fp_fail("allocating a launch's bitmaps", r);
+            module_measuring(d->module, 0);  // not left patched for a launch not measured
             return;
         }
         fp_scratch_ctx = d->context, fp_scratch_bytes = bytes;
@@ -363,6 +364,7 @@ static void fp_begin(const san_launch *d) {
         (r = san_h2d(fp_scratch, &fp_host, sizeof fp_host, d->h_stream)) ||
         (r = san_set_launch_data(d->h_launch, d->function, d->h_stream, fp_scratch))) {
         fp_fail("preparing a launch's measurement", r);
+        module_measuring(d->module, 0);
         return;
     }
     fp_measuring = 1;

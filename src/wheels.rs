@@ -4,8 +4,14 @@
 use std::path::PathBuf;
 
 /// Python's package folders: `sys.path` of `python3` (or `$PYTHON`), and the active
-/// virtual or conda environment's.
+/// virtual or conda environment's. Asked of Python once a process (`record` looks for CUPTI,
+/// the Sanitizer API and nvcc there).
 pub fn python_package_dirs() -> Vec<PathBuf> {
+    static DIRS: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    DIRS.get_or_init(ask_python).clone()
+}
+
+fn ask_python() -> Vec<PathBuf> {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let mut dirs: Vec<PathBuf> = std::process::Command::new(python)
         .args(["-c", "import sys; print('\\n'.join(p for p in sys.path if p))"])

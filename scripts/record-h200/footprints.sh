@@ -22,20 +22,7 @@ nvcc -O3 -arch=sm_90 -Xcompiler -fopenmp seed-fixed.cu -o seed-fixed &
 [ -f jacobi/jacobi.cu ] && (cd jacobi && nvcc -DHAVE_CUB -Xcompiler -fopenmp -lineinfo -DUSE_NVTX -ldl \
   -arch=sm_90 -std=c++17 jacobi.cu -o jacobi > build.log 2>&1 || echo "jacobi: build failed") &
 # The multi-threaded variants, and each with one wait removed (broken/).
-for v in mt/*/; do v=${v%/}; (
-  cd $v && sed -i \
-    -e 's/CUDA_RT_CALL(cudaGetDeviceCount(&num_devices));/CUDA_RT_CALL(cudaGetDeviceCount(\&num_devices)); const int real_devices = num_devices; if (getenv("THREADS")) num_devices = atoi(getenv("THREADS"));/' \
-    -e 's/cudaSetDevice(dev_id)/cudaSetDevice(dev_id % real_devices)/' \
-    -e 's/CUDA_RT_CALL(cudaDeviceCanAccessPeer(&canAccessPeer, dev_id, \(top\|bottom\)));/canAccessPeer = 1;/' \
-    -e 's/CUDA_RT_CALL(cudaDeviceEnablePeerAccess(\(top\|bottom\), 0));/;/' jacobi.cu &&
-  nvcc -DHAVE_CUB -Xcompiler -fopenmp -lineinfo -DUSE_NVTX -ldl -arch=sm_90 -std=c++17 jacobi.cu -o jacobi > build.log 2>&1 ||
-  echo "BUILD FAIL $v: $(tail -3 build.log)"
-  # The first wait of the compute stream on a neighbour's event, removed.
-  mkdir -p broken && awk 'BEGIN{d=0} /cudaStreamWaitEvent\(compute_stream, (push_bottom_done|compute_done)/ && !d && /top\]|\[top/ {print "/* removed */;"; d=1; next} {print}' jacobi.cu > broken/jacobi.cu &&
-  grep -c "removed" broken/jacobi.cu > broken/removed.txt &&
-  (cd broken && nvcc -DHAVE_CUB -Xcompiler -fopenmp -lineinfo -DUSE_NVTX -ldl -arch=sm_90 -std=c++17 jacobi.cu -o jacobi > build.log 2>&1 ||
-   echo "BUILD FAIL $v/broken: $(tail -3 build.log)") ) &
-done
+bash mt-build.sh broken &
 ls -d exports/* 2>/dev/null | xargs -r -P 14 -I{} sh -c \
   'cd {} && nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo > build.log 2>&1 || echo "BUILD FAIL {}"'
 wait

@@ -33,9 +33,31 @@ pub(super) struct Range {
     atomics: Vec<Access>,
 }
 
-/// Bytes a call touches: from a pointer, so many bytes (`None`: the whole allocation it points
-/// into), written (else read), where that comes from, and whether by atomics.
-pub(super) type Touch = (u64, Option<u64>, bool, Model, Atomic);
+/// Bytes a call touches.
+pub(super) struct Touch {
+    /// From this pointer,
+    at: u64,
+    /// so many bytes (`None`: the whole allocation it points into),
+    bytes: Option<u64>,
+    /// written (else read),
+    write: bool,
+    /// known this way,
+    model: Model,
+    /// by atomic updates or not.
+    atomic: Atomic,
+}
+
+impl Touch {
+    fn new(at: u64, bytes: Option<u64>, write: bool, model: Model) -> Touch {
+        Touch {
+            at,
+            bytes,
+            write,
+            model,
+            atomic: false,
+        }
+    }
+}
 
 /// An earlier access a later one meets: the finding's kind, the earlier call's site, key,
 /// issuing tick and model, and the bytes both touch.
@@ -67,26 +89,24 @@ fn rows(c: &Call, key: &str, pitch: &str, write: bool) -> Result<Vec<Touch>, Str
         if h <= ROWS && step > w {
             return Ok((0..h)
                 .map(|r| {
-                    (
+                    Touch::new(
                         p.saturating_add(r.saturating_mul(step)),
                         Some(w),
                         write,
                         Model::Exact,
-                        false,
                     )
                 })
                 .collect());
         }
     }
-    Ok(vec![(p, Some(span(c, pitch)?), write, Model::Exact, false)])
+    Ok(vec![Touch::new(p, Some(span(c, pitch)?), write, Model::Exact)])
 }
 
 /// The most rows of a 2D copy or memset taken one by one (more: their whole span).
 const ROWS: u64 = 4096;
 
 impl Checker<'_> {
-    /// The bytes a call touches: `(pointer, bytes or None for the whole allocation, write,
-    /// where the bytes come from)`.
+    /// The bytes a call touches.
     pub(super) fn touches(&self, c: &Call) -> Result<Vec<Touch>, String> {
         Ok(match c.name.as_str() {
             "memcpy" | "memcpy_async" | "memcpy_peer" | "memcpy_peer_async" => {
@@ -105,7 +125,10 @@ impl Checker<'_> {
                     return Ok(f
                         .ranges
                         .iter()
-                        .map(|r| (r.at, Some(r.len), r.write, model, r.atomic))
+                        .map(|r| Touch {
+                            atomic: r.atomic,
+                            ..Touch::new(r.at, Some(r.len), r.write, model)
+                        })
                         .collect());
                 }
                 let args = c.keys.get("args").unwrap_or("?");
@@ -116,7 +139,7 @@ impl Checker<'_> {
                         .allocs
                         .values()
                         .filter(|a| a.device == c.device)
-                        .map(|a| (a.start, None, true, Model::Conservative, false))
+                        .map(|a| Touch::new(a.start, None, true, Model::Conservative))
                         .collect(),
                 }
             }
@@ -142,12 +165,12 @@ impl Checker<'_> {
                 .at_launch(args)
                 .map_err(|why| annotate::at_launch_error(&name, c, node, &why))?
                 .into_iter()
-                .map(|(p, n, w)| (p, n, w, Model::Annotated, false))
+                .map(|(p, n, w)| Touch::new(p, n, w, Model::Annotated))
                 .collect();
         }
         for (i, (size, v)) in args.iter().enumerate() {
             if !named[i] && *size == 8 && self.find(*v) {
-                out.push((*v, None, true, Model::Conservative, false));
+                out.push(Touch::new(*v, None, true, Model::Conservative));
             }
         }
         Ok(out)
@@ -175,7 +198,14 @@ impl Checker<'_> {
             agent,
             tick: host_seen.get(agent),
         };
-        for (ptr, bytes, write, model, atomic) in self.touches(c)? {
+        for Touch {
+            at: ptr,
+            bytes,
+            write,
+            model,
+            atomic,
+        } in self.touches(c)?
+        {
             let Some(a) = self.alloc_of(ptr) else {
                 continue; // host memory, or memory this recording did not see allocated
             };
