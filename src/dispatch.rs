@@ -383,6 +383,12 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
         return Err(crate::error::UsageError(format!("check: {why}")).into());
     };
     let found = crate::hazard::Grouped::new(findings);
+    // Fewer orders than causes fix them all: said once.
+    let smallest =
+        crate::hazard::smallest_fix(&program, &crate::decomp::DeviceState::shapes(&s), &found.findings)
+            .filter(|o| o.len() < found.groups.len())
+            .map(|o| crate::hazard::fix::say(&program, &o))
+            .unwrap_or_default();
     if c.json {
         // Every finding, and the causes they group into (indices into `hazards`).
         let report = serde_json::json!({
@@ -391,6 +397,7 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
             "devices": s.split.len(),
             "hazards": found.findings,
             "groups": found.groups,
+            "smallest_fix": smallest,
         });
         crate::out::line(&report)?;
     } else {
@@ -401,7 +408,7 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
             found.findings.len(),
             causes(&found)
         ))?;
-        crate::out::print(&crate::hazard::text(&found.findings))?;
+        crate::out::print(&crate::hazard::text_with(&found.findings, &smallest))?;
     }
     let findings = found.findings;
     if findings.is_empty() {

@@ -158,6 +158,9 @@ pub struct Verdict {
     pub findings: Vec<String>,
     /// The findings the causes group.
     pub finding_count: usize,
+    /// The fewest orders that fix every finding, when fewer than the causes
+    /// ([`crate::hazard::smallest_fix`]): each an instruction.
+    pub smallest_fix: Vec<String>,
     /// The run: the first step it was seen to differ, or the driver error that stopped it.
     pub diverged: Option<u64>,
     pub failed: Option<String>,
@@ -196,6 +199,7 @@ impl Verdict {
             "must_be_fast": self.must_be_fast,
             "error": self.error,
             "causes": self.findings,
+            "smallest_fix": self.smallest_fix,
             "findings": found.findings,
             "groups": found.groups,
             "run": {
@@ -226,6 +230,15 @@ impl Verdict {
             out += "\n";
             for f in &self.findings {
                 out += &format!("  {f}\n");
+            }
+            if !self.smallest_fix.is_empty() {
+                out += &format!(
+                    "{} missing order(s) cause them all; the smallest fix adds:\n",
+                    self.smallest_fix.len()
+                );
+                for (i, f) in self.smallest_fix.iter().enumerate() {
+                    out += &format!("  {}. {f}\n", i + 1);
+                }
             }
         }
         out += &match (&self.failed, self.diverged) {
@@ -275,6 +288,7 @@ pub fn judge_grouped(ex: &Exercise, path: &Path) -> (Verdict, crate::hazard::Gro
         error: None,
         findings: Vec::new(),
         finding_count: 0,
+        smallest_fix: Vec::new(),
         diverged: None,
         failed: None,
         step_us: None,
@@ -296,8 +310,16 @@ pub fn judge_grouped(ex: &Exercise, path: &Path) -> (Verdict, crate::hazard::Gro
     };
     let findings = crate::hazard::check_scenario(&plan.scenario, &program).unwrap_or_default();
     let found = crate::hazard::Grouped::new(findings);
-    v.findings = found.groups.iter().map(|g| found.line(g)).collect();
     v.finding_count = found.findings.len();
+    let states = crate::decomp::DeviceState::shapes(&plan.scenario);
+    if let Some(orders) = crate::hazard::smallest_fix(&program, &states, &found.findings)
+        .filter(|o| o.len() < found.groups.len())
+    {
+        v.smallest_fix = crate::hazard::fix::say(&program, &orders);
+        v.findings = found.groups.iter().map(|g| found.line_without_fix(g)).collect();
+    } else {
+        v.findings = found.groups.iter().map(|g| found.line(g)).collect();
+    }
     let mut h = headless();
     h.check_every = Some(ex.every);
     match crate::headless::run(&plan, &h) {

@@ -136,7 +136,7 @@ fn the_checker_judges_2d_programs_in_rows_of_ez_and_h() {
     let (code, out, _) = common::haloscope(&["check", "-s", "radiate", "--mode", "no-wait"]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("RAW h@dev0 row 59: copy h dev0→dev1 may read before update_h 0..60"),
+        out.contains("RAW h@dev0 row 59: copy h dev0→dev1 may read before update_h 0–59"),
         "{out}"
     );
     // A row of H is Hx then Hy: 2 × 320 floats, at row 59's first float; CUDA's bytes,

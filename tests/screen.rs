@@ -147,7 +147,7 @@ fn a_2d_scenario_is_a_heat_map_whose_cells_the_inspector_walks() {
     // The inspector's line is longer than the panel: its rest (what wrote the cell last)
     // takes the colour bar's row while it inspects.
     assert!(
-        screen.contains("  last written by update_e 120..180"),
+        screen.contains("  last written by update_e 120–179"),
         "the inspector's second row:\n{screen}"
     );
     assert_eq!(

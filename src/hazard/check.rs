@@ -72,6 +72,10 @@ pub struct Finding {
     pub why: String,
     /// How to fix it, in the program's own terms.
     pub fix: String,
+    /// The order the fix adds, as data (conflicts between two calls of the step):
+    /// [`super::smallest_fix`] tries it on the program.
+    #[serde(skip)]
+    pub order: Option<super::fix::Order>,
 }
 
 impl Finding {
@@ -180,6 +184,7 @@ fn deadlock(program: &Program, g: &Graph, only_unbuffered: bool) -> Finding {
         second,
         why: why.into(),
         fix: fix.into(),
+        order: None,
     }
 }
 
@@ -216,6 +221,7 @@ fn invalid_calls(program: &Program, g: &Graph) -> Vec<Finding> {
         second: None,
         why,
         fix,
+        order: None,
     };
     for c in g.calls.iter().filter(|c| middle(c)) {
         match &c.op {
@@ -353,6 +359,7 @@ fn binding_finding(
             "make the record certainly issued first: a host barrier after call {} of thread {} and before call {} of thread {}",
             rc.index, rc.thread, wc.index, wc.thread
         ),
+        order: None,
     }
 }
 
@@ -594,6 +601,7 @@ fn missing_exchanges(
                 "copy {name} {range} from dev{owner}, its owner, into dev{device} every step: after \
                  the kernel that writes {it} on dev{owner} and before this one reads {it}"
             ),
+            order: None,
         });
     }
     out
@@ -637,6 +645,11 @@ fn conflict_finding(
         sc.op.stream().expect("stream work"),
     );
     let across = fc.thread != sc.thread && !g.host_before(fc, sc);
+    // Calls of the step (not the setup's): the order the fix adds, to try on the program.
+    let order = (fc.round.is_some() && sc.round.is_some()).then_some(super::fix::Order {
+        after: (fc.thread, fc.index, s1),
+        before: (sc.thread, sc.index, s2),
+    });
     // A program that orders with flags is told the flag way: no barrier needed (rule 9).
     let barrier = match (across, program.flags.is_empty()) {
         (true, true) => ", with a host barrier between them so that the record is issued first".to_string(),
@@ -673,5 +686,6 @@ fn conflict_finding(
         second: Some(call_ref(program, sc)),
         why,
         fix,
+        order,
     }
 }

@@ -106,6 +106,15 @@ impl Grouped {
 
     /// Group `g` in one line: `WAR ex@dev0 cells 0..=683 (×16: sub-steps +0…+15): … —
     /// fix: …`.
+    /// [`Grouped::line`] without its fix (the smallest fix of all is said once, after them).
+    pub fn line_without_fix(&self, g: &Group) -> String {
+        let line = self.line(g);
+        match line.rfind(" — fix: ") {
+            Some(at) => line[..at].to_string(),
+            None => line,
+        }
+    }
+
     pub fn line(&self, g: &Group) -> String {
         let f = self.lead(g);
         let repeats = self.repeats(g).map(|r| format!(" ({r})")).unwrap_or_default();
@@ -161,9 +170,13 @@ fn read(text: &str) -> (String, Vec<u32>) {
             subs.push(n);
             out.push("+k");
             i += 1;
-        } else if w.split_once("..").is_some_and(|(a, z)| {
-            a.parse::<usize>().is_ok() && z.trim_start_matches('=').parse::<usize>().is_ok()
-        }) {
+        } else if w
+            .split_once("..")
+            .or_else(|| w.split_once('–'))
+            .is_some_and(|(a, z)| {
+                a.parse::<usize>().is_ok() && z.trim_start_matches('=').parse::<usize>().is_ok()
+            })
+        {
             out.push("a..b");
         } else {
             out.push(w);
@@ -193,6 +206,7 @@ mod tests {
             second: Some(call(second, 51)),
             why: format!("{} may write before {} reads ex@dev0", first.1, second.1),
             fix: "wait".into(),
+            order: None,
         }
     }
 
@@ -201,13 +215,13 @@ mod tests {
         let all = vec![
             finding(
                 Kind::War,
-                (0, "update_e +0 0..683"),
+                (0, "update_e +0 0–682"),
                 (1, "copy ex dev0→dev1"),
                 [683, 683],
             ),
             finding(
                 Kind::War,
-                (0, "update_e +1 1..682"),
+                (0, "update_e +1 1–681"),
                 (1, "copy ex dev0→dev1"),
                 [680, 682],
             ),
@@ -225,7 +239,7 @@ mod tests {
             ),
             finding(
                 Kind::War,
-                (0, "update_h +0 0..683"),
+                (0, "update_h +0 0–682"),
                 (1, "copy hy dev0→dev1"),
                 [683, 683],
             ),

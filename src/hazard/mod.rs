@@ -3,6 +3,7 @@
 //! host timing decides — each named, with a fix. See DESIGN.md, "The hazard checker".
 
 mod check;
+pub mod fix;
 mod graph;
 pub mod group;
 
@@ -107,9 +108,61 @@ pub fn orders(
     })
 }
 
+/// The most candidate orders tried (each try checks the program once more).
+const CANDIDATES: usize = 24;
+
+/// The smallest set of orders that fixes every finding: each conflict's own fix tried on
+/// the program, the one that leaves the fewest findings kept, until none is left (a program
+/// with six findings often has two causes; the learner is told the two). The fewest orders (greedily) that leave `program` with no finding, each one of the
+/// findings' own; `None` when some finding has no such order, when no set of them fixes all,
+/// or when it takes one order per finding (nothing to say beyond the findings).
+pub fn smallest_fix(
+    program: &Program,
+    states: &[DeviceState],
+    findings: &[Finding],
+) -> Option<Vec<fix::Order>> {
+    let mut candidates: Vec<fix::Order> = Vec::new();
+    for f in findings {
+        let o = f.order?;
+        if !candidates.contains(&o) {
+            candidates.push(o);
+        }
+    }
+    if candidates.len() > CANDIDATES || candidates.len() < 2 {
+        return None;
+    }
+    let left = |orders: &[fix::Order]| -> usize {
+        check_within_limits(&fix::with(program, orders), states).map_or(usize::MAX, |f| f.len())
+    };
+    let (mut chosen, mut remaining) = (Vec::new(), findings.len());
+    while remaining > 0 {
+        let best = candidates
+            .iter()
+            .filter(|c| !chosen.contains(*c))
+            .map(|c| {
+                let mut trial = chosen.clone();
+                trial.push(*c);
+                (left(&trial), *c)
+            })
+            .min_by_key(|(n, _)| *n)?;
+        if best.0 >= remaining {
+            return None;
+        }
+        chosen.push(best.1);
+        remaining = best.0;
+    }
+    (chosen.len() < findings.len()).then_some(chosen)
+}
+
 /// The findings as text, a cause each (findings that share one grouped): what and where,
 /// how often it repeats, its calls, and how to fix it.
 pub fn text(findings: &[Finding]) -> String {
+    text_with(findings, &[])
+}
+
+/// [`text`], or, given the smallest fix's orders said ([`smallest_fix`], [`fix::say`]), the
+/// findings without their own fixes and the orders once after them.
+pub fn text_with(findings: &[Finding], smallest_fix: &[String]) -> String {
     let found = Grouped::new(findings.to_vec());
     let mut out = String::new();
     for g in &found.groups {
@@ -128,7 +181,18 @@ pub fn text(findings: &[Finding]) -> String {
         if let Some(s) = &f.second {
             out += &format!("    second: {}\n", at(s));
         }
-        out += &format!("    fix:    {}\n", f.fix);
+        if smallest_fix.is_empty() {
+            out += &format!("    fix:    {}\n", f.fix);
+        }
+    }
+    if !smallest_fix.is_empty() {
+        out += &format!(
+            "{} missing order(s) cause them all; the smallest fix adds:\n",
+            smallest_fix.len()
+        );
+        for (i, f) in smallest_fix.iter().enumerate() {
+            out += &format!("  {}. {f}\n", i + 1);
+        }
     }
     out
 }

@@ -402,7 +402,12 @@ impl Program {
                 } else {
                     String::new()
                 };
-                format!("{}{at} {}..{}", kernel.name(), cells.start, cells.end)
+                // Inclusive, as a learner reads a range of cells (not Rust's `a..b`).
+                if cells.is_empty() {
+                    format!("{}{at} (no cells)", kernel.name())
+                } else {
+                    format!("{}{at} {}–{}", kernel.name(), cells.start, cells.end - 1)
+                }
             }
             Op::Record { event, .. } => format!("record {}", ev(event)),
             Op::Wait { event, .. } => format!("wait {}", ev(event)),

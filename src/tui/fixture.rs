@@ -183,7 +183,7 @@ pub fn micro_view() -> MicroView {
     MicroView {
         next: Some((1, 3)),
         positions: vec![Some(4), Some(3), Some(2), Some(4), Some(1), Some(0), Some(5)],
-        queued: vec![("compute@dev1".into(), vec!["update_h 500..1000".into()])],
+        queued: vec![("compute@dev1".into(), vec!["update_h 500–999".into()])],
         events: vec![("h_ready[0]".into(), "pending (completes at 12.0 µs)".into())],
         now_us: 9.5,
     }

@@ -423,7 +423,7 @@ pub mod tests {
     fn the_micro_step_state_shows_on_a_narrow_program_panel_too() {
         let mut f = fixture(Mode::Events, 4);
         f.code.micro.next = Some((0, 1));
-        f.code.micro.queued = vec![("compute@dev0".into(), vec!["update_h 0..500".into()])];
+        f.code.micro.queued = vec![("compute@dev0".into(), vec!["update_h 0–499".into()])];
         f.code.micro.events = vec![("h_ready[0]".into(), "complete".into())];
         let mut a = app_with(f);
         a.set_focus(Panel::Program);
@@ -431,7 +431,7 @@ pub mod tests {
         for (w, h) in [(80, 24), (120, 34)] {
             let s = text(&render(&a, w, h));
             assert!(
-                s.contains("streams: queued") && s.contains("compute@dev0: update_h 0..500"),
+                s.contains("streams: queued") && s.contains("compute@dev0: update_h 0–499"),
                 "{w}x{h}:\n{s}"
             );
         }
@@ -448,7 +448,7 @@ pub mod tests {
             reference: Some(vec![0.5, -0.125]),
             screen_cell: "column",
             first_seen_diff: Some(1200),
-            written_by: Some("update_e 1000..1500 (thread 2, call 5, step 1233)".into()),
+            written_by: Some("update_e 1000–1499 (thread 2, call 5, step 1233)".into()),
         });
         let s = text(&render(&app_with(f), 200, 60));
         assert!(s.contains("▼ cell 1240 (dev2)"), "{s}");
@@ -718,7 +718,7 @@ pub mod tests {
                 values: vec![("Ex", 0.5), ("Hy", -0.25)],
                 reference: Some(vec![0.5, -0.125]),
                 first_seen_diff: Some(1200),
-                written_by: Some("update_e 1000..1500 (thread 2, call 5, step 1233)".into()),
+                written_by: Some("update_e 1000–1499 (thread 2, call 5, step 1233)".into()),
             });
             let mut inspect = app_with(f);
             inspect.cursor = Some(1240);
