@@ -295,7 +295,7 @@ const EXPORT_HELP: &str = "Examples:
   haloscope program export events > mine.halo
   haloscope program export events --cuda --out events-cuda
   haloscope program export mine.halo --cuda --out mine-cuda --scenario radiate --devices 4 --gpus 0,0,0,0
-  cd events-cuda && nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo && ./halo
+  cd events-cuda && nvcc -O3 --fmad=false -arch=native -Xcompiler -fopenmp main.cu -o halo && ./halo
 
 The CUDA program writes its fields to fields/ as `haloscope --headless --dump-fields DIR` does
 (same scenario, devices and steps): they are equal bit for bit. An NCCL program (nccl,

@@ -35,7 +35,7 @@
 static thread_local int here_thread = -1;
 static thread_local long here_step = -1;
 
-static void fail(const char *file, int line, const char *call, const char *why) {
+static inline void fail(const char *file, int line, const char *call, const char *why) {
 #pragma omp critical(halo_fail)
     {
         if (here_step >= 0) {
@@ -50,14 +50,14 @@ static void fail(const char *file, int line, const char *call, const char *why) 
     }
 }
 
-static void check_call(cudaError_t e, const char *call, const char *file, int line) {
+static inline void check_call(cudaError_t e, const char *call, const char *file, int line) {
     if (e != cudaSuccess) {
         std::string why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
         fail(file, line, call, why.c_str());
     }
 }
 
-static void check_call(CUresult e, const char *call, const char *file, int line) {
+static inline void check_call(CUresult e, const char *call, const char *file, int line) {
     if (e != CUDA_SUCCESS) {
         std::string why = "driver error " + std::to_string((int)e);
         fail(file, line, call, why.c_str());
@@ -72,7 +72,7 @@ static void check_call(CUresult e, const char *call, const char *file, int line)
 #define CHECK_LAUNCH(kernel) check_call(cudaGetLastError(), kernel, __FILE__, __LINE__)
 
 // `a % b` of the program language: never negative (Euclid's).
-static long emod(long a, long b) {
+static inline long emod(long a, long b) {
     long r = a % b;
     return r < 0 ? r + (b < 0 ? -b : b) : r;
 }
@@ -104,7 +104,7 @@ struct Scenario {
 
 static Scenario scenario;
 
-static FILE *open_data(const std::string &path, const char *mode) {
+static inline FILE *open_data(const std::string &path, const char *mode) {
     FILE *f = fopen(path.c_str(), mode);
     if (f == nullptr) {
         fprintf(stderr, "%s: cannot open it (%s): run ./halo in the folder the export wrote\n",
@@ -120,7 +120,7 @@ static FILE *open_data(const std::string &path, const char *mode) {
 }
 
 // A float written as its bits, 0x3f800000: read without rounding.
-static float float_bits(const std::string &path, const char *word) {
+static inline float float_bits(const std::string &path, const char *word) {
     uint32_t bits = 0;
     if (sscanf(word, "0x%x", &bits) != 1) {
         bad_data(path, std::string("a float is written as its bits (0x…), not ") + word);
@@ -131,7 +131,7 @@ static float float_bits(const std::string &path, const char *word) {
 }
 
 // A float32 .npy file (C order): its values, and its shape in `shape`.
-static std::vector<float> read_npy(const std::string &path, std::vector<long> *shape = nullptr) {
+static inline std::vector<float> read_npy(const std::string &path, std::vector<long> *shape = nullptr) {
     FILE *f = open_data(path, "rb");
     char magic[10];
     if (fread(magic, 1, 10, f) != 10 || memcmp(magic, "\x93NUMPY", 6) != 0) {
@@ -169,7 +169,7 @@ static std::vector<float> read_npy(const std::string &path, std::vector<long> *s
     return out;
 }
 
-static void write_npy(const std::string &path, const std::vector<float> &v, std::vector<long> shape) {
+static inline void write_npy(const std::string &path, const std::vector<float> &v, std::vector<long> shape) {
     std::string dims;
     for (size_t i = 0; i < shape.size(); i++) {
         dims += (i ? ", " : "") + std::to_string(shape[i]);
@@ -193,7 +193,7 @@ static void write_npy(const std::string &path, const std::vector<float> &v, std:
 }
 
 // data/scenario.txt: one `key values…` per line (# starts a comment).
-static void read_scenario(const std::string &dir) {
+static inline void read_scenario(const std::string &dir) {
     std::string path = dir + "/scenario.txt";
     FILE *f = open_data(path, "r");
     char line[512];
@@ -241,7 +241,7 @@ static void read_scenario(const std::string &dir) {
     }
 }
 
-static float source_value(size_t i, long step) {
+static inline float source_value(size_t i, long step) {
     return scenario.values[step * scenario.sources.size() + i];
 }
 
@@ -262,36 +262,36 @@ struct Device {
 static std::vector<Device> device;
 
 // Floats per cell (row) of a field: 1 in 1D; nx of Ez and 2 nx of H (Hx, then Hy) in 2D.
-static long width(Field f) {
+static inline long width(Field f) {
     return scenario.plane ? (f == ex ? 1 : 2) * scenario.nx : 1;
 }
 
-static float *field(int dev, Field f) {
+static inline float *field(int dev, Field f) {
     return f == ex ? device[dev].e : device[dev].h;
 }
 
 // Global cell `i` of field `f` in device `dev`'s array, as a pointer (peer copies).
-static float *cell(Field f, int dev, long i) {
+static inline float *cell(Field f, int dev, long i) {
     return field(dev, f) + (i + HALO - device[dev].lo) * width(f);
 }
 
 // Bytes of `count` cells of field `f`.
-static size_t bytes(Field f, long count) {
+static inline size_t bytes(Field f, long count) {
     return (size_t)count * width(f) * sizeof(float);
 }
 
-static long pass_strip_floats(long len) {
+static inline long pass_strip_floats(long len) {
     return ((len + TILE - 1) / TILE + 3) * 2 * (MAX_STEPS + 1);
 }
 
-static float *zeroed(size_t floats) {
+static inline float *zeroed(size_t floats) {
     float *p = nullptr;
     CHECK(cudaMalloc(&p, std::max<size_t>(floats, 1) * sizeof(float)));
     CHECK(cudaMemset(p, 0, std::max<size_t>(floats, 1) * sizeof(float)));
     return p;
 }
 
-static float *uploaded(const std::vector<float> &v) {
+static inline float *uploaded(const std::vector<float> &v) {
     float *p = zeroed(v.size());
     CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
     return p;
@@ -299,7 +299,7 @@ static float *uploaded(const std::vector<float> &v) {
 
 // Device `dev`'s arrays on its GPU (the current one), as the cuda runtime allocates them
 // (src/runtime/cuda/buffers.rs): fields zero, coefficients from data/dev<d>.ca.npy and .cb.npy.
-static void allocate(int dev, const std::string &dir) {
+static inline void allocate(int dev, const std::string &dir) {
     Device &m = device[dev];
     const Scenario &s = scenario;
     m.held = m.hi - m.lo + 2 * HALO;
@@ -327,7 +327,7 @@ static void allocate(int dev, const std::string &dir) {
 }
 
 // The folder the fields go to (made if it is not there).
-static void mkdir_for(const std::string &dir) {
+static inline void mkdir_for(const std::string &dir) {
     if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "%s: cannot make the folder (%s)\n", dir.c_str(), strerror(errno));
         exit(2);
@@ -336,7 +336,7 @@ static void mkdir_for(const std::string &dir) {
 
 // The owned cells of every device, gathered, written as haloscope's --dump-fields does:
 // ex.npy and hy.npy (1D), ez.npy, hx.npy and hy.npy of shape (ny, nx) (2D).
-static void dump_fields(const std::string &out) {
+static inline void dump_fields(const std::string &out) {
     const Scenario &s = scenario;
     long nx = s.nx;
     std::vector<float> e, hx, hy_out;
@@ -381,7 +381,7 @@ enum Defined { ON_H, ON_E, ON_ALL }; // update_h, update_e, everything else
 
 // The local cells a kernel launched over global from..to works on: the held cells where
 // it is defined. update_h reads Ex one cell on, update_e Hy one back.
-static Span kernel_range(int dev, Defined k, long from, long to) {
+static inline Span kernel_range(int dev, Defined k, long from, long to) {
     const Device &m = device[dev];
     long n = scenario.cells;
     long vlo = k == ON_E ? 1 : 0, vhi = k == ON_ALL ? n : n - 1;
@@ -397,14 +397,14 @@ static Span kernel_range(int dev, Defined k, long from, long to) {
 }
 
 // Local index of a source held by device `dev` (-1 when it holds none).
-static long source_local(int dev, const Source &src) {
+static inline long source_local(int dev, const Source &src) {
     const Device &m = device[dev];
     bool held = src.cell >= std::max(m.lo - HALO, 0L) && src.cell < m.hi + HALO;
     return held ? src.cell + HALO - m.lo : -1;
 }
 
 // The grid ends device `dev` holds: kind and local cell (END_NONE where it holds none).
-static void held_ends(int dev, int kind[2], long at[2]) {
+static inline void held_ends(int dev, int kind[2], long at[2]) {
     const Device &m = device[dev];
     kind[0] = m.lo == 0 ? scenario.end_kind[0] : END_NONE;
     kind[1] = m.hi == scenario.cells ? scenario.end_kind[1] : END_NONE;
@@ -420,12 +420,12 @@ namespace launch {
 
 static const long MAX_ROWS = 65535; // a 2D launch's rows (gridDim.y) at most
 
-static unsigned blocks_of(long count, long per) {
+static inline unsigned blocks_of(long count, long per) {
     return (unsigned)((count + per - 1) / per);
 }
 
 // update_h<<<…>>>(from, to, step): H over the held part of cells from..to.
-static void update_h(int dev, cudaStream_t s, long from, long to, long step) {
+static inline void update_h(int dev, cudaStream_t s, long from, long to, long step) {
     (void)step;
     const Device &m = device[dev];
     Span r = kernel_range(dev, ON_H, from, to);
@@ -447,7 +447,7 @@ static void update_h(int dev, cudaStream_t s, long from, long to, long step) {
 }
 
 // update_e<<<…>>>(from, to, step): E over the held part of cells from..to.
-static void update_e(int dev, cudaStream_t s, long from, long to, long step) {
+static inline void update_e(int dev, cudaStream_t s, long from, long to, long step) {
     (void)step;
     const Device &m = device[dev];
     Span r = kernel_range(dev, ON_E, from, to);
@@ -470,7 +470,7 @@ static void update_e(int dev, cudaStream_t s, long from, long to, long step) {
 
 // sources_boundaries<<<…>>>(from, to, step): the sources of step `step` on the held part of
 // from..to, then the grid's ends among those cells (and, in 2D, the PEC side columns).
-static void sources_boundaries(int dev, cudaStream_t s, long from, long to, long step) {
+static inline void sources_boundaries(int dev, cudaStream_t s, long from, long to, long step) {
     Device &m = device[dev];
     const Scenario &sc = scenario;
     Span r = kernel_range(dev, ON_ALL, from, to);
@@ -527,7 +527,7 @@ struct Tiling {
     long e, tiles, blocks, first, jump;
 };
 
-static Tiling tiling(long len, long steps, Tiles which) {
+static inline Tiling tiling(long len, long steps, Tiles which) {
     if (which == ALL) {
         long t = (len + TILE - 1) / TILE;
         return {0, t, t, 0, 0};
@@ -545,7 +545,7 @@ static Tiling tiling(long len, long steps, Tiles which) {
 }
 
 // fused_save: the margins of every tile (and the Mur state) as the pass begins.
-static void save_margins(int dev, cudaStream_t s, Span r, long steps, bool split) {
+static inline void save_margins(int dev, cudaStream_t s, Span r, long steps, bool split) {
     const Device &m = device[dev];
     long len = r.len(), margin = steps + 1;
     Tiling t = tiling(len, steps, split ? INTERIOR : ALL);
@@ -557,7 +557,7 @@ static void save_margins(int dev, cudaStream_t s, Span r, long steps, bool split
 }
 
 // The pass's tiles `which`, `steps` steps from step `step`; a fused_store pass's stores.
-static void run_tiles(int dev, cudaStream_t s, Span r, long steps, long step, Tiles which) {
+static inline void run_tiles(int dev, cudaStream_t s, Span r, long steps, long step, Tiles which) {
     const Device &m = device[dev];
     const Scenario &sc = scenario;
     long off = r.a, len = r.len();
@@ -626,7 +626,7 @@ static void run_tiles(int dev, cudaStream_t s, Span r, long steps, long step, Ti
 
 // ---- 2D fused passes (src/geometry/plane/fused.rs, src/runtime/cuda/plane.rs) ----------
 
-static void copy_rows(int dev, cudaStream_t s, bool to_snapshot, long a, long z) {
+static inline void copy_rows(int dev, cudaStream_t s, bool to_snapshot, long a, long z) {
     const Device &m = device[dev];
     long nx = scenario.nx;
     float *fe = m.e, *fh = m.h, *fp = m.prev;
@@ -641,12 +641,12 @@ static void copy_rows(int dev, cudaStream_t s, bool to_snapshot, long a, long z)
     }
 }
 
-static void steps_2d(int dev, cudaStream_t s, long from, long to, long step, long steps);
+static inline void steps_2d(int dev, cudaStream_t s, long from, long to, long step, long steps);
 
 // A 2D pass of `steps` steps over rows from..to: passes of STEPS_2D steps at most, each
 // reading the fields one pass wrote and writing the other (the snapshot), the last into
 // the fields.
-static void fused_pass_2d(int dev, cudaStream_t s, long from, long to, long step, long steps) {
+static inline void fused_pass_2d(int dev, cudaStream_t s, long from, long to, long step, long steps) {
     const Device &m = device[dev];
     const Scenario &sc = scenario;
     Span h = kernel_range(dev, ON_H, from, to), e = kernel_range(dev, ON_E, from, to);
@@ -712,7 +712,7 @@ static void fused_pass_2d(int dev, cudaStream_t s, long from, long to, long step
 }
 
 // More sources in a pass than fused_steps_2d takes: the pass one step at a time.
-static void steps_2d(int dev, cudaStream_t s, long from, long to, long step, long steps) {
+static inline void steps_2d(int dev, cudaStream_t s, long from, long to, long step, long steps) {
     for (long t = 0; t < steps; t++) {
         update_h(dev, s, from, to, step + t);
         update_e(dev, s, from, to, step + t);
@@ -722,7 +722,7 @@ static void steps_2d(int dev, cudaStream_t s, long from, long to, long step, lon
 
 // A 2D fused_store pass's stores: the rows of both fields at each end of my cells into
 // the neighbours' halos (peer stores, a kernel).
-static void store_rows_2d(int dev, cudaStream_t s, long steps) {
+static inline void store_rows_2d(int dev, cudaStream_t s, long steps) {
     const Device &m = device[dev];
     long k = std::min(steps, m.hi - m.lo);
     for (int side = 0; side < 2; side++) {
@@ -747,7 +747,7 @@ static void store_rows_2d(int dev, cudaStream_t s, long steps) {
 
 // fused_steps<<<…>>>(from, to, steps): `steps` steps over the held part of from..to in one
 // pass over memory; the cells within `steps` of the span's ends come out stale.
-static void fused_steps(int dev, cudaStream_t s, long from, long to, long steps, long step) {
+static inline void fused_steps(int dev, cudaStream_t s, long from, long to, long steps, long step) {
     if (scenario.plane) {
         fused_pass_2d(dev, s, from, to, step, steps);
         return;
@@ -762,7 +762,7 @@ static void fused_steps(int dev, cudaStream_t s, long from, long to, long steps,
 
 // fused_save<<<…>>>(from, to, steps): a split pass begins: its margins saved (in 2D the
 // whole pass runs here; its parts then run nothing).
-static void fused_save(int dev, cudaStream_t s, long from, long to, long steps, long step) {
+static inline void fused_save(int dev, cudaStream_t s, long from, long to, long steps, long step) {
     if (scenario.plane) {
         fused_pass_2d(dev, s, from, to, step, steps);
         return;
@@ -773,7 +773,7 @@ static void fused_save(int dev, cudaStream_t s, long from, long to, long steps, 
     }
 }
 
-static void fused_part(int dev, cudaStream_t s, long from, long to, long steps, long step, Tiles part) {
+static inline void fused_part(int dev, cudaStream_t s, long from, long to, long steps, long step, Tiles part) {
     Span r = kernel_range(dev, ON_ALL, from, to);
     if (r.empty()) {
         return;
@@ -790,13 +790,13 @@ static void fused_part(int dev, cudaStream_t s, long from, long to, long steps, 
 // fused_boundary / fused_interior / fused_store<<<…>>>(from, to, steps): a split pass's
 // boundary tiles, its interior tiles, or every tile with the end cells stored into the
 // neighbours' halos.
-static void fused_boundary(int dev, cudaStream_t s, long from, long to, long steps, long step) {
+static inline void fused_boundary(int dev, cudaStream_t s, long from, long to, long steps, long step) {
     fused_part(dev, s, from, to, steps, step, BOUNDARY);
 }
-static void fused_interior(int dev, cudaStream_t s, long from, long to, long steps, long step) {
+static inline void fused_interior(int dev, cudaStream_t s, long from, long to, long steps, long step) {
     fused_part(dev, s, from, to, steps, step, INTERIOR);
 }
-static void fused_store(int dev, cudaStream_t s, long from, long to, long steps, long step) {
+static inline void fused_store(int dev, cudaStream_t s, long from, long to, long steps, long step) {
     fused_part(dev, s, from, to, steps, step, STORE);
 }
 
@@ -811,7 +811,7 @@ struct Driver {
 
 static Driver driver;
 
-static void load_driver() {
+static inline void load_driver() {
     cudaDriverEntryPointQueryResult found;
     void *p = nullptr;
     CHECK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &p, 12000, cudaEnableDefault, &found));
@@ -827,12 +827,12 @@ static void load_driver() {
 }
 
 // A flag's value `iter + c`: below 0 is 0 (no wait for less is ever unmet).
-static cuuint32_t flag_value(long v) {
+static inline cuuint32_t flag_value(long v) {
     return (cuuint32_t)std::min(std::max(v, 0L), (long)UINT32_MAX);
 }
 
 // A flag word (zero) in the current GPU's memory.
-static CUdeviceptr flag_word() {
+static inline CUdeviceptr flag_word() {
     return (CUdeviceptr)zeroed(1);
 }
 
@@ -841,7 +841,7 @@ static CUdeviceptr flag_word() {
 static const long RUN_AHEAD = 8;
 static std::atomic<long> rounds_issued[4096];
 
-static void keep_up(int d, long iter) {
+static inline void keep_up(int d, long iter) {
     rounds_issued[d].store(iter, std::memory_order_release);
     for (size_t o = 0; o < device.size(); o++) {
         while (rounds_issued[o].load(std::memory_order_acquire) + RUN_AHEAD < iter) {
@@ -853,7 +853,7 @@ static void keep_up(int d, long iter) {
 // Waits until every GPU has done the set-up's work: the memsets and copies went to the
 // default stream, which the program's streams (cudaStreamNonBlocking) do not wait for; a
 // flag zeroed late would undo its first write.
-static void set_up_done() {
+static inline void set_up_done() {
     for (size_t d = 0; d < device.size(); d++) {
         CHECK(cudaSetDevice(device[d].gpu));
         CHECK(cudaDeviceSynchronize());
@@ -864,7 +864,7 @@ static void set_up_done() {
 // (CUDA 12.2's default) a first launch waits for the GPU's pending work, and a thread's
 // first fused_store, issued behind flag waits that only its own later calls satisfy,
 // would wait for ever.
-static void load_kernels() {
+static inline void load_kernels() {
     const void *kernels[] = {
         (const void *)::update_h, (const void *)::update_e, (const void *)apply_source,
         (const void *)boundaries, (const void *)update_h_2d, (const void *)update_e_2d,
@@ -882,7 +882,7 @@ static void load_kernels() {
 // ---- set-up -----------------------------------------------------------------------------
 
 // Every device's memory on its GPU, and peer access between neighbours on distinct GPUs.
-static void set_up(const std::string &dir, const std::vector<int> &gpu) {
+static inline void set_up(const std::string &dir, const std::vector<int> &gpu) {
     read_scenario(dir);
     size_t n = scenario.lo.size();
     if (gpu.size() != n) {
@@ -928,7 +928,7 @@ static void set_up(const std::string &dir, const std::vector<int> &gpu) {
 #ifdef HALO_NCCL
 #include <nccl.h>
 
-static void check_call(ncclResult_t e, const char *call, const char *file, int line) {
+static inline void check_call(ncclResult_t e, const char *call, const char *file, int line) {
     if (e != ncclSuccess) {
         std::string why = std::string(ncclGetErrorString(e));
         const char *last = ncclGetLastError(nullptr);
@@ -942,7 +942,7 @@ static std::vector<ncclComm_t> comms;
 
 // The communicators of every device, made at once by this one host thread. NCCL refuses
 // two ranks on one GPU, so each device needs its own GPU.
-static void start_nccl(const int *gpus, int count) {
+static inline void start_nccl(const int *gpus, int count) {
     for (int d = 0; d < count; d++) {
         for (int o = 0; o < d; o++) {
             if (gpus[o] == gpus[d]) {
@@ -958,12 +958,12 @@ static void start_nccl(const int *gpus, int count) {
     CHECK(ncclCommInitAll(comms.data(), count, gpus));
 }
 
-static void stop_nccl() {
+static inline void stop_nccl() {
     for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c));
 }
 
 // `count` cells (rows in 2D) of field `f`, as the floats NCCL counts.
-static size_t floats(Field f, long count) {
+static inline size_t floats(Field f, long count) {
     return (size_t)count * width(f);
 }
 #endif

@@ -373,36 +373,19 @@ fn declarations(u: &Unit, out: &mut String) {
 }
 
 /// Creates each family's members on their devices (`on`: `i` unless declared), as the
-/// program's set-up does; a family the step creates itself is left to the step.
+/// program's set-up does; a family the step creates itself is left to the step. The
+/// families made on their own member's device share one loop; one declared elsewhere
+/// (`on`) has its own.
 fn creations(u: &Unit, out: &mut String) {
-    let fams = u
+    let fams: Vec<_> = u
         .src
         .events
         .iter()
         .filter(|e| !u.src.manual.contains(&e.name))
         .map(|e| (e, false))
-        .chain(u.src.flags.iter().map(|e| (e, true)));
-    for (e, flag) in fams {
-        let on = e.on.as_ref().map_or("i".to_string(), expr);
-        let name = ident(&e.name);
-        let _ = writeln!(out, "    for (long i = 0; i < n; i++) {{");
-        if e.on.is_some() {
-            // The program's `i` (the member's index) is the loop's `i`, whatever C name the
-            // export gives the program's own `i` elsewhere.
-            let i = ident("i");
-            if i != "i"
-                && on
-                    .split(|c: char| !c.is_alphanumeric() && c != '_')
-                    .any(|w| w == i)
-            {
-                let _ = writeln!(out, "        const long {i} = i;");
-            }
-            let _ = writeln!(out, "        const long on = {on};");
-            let _ = writeln!(out, "        if (on < 0 || on >= n) continue;  // no such device");
-        } else {
-            let _ = writeln!(out, "        const long on = i;");
-        }
-        let _ = writeln!(out, "        CHECK(cudaSetDevice(gpuMapping[on]));");
+        .chain(u.src.flags.iter().map(|e| (e, true)))
+        .collect();
+    let make = |out: &mut String, name: &str, flag: bool| {
         if flag {
             let _ = writeln!(out, "        {name}[i] = flag_word();");
         } else {
@@ -411,17 +394,54 @@ fn creations(u: &Unit, out: &mut String) {
                 "        CHECK(cudaEventCreateWithFlags(&{name}[i], cudaEventDisableTiming));"
             );
         }
+    };
+    let plain: Vec<_> = fams.iter().filter(|(e, _)| e.on.is_none()).collect();
+    if !plain.is_empty() {
+        let _ = writeln!(
+            out,
+            "    for (long i = 0; i < n; i++) {{  // member i on device i"
+        );
+        let _ = writeln!(out, "        CHECK(cudaSetDevice(gpuMapping[i]));");
+        for (e, flag) in &plain {
+            make(out, &ident(&e.name), *flag);
+        }
+        let _ = writeln!(out, "    }}");
+    }
+    for (e, flag) in fams.iter().filter(|(e, _)| e.on.is_some()) {
+        let on = e.on.as_ref().map_or("i".to_string(), expr);
+        let _ = writeln!(out, "    for (long i = 0; i < n; i++) {{");
+        // The program's `i` (the member's index) is the loop's `i`, whatever C name the
+        // export gives the program's own `i` elsewhere.
+        let i = ident("i");
+        if i != "i"
+            && on
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .any(|w| w == i)
+        {
+            let _ = writeln!(out, "        const long {i} = i;");
+        }
+        let _ = writeln!(out, "        const long on = {on};");
+        let _ = writeln!(out, "        if (on < 0 || on >= n) continue;  // no such device");
+        let _ = writeln!(out, "        CHECK(cudaSetDevice(gpuMapping[on]));");
+        make(out, &ident(&e.name), *flag);
         let _ = writeln!(out, "    }}");
     }
 }
 
 /// The nvcc line that builds an export.
-pub const BUILD: &str = "nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo";
+pub const BUILD: &str = "nvcc -O3 --fmad=false -arch=native -Xcompiler -fopenmp main.cu -o halo";
+
+/// What to change in [`BUILD`] away from the GPU it runs on, and with nvcc from pip.
+pub const BUILD_NOTES: [&str; 3] = [
+    "(-arch=native: this machine's GPU; elsewhere name one: -arch=sm_90 Hopper, sm_100",
+    " Blackwell, sm_89 Ada, sm_80 Ampere. nvcc from pip (nvidia-cuda-nvcc-cu13) also needs",
+    " -L$(dirname $(which nvcc))/../lib, where its static cudart is)",
+];
 
 /// The nvcc line of an NCCL program with NCCL from pip (`nvidia-nccl-cu13`: its `lib`
 /// holds `libnccl.so.2` only, no `libnccl.so` for `-lnccl`), after
 /// `NCCL=$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])')`.
-pub const BUILD_PIP_NCCL: &str = "nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo \
+pub const BUILD_PIP_NCCL: &str = "nvcc -O3 --fmad=false -arch=native -Xcompiler -fopenmp main.cu -o halo \
      -I$NCCL/include -L$NCCL/lib -l:libnccl.so.2 -Xlinker -rpath=$NCCL/lib";
 
 /// The nvcc line of an export; an NCCL program links NCCL too.
@@ -452,6 +472,9 @@ fn head(u: &Unit, nccl: bool) -> String {
     out.push_str(
         "//        (--fmad=false and never --use_fast_math: a contracted multiply-add changes the bits)\n",
     );
+    for l in BUILD_NOTES {
+        let _ = writeln!(out, "//        {l}");
+    }
     if nccl {
         out.push_str(NCCL_BUILD);
         out.push_str(
@@ -508,7 +531,7 @@ pub fn main_cu(u: &Unit) -> String {
     );
     declarations(u, &mut out);
     out.push_str(PARSE_GPUS);
-    out.push_str(&main_start(nccl));
+    out.push_str(&main_start(nccl, flags));
     out.push_str(MAIN_REST);
     if flags {
         out.push_str("    load_driver();\n");
@@ -518,7 +541,7 @@ pub fn main_cu(u: &Unit) -> String {
     if nccl {
         out.push_str("    start_nccl(gpuMapping, n);  // one communicator per device: ncclCommInitAll\n");
     }
-    out.push_str(&round_setup(u));
+    out.push_str(&round_setup(u, &body));
     out.push_str(THREAD_START);
     if nccl {
         out.push_str("        ncclComm_t comm = comms[d];  // rank d's communicator\n");
@@ -594,17 +617,29 @@ pub fn uses_nccl(body: &[Stmt]) -> bool {
     })
 }
 
-fn round_setup(u: &Unit) -> String {
+fn round_setup(u: &Unit, body: &str) -> String {
     let round = u.src.round.as_ref().map_or("1".to_string(), |(e, _)| expr(e));
-    format!(
+    // k only where the step names it (a program of one-cell halos never does).
+    let k = if names_word(body, "k") || round != "1" {
         "    // k: the halo's width — at most what every device owns, at most HALO.
     long k = HALO;
     for (int i = 0; i < n; i++) k = std::min(k, device[i].hi - device[i].lo);
     k = std::max(k, 1L);
-    const long round = {round};  // steps per round
+"
+    } else {
+        ""
+    };
+    format!(
+        "{k}    const long round = {round};  // steps per round
     const long steps = scenario.steps;
 "
     )
+}
+
+/// Whether C text `text` has `word` as a whole identifier.
+fn names_word(text: &str, word: &str) -> bool {
+    text.split(|c: char| !c.is_alphanumeric() && c != '_')
+        .any(|w| w == word)
 }
 
 const NCCL_BUILD: &str = "//        NCCL from pip (nvidia-nccl-cu13): NCCL=$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])')
@@ -658,7 +693,14 @@ static std::string parse_gpus(const std::string &list, int devices, int count, b
 "#;
 
 /// `main`'s start: its flags (`distinct`: no GPU twice in `--gpus`).
-fn main_start(distinct: bool) -> String {
+fn main_start(distinct: bool, flags: bool) -> String {
+    let connections = if flags {
+        "    // Several devices on one GPU wait on each other's flags through the hardware queues:\n    \
+         // more than the default 8 keep a waiting stream from holding up the one it waits for.\n    \
+         setenv(\"CUDA_DEVICE_MAX_CONNECTIONS\", \"32\", 0);\n"
+    } else {
+        ""
+    };
     format!(
         r#"
 int main(int argc, char **argv) {{
@@ -680,10 +722,7 @@ int main(int argc, char **argv) {{
     if (!gpus_given) {{
         for (int i = 0; i < n; i++) gpus += (i ? "," : "") + std::to_string(gpuMapping[i]);
     }}
-    // Several devices on one GPU wait on each other's flags through the hardware queues:
-    // more than the default 8 keep a waiting stream from holding up the one it waits for.
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-    // Kernels loaded at start (halo.cuh's load_kernels also asks for each): a kernel loaded
+{connections}    // Kernels loaded at start (halo.cuh's load_kernels also asks for each): a kernel loaded
     // at its first launch waits for the GPU's pending work, flag waits included.
     setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     int gpu_count = 0;  // after the settings above: CUDA reads them when it starts

@@ -27,7 +27,7 @@ use crate::scenario::{Injection, Scenario};
 pub use assets::ACCESS;
 use assets::{HALO_CUH, KERNELS};
 
-pub use cuda::{BUILD, BUILD_PIP_NCCL, build_line};
+pub use cuda::{BUILD, BUILD_NOTES, BUILD_PIP_NCCL, build_line};
 
 /// The most bytes of source values an export writes (`data/sources.npy`).
 pub const MAX_SOURCE_TABLE: u64 = 256 << 20;
@@ -455,7 +455,7 @@ fn readme(
         )
     } else {
         (
-            format!("    {BUILD}"),
+            format!("    {BUILD}\n\n{}", BUILD_NOTES.concat()),
             format!("./halo --gpus {}   # every device on GPU 0", same.join(",")),
         )
     };
@@ -467,7 +467,7 @@ fn readme(
     format!(
         "# {name} on {} ({} devices), as CUDA C++\n\n\
          Exported by haloscope: `{command}`\n\n\
-         ## Build (CUDA 12 or later, a Hopper GPU: sm_90)\n\n{build}\n\n\
+         ## Build (CUDA 12 or later)\n\n{build}\n\n\
          `--fmad=false` keeps every multiply and add rounded on its own, as haloscope's CPU \
          and its cuda runtime do; never add `--use_fast_math`.\n\n\
          ## Run\n\n    ./halo                      # GPUs {}\n    {other}\n\n\
