@@ -102,18 +102,35 @@ fn an_export_writes_the_program_its_kernels_and_the_scenario_as_data() {
         "halo.cuh",
         "README.md",
         "kernels/fdtd1d.cu",
-        "kernels/fdtd2d.cu",
-        "kernels/fused.cu",
         "kernels/access.txt",
         "data/scenario.txt",
         "data/sources.npy",
     ] {
         assert!(out.join(f).exists(), "{f} missing");
     }
+    // Only what a 1D program of two kernels uses: no 2D or fused kernels, no flags.
+    for f in ["kernels/fdtd2d.cu", "kernels/fused.cu"] {
+        assert!(!out.join(f).exists(), "{f} written");
+    }
+    let cuh = std::fs::read_to_string(out.join("halo.cuh")).unwrap();
+    for not in ["update_h_2d", "fused_steps", "cuStreamWaitValue32", "//@"] {
+        assert!(!cuh.contains(not), "halo.cuh has {not}");
+    }
     // The kernels are the cuda runtime's, unchanged.
     assert_eq!(
-        std::fs::read_to_string(out.join("kernels/fused.cu")).unwrap(),
-        include_str!("../kernels/fused.cu")
+        std::fs::read_to_string(out.join("kernels/fdtd1d.cu")).unwrap(),
+        include_str!("../kernels/fdtd1d.cu")
+    );
+    // A fused program on a plane: the 2D and fused kernels, the fused passes of a plane.
+    let fused = dir.path().join("fused-cuda");
+    let (code, err) = export_to("fused", &fused, &["--scenario", "radiate"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(fused.join("kernels/fused.cu").exists() && fused.join("kernels/fdtd2d.cu").exists());
+    assert!(!fused.join("kernels/fdtd1d.cu").exists());
+    let cuh = std::fs::read_to_string(fused.join("halo.cuh")).unwrap();
+    assert!(
+        cuh.contains("fused_pass_2d") && !cuh.contains("run_tiles("),
+        "{cuh}"
     );
     // The split, the ends and the sources as written: floats as their bits.
     let s = haloscope::scenario::load(Some("uneven")).unwrap();

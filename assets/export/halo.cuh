@@ -25,9 +25,15 @@
 #include <thread>
 #include <vector>
 
+//@if 1d
 #include "kernels/fdtd1d.cu"
+//@end
+//@if 2d
 #include "kernels/fdtd2d.cu"
+//@end
+//@if fused
 #include "kernels/fused.cu"
+//@end
 
 // ---- checked calls ------------------------------------------------------------------
 
@@ -57,12 +63,14 @@ static inline void check_call(cudaError_t e, const char *call, const char *file,
     }
 }
 
+//@if flags
 static inline void check_call(CUresult e, const char *call, const char *file, int line) {
     if (e != CUDA_SUCCESS) {
         std::string why = "driver error " + std::to_string((int)e);
         fail(file, line, call, why.c_str());
     }
 }
+//@end
 
 // Every CUDA call goes through CHECK: a failure names the call, the host thread and the
 // step, and the program exits with status 1.
@@ -418,7 +426,9 @@ namespace launch {
 
 // ---- the two-kernel step --------------------------------------------------------------
 
+//@if 2d
 static const long MAX_ROWS = 65535; // a 2D launch's rows (gridDim.y) at most
+//@end
 
 static inline unsigned blocks_of(long count, long per) {
     return (unsigned)((count + per - 1) / per);
@@ -432,11 +442,14 @@ static inline void update_h(int dev, cudaStream_t s, long from, long to, long st
     if (r.empty()) {
         return;
     }
+    //@if 1d
     if (!scenario.plane) {
         ::update_h<<<blocks_of(r.len(), BLOCK), BLOCK, 0, s>>>(m.h, m.e, scenario.ch, r.a, r.len());
         CHECK_LAUNCH("update_h");
         return;
     }
+    //@end
+    //@if 2d
     unsigned nx = scenario.nx;
     for (long a = r.a; a < r.z; a += MAX_ROWS) {
         unsigned rows = std::min(r.z - a, MAX_ROWS);
@@ -444,6 +457,7 @@ static inline void update_h(int dev, cudaStream_t s, long from, long to, long st
         update_h_2d<<<grid, BLOCK, 0, s>>>(m.h, m.e, scenario.ch, nx, a, rows, scenario.periodic);
         CHECK_LAUNCH("update_h_2d");
     }
+    //@end
 }
 
 // update_e<<<…>>>(from, to, step): E over the held part of cells from..to.
@@ -454,11 +468,14 @@ static inline void update_e(int dev, cudaStream_t s, long from, long to, long st
     if (r.empty()) {
         return;
     }
+    //@if 1d
     if (!scenario.plane) {
         ::update_e<<<blocks_of(r.len(), BLOCK), BLOCK, 0, s>>>(m.e, m.h, m.ca, m.cb, r.a, r.len());
         CHECK_LAUNCH("update_e");
         return;
     }
+    //@end
+    //@if 2d
     unsigned nx = scenario.nx;
     for (long a = r.a; a < r.z; a += MAX_ROWS) {
         unsigned rows = std::min(r.z - a, MAX_ROWS);
@@ -466,6 +483,7 @@ static inline void update_e(int dev, cudaStream_t s, long from, long to, long st
         update_e_2d<<<grid, BLOCK, 0, s>>>(m.e, m.h, m.ca, m.cb, nx, a, rows, scenario.periodic);
         CHECK_LAUNCH("update_e_2d");
     }
+    //@end
 }
 
 // sources_boundaries<<<…>>>(from, to, step): the sources of step `step` on the held part of
@@ -484,15 +502,20 @@ static inline void sources_boundaries(int dev, cudaStream_t s, long from, long t
         }
         float v = source_value(i, step);
         int hard = sc.sources[i].hard;
+        //@if 1d
         if (!sc.plane) {
             apply_source<<<1, 1, 0, s>>>(m.e, (unsigned)at, v, hard);
             CHECK_LAUNCH("apply_source");
-        } else {
+        }
+        //@end
+        //@if 2d
+        if (sc.plane) {
             long count = sc.sources[i].c1 - sc.sources[i].c0;
             float *cells = m.e + at * sc.nx + sc.sources[i].c0;
             apply_source_2d<<<blocks_of(count, BLOCK), BLOCK, 0, s>>>(cells, count, v, hard);
             CHECK_LAUNCH("apply_source_2d");
         }
+        //@end
     }
     int kind[2];
     long end[2];
@@ -501,26 +524,35 @@ static inline void sources_boundaries(int dev, cudaStream_t s, long from, long t
         kind[side] = r.contains(end[side]) ? kind[side] : END_NONE;
     }
     if (kind[0] != END_NONE || kind[1] != END_NONE) {
+        //@if 1d
         if (!sc.plane) {
             float lm = kind[0] == END_MUR ? sc.end_mur[0] : 0.0f;
             float rm = kind[1] == END_MUR ? sc.end_mur[1] : 0.0f;
             boundaries<<<1, 1, 0, s>>>(m.e, m.prev, end[0], end[1], kind[0], lm, kind[1], rm);
             CHECK_LAUNCH("boundaries");
-        } else {
+        }
+        //@end
+        //@if 2d
+        if (sc.plane) {
             end_rows_2d<<<blocks_of(sc.nx, BLOCK), BLOCK, 0, s>>>(m.e, m.prev, m.mur, sc.nx, end[0],
                                                                    end[1], kind[0], kind[1]);
             CHECK_LAUNCH("end_rows_2d");
         }
+        //@end
     }
+    //@if 2d
     if (sc.plane && !sc.periodic) {
         pec_sides_2d<<<blocks_of(r.len(), BLOCK), BLOCK, 0, s>>>(m.e, sc.nx, r.a, r.len());
         CHECK_LAUNCH("pec_sides_2d");
     }
+    //@end
 }
 
+//@if fused
 // ---- 1D fused passes (src/fused.rs, src/runtime/cuda/wide.rs) ---------------------------
 
 enum Tiles { ALL, BOUNDARY, INTERIOR, STORE };
+//@if 1d
 
 // A pass over `len` cells in tiles: (e, tiles saved, blocks, first, jump) of fused.cu.
 struct Tiling {
@@ -624,6 +656,8 @@ static inline void run_tiles(int dev, cudaStream_t s, Span r, long steps, long s
     CHECK_LAUNCH("fused_steps");
 }
 
+//@end
+//@if 2d
 // ---- 2D fused passes (src/geometry/plane/fused.rs, src/runtime/cuda/plane.rs) ----------
 
 static inline void copy_rows(int dev, cudaStream_t s, bool to_snapshot, long a, long z) {
@@ -743,48 +777,63 @@ static inline void store_rows_2d(int dev, cudaStream_t s, long steps) {
     }
 }
 
+//@end
 // ---- the fused kernels of the program language ----------------------------------------
 
 // fused_steps<<<…>>>(from, to, steps): `steps` steps over the held part of from..to in one
 // pass over memory; the cells within `steps` of the span's ends come out stale.
 static inline void fused_steps(int dev, cudaStream_t s, long from, long to, long steps, long step) {
+    //@if 2d
     if (scenario.plane) {
         fused_pass_2d(dev, s, from, to, step, steps);
         return;
     }
+    //@end
+    //@if 1d
     Span r = kernel_range(dev, ON_ALL, from, to);
     if (r.empty()) {
         return;
     }
     save_margins(dev, s, r, steps, false);
     run_tiles(dev, s, r, steps, step, ALL);
+    //@end
 }
 
 // fused_save<<<…>>>(from, to, steps): a split pass begins: its margins saved (in 2D the
 // whole pass runs here; its parts then run nothing).
 static inline void fused_save(int dev, cudaStream_t s, long from, long to, long steps, long step) {
+    (void)step;  // a 1D save runs no step
+    //@if 2d
     if (scenario.plane) {
         fused_pass_2d(dev, s, from, to, step, steps);
         return;
     }
+    //@end
+    //@if 1d
     Span r = kernel_range(dev, ON_ALL, from, to);
     if (!r.empty()) {
         save_margins(dev, s, r, steps, true);
     }
+    //@end
 }
 
 static inline void fused_part(int dev, cudaStream_t s, long from, long to, long steps, long step, Tiles part) {
+    (void)step;  // in 2D the parts run no step
     Span r = kernel_range(dev, ON_ALL, from, to);
     if (r.empty()) {
         return;
     }
+    //@if 2d
     if (scenario.plane) {
         if (part == STORE) {
             store_rows_2d(dev, s, steps);
         }
         return;
     }
+    //@end
+    //@if 1d
     run_tiles(dev, s, r, steps, step, part);
+    //@end
 }
 
 // fused_boundary / fused_interior / fused_store<<<…>>>(from, to, steps): a split pass's
@@ -799,9 +848,11 @@ static inline void fused_interior(int dev, cudaStream_t s, long from, long to, l
 static inline void fused_store(int dev, cudaStream_t s, long from, long to, long steps, long step) {
     fused_part(dev, s, from, to, steps, step, STORE);
 }
+//@end
 
 } // namespace launch
 
+//@if flags
 // ---- flags: stream memory operations, through the runtime's driver entry points -------
 
 struct Driver {
@@ -849,6 +900,7 @@ static inline void keep_up(int d, long iter) {
         }
     }
 }
+//@end
 
 // Waits until every GPU has done the set-up's work: the memsets and copies went to the
 // default stream, which the program's streams (cudaStreamNonBlocking) do not wait for; a
@@ -866,17 +918,28 @@ static inline void set_up_done() {
 // would wait for ever.
 static inline void load_kernels() {
     const void *kernels[] = {
+        //@if 1d
         (const void *)::update_h, (const void *)::update_e, (const void *)apply_source,
-        (const void *)boundaries, (const void *)update_h_2d, (const void *)update_e_2d,
-        (const void *)apply_source_2d, (const void *)end_rows_2d, (const void *)pec_sides_2d,
-        (const void *)fused_edges, (const void *)::fused_steps, (const void *)store_rows,
-        (const void *)fused_steps_2d,
+        (const void *)boundaries,
+        //@end
+        //@if 2d
+        (const void *)update_h_2d, (const void *)update_e_2d, (const void *)apply_source_2d,
+        (const void *)end_rows_2d, (const void *)pec_sides_2d,
+        //@end
+        //@if fused 1d
+        (const void *)fused_edges, (const void *)::fused_steps,
+        //@end
+        //@if fused 2d
+        (const void *)store_rows, (const void *)fused_steps_2d,
+        //@end
     };
     for (const void *k : kernels) {
         cudaFuncAttributes a;
         CHECK(cudaFuncGetAttributes(&a, k));
     }
+    //@if fused 2d
     CHECK(cudaFuncSetAttribute(fused_steps_2d, cudaFuncAttributeMaxDynamicSharedMemorySize, SHARED_2D));
+    //@end
 }
 
 // ---- set-up -----------------------------------------------------------------------------

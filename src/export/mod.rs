@@ -25,7 +25,7 @@ use crate::program::{Mode, ProgramFile};
 use crate::scenario::{Injection, Scenario};
 
 pub use assets::ACCESS;
-use assets::{HALO_CUH, KERNELS};
+use assets::HALO_CUH;
 
 pub use cuda::{BUILD, BUILD_NOTES, BUILD_PIP_NCCL, build_line};
 
@@ -348,12 +348,27 @@ fn write_all(out: &OutDir, main: &str, s: &Scenario, ranges: &[Range<usize>]) ->
     out.mkdir("kernels")?;
     out.mkdir("data")?;
     out.write("main.cu", main.as_bytes())?;
-    out.write("halo.cuh", HALO_CUH.as_bytes())?;
-    for (name, text) in KERNELS {
+    let have = parts(main, s);
+    out.write("halo.cuh", assets::kept(HALO_CUH, &have).as_bytes())?;
+    let kernels = assets::kernels_kept(&have);
+    for (name, text) in &kernels {
         out.write(&format!("kernels/{name}"), text.as_bytes())?;
     }
     out.write("kernels/access.txt", ACCESS.as_bytes())?;
-    Ok(4 + KERNELS.len() + write_data(out, s, ranges)?)
+    Ok(4 + kernels.len() + write_data(out, s, ranges)?)
+}
+
+/// The parts of halo.cuh a program uses, as its `main.cu` shows them: the grid's kernels,
+/// the fused passes where it launches one, the flags where it loads the driver's calls.
+pub fn parts(main: &str, s: &Scenario) -> Vec<&'static str> {
+    let mut have = vec![Grid::of(s).export_kernels()];
+    if main.contains("launch::fused_") {
+        have.push("fused");
+    }
+    if main.contains("load_driver();") {
+        have.push("flags");
+    }
+    have
 }
 
 fn bits(x: f32) -> String {

@@ -263,6 +263,16 @@ impl Grid {
         }
     }
 
+    /// The kernels a CUDA export of this grid keeps (`//@if 1d` or `2d` in halo.cuh).
+    pub fn export_kernels(self) -> &'static str {
+        match self {
+            Grid::Line => "1d",
+            #[cfg(test)]
+            Grid::Ladder => "1d",
+            Grid::Plane { .. } => "2d",
+        }
+    }
+
     /// A grid of `slices` slices, short: `4096 cells`, `128×128 cells`.
     pub fn extent(self, slices: usize) -> String {
         match self {
