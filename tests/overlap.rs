@@ -160,15 +160,15 @@ fn the_program_view_names_the_cells_each_part_writes() {
     let shown: Vec<String> = p.step[3].iter().map(|op| p.render(op)).collect();
     let line = |kernel: &str| shown.iter().find(|l| l.starts_with(kernel)).unwrap().clone();
     assert!(
-        line("fused_boundary").ends_with("(cells 1484..2016, 16 steps: its tiles 1484..1516, 1968..2000)"),
+        line("fused_boundary").ends_with("(cells 1484–2015, 16 steps: its tiles 1484–1515, 1968–1999)"),
         "{shown:#?}"
     );
     assert!(
-        line("fused_interior").ends_with("(cells 1484..2016, 16 steps: its tiles 1516..1968)"),
+        line("fused_interior").ends_with("(cells 1484–2015, 16 steps: its tiles 1516–1967)"),
         "{shown:#?}"
     );
     assert!(
-        line("fused_save").ends_with("(cells 1484..2016, 16 steps)"),
+        line("fused_save").ends_with("(cells 1484–2015, 16 steps)"),
         "{shown:#?}"
     );
     // A plane's parts are rows: radiate (240 rows) on 2 devices, dev0's span 0..136. The
@@ -178,11 +178,11 @@ fn the_program_view_names_the_cells_each_part_writes() {
     let shown: Vec<String> = p.step[0].iter().map(|op| p.render(op)).collect();
     let line = |kernel: &str| shown.iter().find(|l| l.starts_with(kernel)).unwrap().clone();
     assert!(
-        line("fused_boundary").ends_with("(rows 0..136, 16 steps: its rows 0..38, 76..136)"),
+        line("fused_boundary").ends_with("(rows 0–135, 16 steps: its rows 0–37, 76–135)"),
         "{shown:#?}"
     );
     assert!(
-        line("fused_interior").ends_with("(rows 0..136, 16 steps: its rows 38..76)"),
+        line("fused_interior").ends_with("(rows 0–135, 16 steps: its rows 38–75)"),
         "{shown:#?}"
     );
     let p2p = Mode::FusedP2p.program(&[0..120, 120..240]).on(&s);

@@ -128,7 +128,7 @@ fn the_program_view_says_what_a_store_does() {
     let line = shown.iter().find(|l| l.starts_with("fused_store")).unwrap();
     assert!(
         line.ends_with(
-            "(cells 484..1016, 16 steps: every tile, the 16 end cells stored into the neighbours' halos)"
+            "(cells 484–1015, 16 steps: every tile, the 16 end cells stored into the neighbours' halos)"
         ),
         "{shown:#?}"
     );

@@ -660,13 +660,16 @@ fn conflict_finding(
         _ => String::new(),
     };
     let mut fix = format!(
-        "record an event on {} after call {} of thread {} and wait on it on {} before call {} of thread {}{barrier}",
+        "record an event on {} after call {} of thread {} ({}) and wait on it on {} before call {} of \
+         thread {} ({}){barrier}",
         program.stream_name(s1),
         fc.index,
         fc.thread,
+        name(fc),
         program.stream_name(s2),
         sc.index,
-        sc.thread
+        sc.thread,
+        name(sc)
     );
     // Where the host fixes neither order, which call was meant first is a guess (the
     // write): say so, and the other way.

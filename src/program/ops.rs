@@ -245,6 +245,16 @@ pub struct Program {
     pub cells: usize,
 }
 
+/// A range of cells as a learner reads it: first and last, inclusive (`0–999`, not Rust's
+/// `0..1000`), or `none`.
+pub fn inclusive(r: &Range<usize>) -> String {
+    if r.is_empty() {
+        "none".into()
+    } else {
+        format!("{}–{}", r.start, r.end - 1)
+    }
+}
+
 impl Program {
     /// The program on the grid of scenario `s`.
     pub fn on(mut self, s: &crate::scenario::Scenario) -> Program {
@@ -268,7 +278,7 @@ impl Program {
         let span = cells.start..cells.end.min(self.cells.max(cells.start));
         let own: Vec<String> = crate::fused::part_cells(&span, steps as usize, part, self.grid.split_align())
             .iter()
-            .map(|r| format!("{}..{}", r.start, r.end))
+            .map(inclusive)
             .collect();
         if own.is_empty() {
             format!("its {noun} none")
@@ -403,11 +413,7 @@ impl Program {
                     String::new()
                 };
                 // Inclusive, as a learner reads a range of cells (not Rust's `a..b`).
-                if cells.is_empty() {
-                    format!("{}{at} (no cells)", kernel.name())
-                } else {
-                    format!("{}{at} {}–{}", kernel.name(), cells.start, cells.end - 1)
-                }
+                format!("{}{at} {}", kernel.name(), inclusive(cells))
             }
             Op::Record { event, .. } => format!("record {}", ev(event)),
             Op::Wait { event, .. } => format!("wait {}", ev(event)),
@@ -472,12 +478,11 @@ impl Program {
                     _ => String::new(),
                 };
                 format!(
-                    "{}<<<…, {}>>>({} {}..{}{what})",
+                    "{}<<<…, {}>>>({} {}{what})",
                     kernel.name(),
                     st(stream),
                     self.unit(),
-                    cells.start,
-                    cells.end
+                    inclusive(cells)
                 )
             }
             Op::Record { event, stream } => format!("cudaEventRecord({}, {})", ev(event), st(stream)),
