@@ -378,17 +378,12 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
     let name = file
         .as_ref()
         .map_or(c.mode.name().to_string(), |f| f.name.clone());
-    let Some(findings) = crate::hazard::check_scenario(&s, &program) else {
+    let Some(found) = crate::hazard::check_grouped(&s, &program) else {
         let why = crate::hazard::beyond_limits(&program).unwrap_or_default();
         return Err(crate::error::UsageError(format!("check: {why}")).into());
     };
-    let found = crate::hazard::Grouped::new(findings);
     // Fewer orders than causes fix them all: said once.
-    let smallest =
-        crate::hazard::smallest_fix(&program, &crate::decomp::DeviceState::shapes(&s), &found.findings)
-            .filter(|o| o.len() < found.groups.len())
-            .map(|o| crate::hazard::fix::say(&program, &o))
-            .unwrap_or_default();
+    let smallest = found.smallest_fix.clone();
     if c.json {
         // Every finding, and the causes they group into (indices into `hazards`).
         let report = serde_json::json!({

@@ -308,18 +308,14 @@ pub fn judge_grouped(ex: &Exercise, path: &Path) -> (Verdict, crate::hazard::Gro
             return (v, crate::hazard::Grouped::default());
         }
     };
-    let findings = crate::hazard::check_scenario(&plan.scenario, &program).unwrap_or_default();
-    let found = crate::hazard::Grouped::new(findings);
+    let found = crate::hazard::check_grouped(&plan.scenario, &program).unwrap_or_default();
     v.finding_count = found.findings.len();
-    let states = crate::decomp::DeviceState::shapes(&plan.scenario);
-    if let Some(orders) = crate::hazard::smallest_fix(&program, &states, &found.findings)
-        .filter(|o| o.len() < found.groups.len())
-    {
-        v.smallest_fix = crate::hazard::fix::say(&program, &orders);
-        v.findings = found.groups.iter().map(|g| found.line_without_fix(g)).collect();
+    v.smallest_fix = found.smallest_fix.clone();
+    v.findings = if v.smallest_fix.is_empty() {
+        found.groups.iter().map(|g| found.line(g)).collect()
     } else {
-        v.findings = found.groups.iter().map(|g| found.line(g)).collect();
-    }
+        found.groups.iter().map(|g| found.line_without_fix(g)).collect()
+    };
     let mut h = headless();
     h.check_every = Some(ex.every);
     match crate::headless::run(&plan, &h) {

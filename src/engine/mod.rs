@@ -188,8 +188,7 @@ impl Core {
     fn new(cfg: EngineConfig, program: Arc<Program>, backend: Box<dyn Runtime>) -> Result<Core, OutOfMemory> {
         let s = &cfg.scenario;
         let coefficients = Coefficients::new(s)?;
-        let hazards =
-            crate::hazard::check_scenario(s, &program).map(|f| Arc::new(crate::hazard::Grouped::new(f)));
+        let hazards = crate::hazard::check_grouped(s, &program).map(Arc::new);
         Ok(Core {
             code: Code {
                 mode: cfg.mode,

@@ -26,11 +26,8 @@ impl Code {
     /// switch).
     pub fn findings(&mut self, s: &crate::scenario::Scenario) -> Option<Arc<crate::hazard::Grouped>> {
         if !Arc::ptr_eq(&self.hazards.0, &self.program) {
-            let found = crate::hazard::check_scenario(s, &self.program);
-            self.hazards = (
-                self.program.clone(),
-                found.map(|f| Arc::new(crate::hazard::Grouped::new(f))),
-            );
+            let found = crate::hazard::check_grouped(s, &self.program);
+            self.hazards = (self.program.clone(), found.map(Arc::new));
         }
         self.hazards.1.clone()
     }

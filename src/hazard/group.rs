@@ -24,6 +24,10 @@ pub struct Group {
 pub struct Grouped {
     pub findings: Vec<Finding>,
     pub groups: Vec<Group>,
+    /// The fewest orders that fix every finding, said, where fewer than the groups
+    /// ([`super::check_grouped`]); empty otherwise.
+    #[serde(skip)]
+    pub smallest_fix: Vec<String>,
 }
 
 impl Grouped {
@@ -46,7 +50,11 @@ impl Grouped {
                 (a, b) => a.or(b),
             };
         }
-        Grouped { findings, groups }
+        Grouped {
+            findings,
+            groups,
+            smallest_fix: Vec::new(),
+        }
     }
 
     /// Groups (causes).

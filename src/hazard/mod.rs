@@ -111,11 +111,29 @@ pub fn orders(
 /// The most candidate orders tried (each try checks the program once more).
 const CANDIDATES: usize = 24;
 
+/// The most unrolled calls of a program whose smallest fix is looked for: each try is a
+/// check (its memory and time grow with the square of the calls), and the UI's engine looks
+/// at every program switch.
+const FIX_NODES: usize = 2_000;
+
+/// [`check_scenario`] grouped by cause, with the smallest fix said where it takes fewer
+/// orders than there are causes (the CLI, the judge and the UI's Hazards view say it once).
+pub fn check_grouped(s: &Scenario, program: &Program) -> Option<Grouped> {
+    let findings = check_scenario(s, program)?;
+    let mut found = Grouped::new(findings);
+    if let Some(orders) = smallest_fix(program, &DeviceState::shapes(s), &found.findings)
+        .filter(|o| o.len() < found.groups.len())
+    {
+        found.smallest_fix = fix::say(program, &orders);
+    }
+    Some(found)
+}
+
 /// The smallest set of orders that fixes every finding: each conflict's own fix tried on
 /// the program, the one that leaves the fewest findings kept, until none is left (a program
-/// with six findings often has two causes; the learner is told the two). The fewest orders (greedily) that leave `program` with no finding, each one of the
-/// findings' own; `None` when some finding has no such order, when no set of them fixes all,
-/// or when it takes one order per finding (nothing to say beyond the findings).
+/// with six findings often has two causes; the learner is told the two). `None` when some
+/// finding has no such order, when no set of them fixes all, when it takes one order per
+/// finding (nothing to say beyond the findings), or past [`CANDIDATES`] or [`FIX_NODES`].
 pub fn smallest_fix(
     program: &Program,
     states: &[DeviceState],
@@ -128,7 +146,7 @@ pub fn smallest_fix(
             candidates.push(o);
         }
     }
-    if candidates.len() > CANDIDATES || candidates.len() < 2 {
+    if candidates.len() > CANDIDATES || candidates.len() < 2 || unrolled(program).ok()?.nodes() > FIX_NODES {
         return None;
     }
     let left = |orders: &[fix::Order]| -> usize {

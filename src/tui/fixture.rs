@@ -31,8 +31,7 @@ pub fn fixture(mode: Mode, devices: usize) -> Picture {
         .unwrap()
         .with_devices(devices)
         .unwrap();
-    let hazards =
-        crate::hazard::check_scenario(&scenario, &program).map(|f| Arc::new(crate::hazard::Grouped::new(f)));
+    let hazards = crate::hazard::check_grouped(&scenario, &program).map(Arc::new);
     let mut sch = Scheduler::new(program.clone(), Default::default(), split.clone(), None);
     // cross-device-record fails in step 0: its timeline stays empty.
     let _ = sch.issue_until(2);

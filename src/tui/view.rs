@@ -296,8 +296,12 @@ pub mod tests {
         a.on_key(KeyEvent::new(KeyCode::Char('h'), KeyModifiers::NONE));
         assert_eq!(a.overlay, Overlay::Hazards);
         let s = text(&render(&a, 160, 48));
+        // Two orders fix all six: said once, above the causes, not under each.
         assert!(
-            s.contains("Hazards: 6 in no-wait") && s.contains("fix: record an event on"),
+            s.contains("Hazards: 6 in no-wait")
+                && s.contains("2 missing order(s) cause them all; the smallest fix adds:")
+                && s.contains("1. record an event on")
+                && !s.contains("fix: record an event on"),
             "{s}"
         );
         let first = a.marked();

@@ -48,6 +48,22 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
             Style::new().fg(Color::Gray),
         ));
     }
+    // Fewer orders than causes fix them all: said once, above the causes.
+    if !found.smallest_fix.is_empty() {
+        lines.push(Line::styled(
+            format!(
+                "{} missing order(s) cause them all; the smallest fix adds:",
+                found.smallest_fix.len()
+            ),
+            Style::new().fg(Color::Green).bold(),
+        ));
+        for (i, f) in found.smallest_fix.iter().enumerate() {
+            lines.push(Line::styled(
+                format!("  {}. {f}", i + 1),
+                Style::new().fg(Color::Green),
+            ));
+        }
+    }
     // The picked cause and those after it, as many as fit.
     let picked = app.hazard.min(n.saturating_sub(1));
     for (i, g) in found.groups.iter().enumerate().skip(picked.saturating_sub(1)) {
@@ -79,10 +95,12 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
                 Style::new().fg(Color::Gray),
             ));
         }
-        lines.push(Line::styled(
-            format!("  fix: {}", f.fix),
-            Style::new().fg(Color::Green),
-        ));
+        if found.smallest_fix.is_empty() {
+            lines.push(Line::styled(
+                format!("  fix: {}", f.fix),
+                Style::new().fg(Color::Green),
+            ));
+        }
     }
     let inner = block.inner(r);
     block.render(r, buf);
