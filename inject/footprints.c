@@ -191,12 +191,19 @@ typedef struct {
     fp_entry e[FP_ENTRIES];
 } fp_table;
 
-// A footprint: ranges of bytes, each read, written or atomically updated, exact or widened.
-enum { FP_WRITE = 1, FP_WIDE = 2, FP_ATOMIC = 4 };
+// A footprint: ranges of bytes, each read, written or atomically updated, exact or widened;
+// a repeated one is `count` runs of `len` bytes, `stride` apart (a column of a pitched
+// array, every other tile: one range, exact, where runs one by one would overflow a record).
+enum { FP_WRITE = 1, FP_WIDE = 2, FP_ATOMIC = 4, FP_REPEAT = 8 };
 #define FP_RANGES 512
 typedef struct {
-    uint64_t flags, lo, len;
+    uint64_t flags, lo, len, stride, count;
 } fp_range;
+
+// The bytes from a range's first to its last touched byte.
+static uint64_t fp_extent(const fp_range *r) {
+    return r->flags & FP_REPEAT ? r->stride * (r->count - 1) + r->len : r->len;
+}
 
 // Footprints by launch signature (`first`): open addressing, never shrinking.
 #define FP_SIGS 8192
@@ -370,22 +377,30 @@ static void fp_begin(const san_launch *d) {
     fp_measuring = 1;
 }
 
-static void fp_add(uint64_t flags, uint64_t lo, uint64_t len) {
+static void fp_add_repeated(uint64_t flags, uint64_t lo, uint64_t len, uint64_t stride, uint64_t count) {
+    if (count > 1) flags |= FP_REPEAT;
     if (fp_n < FP_RANGES) {
-        fp_out[fp_n++] = (fp_range){flags, lo, len};
+        fp_out[fp_n++] = (fp_range){flags, lo, len, count > 1 ? stride : 0, count > 1 ? count : 1};
         return;
     }
-    // Full: the last range of the same kind grows to cover this one, widened.
+    // Full: the last range of the same kind grows to cover this one, widened (and no longer
+    // repeated: its whole extent).
+    fp_range add = {flags, lo, len, stride, count};
     for (int i = fp_n - 1; i >= 0; i--) {
-        if ((fp_out[i].flags & (FP_WRITE | FP_ATOMIC)) == (flags & (FP_WRITE | FP_ATOMIC))) {
-            uint64_t end = lo + len > fp_out[i].lo + fp_out[i].len ? lo + len : fp_out[i].lo + fp_out[i].len;
-            if (lo < fp_out[i].lo) fp_out[i].lo = lo;
-            fp_out[i].len = end - fp_out[i].lo;
-            fp_out[i].flags |= FP_WIDE;
+        fp_range *o = &fp_out[i];
+        if ((o->flags & (FP_WRITE | FP_ATOMIC)) == (flags & (FP_WRITE | FP_ATOMIC))) {
+            uint64_t end_o = o->lo + fp_extent(o), end_a = lo + fp_extent(&add);
+            uint64_t end = end_a > end_o ? end_a : end_o;
+            if (lo < o->lo) o->lo = lo;
+            o->len = end - o->lo;
+            o->flags = (o->flags & ~(uint64_t)FP_REPEAT) | FP_WIDE;
+            o->stride = 0, o->count = 1;
             return;
         }
     }
 }
+
+static void fp_add(uint64_t flags, uint64_t lo, uint64_t len) { fp_add_repeated(flags, lo, len, 0, 1); }
 
 // One entry's bitmap of one kind's runs of marked words (bytes from the entry's start), read
 // back; more than `budget` are merged across their smallest gaps (never across allocations),
@@ -408,6 +423,16 @@ static int keep_run(size_t *n, uint64_t start, uint64_t end) {
     fp_runs_at[2 * *n] = start, fp_runs_at[2 * *n + 1] = end;
     ++*n;
     return 0;
+}
+
+// How many runs from run `i` (of `n`) have its length and one stride: 1, or 3 or more.
+static size_t fp_progression(size_t i, size_t n) {
+    if (i + 2 >= n) return 1;
+    uint64_t len = fp_runs_at[2 * i + 1] - fp_runs_at[2 * i], stride = fp_runs_at[2 * i + 2] - fp_runs_at[2 * i];
+    size_t j = i + 1;
+    while (j < n && fp_runs_at[2 * j + 1] - fp_runs_at[2 * j] == len && fp_runs_at[2 * j] - fp_runs_at[2 * j - 2] == stride)
+        j++;
+    return j - i >= 3 ? j - i : 1;
 }
 
 static int fp_runs(const fp_entry *e, int k, void *h_stream, int budget) {
@@ -434,6 +459,20 @@ static int fp_runs(const fp_entry *e, int k, void *h_stream, int budget) {
                 open = 0;
             }
         }
+    }
+    uint64_t kind = k == 1 ? FP_WRITE : k == 2 ? FP_WRITE | FP_ATOMIC : 0;
+    // Runs of one length at one stride (3 or more) as one repeated range each: exact, and
+    // what most strided kernels touch fits a record so.
+    size_t items = 0;
+    for (size_t i = 0; i < n; items++) i += fp_progression(i, n);
+    if (items <= (size_t)budget && items < n) {
+        for (size_t i = 0; i < n;) {
+            size_t m = fp_progression(i, n);
+            uint64_t stride = m > 1 ? fp_runs_at[2 * i + 2] - fp_runs_at[2 * i] : 0;
+            fp_add_repeated(kind, e->lo + fp_runs_at[2 * i], fp_runs_at[2 * i + 1] - fp_runs_at[2 * i], stride, m);
+            i += m;
+        }
+        return 0;
     }
     uint64_t limit = UINT64_MAX;  // gaps up to this long are closed
     if (n > (size_t)budget) {
@@ -485,7 +524,8 @@ static void fp_end(const san_launch *d) {
 }
 
 // The open launch's footprint as its record holds it: the state, the count, then each
-// range's flags, its start less the previous range's (zigzag), and its length.
+// range's flags, its start less the previous range's (zigzag), its length, and where
+// repeated its stride and count.
 static void fp_encode(rec *r) {
     r->n = 0;
     varint(r, (uint64_t)fp_state);
@@ -495,6 +535,10 @@ static void fp_encode(rec *r) {
         varint(r, fp_out[i].flags);
         varint(r, zigzag((int64_t)(fp_out[i].lo - prev)));
         varint(r, fp_out[i].len);
+        if (fp_out[i].flags & FP_REPEAT) {
+            varint(r, fp_out[i].stride);
+            varint(r, fp_out[i].count);
+        }
         prev = fp_out[i].lo;
     }
 }

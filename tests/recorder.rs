@@ -705,20 +705,50 @@ fn launches_carry_their_measured_footprints_and_the_check_uses_them() {
     );
 }
 
-/// A kernel that touches more separate runs of an allocation than a record's share holds
-/// (every other 16 bytes: 512 runs) has them merged across their smallest gaps, marked
-/// widened, and never beyond its allocation.
+/// A kernel that touches more separate runs of an allocation than a record's share holds:
+/// runs of one length at one stride (every other 16 bytes: 512 runs) are one repeated range,
+/// exact — exactly the words the kernel marked; irregular runs are merged across their
+/// smallest gaps, marked widened, and never beyond their allocation.
 #[test]
-fn too_many_runs_are_merged_within_their_allocation_and_said_widened() {
+fn too_many_runs_are_repeated_when_strided_and_merged_within_their_allocation_when_not() {
     let dir = tempfile::tempdir().unwrap();
+    let lo = 0x7f00_0000_0000u64;
     let path = record_footprints(dir.path(), "strided");
     let calls = haloscope::record::read::open(&path).unwrap().calls;
-    let lo = 0x7f00_0000_0000u64;
+    let launches: Vec<_> = calls.iter().filter(|c| c.name == "launch").collect();
+    assert!(!launches.is_empty());
+    for c in &launches {
+        let text = c.keys.get("footprint").unwrap();
+        assert!(text.contains('*'), "not repeated: {text}");
+        let f = haloscope::record::format::footprint(text).unwrap();
+        // The kernel's words: 1 ≤ w < 4095 with (w / 4) even, read and written.
+        let want: Vec<u64> = (1..4095u64).filter(|w| (w / 4) % 2 == 0).collect();
+        for write in [false, true] {
+            let mut got: Vec<u64> = f
+                .ranges
+                .iter()
+                .filter(|r| r.write == write)
+                .flat_map(|r| {
+                    assert!(!r.wide, "{text}");
+                    (r.at..r.at + r.len).step_by(4).map(|a| (a - lo) / 4)
+                })
+                .collect();
+            got.sort_unstable();
+            assert_eq!(got, want, "{text}");
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = record_footprints(dir.path(), "scattered");
+    let calls = haloscope::record::read::open(&path).unwrap().calls;
     for c in calls.iter().filter(|c| c.name == "launch") {
         let f = haloscope::record::format::footprint(c.keys.get("footprint").unwrap()).unwrap();
-        assert!(!f.ranges.is_empty() && f.ranges.len() <= 240, "{:?}", f.ranges);
+        // A record's share for one allocation: (512 - 32) / 3 ranges of each kind.
+        for write in [false, true] {
+            let n = f.ranges.iter().filter(|r| r.write == write).count();
+            assert!(n > 0 && n <= 160, "{n}: {:?}", f.ranges);
+        }
+        assert!(f.ranges.iter().any(|r| r.wide), "{:?}", f.ranges);
         for r in &f.ranges {
-            assert!(r.wide, "{:?}", f.ranges);
             assert!(r.at >= lo && r.at + r.len <= lo + 4096 * 4, "{:?}", f.ranges);
         }
     }

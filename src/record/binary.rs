@@ -185,7 +185,13 @@ fn footprint(body: &mut Body) -> Result<String, String> {
         } else {
             kind
         };
-        out.push_str(&format!(" {kind}@{at:#x}+{len}"));
+        // Repeated: `count` runs of `len` bytes, `stride` apart.
+        if flags & 8 == 8 {
+            let (stride, count) = (body.varint()?, body.varint()?);
+            out.push_str(&format!(" {kind}@{at:#x}+{len}*{count}/{stride}"));
+        } else {
+            out.push_str(&format!(" {kind}@{at:#x}+{len}"));
+        }
     }
     Ok(out)
 }

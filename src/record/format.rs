@@ -318,7 +318,11 @@ pub struct Span {
     pub wide: bool,
 }
 
+/// The most runs of a repeated range taken one by one (more: its whole extent, widened).
+const REPEATS: u64 = 4096;
+
 /// A launch's `footprint` key read; `None` when it has none or it is not as the format says.
+/// A repeated range (`r@0x1000+4*256/4096`: 256 runs of 4 bytes, 4096 apart) is its runs.
 pub fn footprint(text: &str) -> Option<Footprint> {
     let mut words = text.split(' ');
     let reused = match words.next()? {
@@ -331,19 +335,43 @@ pub fn footprint(text: &str) -> Option<Footprint> {
         let (kind, rest) = w.split_once('@')?;
         let (at, len) = rest.split_once('+')?;
         let at = u64::from_str_radix(at.strip_prefix("0x")?, 16).ok()?;
-        let len: u64 = len.parse().ok()?;
+        // `LEN*COUNT/STRIDE`: COUNT runs of LEN bytes, STRIDE apart.
+        let (len, count, stride) = match len.split_once('*') {
+            Some((len, rep)) => {
+                let (count, stride) = rep.split_once('/')?;
+                (
+                    len.parse().ok()?,
+                    count.parse::<u64>().ok()?,
+                    stride.parse::<u64>().ok()?,
+                )
+            }
+            None => (len.parse::<u64>().ok()?, 1, 0),
+        };
         let k = match kind {
             "r" | "w" | "a" | "R" | "W" | "A" => kind.as_bytes()[0],
             _ => return None,
         };
         let lower = k.to_ascii_lowercase();
-        ranges.push(Span {
+        let span = |at, len, wide| Span {
             at,
             len,
             write: lower != b'r',
             atomic: lower == b'a',
-            wide: k.is_ascii_uppercase(),
-        });
+            wide,
+        };
+        if count <= REPEATS {
+            for i in 0..count {
+                ranges.push(span(
+                    at.checked_add(i.checked_mul(stride)?)?,
+                    len,
+                    k.is_ascii_uppercase(),
+                ));
+            }
+        } else {
+            // More runs than are taken one by one: their whole extent, widened.
+            let extent = stride.checked_mul(count - 1)?.checked_add(len)?;
+            ranges.push(span(at, extent, true));
+        }
     }
     Some(Footprint { reused, ranges })
 }

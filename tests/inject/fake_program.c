@@ -24,8 +24,10 @@
 //                                  followed, unordered on another stream, by a copy into a[0]
 //                                  (race: into a[5]); the launches' bytes marked in the table
 //                                  the recorder hands the launch, as the patch would.
+//                                  scattered: runs of irregular lengths and gaps (hundreds:
+//                                  merged, widened).
 //                                  strided: the kernel touches every other 16 bytes (512 runs,
-//                                  more than a record's share: merged, widened).
+//                                  more than a record's share: one repeated range, exact).
 //                                  atomic: the kernel adds atomically to a[0..4), launched on
 //                                  both streams unordered each step (no copy).
 #include <dlfcn.h>
@@ -284,6 +286,7 @@ typedef struct {
 
 static const void *(*launch_data)(void);
 static int strided;  // footprint strided: the kernel touches every other 16 bytes
+static int scattered;  // footprint scattered: runs of irregular lengths and gaps
 static int atomics;  // footprint atomic: the kernel adds atomically to a[0..4), nothing else
 
 // The kernel "runs": words [1, words - 1) of the allocation read and written.
@@ -298,7 +301,10 @@ static void run_kernel(void) {
         uint32_t *bits[2] = {(uint32_t *)(uintptr_t)t->e[i].bits[0], (uint32_t *)(uintptr_t)t->e[i].bits[1]};
         uint64_t words = (t->e[i].hi - t->e[i].lo) / 4;
         for (uint64_t w = 0; w < words; w++) {
-            if (w >= 1 && w + 1 < words && (!strided || (w / 4) % 2 == 0))
+            // scattered: word w where the w-th triangular number's bit 3 is 0 (runs of
+            // varying length and gap: no stride holds them).
+            int keep = strided ? (w / 4) % 2 == 0 : scattered ? ((w * (w + 1) / 2) >> 3) % 2 == 0 : 1;
+            if (w >= 1 && w + 1 < words && keep)
                 bits[0][w / 32] |= bits[1][w / 32] |= 1u << (w % 32);
         }
     }
@@ -396,6 +402,7 @@ int main(int argc, char **argv) {
         launch_data = (const void *(*)(void))dlsym(cupti, "fake_launch_data");
         if (!launch_data) return 3;
         strided = argc > 2 && strcmp(argv[2], "strided") == 0;
+        scattered = argc > 2 && strcmp(argv[2], "scattered") == 0;
         atomics = argc > 2 && strcmp(argv[2], "atomic") == 0;
         return footprint(argc > 2 && strcmp(argv[2], "race") == 0);
     }
