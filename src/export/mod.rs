@@ -348,14 +348,23 @@ fn write_all(out: &OutDir, main: &str, s: &Scenario, ranges: &[Range<usize>]) ->
     out.mkdir("kernels")?;
     out.mkdir("data")?;
     out.write("main.cu", main.as_bytes())?;
-    let have = parts(main, s);
-    out.write("halo.cuh", assets::kept(HALO_CUH, &have).as_bytes())?;
-    let kernels = assets::kernels_kept(&have);
-    for (name, text) in &kernels {
-        out.write(&format!("kernels/{name}"), text.as_bytes())?;
+    let files = support_files(main, s);
+    for (path, text) in &files {
+        out.write(path, text.as_bytes())?;
     }
-    out.write("kernels/access.txt", ACCESS.as_bytes())?;
-    Ok(4 + kernels.len() + write_data(out, s, ranges)?)
+    Ok(1 + files.len() + write_data(out, s, ranges)?)
+}
+
+/// The files an export writes beside `main` (its path in the export, its text): halo.cuh,
+/// the parts of it the program uses, the kernel files those need, and kernels/access.txt.
+pub fn support_files(main: &str, s: &Scenario) -> Vec<(String, String)> {
+    let have = parts(main, s);
+    let mut files = vec![("halo.cuh".to_string(), assets::kept(HALO_CUH, &have))];
+    for (name, text) in assets::kernels_kept(&have) {
+        files.push((format!("kernels/{name}"), text.to_string()));
+    }
+    files.push(("kernels/access.txt".into(), ACCESS.to_string()));
+    files
 }
 
 /// The parts of halo.cuh a program uses, as its `main.cu` shows them: the grid's kernels,
