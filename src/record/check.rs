@@ -67,6 +67,18 @@ pub struct Finding {
     pub bytes: Option<(u64, u64)>,
 }
 
+impl Finding {
+    /// The bytes both calls touch, where the finding is of bytes: `the bytes both touch:
+    /// alloc2 + 16376 .. alloc2 + 16380 (4 bytes)` (check's text and the viewer say it so).
+    pub fn bytes_text(&self) -> Option<String> {
+        let ((from, to), b) = (self.bytes?, self.buffer.as_ref()?);
+        Some(format!(
+            "the bytes both touch: {b} + {from} .. {b} + {to} ({} bytes)",
+            to - from
+        ))
+    }
+}
+
 /// Where the bytes of an access come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]

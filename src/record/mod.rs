@@ -662,12 +662,8 @@ pub fn summary(path: &Path, r: &check::Report) -> String {
         if let Some(almost) = &f.almost {
             let _ = writeln!(s, "  {almost}");
         }
-        if let (Some((from, to)), Some(b)) = (f.bytes, &f.buffer) {
-            let _ = writeln!(
-                s,
-                "  the bytes both touch: {b} + {from} .. {b} + {to} ({} bytes)",
-                to - from
-            );
+        if let Some(bytes) = f.bytes_text() {
+            let _ = writeln!(s, "  {bytes}");
         }
         match f.kernel_model {
             Some(check::Model::Conservative) => {

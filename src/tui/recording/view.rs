@@ -297,7 +297,12 @@ impl Viewer {
             ));
         }
         let picked = self.picked.unwrap_or(0);
-        let room = usize::from(inner.height).saturating_sub(if self.picked.is_some() { 2 } else { 0 });
+        // Room under the list for the picked finding's why (two lines) and its bytes.
+        let under = self
+            .picked
+            .and_then(|p| f.get(p))
+            .map_or(0, |x| 2 + usize::from(x.bytes_text().is_some()));
+        let room = usize::from(inner.height).saturating_sub(under);
         let first = picked.saturating_sub(room.saturating_sub(1));
         for (i, x) in f.iter().enumerate().skip(first).take(room.max(1)) {
             let on = x.buffer.as_deref().map_or(String::new(), |b| format!(" on {b}"));
@@ -330,6 +335,17 @@ impl Viewer {
                 why.push_str(" (the kernel's bytes assumed: all of the allocation; no annotation)");
             }
             lines.push(Line::styled(why, Style::new().fg(Color::Gray)));
+            // Which bytes collide, and where the kernel's bytes come from.
+            if let Some(mut bytes) = x.bytes_text() {
+                use crate::record::check::Model;
+                bytes.push_str(match x.kernel_model {
+                    Some(Model::Measured) => " (the kernel's bytes measured on the GPU)",
+                    Some(Model::Reused) => " (the kernel's bytes measured at an earlier launch like it)",
+                    Some(Model::Annotated) => " (the kernel's bytes from its annotation)",
+                    _ => "",
+                });
+                lines.push(Line::styled(bytes, Style::new().fg(Color::Yellow)));
+            }
         }
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
