@@ -486,7 +486,7 @@ static int fp_runs(const fp_entry *e, int k, void *h_stream, int budget) {
     for (size_t i = 0; i < n;) {
         size_t j = i;
         while (limit != UINT64_MAX && j + 1 < n && fp_runs_at[2 * j + 2] - fp_runs_at[2 * j + 1] <= limit) j++;
-        uint64_t flags = (k == 1 ? FP_WRITE : k == 2 ? FP_WRITE | FP_ATOMIC : 0) | (j > i ? FP_WIDE : 0);
+        uint64_t flags = kind | (j > i ? FP_WIDE : 0);
         fp_add(flags, e->lo + fp_runs_at[2 * i], fp_runs_at[2 * j + 1] - fp_runs_at[2 * i]);
         i = j + 1;
     }

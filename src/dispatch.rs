@@ -382,8 +382,6 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
         let why = crate::hazard::beyond_limits(&program).unwrap_or_default();
         return Err(crate::error::UsageError(format!("check: {why}")).into());
     };
-    // Fewer orders than causes fix them all: said once.
-    let smallest = found.smallest_fix.clone();
     if c.json {
         // Every finding, and the causes they group into (indices into `hazards`).
         let report = serde_json::json!({
@@ -392,7 +390,8 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
             "devices": s.split.len(),
             "hazards": found.findings,
             "groups": found.groups,
-            "smallest_fix": smallest,
+            // Fewer orders than causes fix them all: said once.
+            "smallest_fix": found.smallest_fix,
         });
         crate::out::line(&report)?;
     } else {
@@ -403,7 +402,7 @@ fn check(c: &crate::cli::CheckArgs) -> Result<()> {
             found.findings.len(),
             causes(&found)
         ))?;
-        crate::out::print(&crate::hazard::text_with(&found.findings, &smallest))?;
+        crate::out::print(&crate::hazard::grouped_text(&found))?;
     }
     let findings = found.findings;
     if findings.is_empty() {

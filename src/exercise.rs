@@ -231,15 +231,7 @@ impl Verdict {
             for f in &self.findings {
                 out += &format!("  {f}\n");
             }
-            if !self.smallest_fix.is_empty() {
-                out += &format!(
-                    "{} missing order(s) cause them all; the smallest fix adds:\n",
-                    self.smallest_fix.len()
-                );
-                for (i, f) in self.smallest_fix.iter().enumerate() {
-                    out += &format!("  {}. {f}\n", i + 1);
-                }
-            }
+            out += &crate::hazard::fix::said(&self.smallest_fix);
         }
         out += &match (&self.failed, self.diverged) {
             (Some(e), _) => format!("the run: stopped: {e}\n"),
@@ -311,11 +303,7 @@ pub fn judge_grouped(ex: &Exercise, path: &Path) -> (Verdict, crate::hazard::Gro
     let found = crate::hazard::check_grouped(&plan.scenario, &program).unwrap_or_default();
     v.finding_count = found.findings.len();
     v.smallest_fix = found.smallest_fix.clone();
-    v.findings = if v.smallest_fix.is_empty() {
-        found.groups.iter().map(|g| found.line(g)).collect()
-    } else {
-        found.groups.iter().map(|g| found.line_without_fix(g)).collect()
-    };
+    v.findings = found.groups.iter().map(|g| found.line(g)).collect();
     let mut h = headless();
     h.check_every = Some(ex.every);
     match crate::headless::run(&plan, &h) {

@@ -45,6 +45,23 @@ pub fn with(program: &Program, orders: &[Order]) -> Program {
     p
 }
 
+/// The head of the smallest fix: how many orders cause every finding.
+pub fn heading(orders: usize) -> String {
+    format!("{orders} missing order(s) cause them all; the smallest fix adds:")
+}
+
+/// The smallest fix as text, its head and each order numbered (empty for none).
+pub fn said(orders: &[String]) -> String {
+    if orders.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("{}\n", heading(orders.len()));
+    for (i, o) in orders.iter().enumerate() {
+        out += &format!("  {}. {o}\n", i + 1);
+    }
+    out
+}
+
 /// The orders as the learner reads them: each an instruction in the program's terms.
 pub fn say(program: &Program, orders: &[Order]) -> Vec<String> {
     let call = |(t, i, _): (usize, usize, StreamId)| {

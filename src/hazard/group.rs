@@ -114,25 +114,17 @@ impl Grouped {
 
     /// Group `g` in one line: `WAR ex@dev0 cells 0..=683 (×16: sub-steps +0…+15): … —
     /// fix: …`.
-    /// [`Grouped::line`] without its fix (the smallest fix of all is said once, after them).
-    pub fn line_without_fix(&self, g: &Group) -> String {
-        let line = self.line(g);
-        match line.rfind(" — fix: ") {
-            Some(at) => line[..at].to_string(),
-            None => line,
-        }
-    }
-
+    /// A cause in one line, with its fix — unless the smallest fix of all is said, once,
+    /// after the causes.
     pub fn line(&self, g: &Group) -> String {
         let f = self.lead(g);
         let repeats = self.repeats(g).map(|r| format!(" ({r})")).unwrap_or_default();
-        format!(
-            "{}{}{repeats}: {} — fix: {}",
-            f.kind.name(),
-            self.place(g),
-            f.why,
-            f.fix
-        )
+        let fix = if self.smallest_fix.is_empty() {
+            format!(" — fix: {}", f.fix)
+        } else {
+            String::new()
+        };
+        format!("{}{}{repeats}: {}{fix}", f.kind.name(), self.place(g), f.why)
     }
 }
 

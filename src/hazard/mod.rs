@@ -175,13 +175,13 @@ pub fn smallest_fix(
 /// The findings as text, a cause each (findings that share one grouped): what and where,
 /// how often it repeats, its calls, and how to fix it.
 pub fn text(findings: &[Finding]) -> String {
-    text_with(findings, &[])
+    grouped_text(&Grouped::new(findings.to_vec()))
 }
 
-/// [`text`], or, given the smallest fix's orders said ([`smallest_fix`], [`fix::say`]), the
-/// findings without their own fixes and the orders once after them.
-pub fn text_with(findings: &[Finding], smallest_fix: &[String]) -> String {
-    let found = Grouped::new(findings.to_vec());
+/// [`text`] of findings already grouped: where they carry the smallest fix
+/// ([`check_grouped`]), the causes without their own fixes and the orders once after them.
+pub fn grouped_text(found: &Grouped) -> String {
+    let smallest_fix = &found.smallest_fix;
     let mut out = String::new();
     for g in &found.groups {
         let f = found.lead(g);
@@ -203,14 +203,5 @@ pub fn text_with(findings: &[Finding], smallest_fix: &[String]) -> String {
             out += &format!("    fix:    {}\n", f.fix);
         }
     }
-    if !smallest_fix.is_empty() {
-        out += &format!(
-            "{} missing order(s) cause them all; the smallest fix adds:\n",
-            smallest_fix.len()
-        );
-        for (i, f) in smallest_fix.iter().enumerate() {
-            out += &format!("  {}. {f}\n", i + 1);
-        }
-    }
-    out
+    out + &fix::said(smallest_fix)
 }

@@ -51,10 +51,7 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
     // Fewer orders than causes fix them all: said once, above the causes.
     if !found.smallest_fix.is_empty() {
         lines.push(Line::styled(
-            format!(
-                "{} missing order(s) cause them all; the smallest fix adds:",
-                found.smallest_fix.len()
-            ),
+            crate::hazard::fix::heading(found.smallest_fix.len()),
             Style::new().fg(Color::Green).bold(),
         ));
         for (i, f) in found.smallest_fix.iter().enumerate() {
