@@ -157,25 +157,42 @@ static fp_module *module_of(void *m) {
     return &fp_mods[fp_nmods++];
 }
 
+// The Sanitizer API's patch and unpatch of one module are serialised (its rule), and called
+// with no lock of ours held: they may call back into the recorder on this thread (a module
+// loaded again, a synchronisation), which `fp_in_patch` tells to pass over, and other threads
+// may hold the driver's locks while they wait for ours.
+static pthread_mutex_t fp_patch_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread int fp_in_patch;
+static int fp_debug;  // HALOSCOPE_DEBUG=1: each patch and unpatch said on stderr
+
+static int repatch(void *m, int patch) {
+    if (fp_debug) fprintf(stderr, "haloscope record: %spatching module %p\n", patch ? "" : "un", m);
+    fp_in_patch = 1;
+    int r = patch ? san_patch_instructions(SAN_GLOBAL_MEMORY_ACCESS, m, "haloscope_access") : 0;
+    if (!r) r = patch ? san_patch_module(m) : san_unpatch_module(m);
+    fp_in_patch = 0;
+    if (fp_debug) fprintf(stderr, "haloscope record: module %p %s (%d)\n", m, patch ? "patched" : "unpatched", r);
+    return r;
+}
+
 // A measured launch of `m` opens (patched again if it was not) or closes (unpatched when it
-// was the last open); 0, else the Sanitizer API's error.
+// was the last open): 0, 1 where another thread is patching (this launch goes unmeasured),
+// else the Sanitizer API's error.
 static int module_measuring(void *m, int opening) {
     if (!fp_unpatch) return 0;
-    int r = 0;
+    if (opening ? pthread_mutex_trylock(&fp_patch_lock) : pthread_mutex_lock(&fp_patch_lock)) return 1;
     pthread_mutex_lock(&fp_lock);
     fp_module *f = module_of(m);
-    if (f && opening) {
-        if (!f->patched) {
-            r = san_patch_instructions(SAN_GLOBAL_MEMORY_ACCESS, m, "haloscope_access");
-            if (!r) r = san_patch_module(m);
-            f->patched = !r;
-        }
-        f->open += !r;
-    } else if (f && f->open > 0 && --f->open == 0 && f->patched) {
-        r = san_unpatch_module(m);
-        f->patched = r != 0;
-    }
+    int patch = f && opening && !f->patched;
+    int unpatch = f && !opening && f->open > 0 && --f->open == 0 && f->patched;
     pthread_mutex_unlock(&fp_lock);
+    int r = patch || unpatch ? repatch(m, patch) : 0;
+    pthread_mutex_lock(&fp_lock);
+    if (f && patch) f->patched = !r;
+    if (f && unpatch) f->patched = r != 0;
+    if (f && opening && !r) f->open++;
+    pthread_mutex_unlock(&fp_lock);
+    pthread_mutex_unlock(&fp_patch_lock);
     return r;
 }
 
@@ -287,8 +304,9 @@ static void fp_resource(uint32_t cbid, const void *data) {
         if (r) fp_fail("loading the patch", r);
     } else if (cbid == SAN_MODULE_LOADED) {
         const san_module *m = data;
-        int r = san_patch_instructions(SAN_GLOBAL_MEMORY_ACCESS, m->module, "haloscope_access");
-        if (!r) r = san_patch_module(m->module);
+        pthread_mutex_lock(&fp_patch_lock);
+        int r = repatch(m->module, 1);
+        pthread_mutex_unlock(&fp_patch_lock);
         if (r) fp_fail("patching a module", r);
         pthread_mutex_lock(&fp_lock);
         module_of(m->module);
@@ -342,7 +360,7 @@ static void fp_begin(const san_launch *d) {
     }
     int r = module_measuring(d->module, 1);
     if (r) {
-        fp_fail("patching a module again", r);
+        if (r != 1) fp_fail("patching a module again", r);
         san_set_launch_data(d->h_launch, d->function, d->h_stream, NULL);
         return;
     }
@@ -549,6 +567,7 @@ static void fp_launch(uint32_t cbid, const san_launch *d) {
 }
 
 static void san_callback(void *userdata, int domain, uint32_t cbid, const void *data) {
+    if (fp_in_patch) return;  // the Sanitizer API's own work while it patches or unpatches
     if (domain == SAN_DOMAIN_RESOURCE) {
         host_quiet++;
         fp_resource(cbid, data);
@@ -591,6 +610,7 @@ static int subscribe_sanitizer(const char *path, const char *mode) {
     SAN_SYM(san_patch_instructions, "sanitizerPatchInstructions");
     SAN_SYM(san_patch_module, "sanitizerPatchModule");
     SAN_SYM(san_unpatch_module, "sanitizerUnpatchModule");
+    fp_debug = getenv("HALOSCOPE_DEBUG") && strcmp(getenv("HALOSCOPE_DEBUG"), "1") == 0;
     fp_unpatch = getenv("HALOSCOPE_UNPATCH") && strcmp(getenv("HALOSCOPE_UNPATCH"), "1") == 0 && !fp_every;
     SAN_SYM(san_set_launch_data, "sanitizerSetLaunchCallbackData");
     SAN_SYM(san_alloc, "sanitizerAlloc");

@@ -621,6 +621,12 @@ fn check_can_leave_the_host_s_synchronisation_out_of_one_recording() {
 /// Runs the fake program's footprint play under the recorder as `haloscope record
 /// --footprints first` sets it up (the stand-in Sanitizer API, a patch file): its recording.
 fn record_footprints(dir: &Path, how: &str) -> PathBuf {
+    record_footprints_with(dir, how, &[]).0
+}
+
+/// `record_footprints` with more of the recorder's settings: the recording and what the
+/// fake program printed.
+fn record_footprints_with(dir: &Path, how: &str, envs: &[(&str, &str)]) -> (PathBuf, String) {
     let (_, program) = build(dir);
     let lib = dir.join("inject.so");
     std::fs::write(&lib, haloscope::record::INJECTION).unwrap();
@@ -631,6 +637,7 @@ fn record_footprints(dir: &Path, how: &str) -> PathBuf {
     if !how.is_empty() {
         cmd.arg(how);
     }
+    cmd.envs(envs.iter().copied());
     let out = cmd
         .env("CUDA_INJECTION64_PATH", &lib)
         .env("HALOSCOPE_FOOTPRINTS", "first")
@@ -647,7 +654,35 @@ fn record_footprints(dir: &Path, how: &str) -> PathBuf {
         .filter(|n| n.starts_with("fp."))
         .collect();
     assert_eq!(made.len(), 1, "{made:?}");
-    dir.join(&made[0])
+    (
+        dir.join(&made[0]),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// HALOSCOPE_UNPATCH=1: a module is unpatched once its new signatures are measured (the patch
+/// costs every launch it runs in) and patched again for the next new one — the same bytes
+/// measured, nothing left patched, and no wait on itself where the Sanitizer API calls back
+/// while it patches (the stand-in does; on the GPU this run hung before).
+#[test]
+fn modules_unpatched_between_new_signatures_measure_the_same_footprints() {
+    let footprints = |path: &Path| -> Vec<String> {
+        haloscope::record::read::open(path)
+            .unwrap()
+            .calls
+            .iter()
+            .filter(|c| c.name == "launch")
+            .map(|c| c.keys.get("footprint").unwrap_or("none").to_string())
+            .collect()
+    };
+    let kept = tempfile::tempdir().unwrap();
+    let (path, said) = record_footprints_with(kept.path(), "", &[]);
+    assert!(said.contains("1 module(s) left patched"), "{said}");
+    let unpatched = tempfile::tempdir().unwrap();
+    let (again, said) = record_footprints_with(unpatched.path(), "", &[("HALOSCOPE_UNPATCH", "1")]);
+    assert!(said.contains("0 module(s) left patched"), "{said}");
+    assert_eq!(footprints(&path), footprints(&again));
+    assert_eq!(footprints(&again).len(), 3);
 }
 
 /// Issue 55, the recorder's host side without a GPU: each launch's footprint — its table

@@ -12,7 +12,8 @@
 # and 1024², plain, recorded without footprints, with the first launches measured, and every
 # launch measured (SKIP_COST=1 leaves this out, SKIP_ALL=1 the last; REPEAT=N runs, best
 # taken), and with modules unpatched between new signatures (HALOSCOPE_UNPATCH=1, also
-# checked above on a few programs). Prints a table last.
+# checked above on a few programs; UNPATCH=1: on every program). A recording that runs past
+# HANG_S seconds (120) has its threads' stacks written beside it. Prints a table last.
 export NCCL_NVLS_ENABLE=0
 G=$PWD/gpu; OUT=${OUT:-/tmp/out}; mkdir -p $OUT/f; cd $G; chmod +x haloscope; H=$G/haloscope
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -27,12 +28,30 @@ ls -d exports/* 2>/dev/null | xargs -r -P 14 -I{} sh -c \
   'cd {} && nvcc -O3 --fmad=false -arch=sm_90 -Xcompiler -fopenmp main.cu -o halo > build.log 2>&1 || echo "BUILD FAIL {}"'
 wait
 T=$OUT/fp-table.txt; : > $T
+# watch_for_hang PID SECONDS FILE: waits for PID; past SECONDS, every thread's stack of it
+# and its children to FILE (gdb), then kills them; its exit status, 124 when it hung.
+tree() { echo $1; for c in $(ps -o pid= --ppid $1); do tree $c; done; }
+watch_for_hang() {
+  local pid=$1
+  for i in $(seq $(($2 * 4))); do kill -0 $pid 2>/dev/null || { wait $pid; return; }; sleep 0.25; done
+  local gdb=$(command -v gdb || command -v cuda-gdb || ls /usr/local/cuda/bin/cuda-gdb 2>/dev/null)
+  for p in $(tree $pid); do
+    echo "== $p: $(tr '\0' ' ' < /proc/$p/cmdline)" >> $3
+    [ -n "$gdb" ] && timeout 60 $gdb -p $p -batch -ex "thread apply all bt" >> $3 2>&1
+    [ -z "$gdb" ] && for t in /proc/$p/task/*; do echo "-- $t $(cat $t/wchan 2>/dev/null)"; cat $t/stack 2>/dev/null; done >> $3
+  done
+  for p in $(tree $pid); do kill -9 $p 2>/dev/null; done
+  wait $pid; return 124
+}
 # rec NAME DIR ACCESS CMD…: records CMD in DIR with footprints, checks it three ways.
 rec() {
   local n=$1 d=$2 a=$3; shift 3
   local t0=$(date +%s.%N)
-  (cd $d && timeout 300 $H record --out $OUT/f/$n.recording -- "$@" > $OUT/f/$n.run.txt 2>&1)
+  (cd $d && exec $H record --out $OUT/f/$n.recording -- "$@" > $OUT/f/$n.run.txt 2>&1) &
+  watch_for_hang $! ${HANG_S:-120} $OUT/f/$n.stacks.txt
   local rc=$? t1=$(date +%s.%N)
+  # A hang with modules unpatched: the rest run without (and the cost rows leave it out).
+  [ $rc = 124 ] && [ -n "$HALOSCOPE_UNPATCH" ] && { HUNG=$n; unset HALOSCOPE_UNPATCH; }
   local args=""; [ -n "$a" ] && args="--annotations $a"
   for m in measured annotated conservative; do
     $H check --recording $OUT/f/$n.recording $args --model $m > $OUT/f/$n.$m.txt 2>&1
@@ -45,6 +64,8 @@ rec() {
     "$(f $OUT/f/$n.conservative.txt)" "${l:--}" "${calls:-0}" "$bytes" "$(python3 -c "print($t1-$t0)")" >> $T
 }
 printf "%-36s %4s %8s %9s %12s %14s %7s %8s %6s\n" program exit measured annotated conservative "meas/reuse/no" calls bytes "s" >> $T
+# UNPATCH=1: every program below recorded with modules unpatched between new signatures.
+[ -n "$UNPATCH" ] && export HALOSCOPE_UNPATCH=1 HALOSCOPE_DEBUG=1
 rec footprint . "" ./footprint
 rec footprint-race . "" ./footprint race
 rec seed . "" ./seed 40
@@ -58,24 +79,26 @@ for e in exports/*; do [ -x $e/halo ] || continue; m=$(basename $e)
   a=""; [ -f $e/kernels/access.txt ] && a=$G/$e/kernels/access.txt
   rec export-$m $e "$a" ./halo
 done
+unset HALOSCOPE_UNPATCH HALOSCOPE_DEBUG
+[ -n "$HUNG" ] && echo "HALOSCOPE_UNPATCH=1 hung at $HUNG: its stacks in f/$HUNG.stacks.txt" >> $T
 # The same with modules unpatched between new signatures (HALOSCOPE_UNPATCH=1).
-export HALOSCOPE_UNPATCH=1
+[ -z "$HUNG" ] && export HALOSCOPE_UNPATCH=1
 rec unpatch-footprint . "" ./footprint
 rec unpatch-footprint-race . "" ./footprint race
 [ -x mt/multi_threaded_copy/jacobi ] && { export THREADS=3; rec unpatch-multi_threaded_copy-3 mt/multi_threaded_copy "" ./jacobi -niter 20 -nx 1024 -ny 1024; unset THREADS; }
 [ -x mt/multi_threaded_p2p/jacobi ] && { export THREADS=3; rec unpatch-multi_threaded_p2p-3 mt/multi_threaded_p2p "" ./jacobi -niter 20 -nx 1024 -ny 1024; unset THREADS; }
 [ -x exports/fused-p2p/halo ] && rec unpatch-export-fused-p2p exports/fused-p2p "" ./halo
 unset HALOSCOPE_UNPATCH
-# What measuring costs, against the plain run, best of 2 (the 16384² runs: 200 iterations).
+# What measuring costs, against the plain run, best of 2 (1,000 iterations at each size).
 printf "\n%-22s %9s %12s %12s %12s %12s %10s %10s %10s\n" "multi_threaded_copy" "plain s" "no fp s" "first s" "unpatch s" "all s" "first x" "unpatch x" "all x" >> $T
 best() { b=999; for i in $(seq ${REPEAT:-2}); do t0=$(date +%s.%N); timeout 240 "$@" > /dev/null 2>&1; t1=$(date +%s.%N); b=$(python3 -c "print(min($b, $t1-$t0))"); done; echo $b; }
 if [ -x mt/multi_threaded_copy/jacobi ] && [ -z "$SKIP_COST" ]; then
   cd mt/multi_threaded_copy; export THREADS=2
-  for size in "1024 1000" "16384 200"; do set -- $size
+  for size in "1024 1000" "16384 1000"; do set -- $size
     p=$(best ./jacobi -niter $2 -nx $1 -ny $1)
     q=$(best sh -c "rm -f /tmp/q.rec; $H record --no-footprints --out /tmp/q.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
     r=$(best sh -c "rm -f /tmp/r.rec; $H record --out /tmp/r.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
-    u=$(best sh -c "rm -f /tmp/u.rec; HALOSCOPE_UNPATCH=1 $H record --out /tmp/u.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
+    u=0; [ -z "$HUNG" ] && u=$(best sh -c "rm -f /tmp/u.rec; HALOSCOPE_UNPATCH=1 $H record --out /tmp/u.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
     a=0; [ -z "$SKIP_ALL" ] && a=$(best sh -c "rm -f /tmp/a.rec; $H record --footprints all --out /tmp/a.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
     printf "%-22s %9.2f %12.2f %12.2f %12.2f %12.2f %9.1fx %9.1fx %9.1fx\n" "${1}² x $2" $p $q $r $u $a $(python3 -c "print($r/$p)") $(python3 -c "print($u/$p)") $(python3 -c "print($a/$p)") >> $T
     echo "  unpatched: $($H check --recording /tmp/u.rec 2>/dev/null | sed -n 2p)" >> $T

@@ -35,14 +35,26 @@ int sanitizerPatchInstructions(int id, void *module, const char *name) {
     (void)module;
     return id == 3 && strcmp(name, "haloscope_access") == 0 ? 0 : 1;
 }
+// Patching and unpatching call back on the calling thread, as a driver may (the module
+// loaded again): a recorder that holds its own lock around them would wait for itself.
+struct fake_module {
+    void *context, *module;
+    size_t size;
+    const char *cubin;
+    void *library;
+};
+static void reloaded(void *module) {
+    struct fake_module m = {(void *)0xc0, module, 0, 0, 0};
+    if (subscribed) subscribed(subscribed_data, 3, 9, &m);
+}
 int sanitizerPatchModule(void *module) {
-    (void)module;
     patched_modules++;
+    reloaded(module);
     return 0;
 }
 int sanitizerUnpatchModule(void *module) {
-    (void)module;
     patched_modules--;
+    reloaded(module);
     return 0;
 }
 int sanitizerSetLaunchCallbackData(void *launch, void *function, void *stream, const void *userdata) {
