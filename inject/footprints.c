@@ -175,22 +175,79 @@ static int repatch(void *m, int patch) {
     return r;
 }
 
-// A measured launch of `m` opens (patched again if it was not) or closes (unpatched when it
-// was the last open): 0, 1 where another thread is patching (this launch goes unmeasured),
-// else the Sanitizer API's error.
+// Unpatching waits for the launches of its module to end — the one whose callback asks too
+// (on the GPU, sanitizerUnpatchModule inside a launch's end callback never returned) — so a
+// module is unpatched by a thread of the recorder's own, outside every callback.
+static void fp_fail(const char *what, int r);
+static pthread_mutex_t fp_due_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fp_due_more = PTHREAD_COND_INITIALIZER;
+static void *fp_due[64];
+static int fp_ndue, fp_unpatcher;
+
+static void *unpatcher(void *unused) {
+    (void)unused;
+    host_quiet = 1;
+    pthread_mutex_lock(&fp_due_lock);
+    for (;;) {
+        while (fp_ndue == 0) pthread_cond_wait(&fp_due_more, &fp_due_lock);
+        void *m = fp_due[--fp_ndue];
+        pthread_mutex_unlock(&fp_due_lock);
+        pthread_mutex_lock(&fp_patch_lock);
+        pthread_mutex_lock(&fp_lock);
+        fp_module *f = module_of(m);
+        int due = f && f->open == 0 && f->patched;  // not opened again meanwhile
+        pthread_mutex_unlock(&fp_lock);
+        int r = due ? repatch(m, 0) : 0;
+        pthread_mutex_lock(&fp_lock);
+        if (due && !r) f->patched = 0;
+        pthread_mutex_unlock(&fp_lock);
+        pthread_mutex_unlock(&fp_patch_lock);
+        if (r) fp_fail("unpatching a module", r);
+        pthread_mutex_lock(&fp_due_lock);
+    }
+    return NULL;
+}
+
+static void unpatch_later(void *m) {
+    pthread_mutex_lock(&fp_due_lock);
+    if (!fp_unpatcher) {
+        pthread_t t;
+        fp_unpatcher = pthread_create(&t, NULL, unpatcher, NULL) == 0 ? 1 : -1;
+        if (fp_unpatcher == 1) pthread_detach(t);
+    }
+    int known = 0;
+    for (int i = 0; i < fp_ndue; i++) known |= fp_due[i] == m;
+    if (fp_unpatcher == 1 && !known && fp_ndue < 64) fp_due[fp_ndue++] = m;
+    pthread_cond_signal(&fp_due_more);
+    pthread_mutex_unlock(&fp_due_lock);
+}
+
+// A measured launch of `m` opens (patched again if it was not) or closes (unpatched later,
+// by the recorder's thread, when it was the last open): 0, 1 where another thread held
+// the patching for 2 s (this launch goes unmeasured), else the Sanitizer API's error.
 static int module_measuring(void *m, int opening) {
     if (!fp_unpatch) return 0;
-    if (opening ? pthread_mutex_trylock(&fp_patch_lock) : pthread_mutex_lock(&fp_patch_lock)) return 1;
+    if (!opening) {
+        pthread_mutex_lock(&fp_lock);
+        fp_module *f = module_of(m);
+        int last = f && f->open > 0 && --f->open == 0 && f->patched;
+        pthread_mutex_unlock(&fp_lock);
+        if (last) unpatch_later(m);
+        return 0;
+    }
+    // Waited for a while, not for ever: the unpatcher may be waiting for this very launch.
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    if (pthread_mutex_timedlock(&fp_patch_lock, &until)) return 1;
     pthread_mutex_lock(&fp_lock);
     fp_module *f = module_of(m);
-    int patch = f && opening && !f->patched;
-    int unpatch = f && !opening && f->open > 0 && --f->open == 0 && f->patched;
+    int patch = f && !f->patched;
     pthread_mutex_unlock(&fp_lock);
-    int r = patch || unpatch ? repatch(m, patch) : 0;
+    int r = patch ? repatch(m, 1) : 0;
     pthread_mutex_lock(&fp_lock);
     if (f && patch) f->patched = !r;
-    if (f && unpatch) f->patched = r != 0;
-    if (f && opening && !r) f->open++;
+    if (f && !r) f->open++;
     pthread_mutex_unlock(&fp_lock);
     pthread_mutex_unlock(&fp_patch_lock);
     return r;

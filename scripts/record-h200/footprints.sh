@@ -37,11 +37,11 @@ watch_for_hang() {
   local gdb=$(command -v gdb || command -v cuda-gdb || ls /usr/local/cuda/bin/cuda-gdb 2>/dev/null)
   for p in $(tree $pid); do
     echo "== $p: $(tr '\0' ' ' < /proc/$p/cmdline)" >> $3
-    [ -n "$gdb" ] && timeout 60 $gdb -p $p -batch -ex "thread apply all bt" >> $3 2>&1
+    [ -n "$gdb" ] && timeout -s KILL 20 $gdb -p $p -batch -ex "thread apply all bt" >> $3 2>&1
     [ -z "$gdb" ] && for t in /proc/$p/task/*; do echo "-- $t $(cat $t/wchan 2>/dev/null)"; cat $t/stack 2>/dev/null; done >> $3
   done
   for p in $(tree $pid); do kill -9 $p 2>/dev/null; done
-  wait $pid; return 124
+  return 124  # not waited for: a process stuck in the driver may take its time to go
 }
 # rec NAME DIR ACCESS CMD…: records CMD in DIR with footprints, checks it three ways.
 rec() {
