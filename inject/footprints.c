@@ -82,7 +82,9 @@ static int (*san_result_string)(int result, const char **text);
 
 static int fp_every;  // HALOSCOPE_FOOTPRINTS=all
 // HALOSCOPE_UNPATCH=1: a module is unpatched once no measured launch of it is open, and
-// patched again at a launch with a new signature (the patch costs every launch it runs in).
+// patched again at a launch with a new signature (the patch costs every launch it runs in):
+// by the thread whose launch closed it, as that call returns (1), or by a thread of the
+// recorder's own (HALOSCOPE_UNPATCH=thread, 2).
 static int fp_unpatch;
 static const char *fp_patch;
 static atomic_int fp_failed;  // a measurement failed once: said once, later launches unmeasured
@@ -165,6 +167,15 @@ static pthread_mutex_t fp_patch_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int fp_in_patch;
 static int fp_debug;  // HALOSCOPE_DEBUG=1: each patch and unpatch said on stderr
 
+// Waited for a while, not for ever: the thread unpatching may be waiting for the driver's
+// lock that this thread's launch or load holds. 0 when held.
+static int patch_lock_for_a_while(void) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    return pthread_mutex_timedlock(&fp_patch_lock, &until);
+}
+
 static int repatch(void *m, int patch) {
     if (fp_debug) fprintf(stderr, "haloscope record: %spatching module %p\n", patch ? "" : "un", m);
     fp_in_patch = 1;
@@ -222,6 +233,31 @@ static void unpatch_later(void *m) {
     pthread_mutex_unlock(&fp_due_lock);
 }
 
+// The module this thread's launch closed, unpatched as the call returns: out of the driver,
+// where the launch's own callbacks are not (sanitizerUnpatchModule inside one never returned).
+// Another thread patching holds it back to this thread's next call's return.
+static __thread void *fp_due_here;
+
+static void fp_unpatch_due(void) {
+    void *m = fp_due_here;
+    if (!m || fp_in_patch) return;
+    fp_due_here = NULL;
+    if (pthread_mutex_trylock(&fp_patch_lock)) {
+        fp_due_here = m;
+        return;
+    }
+    pthread_mutex_lock(&fp_lock);
+    fp_module *f = module_of(m);
+    int due = f && f->open == 0 && f->patched;  // not opened again by another thread
+    pthread_mutex_unlock(&fp_lock);
+    int r = due ? repatch(m, 0) : 0;
+    pthread_mutex_lock(&fp_lock);
+    if (due && !r) f->patched = 0;
+    pthread_mutex_unlock(&fp_lock);
+    pthread_mutex_unlock(&fp_patch_lock);
+    if (r) fp_fail("unpatching a module", r);
+}
+
 // A measured launch of `m` opens (patched again if it was not) or closes (unpatched later,
 // by the recorder's thread, when it was the last open): 0, 1 where another thread held
 // the patching for 2 s (this launch goes unmeasured), else the Sanitizer API's error.
@@ -232,14 +268,11 @@ static int module_measuring(void *m, int opening) {
         fp_module *f = module_of(m);
         int last = f && f->open > 0 && --f->open == 0 && f->patched;
         pthread_mutex_unlock(&fp_lock);
-        if (last) unpatch_later(m);
+        if (last && fp_unpatch == 2) unpatch_later(m);
+        else if (last) fp_due_here = m;
         return 0;
     }
-    // Waited for a while, not for ever: the unpatcher may be waiting for this very launch.
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 2;
-    if (pthread_mutex_timedlock(&fp_patch_lock, &until)) return 1;
+    if (patch_lock_for_a_while()) return 1;
     pthread_mutex_lock(&fp_lock);
     fp_module *f = module_of(m);
     int patch = f && !f->patched;
@@ -360,13 +393,18 @@ static void fp_resource(uint32_t cbid, const void *data) {
         int r = san_add_patches(fp_patch, c->context);
         if (r) fp_fail("loading the patch", r);
     } else if (cbid == SAN_MODULE_LOADED) {
+        // Patched as it loads; where another thread holds the patching for 2 s (it may wait
+        // for the driver's lock this load holds), left to its first measured launch.
         const san_module *m = data;
-        pthread_mutex_lock(&fp_patch_lock);
-        int r = repatch(m->module, 1);
-        pthread_mutex_unlock(&fp_patch_lock);
-        if (r) fp_fail("patching a module", r);
+        int r = 1;
+        if (!patch_lock_for_a_while()) {
+            r = repatch(m->module, 1);
+            pthread_mutex_unlock(&fp_patch_lock);
+            if (r) fp_fail("patching a module", r);
+        }
         pthread_mutex_lock(&fp_lock);
-        module_of(m->module);
+        fp_module *f = module_of(m->module);
+        if (f) f->patched = !r;
         pthread_mutex_unlock(&fp_lock);
     } else if (cbid == SAN_DEVICE_ALLOC || cbid == SAN_ALLOC_ASYNC) {
         const san_memory *m = data;
@@ -668,7 +706,8 @@ static int subscribe_sanitizer(const char *path, const char *mode) {
     SAN_SYM(san_patch_module, "sanitizerPatchModule");
     SAN_SYM(san_unpatch_module, "sanitizerUnpatchModule");
     fp_debug = getenv("HALOSCOPE_DEBUG") && strcmp(getenv("HALOSCOPE_DEBUG"), "1") == 0;
-    fp_unpatch = getenv("HALOSCOPE_UNPATCH") && strcmp(getenv("HALOSCOPE_UNPATCH"), "1") == 0 && !fp_every;
+    const char *unpatch = getenv("HALOSCOPE_UNPATCH");
+    fp_unpatch = fp_every || !unpatch ? 0 : strcmp(unpatch, "1") == 0 ? 1 : strcmp(unpatch, "thread") == 0 ? 2 : 0;
     SAN_SYM(san_set_launch_data, "sanitizerSetLaunchCallbackData");
     SAN_SYM(san_alloc, "sanitizerAlloc");
     SAN_SYM(san_free, "sanitizerFree");

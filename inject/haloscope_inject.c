@@ -312,6 +312,7 @@ static __thread int n_arg_words;
 static __thread int fp_state;
 static __thread rec launch_fp;
 static void fp_encode(rec *r);
+static void fp_unpatch_due(void);
 
 static void put_rec(const rec *r) {
     rec len = {.n = 0};
@@ -805,6 +806,9 @@ static void callback(void *userdata, int domain, uint32_t cbid, const void *data
     if (domain == DOMAIN_RUNTIME) on_runtime(cbid, data);
     else if (domain == DOMAIN_DRIVER) on_driver(cbid, data);
     else if (domain == DOMAIN_NVTX) on_nvtx(cbid, data);
+    // A call returning, out of the driver: where a module its launch closed is unpatched.
+    if ((domain == DOMAIN_RUNTIME || domain == DOMAIN_DRIVER) && ((const callback_data *)data)->site == SITE_EXIT)
+        fp_unpatch_due();
     host_quiet--;
 }
 
