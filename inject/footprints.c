@@ -82,9 +82,7 @@ static int (*san_result_string)(int result, const char **text);
 
 static int fp_every;  // HALOSCOPE_FOOTPRINTS=all
 // HALOSCOPE_UNPATCH=1: a module is unpatched once no measured launch of it is open, and
-// patched again at a launch with a new signature (the patch costs every launch it runs in):
-// by the thread whose launch closed it, as that call returns (1), or by a thread of the
-// recorder's own (HALOSCOPE_UNPATCH=thread, 2).
+// patched again at a launch with a new signature (the patch costs every launch it runs in).
 static int fp_unpatch;
 static const char *fp_patch;
 static atomic_int fp_failed;  // a measurement failed once: said once, later launches unmeasured
@@ -186,56 +184,14 @@ static int repatch(void *m, int patch) {
     return r;
 }
 
-// Unpatching waits for the launches of its module to end — the one whose callback asks too
-// (on the GPU, sanitizerUnpatchModule inside a launch's end callback never returned) — so a
-// module is unpatched by a thread of the recorder's own, outside every callback.
 static void fp_fail(const char *what, int r);
-static pthread_mutex_t fp_due_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t fp_due_more = PTHREAD_COND_INITIALIZER;
-static void *fp_due[64];
-static int fp_ndue, fp_unpatcher;
 
-static void *unpatcher(void *unused) {
-    (void)unused;
-    host_quiet = 1;
-    pthread_mutex_lock(&fp_due_lock);
-    for (;;) {
-        while (fp_ndue == 0) pthread_cond_wait(&fp_due_more, &fp_due_lock);
-        void *m = fp_due[--fp_ndue];
-        pthread_mutex_unlock(&fp_due_lock);
-        pthread_mutex_lock(&fp_patch_lock);
-        pthread_mutex_lock(&fp_lock);
-        fp_module *f = module_of(m);
-        int due = f && f->open == 0 && f->patched;  // not opened again meanwhile
-        pthread_mutex_unlock(&fp_lock);
-        int r = due ? repatch(m, 0) : 0;
-        pthread_mutex_lock(&fp_lock);
-        if (due && !r) f->patched = 0;
-        pthread_mutex_unlock(&fp_lock);
-        pthread_mutex_unlock(&fp_patch_lock);
-        if (r) fp_fail("unpatching a module", r);
-        pthread_mutex_lock(&fp_due_lock);
-    }
-    return NULL;
-}
-
-static void unpatch_later(void *m) {
-    pthread_mutex_lock(&fp_due_lock);
-    if (!fp_unpatcher) {
-        pthread_t t;
-        fp_unpatcher = pthread_create(&t, NULL, unpatcher, NULL) == 0 ? 1 : -1;
-        if (fp_unpatcher == 1) pthread_detach(t);
-    }
-    int known = 0;
-    for (int i = 0; i < fp_ndue; i++) known |= fp_due[i] == m;
-    if (fp_unpatcher == 1 && !known && fp_ndue < 64) fp_due[fp_ndue++] = m;
-    pthread_cond_signal(&fp_due_more);
-    pthread_mutex_unlock(&fp_due_lock);
-}
-
-// The module this thread's launch closed, unpatched as the call returns: out of the driver,
-// where the launch's own callbacks are not (sanitizerUnpatchModule inside one never returned).
-// Another thread patching holds it back to this thread's next call's return.
+// Patching and unpatching happen out of the launch's own callbacks: on the GPU,
+// sanitizerUnpatchModule in a launch's end callback and sanitizerPatchModule in its begin
+// callback never returned, while both returned at once at the launch's driver call's entry
+// and the runtime call's return. So a module is unpatched by the thread whose launch closed
+// it as that call returns (another thread patching: at its next call's return), and patched
+// again at a launch's driver call's entry when the launch may be new (`fp_before_launch`).
 static __thread void *fp_due_here;
 
 static void fp_unpatch_due(void) {
@@ -246,43 +202,28 @@ static void fp_unpatch_due(void) {
         fp_due_here = m;
         return;
     }
+    // Marked unpatched before it is: a launch opening it meanwhile goes unmeasured.
     pthread_mutex_lock(&fp_lock);
     fp_module *f = module_of(m);
     int due = f && f->open == 0 && f->patched;  // not opened again by another thread
+    if (due) f->patched = 0;
     pthread_mutex_unlock(&fp_lock);
     int r = due ? repatch(m, 0) : 0;
-    pthread_mutex_lock(&fp_lock);
-    if (due && !r) f->patched = 0;
-    pthread_mutex_unlock(&fp_lock);
     pthread_mutex_unlock(&fp_patch_lock);
     if (r) fp_fail("unpatching a module", r);
 }
 
-// A measured launch of `m` opens (patched again if it was not) or closes (unpatched later,
-// by the recorder's thread, when it was the last open): 0, 1 where another thread held
-// the patching for 2 s (this launch goes unmeasured), else the Sanitizer API's error.
+// A measured launch of `m` opens (if the module is patched: else 1, the launch goes
+// unmeasured) or closes (the last open: unpatched as the call returns).
 static int module_measuring(void *m, int opening) {
     if (!fp_unpatch) return 0;
-    if (!opening) {
-        pthread_mutex_lock(&fp_lock);
-        fp_module *f = module_of(m);
-        int last = f && f->open > 0 && --f->open == 0 && f->patched;
-        pthread_mutex_unlock(&fp_lock);
-        if (last && fp_unpatch == 2) unpatch_later(m);
-        else if (last) fp_due_here = m;
-        return 0;
-    }
-    if (patch_lock_for_a_while()) return 1;
     pthread_mutex_lock(&fp_lock);
     fp_module *f = module_of(m);
-    int patch = f && !f->patched;
+    int r = 0;
+    if (opening && f && f->patched) f->open++;
+    else if (opening) r = 1;
+    else if (f && f->open > 0 && --f->open == 0 && f->patched) fp_due_here = m;
     pthread_mutex_unlock(&fp_lock);
-    int r = patch ? repatch(m, 1) : 0;
-    pthread_mutex_lock(&fp_lock);
-    if (f && patch) f->patched = !r;
-    if (f && !r) f->open++;
-    pthread_mutex_unlock(&fp_lock);
-    pthread_mutex_unlock(&fp_patch_lock);
     return r;
 }
 
@@ -377,6 +318,65 @@ static void sig_keep(uint64_t sig) {
     free(copy);
 }
 
+// The launches seen at their driver call (function, dimensions, argument words) that were
+// measured or found known: no patching for them again.
+static uint64_t fp_seen[FP_SIGS];
+static __thread uint64_t fp_presig;  // this thread's launch, as its driver call named it
+static int (*cu_func_get_module)(void **module, void *function);
+static int (*cu_kernel_get_function)(void **function, void *kernel);
+
+static int seen(uint64_t presig, int keep) {
+    int found = 0;
+    pthread_mutex_lock(&fp_lock);
+    for (uint64_t i = presig % FP_SIGS, k = 0; k < FP_SIGS; i = (i + 1) % FP_SIGS, k++) {
+        if (fp_seen[i] == presig) found = 1;
+        if (found || !fp_seen[i]) {
+            if (keep && !found) fp_seen[i] = presig;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&fp_lock);
+    return found;
+}
+
+// The module of a launch's function, as its driver call names it (a function or, from the
+// runtime, a kernel of a library): asked of the driver, whose callbacks pass over it.
+static void *module_of_launch(void *f) {
+    void *m = NULL, *fn = NULL;
+    fp_in_patch = 1;
+    if (cu_func_get_module && cu_func_get_module(&m, f) != 0) m = NULL;
+    if (!m && cu_kernel_get_function && cu_func_get_module && cu_kernel_get_function(&fn, f) == 0 &&
+        cu_func_get_module(&m, fn) != 0)
+        m = NULL;
+    fp_in_patch = 0;
+    return m;
+}
+
+// A launch's driver call is entered (its argument words read): where the launch is not one
+// seen before and its module was unpatched, the module is patched again here, before the
+// driver launches (the launch's begin callback measures it only if it is patched).
+static void fp_before_launch(void *f, const unsigned *dims) {
+    fp_presig = 0;
+    if (!dims || fp_unpatch != 1 || fp_in_patch || atomic_load(&fp_failed)) return;
+    uint64_t h = mix(0, (uint64_t)(uintptr_t)f);
+    for (int i = 0; i < 6; i++) h = mix(h, dims[i]);
+    for (size_t i = 0; i < launch_args.n; i++) h = mix(h, launch_args.b[i]);
+    fp_presig = h | 1;
+    if (seen(fp_presig, 0)) return;
+    void *m = module_of_launch(f);
+    if (!m || patch_lock_for_a_while()) return;
+    pthread_mutex_lock(&fp_lock);
+    fp_module *mod = module_of(m);
+    int patch = mod && !mod->patched;
+    pthread_mutex_unlock(&fp_lock);
+    int r = patch ? repatch(m, 1) : 0;
+    pthread_mutex_lock(&fp_lock);
+    if (patch && !r) mod->patched = 1;
+    pthread_mutex_unlock(&fp_lock);
+    pthread_mutex_unlock(&fp_patch_lock);
+    if (r) fp_fail("patching a module again", r);
+}
+
 static void fp_fail(const char *what, int r) {
     if (atomic_exchange(&fp_failed, 1)) return;
     const char *s = "?";
@@ -449,16 +449,16 @@ static void fp_begin(const san_launch *d) {
     }
     fp_sig = signature(d);
     if (!fp_every && sig_find(fp_sig)) {
+        if (fp_presig) seen(fp_presig, 1);
         fp_state = 2;
         san_set_launch_data(d->h_launch, d->function, d->h_stream, NULL);
         return;
     }
-    int r = module_measuring(d->module, 1);
-    if (r) {
-        if (r != 1) fp_fail("patching a module again", r);
+    if (module_measuring(d->module, 1)) {  // unpatched, not patched again at its entry
         san_set_launch_data(d->h_launch, d->function, d->h_stream, NULL);
         return;
     }
+    int r;
     fp_launch_module = d->module;
     launch_table();
     size_t need = sizeof(fp_table);
@@ -615,9 +615,9 @@ static void fp_end(const san_launch *d) {
     int budget = fp_host.n ? (FP_RANGES - 32) / (3 * (int)fp_host.n) : FP_RANGES;
     for (uint32_t i = 0; !r && i < fp_host.n; i++)
         for (int k = 0; !r && k < 3; k++) r = fp_runs(&fp_host.e[i], k, d->h_stream, budget);
-    int closed = module_measuring(fp_launch_module, 0);
-    if (r || closed) {
-        fp_fail(r ? "reading a launch's bitmaps back" : "unpatching a module", r ? r : closed);
+    module_measuring(fp_launch_module, 0);
+    if (r) {
+        fp_fail("reading a launch's bitmaps back", r);
         return;
     }
     // Accesses outside the named allocations: every allocation their span meets, whole.
@@ -634,6 +634,7 @@ static void fp_end(const san_launch *d) {
     if (fp_n == 0) return;
     fp_state = 1;
     if (!fp_every) sig_keep(fp_sig);
+    if (fp_presig) seen(fp_presig, 1);
 }
 
 // The open launch's footprint as its record holds it: the state, the count, then each
@@ -680,6 +681,12 @@ static void san_callback(void *userdata, int domain, uint32_t cbid, const void *
     }
 }
 
+// A driver function, found where the program's CUDA put it.
+static void driver_sym(void **var, void *cuda, const char *name) {
+    *var = dlsym(RTLD_DEFAULT, name);
+    if (!*var && cuda) *var = dlsym(cuda, name);
+}
+
 #define SAN_SYM(var, name)                                                                  \
     do {                                                                                    \
         *(void **)&var = dlsym(lib, name);                                                  \
@@ -706,8 +713,7 @@ static int subscribe_sanitizer(const char *path, const char *mode) {
     SAN_SYM(san_patch_module, "sanitizerPatchModule");
     SAN_SYM(san_unpatch_module, "sanitizerUnpatchModule");
     fp_debug = getenv("HALOSCOPE_DEBUG") && strcmp(getenv("HALOSCOPE_DEBUG"), "1") == 0;
-    const char *unpatch = getenv("HALOSCOPE_UNPATCH");
-    fp_unpatch = fp_every || !unpatch ? 0 : strcmp(unpatch, "1") == 0 ? 1 : strcmp(unpatch, "thread") == 0 ? 2 : 0;
+    fp_unpatch = getenv("HALOSCOPE_UNPATCH") && strcmp(getenv("HALOSCOPE_UNPATCH"), "1") == 0 && !fp_every;
     SAN_SYM(san_set_launch_data, "sanitizerSetLaunchCallbackData");
     SAN_SYM(san_alloc, "sanitizerAlloc");
     SAN_SYM(san_free, "sanitizerFree");
@@ -732,11 +738,10 @@ static int subscribe_sanitizer(const char *path, const char *mode) {
     san_enable_domain(1, sub, SAN_DOMAIN_RESOURCE);
     san_enable_domain(1, sub, SAN_DOMAIN_LAUNCH);
     san_enable_domain(1, sub, SAN_DOMAIN_GRAPHS);
-    *(void **)&stream_is_capturing = dlsym(RTLD_DEFAULT, "cuStreamIsCapturing");
-    if (!stream_is_capturing) {
-        void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-        if (cuda) *(void **)&stream_is_capturing = dlsym(cuda, "cuStreamIsCapturing");
-    }
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    driver_sym((void **)&stream_is_capturing, cuda, "cuStreamIsCapturing");
+    driver_sym((void **)&cu_func_get_module, cuda, "cuFuncGetModule");
+    driver_sym((void **)&cu_kernel_get_function, cuda, "cuKernelGetFunction");
     pthread_mutex_lock(&lock);
     comment("footprints: measured on the GPU (%s); NVTX marks are not recorded (CUDA allows one subscriber)",
             fp_every ? "every launch" : "the first launch of each signature");

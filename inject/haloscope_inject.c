@@ -313,6 +313,7 @@ static __thread int fp_state;
 static __thread rec launch_fp;
 static void fp_encode(rec *r);
 static void fp_unpatch_due(void);
+static void fp_before_launch(void *f, const unsigned *dims);
 
 static void put_rec(const rec *r) {
     rec len = {.n = 0};
@@ -792,9 +793,11 @@ static void on_driver(uint32_t cbid, const callback_data *cb) {
     if (cbid == DRV_LAUNCH || cbid == DRV_LAUNCH_PTSZ) {
         const p_drv_launch *l = cb->params;
         format_args(l->f, l->params);
-    } else {
+        fp_before_launch(l->f, &l->gx);
+    } else {  // CUlaunchConfig opens with the grid's and the block's dimensions
         const p_drv_launch_ex *l = cb->params;
         format_args(l->f, l->params);
+        fp_before_launch(l->f, (const unsigned *)l->config);
     }
 }
 

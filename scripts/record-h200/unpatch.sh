@@ -1,12 +1,12 @@
 #!/bin/bash
 # On an H200 (device: carry ["gpu"], `bash gpu/unpatch.sh`), after scripts/record-h200/prep.sh
-# here (given the fetched multi-gpu-programming-models): issue 55's HALOSCOPE_UNPATCH, both
-# ways — 1, by the thread whose launch closed the module, as its call returns; thread, by a
-# thread of the recorder's own — on tests/cuda/footprint.cu (three kernels of one module, so
+# here (given the fetched multi-gpu-programming-models): issue 55's HALOSCOPE_UNPATCH=1 (a
+# module unpatched as the call of the launch that closed it returns, patched again at a new
+# launch's driver call's entry) on tests/cuda/footprint.cu (three kernels of one module, so
 # a module patched again after it was unpatched) and NVIDIA's multi_threaded_copy with 2 and 3
 # OpenMP threads on the one GPU (and with one wait removed), each beside the same recorded
 # with its modules kept patched (the default), each watched for a hang (HANG_S, 20 s: its
-# threads' top frames printed). Then what each costs, 1,000 iterations at 1024² and 16384²,
+# threads' top frames printed). Then what it costs, 1,000 iterations at 1024² and 16384²,
 # against the plain run (one run each; a run past CAP_S, 90 s, is cut and shown as such).
 # Prints a table last.
 export NCCL_NVLS_ENABLE=0
@@ -23,7 +23,7 @@ C=mt/multi_threaded_copy
 # frames FILE: each thread's top frames of a hang's stacks.
 frames() { awk '/^Thread /{n=0; print; next} /^#[0-9]+ /{if (n++ < 7) print "   " $0}' $1 | cut -c1-160; }
 printf "%-36s %4s %8s %9s %12s %14s %7s %8s %6s\n" program exit measured annotated conservative "meas/reuse/no" calls bytes "s" >> $T
-for how in kept 1 thread; do
+for how in kept 1; do
   HUNG=; unset HALOSCOPE_UNPATCH HALOSCOPE_DEBUG
   [ $how != kept ] && export HALOSCOPE_UNPATCH=$how HALOSCOPE_DEBUG=1
   rec $how-footprint . "" ./footprint
@@ -37,18 +37,17 @@ done
 unset HALOSCOPE_UNPATCH HALOSCOPE_DEBUG
 # What each costs against the plain run (1,000 iterations).
 export REPEAT=1 THREADS=2
-cap() { timeout ${CAP_S:-90} "$@"; }
-printf "\n%-16s %8s %8s %8s %8s %8s %8s %8s\n" "copy, 2 threads" "plain s" "no fp s" "kept s" "unp 1 s" "thread s" "unp 1 x" "thread x" >> $T
+CAP="timeout ${CAP_S:-90}"
+printf "\n%-16s %8s %8s %8s %8s %8s %8s\n" "copy, 2 threads" "plain s" "no fp s" "kept s" "unpatch s" "kept x" "unpatch x" >> $T
 cd $C
 for size in 1024 16384; do
   p=$(best ./jacobi -niter 1000 -nx $size -ny $size)
-  q=$(best cap $H record --no-footprints --out /tmp/q.rec -- ./jacobi -niter 1000 -nx $size -ny $size)
-  k=-; [ $size = 1024 ] && k=$(best cap $H record --out /tmp/k.rec -- ./jacobi -niter 1000 -nx $size -ny $size)
-  u=-; [ -z "$HUNG_1" ] && u=$(best cap env HALOSCOPE_UNPATCH=1 $H record --out /tmp/u.rec -- ./jacobi -niter 1000 -nx $size -ny $size)
-  w=-; [ -z "$HUNG_thread" ] && w=$(best cap env HALOSCOPE_UNPATCH=thread $H record --out /tmp/w.rec -- ./jacobi -niter 1000 -nx $size -ny $size)
+  q=$(best $CAP $H record --no-footprints --out /tmp/q.rec -- ./jacobi -niter 1000 -nx $size -ny $size)
+  k=-; [ $size = 1024 ] && k=$(best $CAP $H record --out /tmp/k.rec -- ./jacobi -niter 1000 -nx $size -ny $size)
+  u=-; [ -z "$HUNG_1" ] && u=$(best $CAP env HALOSCOPE_UNPATCH=1 $H record --out /tmp/u.rec -- ./jacobi -niter 1000 -nx $size -ny $size)
   x() { [ "$1" = - ] && echo - || python3 -c "print('%.1fx' % ($1/$p))"; }
-  printf "%-16s %8.2f %8.2f %8s %8s %8s %8s %8s\n" "${size}² x 1000" $p $q $k $u $w $(x $u) $(x $w) >> $T
-  for r in u w; do [ -f /tmp/$r.rec ] && echo "  $r: $($H check --recording /tmp/$r.rec 2>&1 | head -1 | sed 's/^recording [^:]*: //'); $($H check --recording /tmp/$r.rec 2>&1 | grep '^kernel footprints')" >> $T; rm -f /tmp/$r.rec; done
+  printf "%-16s %8.2f %8.2f %8s %8s %8s %8s\n" "${size}² x 1000" $p $q $k $u $(x $k) $(x $u) >> $T
+  for r in u; do [ -f /tmp/$r.rec ] && echo "  $r: $($H check --recording /tmp/$r.rec 2>&1 | head -1 | sed 's/^recording [^:]*: //'); $($H check --recording /tmp/$r.rec 2>&1 | grep '^kernel footprints')" >> $T; rm -f /tmp/$r.rec; done
 done
 cd $G
 cat $T

@@ -285,6 +285,8 @@ typedef struct {
 } san_launch;
 
 static const void *(*launch_data)(void);
+static int (*patched)(void);
+static void (*launch_callback)(uint32_t cbid, const void *launch);
 static int strided;  // footprint strided: the kernel touches every other 16 bytes
 static int scattered;  // footprint scattered: runs of irregular lengths and gaps
 static int atomics;  // footprint atomic: the kernel adds atomically to a[0..4), nothing else
@@ -292,7 +294,7 @@ static int atomics;  // footprint atomic: the kernel adds atomically to a[0..4),
 // The kernel "runs": words [1, words - 1) of the allocation read and written.
 static void run_kernel(void) {
     fp_table *t = (fp_table *)launch_data();
-    if (!t) return;
+    if (!t || !patched()) return;  // the patch runs only in a patched module
     if (atomics) {
         for (uint32_t i = 0; i < t->n; i++) ((uint32_t *)(uintptr_t)t->e[i].bits[2])[0] |= 0xf;
         return;
@@ -318,9 +320,9 @@ static void measured_launch(void) {
     san_launch l = {.context = (void *)0xc0, .stream = (void *)0x5501, .h_stream = (void *)0x5501,
                     .module = (void *)0x3000, .function = (void *)0xf00, .name = "_Z6updatePfi",
                     .grid = {16, 1, 1}, .block = {256, 1, 1}, .h_launch = (void *)0x1a};
-    cb(cb_data, 5, 1, &l);
+    launch_callback(1, &l);
     run_kernel();
-    cb(cb_data, 5, 3, &l);
+    launch_callback(3, &l);
     d.site = 1;
     cb(cb_data, 1, 307, &d);
 }
@@ -400,15 +402,14 @@ int main(int argc, char **argv) {
     if (handing) return handoff();
     if (argc > 1 && strcmp(argv[1], "footprint") == 0) {
         launch_data = (const void *(*)(void))dlsym(cupti, "fake_launch_data");
-        if (!launch_data) return 3;
+        patched = (int (*)(void))dlsym(cupti, "fake_patched_modules");
+        launch_callback = (void (*)(uint32_t, const void *))dlsym(cupti, "fake_launch");
+        if (!launch_data || !patched || !launch_callback) return 3;
         strided = argc > 2 && strcmp(argv[2], "strided") == 0;
         scattered = argc > 2 && strcmp(argv[2], "scattered") == 0;
         atomics = argc > 2 && strcmp(argv[2], "atomic") == 0;
         int r = footprint(argc > 2 && strcmp(argv[2], "race") == 0);
-        int (*patched)(void) = (int (*)(void))dlsym(cupti, "fake_patched_modules");
-        // The recorder unpatches on a thread of its own: given a second.
-        for (int i = 0; i < 100 && patched && getenv("HALOSCOPE_UNPATCH") && patched() > 0; i++) usleep(10000);
-        printf("fake_program: %d module(s) left patched\n", patched ? patched() : -1);
+        printf("fake_program: %d module(s) left patched\n", patched());
         return r;
     }
     pid_t child = argc > 2 && strcmp(argv[2], "fork") == 0 ? fork() : -1;

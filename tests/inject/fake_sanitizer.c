@@ -1,7 +1,8 @@
 // A stand-in for the Compute Sanitizer API, for tests/recorder.rs: it keeps the callback the
 // recorder subscribes (fake_program.c calls it as CUDA would), "device" memory is host
 // memory, copies and memsets are memcpy and memset, and the launch data the recorder sets is
-// kept for the fake program, which marks in it what its kernel touches, as the patch would.
+// kept for the fake program, which marks in it what its kernel touches, as the patch would
+// (only while the module is patched).
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,15 +48,31 @@ static void reloaded(void *module) {
     struct fake_module m = {(void *)0xc0, module, 0, 0, 0};
     if (subscribed) subscribed(subscribed_data, 3, 9, &m);
 }
+// On the GPU, patching or unpatching inside a launch's own callbacks never returned: here
+// it fails (99), and so does patching a patched module or unpatching an unpatched one.
+static int in_launch;
 int sanitizerPatchModule(void *module) {
+    if (in_launch || patched_modules) return 99;
     patched_modules++;
     reloaded(module);
     return 0;
 }
 int sanitizerUnpatchModule(void *module) {
+    if (in_launch || !patched_modules) return 99;
     patched_modules--;
     reloaded(module);
     return 0;
+}
+// The driver's answer for the fake program's one kernel (0xf00) in its one module (0x3000).
+int cuFuncGetModule(void **module, void *function) {
+    *module = (void *)0x3000;
+    return function == (void *)0xf00 ? 0 : 1;
+}
+// A launch's begin (1) or end (3) callback, as the driver makes it.
+void fake_launch(uint32_t cbid, const void *launch) {
+    in_launch = 1;
+    if (subscribed) subscribed(subscribed_data, 5, cbid, launch);
+    in_launch = 0;
 }
 int sanitizerSetLaunchCallbackData(void *launch, void *function, void *stream, const void *userdata) {
     (void)launch, (void)function, (void)stream;
