@@ -226,8 +226,10 @@ fn every_built_in_stop_shows_its_lesson_on_the_screen_at_120x34() {
     let t = tour::load(Some("rules")).unwrap();
     for (i, stop) in t.stops.iter().enumerate() {
         let keys = vec!["t"; i].join(" ");
-        let (code, screen, err) = haloscope(&["tour", "--screen", &keys, "--size", "120x34"]);
+        let args = ["tour", "--screen", &keys, "--size", "120x34", "--format", "ansi"];
+        let (code, ansi, err) = haloscope(&args);
         assert_eq!(code, 0, "stop {}: {err}", i + 1);
+        let screen = plain(&ansi);
         let status = screen.lines().last().unwrap_or_default().to_string();
         let at = format!("stop {} ({}): {status}", i + 1, stop.title);
         match stop.expect {
@@ -238,9 +240,42 @@ fn every_built_in_stop_shows_its_lesson_on_the_screen_at_120x34() {
                     .and_then(|r| r.split_whitespace().next())
                     .and_then(|v| v.parse::<f64>().ok());
                 assert!(diff.is_some_and(|d| d >= 1e-3), "{at}");
+                // And the red itself, in the Fields panel's plots (not its legend).
+                let red = red_cells_in_fields(&ansi);
+                assert!(red >= 3, "{at}: {red} red cell(s) in the Fields panel\n{screen}");
             }
             Expect::Fails => assert!(status.contains("STOPPED"), "{at}"),
             Expect::Correct => assert!(status.contains("max |Δ| 0"), "{at}"),
         }
     }
+}
+
+/// The screen's text without its colour codes.
+fn plain(ansi: &str) -> String {
+    ansi.split('\x1b')
+        .enumerate()
+        .map(|(i, part)| {
+            if i == 0 {
+                part
+            } else {
+                part.split_once('m').map_or(part, |(_, t)| t)
+            }
+        })
+        .collect()
+}
+
+/// Cells drawn in |Δ|'s red (ANSI 205,49,49) in the Fields panel's rows below its legend.
+fn red_cells_in_fields(ansi: &str) -> usize {
+    let rows: Vec<&str> = ansi.lines().collect();
+    let Some(top) = rows.iter().position(|r| plain(r).contains("Fields")) else {
+        return 0;
+    };
+    rows[top + 2..]
+        .iter()
+        .take_while(|r| !plain(r).contains('┗'))
+        .flat_map(|r| r.split('\x1b').skip(1))
+        .filter_map(|part| part.split_once('m'))
+        .filter(|(codes, _)| codes.contains("38;2;205;49;49"))
+        .map(|(_, text)| text.chars().filter(|c| !c.is_whitespace()).count())
+        .sum()
 }

@@ -479,13 +479,13 @@ pub mod tests {
         };
         let broken = view(Mode::WaitBeforeRecord);
         assert!(
-            broken.contains("waits of step 1: bound to")
-                && broken.contains("the record of step 0: an older one"),
+            broken.contains("waits of step 2: bound to")
+                && broken.contains("the record of step 1: an older one"),
             "{broken}"
         );
         let correct = view(Mode::Events);
         assert!(
-            correct.contains("the record of step 1") && !correct.contains("an older one"),
+            correct.contains("the record of step 2") && !correct.contains("an older one"),
             "{correct}"
         );
     }

@@ -48,8 +48,13 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
                 Style::new().bold(),
             )],
         ),
-        (8, false, vec![Span::raw(format!("step {}", frame.run.step))]),
+        (8, false, vec![Span::raw(format!("step {} done", frame.run.step))]),
     ];
+    // Micro-stepping: the step the host threads have issued calls of, as the Timeline names it.
+    if let (Some(_), Some(s)) = (&frame.code.micro.next, frame.trace.step) {
+        let s = super::timeline::shown(s);
+        items.push((7, true, vec![Span::raw(format!(" · in step {s}"))]));
+    }
     items.extend(rates(frame, &speed, narrow));
     items.push((9, false, vec![diff]));
     // A correct mode never makes |Δ| itself: what shows came from an earlier mode; nor does

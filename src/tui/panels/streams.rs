@@ -62,8 +62,10 @@ fn bindings(frame: &Picture, device: Option<usize>) -> Vec<Line<'static>> {
         return Vec::new();
     };
     let bindings = Bindings::new(frame);
+    // Steps named as the status bar and the Timeline name them (from 1).
+    let step = super::timeline::shown;
     let mut lines = vec![Line::styled(
-        format!("waits of step {last}: bound to"),
+        format!("waits of step {}: bound to", step(last)),
         Style::new().underlined(),
     )];
     let waits = frame.trace.records.iter().filter(|r| {
@@ -72,10 +74,16 @@ fn bindings(frame: &Picture, device: Option<usize>) -> Vec<Line<'static>> {
     for w in waits {
         let (text, color) = match bindings.of(w) {
             Bound::Nothing => ("no record: it orders nothing".to_string(), Color::Red),
-            Bound::OwnStep => (format!("the record of step {last}"), Color::Green),
-            Bound::Older(Some(s)) => (format!("the record of step {s}: an older one"), Color::Yellow),
+            Bound::OwnStep => (format!("the record of step {}", step(last)), Color::Green),
+            Bound::Older(Some(s)) => (
+                format!("the record of step {}: an older one", step(s)),
+                Color::Yellow,
+            ),
             // Another thread ran ahead and recorded a later step's event first.
-            Bound::Newer(s) => (format!("the record of step {s}: a later one"), Color::Yellow),
+            Bound::Newer(s) => (
+                format!("the record of step {}: a later one", step(s)),
+                Color::Yellow,
+            ),
             Bound::Older(None) => ("a record of an earlier step".to_string(), Color::Yellow),
             // On GPUs, a record that was not timed: its step is not known.
             Bound::Unknown => ("a record whose step is not shown".to_string(), Color::Yellow),
@@ -149,7 +157,7 @@ mod tests {
         let text: Vec<String> = super::bindings(&f, None).iter().map(|l| l.to_string()).collect();
         let all = text.join("\n");
         assert!(
-            all.contains(&format!("the record of step {}: a later one", last + 1)),
+            all.contains(&format!("the record of step {}: a later one", last + 2)),
             "{all}"
         );
         assert!(all.contains("a record whose step is not shown"), "{all}");

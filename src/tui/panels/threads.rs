@@ -74,7 +74,16 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     } else {
         [rest, Rect::default()]
     };
-    if threads_area.width / (n as u16).max(1) >= MIN_COLUMN {
+    // Side by side only where every call's line fits its column whole; else stacked, each
+    // thread's calls at the panel's width (no word cut).
+    let widest = (0..n)
+        .flat_map(|t| p.step[t].iter().enumerate().map(move |(i, op)| (i, op)))
+        .map(|(i, op)| format!("{i:>2} {}", p.label(op)).chars().count() + 3)
+        .chain((0..n).map(|t| thread_name(p, t).chars().count() + 1))
+        .max()
+        .unwrap_or(0);
+    let column = usize::from(threads_area.width / (n as u16).max(1));
+    if column >= usize::from(MIN_COLUMN).max(widest) {
         let columns = Layout::horizontal(vec![Constraint::Ratio(1, n as u32); n]).split(threads_area);
         for (t, col) in columns.iter().enumerate() {
             let lines = thread_lines(frame, look, t, col.width.saturating_sub(1), col.height);

@@ -15,15 +15,17 @@ use crate::trace::TraceRecord;
 pub fn title(frame: &Picture, look: &Look) -> String {
     let zoomed = look.zoomed;
 
-    match frame.trace.step {
+    // Traces number steps from 0; the screen names them as the status bar counts them,
+    // from 1: the trace's step 1204 is "step 1205", the status bar's "step 1205 done".
+    match frame.trace.step.map(shown) {
         // A round of several steps: its calls carry the round's first step.
         Some(s) if frame.code.program.steps_per_round > 1 => format!(
             " Timeline: steps {s}–{} (one round; {} clock) ",
             s + frame.code.program.steps_per_round - 1,
             clock_name(frame)
         ),
-        Some(s) if zoomed && s > 0 => {
-            let first = s.saturating_sub(crate::runtime::TIMELINE_STEPS - 1);
+        Some(s) if zoomed && s > 1 => {
+            let first = s.saturating_sub(crate::runtime::TIMELINE_STEPS - 1).max(1);
             format!(" Timeline: steps {first}–{s} ({} clock) ", clock_name(frame))
         }
         // Mid-step (micro-stepping) the lanes hold every call issued since the last step
@@ -32,13 +34,17 @@ pub fn title(frame: &Picture, look: &Look) -> String {
             " Timeline: calls issued, up to step {s} ({} clock) ",
             clock_name(frame)
         ),
-        // Steps are numbered from 0: after step 1204 the status bar counts 1205 done.
         Some(s) => format!(
             " Timeline: step {s}, the last done ({} clock; z: the last few) ",
             clock_name(frame)
         ),
         None => " Timeline ".to_string(),
     }
+}
+
+/// A trace's step (from 0) as the screen names it (from 1, as the status bar counts).
+pub(crate) fn shown(step: u64) -> u64 {
+    step + 1
 }
 
 pub(crate) fn lane_color(kind: OpKind) -> Color {
@@ -137,7 +143,7 @@ fn draw_steps(
     }
     let mut free_from = 0u16;
     for (s, col) in first {
-        let text = format!("┊{s}");
+        let text = format!("┊{}", shown(s));
         let end = col + text.chars().count() as u16;
         if col >= free_from && end <= width {
             buf.set_string(x + label_w + col, y, text, dim);
@@ -277,7 +283,9 @@ fn draw_axis(frame: &Picture, clock: &Clock, (x, y, label_w, width): (u16, u16, 
     let notes = match clock.drift {
         Some(d) => vec![
             format!("no order couples the devices: each lane from its own device's start, {d:.0} µs apart"),
-            format!("each device from its own start, {d:.0} µs apart"),
+            format!("unordered devices drift: each lane from its own start, {d:.0} µs apart"),
+            format!("devices drift apart: each lane from its own start ({d:.0} µs)"),
+            format!("lanes from their own starts, {d:.0} µs apart"),
             format!("own starts, {d:.0} µs apart"),
             "own starts".to_string(),
         ],
@@ -517,7 +525,7 @@ mod tests {
             // The fixture's two steps, numbered, on the row above; their boundary in the lanes.
             let steps = &rows[rows.len() - 2];
             assert!(
-                steps.starts_with("step") && steps.contains("┊0") && steps.contains("┊1"),
+                steps.starts_with("step") && steps.contains("┊1") && steps.contains("┊2"),
                 "{steps}"
             );
             assert!(
