@@ -77,7 +77,7 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     // Side by side only where every call's line fits its column whole; else stacked, each
     // thread's calls at the panel's width (no word cut).
     let widest = (0..n)
-        .flat_map(|t| p.step[t].iter().enumerate().map(move |(i, op)| (i, op)))
+        .flat_map(|t| p.step[t].iter().enumerate())
         .map(|(i, op)| format!("{i:>2} {}", p.label(op)).chars().count() + 3)
         .chain((0..n).map(|t| thread_name(p, t).chars().count() + 1))
         .max()
