@@ -325,7 +325,7 @@ fn a_race_the_sim_never_shows_on_the_default_scenario_is_flagged() {
     assert_eq!(summary(&f), ["RAW 0:0>1:3 hy@dev0", "WAR 0:7>1:4 ex@dev1"]);
     assert!(
         f[0].fix
-            .contains("record an event on compute@dev0 after call 0 of thread 0"),
+            .contains("record an event on compute@dev0 after thread 0's update_h 0–499 (call 0)"),
         "{}",
         f[0].fix
     );
@@ -568,7 +568,7 @@ fn the_smallest_fix_fixes_everything_in_fewer_orders_than_causes() {
     );
     assert!(!text.contains("— fix:"), "{text}");
     assert!(
-        text.contains("1. record an event on compute@dev0 after call 0 of thread 0 (update_h 0–999), and wait on it on copy@dev1 before call 2 of thread 1 (copy hy dev0→dev1)"),
+        text.contains("1. record an event on compute@dev0 after thread 0's update_h 0–999 (call 0), and wait on it on copy@dev1 before thread 1's copy hy dev0→dev1 (call 2)"),
         "{text}"
     );
 }

@@ -201,7 +201,7 @@ fn check_lists_a_broken_modes_hazards_and_exits_1_and_a_correct_one_exits_0() {
         raw["fix"]
             .as_str()
             .unwrap()
-            .contains("wait on it on copy@dev1 before call 2 of thread 1")
+            .contains("wait on it on copy@dev1 before thread 1's copy hy dev0→dev1 (call 2)")
     );
 
     let out = haloscope(&["check", "--mode", "overlap", "--devices", "3"]);

@@ -4,6 +4,8 @@
 //! that opens the interactive UI runs with `--screen wait:200 --size 100x30` added (the
 //! screen printed, not a terminal taken); a line writing `> FILE` has its output checked
 //! instead. Each must exit 0, or 1 where the README says it judges (a finding, not solved).
+//! And every transcript (a plain block whose lines start `$ haloscope`) that needs no GPU
+//! shows what the command prints today.
 
 mod common;
 
@@ -74,6 +76,10 @@ fn not_here(line: &str) -> Option<&'static str> {
         ("[", "a synopsis, not a command"),
         ("record --", "records a CUDA program"),
         ("--recording halo.recording", "checks the recording above"),
+        (
+            "--recording seed.recording",
+            "opens the recording the reader made",
+        ),
         ("my-tour.toml", "a tour the reader writes"),
         ("bench", "a benchmark (it times, it does not test)"),
     ]
@@ -140,4 +146,93 @@ fn every_example_of_the_readme_that_needs_no_gpu_runs_as_written() {
         ran += 1;
     }
     assert!(ran >= 18, "only {ran} examples ran");
+}
+
+/// The README's transcripts: plain blocks opening with `$ haloscope`, each as its commands
+/// and the lines it shows.
+fn transcripts(readme: &str) -> Vec<(Vec<String>, Vec<String>)> {
+    // Fenced blocks by their lines: a plain fence (```) opens or closes, a tagged one opens.
+    let (mut out, mut block, mut inside, mut plain) = (Vec::new(), Vec::new(), false, false);
+    for line in readme.lines() {
+        match line.strip_prefix("```") {
+            Some(tag) if !inside => (inside, plain) = (true, tag.is_empty()),
+            Some(_) => {
+                if plain && block.first().is_some_and(|l: &&str| l.starts_with("$ haloscope")) {
+                    let (commands, shown): (Vec<&str>, Vec<&str>) =
+                        block.iter().partition(|l| l.starts_with("$ "));
+                    out.push((
+                        commands
+                            .iter()
+                            .map(|c| strip_comment(&c[2..]).trim().to_string())
+                            .collect(),
+                        shown.iter().map(|l| l.to_string()).collect(),
+                    ));
+                }
+                (inside, plain) = (false, false);
+                block.clear();
+            }
+            None if inside => block.push(line),
+            None => {}
+        }
+    }
+    out
+}
+
+/// Whether the transcript's line `want` shows the output line `got`: the same, or the same
+/// up to where the README cuts it short with `…`, or a wall-clock figure (`wall time`,
+/// `throughput`) with other numbers.
+fn shows(want: &str, got: &str) -> bool {
+    let digits = |s: &str| {
+        s.chars()
+            .map(|c| if c.is_ascii_digit() { '#' } else { c })
+            .collect::<String>()
+    };
+    let clock = ["wall time", "throughput"].iter().any(|k| want.starts_with(k));
+    match want.split_once('…') {
+        _ if want == got => true,
+        _ if clock => digits(want).split('#').next() == digits(got).split('#').next(),
+        Some((head, _)) => !head.trim().is_empty() && got.starts_with(head),
+        None => false,
+    }
+}
+
+#[test]
+fn every_transcript_of_the_readme_that_needs_no_gpu_shows_what_it_prints_today() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let all = transcripts(&readme);
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests"),
+        dir.path().join("tests"),
+    )
+    .unwrap();
+    let mut checked = 0;
+    for (commands, shown) in &all {
+        // One command a transcript, run here: else it is not checked.
+        let [command] = commands.as_slice() else {
+            eprintln!("not checked (several commands): {commands:?}");
+            continue;
+        };
+        if let Some(why) = not_here(command) {
+            eprintln!("not checked ({why}): {command}");
+            continue;
+        }
+        let args = words(command);
+        let refs: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+        let (_, out, err) = common::haloscope_in(Some(dir.path()), &refs);
+        let printed: Vec<&str> = out.lines().chain(err.lines()).collect();
+        // Each shown line in order; `…` alone passes over any number of lines.
+        let mut at = 0;
+        for want in shown.iter().filter(|l| l.trim() != "…") {
+            match printed[at..].iter().position(|got| shows(want, got)) {
+                Some(i) => at += i + 1,
+                None => panic!(
+                    "`{command}` no longer prints\n{want}\nafter line {at} of\n{}",
+                    printed.join("\n")
+                ),
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 4, "only {checked} transcripts checked: {all:#?}");
 }

@@ -5,6 +5,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use super::fix;
 use super::graph::{Call, Graph, ROUNDS};
 use crate::decomp::{Access, Buffer, DeviceState, Field};
 use crate::program::{Op, Program};
@@ -356,8 +357,9 @@ fn binding_finding(
             steps.join(" or ")
         ),
         fix: format!(
-            "make the record certainly issued first: a host barrier after call {} of thread {} and before call {} of thread {}",
-            rc.index, rc.thread, wc.index, wc.thread
+            "make the record certainly issued first: a host barrier after {} and before {}",
+            fix::named(rc.thread, &program.label(&rc.op), rc.index),
+            fix::named(wc.thread, &program.label(&wc.op), wc.index)
         ),
         order: None,
     }
@@ -659,25 +661,22 @@ fn conflict_finding(
             .to_string(),
         _ => String::new(),
     };
+    let named = |c: &Call| fix::named(c.thread, &name(c), c.index);
     let mut fix = format!(
-        "record an event on {} after call {} of thread {} ({}) and wait on it on {} before call {} of \
-         thread {} ({}){barrier}",
+        "record an event on {} after {} and wait on it on {} before {}{barrier}",
         program.stream_name(s1),
-        fc.index,
-        fc.thread,
-        name(fc),
+        named(fc),
         program.stream_name(s2),
-        sc.index,
-        sc.thread,
-        name(sc)
+        named(sc)
     );
     // Where the host fixes neither order, which call was meant first is a guess (the
     // write): say so, and the other way.
     if !g.host_before(fc, sc) && !g.host_before(sc, fc) {
         fix += &format!(
-            ". Which comes first is a guess (the host issues them in no fixed order): if call {} of \
-             thread {} is meant to come before call {} of thread {}, order them the other way round",
-            sc.index, sc.thread, fc.index, fc.thread
+            ". Which comes first is a guess (the host issues them in no fixed order): if {} is meant \
+             to come before {}, order them the other way round",
+            named(sc),
+            named(fc)
         );
     }
     Finding {

@@ -62,19 +62,23 @@ pub fn said(orders: &[String]) -> String {
     out
 }
 
+/// A call as a learner finds it: its thread, what it does, and its number in the thread's
+/// list (the Program panel's): "thread 0's copy ex dev1→dev0 (call 51)".
+pub fn call_named(program: &Program, thread: usize, index: usize) -> String {
+    match program.step.get(thread).and_then(|s| s.get(index)) {
+        Some(op) => named(thread, &program.label(op), index),
+        None => format!("thread {thread}'s call {index}"),
+    }
+}
+
+/// The same, given what the call does.
+pub fn named(thread: usize, label: &str, index: usize) -> String {
+    format!("thread {thread}'s {label} (call {index})")
+}
+
 /// The orders as the learner reads them: each an instruction in the program's terms.
 pub fn say(program: &Program, orders: &[Order]) -> Vec<String> {
-    let call = |(t, i, _): (usize, usize, StreamId)| {
-        let label = program
-            .step
-            .get(t)
-            .and_then(|s| s.get(i))
-            .map(|op| program.label(op));
-        format!(
-            "call {i} of thread {t}{}",
-            label.map(|l| format!(" ({l})")).unwrap_or_default()
-        )
-    };
+    let call = |(t, i, _): (usize, usize, StreamId)| call_named(program, t, i);
     orders
         .iter()
         .map(|o| {
