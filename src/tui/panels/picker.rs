@@ -1,14 +1,15 @@
 //! The mode picker's overlay: the filter typed so far, and the modes and program files it
-//! keeps, each with its summary, the picked one reversed.
+//! keeps under their groups (correct, broken, files), each with its summary, the picked one
+//! reversed and its lesson below.
 
 use ratatui::buffer::Buffer;
-use ratatui::layout::Rect;
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Widget};
 
 use super::common::*;
-use crate::tui::picker::Picker;
+use crate::tui::picker::{Entry, Picker, Target};
 
 pub fn render(picker: &Picker, area: Rect, buf: &mut Buffer) {
     let r = centered(
@@ -46,18 +47,35 @@ pub fn render(picker: &Picker, area: Rect, buf: &mut Buffer) {
         ));
     }
     let width = shown.iter().map(|e| e.name.chars().count()).max().unwrap_or(0);
-    // The picked entry and those around it, as many as fit.
-    let rows = usize::from(inner.height).saturating_sub(lines.len()).max(1);
+    // The picked mode's lesson below the list, where it fits whole and leaves the list six
+    // rows (or all it shows, with its groups' headers).
+    let lesson = lesson_lines(shown.get(picker.selected).copied(), inner.width);
+    let list_least = (shown.len() + 3).min(6);
+    let lesson_rows = if lines.len() + list_least + lesson.len() <= usize::from(inner.height) {
+        lesson.len()
+    } else {
+        0
+    };
+    // The picked entry and those around it, as many as fit with the groups' headers.
+    let rows = usize::from(inner.height)
+        .saturating_sub(lines.len() + lesson_rows + 3)
+        .max(1);
     let start = picker
         .selected
         .saturating_sub(rows / 2)
         .min(shown.len().saturating_sub(rows));
+    let mut group = None;
     for (i, e) in shown.iter().enumerate().skip(start).take(rows) {
         let style = if i == picker.selected {
             Style::new().add_modifier(Modifier::REVERSED)
         } else {
             Style::new()
         };
+        let this = group_of(e);
+        if group != Some(this) {
+            lines.push(Line::styled(this, Style::new().fg(Color::Cyan).bold()));
+            group = Some(this);
+        }
         lines.push(Line::from(vec![
             Span::styled(format!("{:<width$}  ", e.name), style.bold()),
             Span::styled(
@@ -66,5 +84,48 @@ pub fn render(picker: &Picker, area: Rect, buf: &mut Buffer) {
             ),
         ]));
     }
-    Paragraph::new(lines).render(inner, buf);
+    let [list, below] =
+        Layout::vertical([Constraint::Min(1), Constraint::Length(lesson_rows as u16)]).areas(inner);
+    Paragraph::new(lines).render(list, buf);
+    Paragraph::new(lesson.into_iter().take(lesson_rows).collect::<Vec<_>>()).render(below, buf);
+}
+
+/// The group an entry is listed under.
+fn group_of(e: &Entry) -> &'static str {
+    match e.target {
+        Target::Mode(m) if m.is_correct() => "Correct — every copy ordered, |Δ| stays 0",
+        Target::Mode(_) => "Broken — each breaks a rule (its lesson below; b cycles them)",
+        Target::File(_) => "Program files here",
+    }
+}
+
+/// The picked mode's lesson, wrapped to `width`, under its name: what the mode teaches,
+/// before it runs.
+fn lesson_lines(e: Option<&Entry>, width: u16) -> Vec<Line<'static>> {
+    let Some(Entry {
+        target: Target::Mode(m),
+        ..
+    }) = e
+    else {
+        return Vec::new();
+    };
+    let w = usize::from(width).max(20);
+    let mut out = vec![Line::styled(
+        format!("lesson of {}:", m.name()),
+        Style::new().fg(Color::Cyan).underlined(),
+    )];
+    let mut line = String::new();
+    for word in m.lesson().split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > w {
+            out.push(Line::raw(std::mem::take(&mut line)));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push(Line::raw(line));
+    }
+    out
 }
