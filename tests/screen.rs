@@ -370,3 +370,134 @@ fn switching_away_from_a_failed_run_runs_the_new_mode() {
         "paused stays paused: {status}"
     );
 }
+
+/// The number after `before` in `text`, up to the next non-digit.
+fn number_after(text: &str, before: &str) -> Option<u64> {
+    let rest = text.split(before).nth(1)?;
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// Issue 52: one step number on the screen. Paused after whole steps, the status bar's
+/// "step N done" is the Timeline's "step N, the last done"; micro-stepping, its "in step M"
+/// is the Timeline's "up to step M" — at 80x24, 120x34 and 160x48.
+#[test]
+fn the_status_bar_and_the_timeline_name_the_same_step() {
+    for size in ["80x24", "120x34", "160x48"] {
+        let (code, screen, err) = haloscope(&["--paused", "--screen", "n n", "--size", size]);
+        assert_eq!(code, 0, "{err}");
+        let status = screen.lines().last().unwrap_or_default();
+        assert_eq!(number_after(status, "step "), Some(2), "{size}: {status}");
+        assert!(status.contains("step 2 done"), "{size}: {status}");
+        if screen.contains("Timeline: step") {
+            assert_eq!(
+                number_after(&screen, "Timeline: step "),
+                Some(2),
+                "{size}:\n{screen}"
+            );
+        }
+        let (code, screen, err) = haloscope(&["--paused", "--screen", "n n . . .", "--size", size]);
+        assert_eq!(code, 0, "{err}");
+        let status = screen.lines().last().unwrap_or_default();
+        let issuing = number_after(status, "in step ");
+        assert!(issuing.is_some_and(|s| s > 2), "{size}: {status}");
+        if screen.contains("up to step") {
+            assert_eq!(number_after(&screen, "up to step "), issuing, "{size}:\n{screen}");
+        }
+    }
+    // The queue view, zoomed, in the same terms.
+    let (_, screen, _) = haloscope(&[
+        "--paused",
+        "--screen",
+        "n n . . . tab tab tab tab z",
+        "--size",
+        "160x60",
+    ]);
+    if let Some(waits) = number_after(&screen, "waits of step ") {
+        let issuing = number_after(screen.lines().last().unwrap_or_default(), "in step ").unwrap();
+        assert!(waits <= issuing && waits > 2, "{screen}");
+    }
+}
+
+/// Issue 52: no call's words cut in the Program panel (`record…`, `3…`): threads side by
+/// side only where every call fits its column, stacked otherwise.
+#[test]
+fn the_program_panel_cuts_no_call_short() {
+    for (mode, devices) in [
+        ("no-wait", "4"),
+        ("wide-halo", "4"),
+        ("write-after-read", "2"),
+        ("no-wait", "2"),
+    ] {
+        for size in ["100x30", "120x34", "160x48"] {
+            let args = [
+                "--mode",
+                mode,
+                "--devices",
+                devices,
+                "--screen",
+                "wait:300 space",
+                "--size",
+                size,
+            ];
+            let (code, screen, err) = haloscope(&args);
+            assert_eq!(code, 0, "{err}");
+            // A call's line in the panel: its number, then its words; cut, it ends in `…`.
+            let cut: Vec<&str> = screen
+                .lines()
+                .flat_map(|l| l.split(['│', '┃']))
+                .filter(|cell| {
+                    let t = cell.trim_start_matches([' ', '▶', '!', '·']);
+                    let t = t
+                        .split_once("→dev")
+                        .map_or(t, |(_, r)| r.trim_start_matches(|c: char| c.is_ascii_digit()));
+                    let t = t.trim_start_matches([' ', '▶', '!']);
+                    t.split_whitespace()
+                        .next()
+                        .is_some_and(|n| n.parse::<u32>().is_ok())
+                        && t.trim_end().ends_with('…')
+                })
+                .collect();
+            assert!(cut.is_empty(), "{mode} on {devices} at {size}: {cut:?}\n{screen}");
+        }
+    }
+}
+
+/// Issue 52: a program file that no longer parses when it is reloaded (`e`) is shown in
+/// red where every thread's view shows it, at 80x24, 120x34 and 160x48: its file, line and
+/// column, and the old program runs on.
+#[test]
+fn the_default_view_shows_a_file_that_does_not_parse_in_place() {
+    for size in ["80x24", "120x34", "160x48"] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mine.halo");
+        let good = haloscope::program::Mode::Events.source();
+        std::fs::write(&file, good).unwrap();
+        // Broken while it runs, before `e` reloads it.
+        let broken = file.clone();
+        let later = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(400));
+            std::fs::write(&broken, format!("{good}\ngarbage here;\n")).unwrap();
+        });
+        let path = file.to_str().unwrap();
+        let args = [
+            "--program",
+            path,
+            "--screen",
+            "wait:1500 e wait:300",
+            "--size",
+            size,
+        ];
+        let (code, screen, err) = haloscope(&args);
+        later.join().unwrap();
+        assert_eq!(code, 0, "{err}");
+        let joined: String = screen
+            .lines()
+            .map(|l| l.trim_matches(|c| c == '│' || c == ' '))
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            screen.contains("4 host threads") && joined.contains("✗") && joined.contains("mine.halo:"),
+            "at {size}:\n{screen}"
+        );
+    }
+}
