@@ -60,7 +60,9 @@ fn every_broken_program_is_unsolved_and_every_kept_solution_is_solved() {
     // Its 128 findings are one missing order per copy, sixteen sub-steps each: 8 causes.
     assert_eq!((v.finding_count, v.findings.len()), (128, 8), "{}", v.text());
     assert!(
-        v.findings.iter().all(|f| f.contains("(×16: sub-steps +0…+15")),
+        v.findings
+            .iter()
+            .all(|f| f.contains("(×16: at step+0 to step+15")),
         "{}",
         v.text()
     );

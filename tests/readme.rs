@@ -101,7 +101,8 @@ fn interactive(args: &[String]) -> bool {
         "-o",
     ];
     let first = args.first().map(String::as_str).unwrap_or("");
-    let ends = matches!(first, "check" | "program" | "exercise" | "bench") && !args.iter().any(|a| a == "tour");
+    let ends =
+        matches!(first, "check" | "program" | "exercise" | "bench") && !args.iter().any(|a| a == "tour");
     !ends && !args.iter().any(|a| prints.contains(&a.as_str()))
 }
 

@@ -1,5 +1,5 @@
 //! Findings that share a cause, as one: the same missing order between the same two calls
-//! of the program text, repeated across sub-steps (`+0` … `+15`), cells and rounds. The
+//! of the program text, repeated across sub-steps (`step+0` … `step+15`), cells and rounds. The
 //! CLI, the UI's Hazards view and the exercise judge show groups; `--json` keeps every
 //! member.
 
@@ -83,7 +83,7 @@ impl Grouped {
         lead.place()
     }
 
-    /// What repeats in group `g`, for a group of more than one: `×16: sub-steps +0…+15`,
+    /// What repeats in group `g`, for a group of more than one: `×16: at step+0 to step+15`,
     /// `×2: rounds n, n+1`; `None` for one finding.
     pub fn repeats(&self, g: &Group) -> Option<String> {
         if g.members.len() < 2 {
@@ -101,7 +101,7 @@ impl Grouped {
         if let (Some(a), Some(z)) = (subs.iter().min(), subs.iter().max())
             && a != z
         {
-            parts.push(format!("sub-steps +{a}…+{z}"));
+            parts.push(format!("at step+{a} to step+{z}"));
         }
         if rounds.len() > 1 {
             parts.push(format!("rounds {}", rounds.join(", ")));
@@ -112,7 +112,7 @@ impl Grouped {
         Some(format!("×{}: {}", g.members.len(), parts.join("; ")))
     }
 
-    /// Group `g` in one line: `WAR ex@dev0 cells 0..=683 (×16: sub-steps +0…+15): … —
+    /// Group `g` in one line: `WAR ex@dev0 cells 0..=683 (×16: at step+0 to step+15): … —
     /// fix: …`.
     /// A cause in one line, with its fix — unless the smallest fix of all is said, once,
     /// after the causes.
@@ -160,8 +160,9 @@ fn read(text: &str) -> (String, Vec<u32>) {
     let (mut out, mut subs) = (Vec::new(), Vec::new());
     let mut i = 0;
     while i < words.len() {
-        let w = words[i].trim_end_matches([',', ')']);
-        if let Some(n) = w.strip_prefix('+').and_then(|n| n.parse::<u32>().ok()) {
+        let w = words[i].trim_start_matches('(').trim_end_matches([',', ')']);
+        let plus = w.strip_prefix("step+").or_else(|| w.strip_prefix('+'));
+        if let Some(n) = plus.and_then(|n| n.parse::<u32>().ok()) {
             subs.push(n);
             out.push("+k");
         } else if w == "+"
@@ -215,13 +216,13 @@ mod tests {
         let all = vec![
             finding(
                 Kind::War,
-                (0, "update_e +0 0–682"),
+                (0, "update_e (step+0) 0–682"),
                 (1, "copy ex dev0→dev1"),
                 [683, 683],
             ),
             finding(
                 Kind::War,
-                (0, "update_e +1 1–681"),
+                (0, "update_e (step+1) 1–681"),
                 (1, "copy ex dev0→dev1"),
                 [680, 682],
             ),
@@ -239,19 +240,19 @@ mod tests {
             ),
             finding(
                 Kind::War,
-                (0, "update_h +0 0–682"),
+                (0, "update_h (step+0) 0–682"),
                 (1, "copy hy dev0→dev1"),
                 [683, 683],
             ),
             finding(
                 Kind::Raw,
-                (0, "update_e +2 0..683"),
+                (0, "update_e (step+2) 0..683"),
                 (1, "copy ex dev0→dev1"),
                 [683, 683],
             ),
             finding(
                 Kind::War,
-                (2, "update_e +2 0..683"),
+                (2, "update_e (step+2) 0..683"),
                 (1, "copy ex dev0→dev1"),
                 [683, 683],
             ),
@@ -259,15 +260,18 @@ mod tests {
         let g = Grouped::new(all);
         assert_eq!(g.len(), 5);
         assert_eq!(g.groups[1].members, vec![2, 3]);
-        assert_eq!(g.repeats(&g.groups[1]).as_deref(), Some("×2: sub-steps +3…+4"));
+        assert_eq!(
+            g.repeats(&g.groups[1]).as_deref(),
+            Some("×2: at step+3 to step+4")
+        );
         let first = &g.groups[0];
         assert_eq!(first.members, vec![0, 1]);
         assert_eq!(g.place(first), " ex@dev0 cells 680 to 683");
-        assert_eq!(g.repeats(first).as_deref(), Some("×2: sub-steps +0…+1"));
+        assert_eq!(g.repeats(first).as_deref(), Some("×2: at step+0 to step+1"));
         assert_eq!(g.repeats(&g.groups[2]), None);
         assert!(
             g.line(first)
-                .starts_with("WAR ex@dev0 cells 680 to 683 (×2: sub-steps +0…+1): update_e +0"),
+                .starts_with("WAR ex@dev0 cells 680 to 683 (×2: at step+0 to step+1): update_e (step+0)"),
             "{}",
             g.line(first)
         );
