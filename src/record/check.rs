@@ -69,11 +69,11 @@ pub struct Finding {
 
 impl Finding {
     /// The bytes both calls touch, where the finding is of bytes: `the bytes both touch:
-    /// alloc2 + 16376 .. alloc2 + 16380 (4 bytes)` (check's text and the viewer say it so).
+    /// 4 bytes at alloc2 + 16376` (check's text and the viewer say it so).
     pub fn bytes_text(&self) -> Option<String> {
         let ((from, to), b) = (self.bytes?, self.buffer.as_ref()?);
         Some(format!(
-            "the bytes both touch: {b} + {from} .. {b} + {to} ({} bytes)",
+            "the bytes both touch: {} bytes at {b} + {from}",
             to - from
         ))
     }

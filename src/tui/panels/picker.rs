@@ -84,6 +84,14 @@ pub fn render(picker: &Picker, area: Rect, buf: &mut Buffer) {
             ),
         ]));
     }
+    // Where the list goes on past what shows: how much, and the keys that reach it.
+    let hidden = shown.len().saturating_sub(rows);
+    if hidden > 0 {
+        lines.push(Line::styled(
+            format!("{hidden} more: ↑/↓ scroll, or type to filter"),
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
     let [list, below] =
         Layout::vertical([Constraint::Min(1), Constraint::Length(lesson_rows as u16)]).areas(inner);
     Paragraph::new(lines).render(list, buf);

@@ -50,9 +50,18 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
         ),
         (8, false, vec![Span::raw(format!("step {} done", frame.run.step))]),
     ];
-    // Micro-stepping: the step the host threads have issued calls of, as the Timeline names it.
-    if let (Some(_), Some(s)) = (&frame.code.micro.next, frame.trace.step) {
-        let s = super::timeline::shown(s);
+    // Paused with the host ahead of the GPU (its threads issue later steps' calls while the
+    // streams run earlier ones): the step they have issued calls of, as the Timeline names
+    // it — micro-stepping, its title's; after whole steps, the latest any record holds.
+    let issuing = match (&frame.code.micro.next, frame.trace.step) {
+        (Some(_), Some(s)) => Some(s),
+        _ if frame.run.running => None,
+        _ => frame.trace.records.iter().filter_map(|r| r.step).max(),
+    };
+    if let Some(s) = issuing
+        .map(super::timeline::shown)
+        .filter(|&s| s > frame.run.step)
+    {
         items.push((7, true, vec![Span::raw(format!(" · in step {s}"))]));
     }
     items.extend(rates(frame, &speed, narrow));
@@ -101,7 +110,7 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
             1,
             true,
             vec![Span::styled(
-                "   ? help  l lesson",
+                "   ? help  l lesson  b broken",
                 Style::new().fg(Color::DarkGray),
             )],
         ));

@@ -215,38 +215,65 @@ fn thread_lines(frame: &Picture, look: &Look, t: usize, width: u16, height: u16)
     lines
 }
 
-/// Thread `t` in `height` rows of a stack: its name and the call it stands at, then the
-/// calls it issues after that.
+/// Thread `t` in `height` rows of a stack: the call it stands at and the calls it issues
+/// after that, with the picked hazard's calls (they must show) in their place, all in
+/// program order, its name on the first row.
 fn stacked_lines(frame: &Picture, look: &Look, t: usize, width: u16, height: u16) -> Vec<Line<'static>> {
-    let p = &frame.code.program;
-    let ops = &p.step[t];
-    let mut lines = vec![one_line(frame, look, t, width)];
+    let ops = &frame.code.program.step[t];
     let at = position(frame, t);
-    let after = at.map_or(0, |i| i + 1);
-    let indent = short_name(p, t).chars().count();
-    // The picked hazard's calls on this thread first (they must show), then the calls
-    // after where it stands; in program order.
     let marked = |i: usize| look.marked.contains(&(t, i));
-    let mut shown: Vec<usize> = (0..ops.len())
-        .filter(|&i| Some(i) != at && marked(i))
-        .chain((after..ops.len()).filter(|&i| !marked(i)))
-        .take(usize::from(height).saturating_sub(1))
+    // Running, or before its first step, it stands at no call: its name gets a row of its own.
+    let room = usize::from(height)
+        .saturating_sub(usize::from(at.is_none()))
+        .max(1);
+    let mut shown: Vec<usize> = at
+        .into_iter()
+        .chain((0..ops.len()).filter(|&i| Some(i) != at && marked(i)))
         .collect();
+    let from = at.map_or(0, |i| i + 1);
+    let more = room.saturating_sub(shown.len());
+    shown.extend((from..ops.len()).filter(|&i| !marked(i)).take(more));
     shown.sort_unstable();
-    for i in shown {
-        let op = &ops[i];
-        let (marker, style) = call_look(frame, look, t, i, op);
-        let text = fit(
-            &format!("{i:>2} {}", p.label(op)),
-            usize::from(width).saturating_sub(indent + 2),
-        );
-        lines.push(Line::from(vec![
-            Span::raw(" ".repeat(indent)),
-            Span::raw(marker),
-            Span::styled(text, style),
-        ]));
+    match at {
+        Some(_) => call_rows(frame, look, t, width, shown.into_iter(), true),
+        None => {
+            let mut lines = vec![one_line(frame, look, t, width)];
+            lines.extend(call_rows(frame, look, t, width, shown.into_iter(), false));
+            lines
+        }
     }
-    lines
+}
+
+/// One row per call of thread `t` in `calls`: the thread's name before the first (where
+/// `named`), an indent before the others.
+fn call_rows(
+    frame: &Picture,
+    look: &Look,
+    t: usize,
+    width: u16,
+    calls: impl Iterator<Item = usize>,
+    named: bool,
+) -> Vec<Line<'static>> {
+    let p = &frame.code.program;
+    let name = short_name(p, t);
+    let indent = name.chars().count();
+    calls
+        .enumerate()
+        .map(|(row, i)| {
+            let op = &p.step[t][i];
+            let (marker, style) = call_look(frame, look, t, i, op);
+            let text = fit(
+                &format!("{i:>2} {}", p.label(op)),
+                usize::from(width).saturating_sub(indent + 2),
+            );
+            let head = if named && row == 0 {
+                Span::styled(name.clone(), Style::new().bold())
+            } else {
+                Span::raw(" ".repeat(indent))
+            };
+            Line::from(vec![head, Span::raw(marker), Span::styled(text, style)])
+        })
+        .collect()
 }
 
 /// Thread `t` in one row: its name and the call it stands at.

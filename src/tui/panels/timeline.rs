@@ -70,7 +70,12 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
         .filter(|r| r.step.is_some_and(|s| s + steps > last))
         .collect();
     if records.is_empty() || area.height < 3 || area.width < 20 {
-        Paragraph::new("no step yet: press n (step) or space (run)").render(area, buf);
+        let why = if frame.run.error.is_some() || frame.run.failure.is_some() {
+            "no step done: the run stopped (the Program panel says why)"
+        } else {
+            "no step yet: press n (step) or space (run)"
+        };
+        Paragraph::new(why).render(area, buf);
         return;
     }
     let lanes = lanes(frame, device, area.height.saturating_sub(2) as usize);
