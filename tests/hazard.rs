@@ -247,8 +247,14 @@ fn each_broken_mode_has_exactly_the_findings_its_lesson_describes() {
                 "RAW 1:7>0:5 ex@dev1",
                 "RAW 2:5>1:10 ex@dev2",
                 "WAR 0:0>0:5 ex@dev0",
+                // A copy of one step against the producer's next step (no barrier keeps
+                // the producer from running ahead): the earlier step's copy first.
+                "WAR 0:5>1:7 ex@dev1",
+                "WAR 1:10>2:5 ex@dev2",
                 "WAR 1:1>1:10 ex@dev1",
+                "WAR 1:3>0:0 hy@dev0",
                 "WAR 1:7>1:3 hy@dev1",
+                "WAR 2:2>1:1 hy@dev1",
                 "WAR 2:5>2:2 hy@dev2",
             ],
         ),

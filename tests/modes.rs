@@ -297,7 +297,7 @@ fn the_graph_mode_shows_its_nodes_and_the_round_in_its_program() {
     assert!(text.contains("every 16 steps"), "{text}");
     assert!(
         text.contains(
-            "48 kernel nodes over cells 484..1016: 16 steps × (update_h → update_e → sources_boundaries)"
+            "48 kernel nodes over cells 484–1015: 16 steps × (update_h → update_e → sources_boundaries)"
         ),
         "{text}"
     );

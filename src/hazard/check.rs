@@ -356,11 +356,23 @@ fn binding_finding(
             "binding not fixed: the wait may bind to the record of step {}{none}, whichever the host issued last",
             steps.join(" or ")
         ),
-        fix: format!(
-            "make the record certainly issued first: a host barrier after {} and before {}",
-            fix::named(rc.thread, &program.label(&rc.op), rc.index),
-            fix::named(wc.thread, &program.label(&wc.op), wc.index)
-        ),
+        // The record that may come too late is this step's (a barrier after it, before the
+        // wait) or, where the latest is a later step's, that one comes too early: the wait
+        // must be issued before the next step records again.
+        fix: if rc.round > wc.round {
+            format!(
+                "make the wait certainly issued before the next step's record: a host barrier after {} \
+                 and before {} of the next step",
+                fix::named(wc.thread, &program.label(&wc.op), wc.index),
+                fix::named(rc.thread, &program.label(&rc.op), rc.index)
+            )
+        } else {
+            format!(
+                "make the record certainly issued first: a host barrier after {} and before {}",
+                fix::named(rc.thread, &program.label(&rc.op), rc.index),
+                fix::named(wc.thread, &program.label(&wc.op), wc.index)
+            )
+        },
         order: None,
     }
 }
@@ -496,11 +508,17 @@ fn conflicts(program: &Program, g: &Graph, touched: &Touched) -> Vec<Finding> {
                     continue;
                 }
                 // The intended order: the order of issue where the host fixes it; else the
-                // write first (a read that may miss it), else program order.
+                // earlier step's call first (the program means its steps in turn: a copy of
+                // step n-1 that the next step's graph may overwrite is a write after read);
+                // else the write first (a read that may miss it), else program order.
                 let a_first = if g.host_before(cb, ca) {
                     false
                 } else if g.host_before(ca, cb) {
                     true
+                } else if let (Some(ra), Some(rb)) = (ca.round, cb.round)
+                    && ra != rb
+                {
+                    ra < rb
                 } else if a.write != b.write {
                     a.write
                 } else {
@@ -669,9 +687,9 @@ fn conflict_finding(
         program.stream_name(s2),
         named(sc)
     );
-    // Where the host fixes neither order, which call was meant first is a guess (the
-    // write): say so, and the other way.
-    if !g.host_before(fc, sc) && !g.host_before(sc, fc) {
+    // Where the host fixes neither order within one step, which call was meant first is a
+    // guess (the write): say so, and the other way. Across steps the earlier step's is meant.
+    if !g.host_before(fc, sc) && !g.host_before(sc, fc) && fc.round == sc.round {
         fix += &format!(
             ". Which comes first is a guess (the host issues them in no fixed order): if {} is meant \
              to come before {}, order them the other way round",

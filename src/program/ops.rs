@@ -541,7 +541,7 @@ impl Program {
                     kernels.iter().map(|k| k.0).collect::<Vec<_>>().join(" → ")
                 };
                 let cells = match nodes.first().and_then(Op::as_launch) {
-                    Some((_, cells, _)) => format!(" over {} {}..{}", self.unit(), cells.start, cells.end),
+                    Some((_, cells, _)) => format!(" over {} {}", self.unit(), inclusive(cells)),
                     None => String::new(),
                 };
                 format!(
