@@ -656,20 +656,35 @@ impl Checker<'_> {
             .map(|(_, o, at)| (*at, *o < c.seq_in))
             .collect();
         hits.sort_unstable();
+        // A new event being created at the same handle as this call began: the call's text
+        // names that one (the handle's next), which did not exist yet.
+        let creating = self
+            .create_spans
+            .get(&e)
+            .is_some_and(|s| !s.overlapping(c.seq_in, c.seq_in).is_empty());
         for (at, before) in hits {
             let d = &all[at];
             let (dt, ct) = (self.text_at(at, all), self.text(c));
             let (kind, why) = if before {
+                let next = if creating {
+                    "; the event it names, made at the same handle, was still being created when \
+                     it began"
+                } else {
+                    ""
+                };
                 (
                     Kind::Invalid,
-                    "the event was destroyed before this call began: its handle names nothing \
-                     (CUDA may fail the call, or reach freed memory)",
+                    format!(
+                        "the event was destroyed before this call began: its handle names nothing \
+                         (CUDA may fail the call, or reach freed memory){next}"
+                    ),
                 )
             } else {
                 (
                     Kind::Binding,
                     "this call ran while another host thread destroyed its event: whether it \
-                     meets the event or freed memory is the host threads' race",
+                     meets the event or freed memory is the host threads' race"
+                        .to_string(),
                 )
             };
             let key = format!("{} destroyed {} {} {}", kind.name(), d.thread, c.thread, c.name);
@@ -680,7 +695,7 @@ impl Checker<'_> {
                     buffer: None,
                     first: site(d, dt),
                     second: Some(site(c, ct)),
-                    why: why.into(),
+                    why,
                     times: 1,
                     kernel_model: None,
                     almost: None,
