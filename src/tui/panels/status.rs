@@ -10,6 +10,27 @@ use super::common::*;
 use crate::engine::Picture;
 use crate::tui::app::{App, SPEEDS};
 
+/// The steps done and, paused with the host ahead of the GPU (its threads issue later
+/// steps' calls while the streams run earlier ones), the step they have issued calls of, as
+/// the Timeline names it — micro-stepping, its title's; after whole steps, the latest any
+/// record holds.
+fn steps(frame: &Picture) -> Vec<Item<'static>> {
+    let mut items: Vec<Item<'static>> =
+        vec![(8, false, vec![Span::raw(format!("step {} done", frame.run.step))])];
+    let issuing = match (&frame.code.micro.next, frame.trace.step) {
+        (Some(_), Some(s)) => Some(s),
+        _ if frame.run.running => None,
+        _ => frame.trace.records.iter().filter_map(|r| r.step).max(),
+    };
+    if let Some(s) = issuing
+        .map(super::timeline::shown)
+        .filter(|&s| s > frame.run.step)
+    {
+        items.push((7, true, vec![Span::raw(format!(" · in step {s}"))]));
+    }
+    items
+}
+
 pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
     let run = if frame.run.error.is_some() || frame.run.failure.is_some() {
         Span::styled(" STOPPED ", Style::new().fg(Color::White).bg(Color::Red).bold())
@@ -48,22 +69,8 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
                 Style::new().bold(),
             )],
         ),
-        (8, false, vec![Span::raw(format!("step {} done", frame.run.step))]),
     ];
-    // Paused with the host ahead of the GPU (its threads issue later steps' calls while the
-    // streams run earlier ones): the step they have issued calls of, as the Timeline names
-    // it — micro-stepping, its title's; after whole steps, the latest any record holds.
-    let issuing = match (&frame.code.micro.next, frame.trace.step) {
-        (Some(_), Some(s)) => Some(s),
-        _ if frame.run.running => None,
-        _ => frame.trace.records.iter().filter_map(|r| r.step).max(),
-    };
-    if let Some(s) = issuing
-        .map(super::timeline::shown)
-        .filter(|&s| s > frame.run.step)
-    {
-        items.push((7, true, vec![Span::raw(format!(" · in step {s}"))]));
-    }
+    items.extend(steps(frame));
     items.extend(rates(frame, &speed, narrow));
     items.push((9, false, vec![diff]));
     // A correct mode never makes |Δ| itself: what shows came from an earlier mode; nor does
