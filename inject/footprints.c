@@ -279,12 +279,17 @@ static uint64_t mix(uint64_t h, uint64_t v) {
     return h * 0xff51afd7ed558ccdull;
 }
 
-static uint64_t signature(const san_launch *d) {
-    uint64_t h = mix(0, (uint64_t)(uintptr_t)d->function);
-    for (int i = 0; i < 3; i++) h = mix(mix(h, d->grid[i]), d->block[i]);
+// A launch as a hash of its function, grid, block and argument words (this thread's, read
+// at its driver call): a signature at its begin callback, where the driver names the
+// function; at the driver call's entry, where the call does (`fp_before_launch`).
+static uint64_t launch_hash(const void *function, const uint32_t grid[3], const uint32_t block[3]) {
+    uint64_t h = mix(0, (uint64_t)(uintptr_t)function);
+    for (int i = 0; i < 3; i++) h = mix(mix(h, grid[i]), block[i]);
     for (size_t i = 0; i < launch_args.n; i++) h = mix(h, launch_args.b[i]);
     return h | 1;  // 0 marks a free slot
 }
+
+static uint64_t signature(const san_launch *d) { return launch_hash(d->function, d->grid, d->block); }
 
 static int sig_find(uint64_t sig) {
     pthread_mutex_lock(&fp_lock);
@@ -358,10 +363,7 @@ static void *module_of_launch(void *f) {
 static void fp_before_launch(void *f, const unsigned *dims) {
     fp_presig = 0;
     if (!dims || fp_unpatch != 1 || fp_in_patch || atomic_load(&fp_failed)) return;
-    uint64_t h = mix(0, (uint64_t)(uintptr_t)f);
-    for (int i = 0; i < 6; i++) h = mix(h, dims[i]);
-    for (size_t i = 0; i < launch_args.n; i++) h = mix(h, launch_args.b[i]);
-    fp_presig = h | 1;
+    fp_presig = launch_hash(f, dims, dims + 3);
     if (seen(fp_presig, 0)) return;
     void *m = module_of_launch(f);
     if (!m || patch_lock_for_a_while()) return;

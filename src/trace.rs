@@ -6,6 +6,12 @@ use serde_json::json;
 
 use crate::program::{OpKind, Program, StreamId};
 
+/// A trace's step (numbered from 0) as the screen names it: from 1, as the status bar
+/// counts the steps done — the trace's step 1204 is "step 1205", after which 1205 are done.
+pub fn step_on_screen(step: u64) -> u64 {
+    step + 1
+}
+
 /// What happened to one issued call. Times are in µs (simulated in the sim runtime).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceRecord {

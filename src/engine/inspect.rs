@@ -45,8 +45,7 @@ impl Core {
             .filter(|r| writes(&self.code.program.step[r.thread][r.op_index]))
             .max_by(|a, b| a.end_us.total_cmp(&b.end_us))
             .map(|r| {
-                // Named from 1, as the status bar and the Timeline name steps.
-                let step = r.step.unwrap_or(0) + 1;
+                let step = crate::trace::step_on_screen(r.step.unwrap_or(0));
                 format!(
                     "{} (thread {}, call {}, step {step})",
                     r.label, r.thread, r.op_index

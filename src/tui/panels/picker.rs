@@ -117,23 +117,16 @@ fn lesson_lines(e: Option<&Entry>, width: u16) -> Vec<Line<'static>> {
     else {
         return Vec::new();
     };
-    let w = usize::from(width).max(20);
+    // One paragraph: the lesson file's line breaks are its indentation's, not the text's.
+    let text = m.lesson().split_whitespace().collect::<Vec<_>>().join(" ");
     let mut out = vec![Line::styled(
         format!("lesson of {}:", m.name()),
         Style::new().fg(Color::Cyan).underlined(),
     )];
-    let mut line = String::new();
-    for word in m.lesson().split_whitespace() {
-        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > w {
-            out.push(Line::raw(std::mem::take(&mut line)));
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    if !line.is_empty() {
-        out.push(Line::raw(line));
-    }
+    out.extend(
+        textwrap::wrap(&text, usize::from(width).max(20))
+            .into_iter()
+            .map(|l| Line::raw(l.into_owned())),
+    );
     out
 }

@@ -23,7 +23,7 @@ fn steps(frame: &Picture) -> Vec<Item<'static>> {
         _ => frame.trace.records.iter().filter_map(|r| r.step).max(),
     };
     if let Some(s) = issuing
-        .map(super::timeline::shown)
+        .map(crate::trace::step_on_screen)
         .filter(|&s| s > frame.run.step)
     {
         items.push((7, true, vec![Span::raw(format!(" · in step {s}"))]));

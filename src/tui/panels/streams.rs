@@ -62,8 +62,7 @@ fn bindings(frame: &Picture, device: Option<usize>) -> Vec<Line<'static>> {
         return Vec::new();
     };
     let bindings = Bindings::new(frame);
-    // Steps named as the status bar and the Timeline name them (from 1).
-    let step = super::timeline::shown;
+    let step = crate::trace::step_on_screen;
     let mut lines = vec![Line::styled(
         format!("waits of step {}: bound to", step(last)),
         Style::new().underlined(),

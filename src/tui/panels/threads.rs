@@ -237,7 +237,7 @@ fn stacked_lines(frame: &Picture, look: &Look, t: usize, width: u16, height: u16
     match at {
         Some(_) => call_rows(frame, look, t, width, shown.into_iter(), true),
         None => {
-            let mut lines = vec![one_line(frame, look, t, width)];
+            let mut lines = vec![name_line(frame, t, width)];
             lines.extend(call_rows(frame, look, t, width, shown.into_iter(), false));
             lines
         }
@@ -276,31 +276,16 @@ fn call_rows(
         .collect()
 }
 
-/// Thread `t` in one row: its name and the call it stands at.
-fn one_line(frame: &Picture, look: &Look, t: usize, width: u16) -> Line<'static> {
-    let p = &frame.code.program;
-    let name = short_name(p, t);
-    let w = usize::from(width);
-    let Some(i) = position(frame, t) else {
-        // Running (no positions), or before its first step.
-        let where_ = if frame.code.micro.positions.is_empty() {
-            ""
-        } else {
-            "  in its setup"
-        };
-        return Line::from(vec![
-            Span::styled(name, Style::new().bold()),
-            Span::raw(fit(where_, w)),
-        ]);
+/// The row of thread `t`'s name where it stands at no call: running (no positions), or
+/// before its first step.
+fn name_line(frame: &Picture, t: usize, width: u16) -> Line<'static> {
+    let where_ = if frame.code.micro.positions.is_empty() {
+        ""
+    } else {
+        "  in its setup"
     };
-    let (marker, style) = call_look(frame, look, t, i, &p.step[t][i]);
-    let rest = fit(
-        &format!("{i:>2} {}", p.label(&p.step[t][i])),
-        w.saturating_sub(name.len() + 2),
-    );
     Line::from(vec![
-        Span::styled(name, Style::new().bold()),
-        Span::raw(marker),
-        Span::styled(rest, style),
+        Span::styled(short_name(&frame.code.program, t), Style::new().bold()),
+        Span::raw(fit(where_, usize::from(width))),
     ])
 }

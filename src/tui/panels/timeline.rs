@@ -10,14 +10,12 @@ use ratatui::widgets::{Paragraph, Widget};
 use super::common::*;
 use crate::engine::Picture;
 use crate::program::OpKind;
-use crate::trace::TraceRecord;
+use crate::trace::{TraceRecord, step_on_screen};
 
 pub fn title(frame: &Picture, look: &Look) -> String {
     let zoomed = look.zoomed;
 
-    // Traces number steps from 0; the screen names them as the status bar counts them,
-    // from 1: the trace's step 1204 is "step 1205", the status bar's "step 1205 done".
-    match frame.trace.step.map(shown) {
+    match frame.trace.step.map(step_on_screen) {
         // A round of several steps: its calls carry the round's first step.
         Some(s) if frame.code.program.steps_per_round > 1 => format!(
             " Timeline: steps {s}–{} (one round; {} clock) ",
@@ -40,11 +38,6 @@ pub fn title(frame: &Picture, look: &Look) -> String {
         ),
         None => " Timeline ".to_string(),
     }
-}
-
-/// A trace's step (from 0) as the screen names it (from 1, as the status bar counts).
-pub(crate) fn shown(step: u64) -> u64 {
-    step + 1
 }
 
 pub(crate) fn lane_color(kind: OpKind) -> Color {
@@ -148,7 +141,7 @@ fn draw_steps(
     }
     let mut free_from = 0u16;
     for (s, col) in first {
-        let text = format!("┊{}", shown(s));
+        let text = format!("┊{}", step_on_screen(s));
         let end = col + text.chars().count() as u16;
         if col >= free_from && end <= width {
             buf.set_string(x + label_w + col, y, text, dim);
