@@ -262,22 +262,28 @@ static void *write_out(void *unused) {
     return NULL;
 }
 
-// Puts one record in the ring (the lock held); waits for room while the writer writes; once
-// the writer has stopped (the program is exiting), writes it out at once.
-static void put(const unsigned char *p, size_t n) {
+// Puts one record — its length `a`, then its body `b` — in the ring (the lock held), moving
+// the tail once, after both are in: a fatal signal on another thread (on_fatal) writes the
+// ring out to the tail it reads, never to a record's middle. Waits for room while the writer
+// writes; once the writer has stopped (the program is exiting), writes it out at once.
+static void put(const unsigned char *a, size_t na, const unsigned char *b, size_t nb) {
     if (atomic_load(&dead) || fd < 0) return;
     if (!writer_running) {
-        write_all(p, n);
+        write_all(a, na);
+        write_all(b, nb);
         return;
     }
+    size_t n = na + nb;
     while (tail - head + n > RING && !atomic_load(&dead)) pthread_cond_wait(&room, &lock);
     for (size_t i = 0; i < n;) {
         size_t at = (tail + i) % RING, k = n - i;
         if (k > RING - at) k = RING - at;
-        memcpy(ring + at, p + i, k);
+        const unsigned char *src = i < na ? a + i : b + (i - na);
+        if (i < na && k > na - i) k = na - i;
+        memcpy(ring + at, src, k);
         i += k;
     }
-    tail += n;
+    __atomic_store_n(&tail, tail + n, __ATOMIC_RELEASE);
     if (tail - head >= RING / 4) pthread_cond_signal(&more);
 }
 
@@ -318,8 +324,7 @@ static void fp_before_launch(void *f, const unsigned *dims);
 static void put_rec(const rec *r) {
     rec len = {.n = 0};
     varint(&len, r->n);
-    put(len.b, len.n);
-    put(r->b, r->n);
+    put(len.b, len.n, r->b, r->n);
 }
 
 enum { TAG_COMMENT = 0, TAG_STRING = 1, TAG_CALL = 2 };
@@ -843,7 +848,7 @@ static void on_fatal(int sig) {
     if (fd >= 0 && !atomic_exchange(&dead, 1)) {
         struct timespec ms = {0, 1000000};
         for (int i = 0; i < 500 && atomic_load(&writing); i++) nanosleep(&ms, NULL);
-        if (writer_running) write_ring(head, tail);
+        if (writer_running) write_ring(head, __atomic_load_n(&tail, __ATOMIC_ACQUIRE));
         char text[64];
         int n = snprintf(text, sizeof text, "the program ended by signal %d", sig);
         unsigned char rec_head[2] = {(unsigned char)(n + 1), TAG_COMMENT};

@@ -14,7 +14,6 @@ G=$PWD/gpu; OUT=${OUT:-/tmp/out}; mkdir -p $OUT/f; cd $G; chmod +x haloscope; H=
 source $G/fp-lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 nvcc -O3 -arch=sm_90 footprint.cu -o footprint &
-for v in mt/*/; do [ "$v" = mt/multi_threaded_copy/ ] || rm -rf $v; done
 bash mt-build.sh broken &
 wait
 T=$OUT/unpatch-table.txt; : > $T
@@ -30,6 +29,10 @@ for how in kept 1; do
   [ -z "$HUNG" ] && rec $how-footprint-race . "" ./footprint race
   for t in 2 3; do [ -z "$HUNG" ] && { export THREADS=$t; rec $how-copy-$t $C "" ./jacobi -niter 20 -nx 1024 -ny 1024; unset THREADS; }; done
   [ -z "$HUNG" ] && { export THREADS=2; rec $how-copy-2-broken $C/broken "" ./jacobi -niter 20 -nx 1024 -ny 1024; unset THREADS; }
+  # Every variant with its top wait removed, on 3 threads (with 2, top and bottom are the one
+  # neighbour: the p2p variants' removed wait is still made through the bottom one's event).
+  for v in mt/*/; do v=${v%/}; [ -z "$HUNG" ] && [ -x $v/broken/jacobi ] && {
+    export THREADS=3; rec $how-$(basename $v)-3-broken $v/broken "" ./jacobi -niter 20 -nx 1024 -ny 1024; unset THREADS; }; done
   [ $how != kept ] && echo "  $how: $(cat $OUT/f/$how-*.run.txt | grep -c ' unpatched (0)') unpatched, $(cat $OUT/f/$how-*.run.txt | grep -c ' patched (0)') patched$([ -n "$HUNG" ] && echo ", HUNG at $HUNG")" >> $T
   [ -n "$HUNG" ] && { echo "== $how hung at $HUNG:"; frames $OUT/f/$HUNG.stacks.txt | head -60; tail -5 $OUT/f/$HUNG.run.txt; }
   eval "HUNG_$how=\$HUNG"
