@@ -49,6 +49,8 @@ pub struct Stop {
     pub speed: Option<f64>,
     /// The panel to zoom there, one of [`PANELS`].
     pub show: Option<&'static str>,
+    /// The host thread shown alone there (as its key, 1–9, does), counted from 0.
+    pub thread: Option<usize>,
     pub caption: String,
     pub expect: Expect,
 }
@@ -72,6 +74,7 @@ struct StopFile {
     limit: Option<Spanned<u64>>,
     speed: Option<Spanned<f64>>,
     show: Option<Spanned<String>>,
+    thread: Option<Spanned<usize>>,
     caption: String,
     expect: Spanned<String>,
 }
@@ -205,6 +208,21 @@ fn parse_stop(s: StopFile, i: usize, at: &At, dir: Option<&Path>) -> Result<Stop
         })?),
         None => None,
     };
+    let thread = match &s.thread {
+        Some(t) if *t.get_ref() >= sc.split.len().min(9) => {
+            return Err(at(
+                Some(t.span()),
+                field("thread"),
+                format!(
+                    "{}: the stop runs {} host thread(s), 0 to {} (the first nine have keys)",
+                    t.get_ref(),
+                    sc.split.len(),
+                    sc.split.len().min(9) - 1
+                ),
+            ));
+        }
+        t => t.as_ref().map(|t| *t.get_ref()),
+    };
     let expect = match s.expect.get_ref().as_str() {
         "correct" => Expect::Correct,
         "diverges" => Expect::Diverges,
@@ -224,6 +242,7 @@ fn parse_stop(s: StopFile, i: usize, at: &At, dir: Option<&Path>) -> Result<Stop
         goal,
         speed,
         show,
+        thread,
         caption: s.caption.trim().to_string(),
         expect,
     })

@@ -247,6 +247,23 @@ fn every_built_in_stop_shows_its_lesson_on_the_screen_at_120x34() {
             Expect::Fails => assert!(status.contains("STOPPED"), "{at}"),
             Expect::Correct => assert!(status.contains("max |Δ| 0"), "{at}"),
         }
+        // A stop that shows one thread alone (its calls in full) shows it, and each CUDA name
+        // its caption says (cudaEventDisableTiming, …) outside the caption.
+        let panels: String = screen.split("╔ Tour").next().unwrap_or_default().to_string();
+        if let Some(th) = stop.thread {
+            assert!(panels.contains(&format!("host thread {th} →")), "{at}\n{screen}");
+            for word in stop
+                .caption
+                .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            {
+                if word.starts_with("cuda") && word.len() > 4 {
+                    assert!(
+                        panels.contains(word),
+                        "{at}: `{word}` is named but not shown\n{screen}"
+                    );
+                }
+            }
+        }
     }
 }
 

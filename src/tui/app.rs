@@ -124,7 +124,7 @@ impl App {
         self.mode = stop.mode;
         self.overlay = Overlay::None;
         self.cursor = None;
-        self.device = None;
+        self.device = stop.thread;
         self.hazard = 0;
         self.zoom = stop.show.is_some();
         let panel = Panel::ALL

@@ -120,7 +120,41 @@ pub fn render(frame: &Picture, look: &Look, area: Rect, buf: &mut Buffer) {
     if free && area.height >= 4 {
         draw_steps(&starts, &clock, (area.x, area.bottom() - 2, label_w, width), buf);
     }
-    draw_axis(frame, &clock, (area.x, area.bottom() - 1, label_w, width), buf);
+    // Lanes that start apart are said in full on a free row above the steps where there is
+    // one (the axis row's room shortens it to a few words).
+    let mut said = false;
+    if let Some(d) = clock.drift
+        && lanes.len() + 4 <= usize::from(area.height)
+    {
+        let notes = drift_notes(d);
+        if let Some(n) = notes
+            .iter()
+            .find(|n| n.chars().count() <= usize::from(area.width))
+        {
+            let at = area.right() - n.chars().count() as u16;
+            buf.set_string(at, area.bottom() - 3, n, Style::new().fg(Color::DarkGray));
+            said = true;
+        }
+    }
+    draw_axis(
+        frame,
+        &clock,
+        said,
+        (area.x, area.bottom() - 1, label_w, width),
+        buf,
+    );
+}
+
+/// What lanes that start `d` µs apart mean, longest first.
+fn drift_notes(d: f64) -> Vec<String> {
+    vec![
+        format!("no order couples the devices: each lane from its own device's start, {d:.0} µs apart"),
+        format!("unordered devices drift: each lane from its own start, {d:.0} µs apart"),
+        format!("devices drift apart: each lane from its own start ({d:.0} µs)"),
+        format!("lanes from their own starts, {d:.0} µs apart"),
+        format!("own starts, {d:.0} µs apart"),
+        "own starts".to_string(),
+    ]
 }
 
 /// Each shown step's number where it starts (on the device that starts it first, each
@@ -267,7 +301,13 @@ fn tick_label(t: f64, step: f64) -> String {
 
 /// The time axis on row `y`: the clock's name, ticks with their times in µs, and how the
 /// devices are aligned.
-fn draw_axis(frame: &Picture, clock: &Clock, (x, y, label_w, width): (u16, u16, u16, u16), buf: &mut Buffer) {
+fn draw_axis(
+    frame: &Picture,
+    clock: &Clock,
+    drift_said: bool,
+    (x, y, label_w, width): (u16, u16, u16, u16),
+    buf: &mut Buffer,
+) {
     let dim = Style::new().fg(Color::DarkGray);
     buf.set_stringn(x, y, format!("{} µs", clock_name(frame)), label_w as usize, dim);
     let mut row: Vec<char> = vec![' '; usize::from(width)];
@@ -279,19 +319,17 @@ fn draw_axis(frame: &Picture, clock: &Clock, (x, y, label_w, width): (u16, u16, 
     // How the devices are aligned, right-aligned: first when each device has its own
     // start (the lanes cannot be read without it), else where the ticks leave room.
     let notes = match clock.drift {
-        Some(d) => vec![
-            format!("no order couples the devices: each lane from its own device's start, {d:.0} µs apart"),
-            format!("unordered devices drift: each lane from its own start, {d:.0} µs apart"),
-            format!("devices drift apart: each lane from its own start ({d:.0} µs)"),
-            format!("lanes from their own starts, {d:.0} µs apart"),
-            format!("own starts, {d:.0} µs apart"),
-            "own starts".to_string(),
-        ],
+        Some(_) if drift_said => vec![],
+        Some(d) => drift_notes(d),
         None if frame.run.clock_modelled => vec!["one clock for all devices".to_string()],
         None => vec!["devices aligned by anchor events (±few µs)".to_string()],
     };
     // The ticks keep at least 40 columns, unless the lanes need the note to be read.
-    let least = if clock.drift.is_some() { 10 } else { 40 };
+    let least = if clock.drift.is_some() && !drift_said {
+        10
+    } else {
+        40
+    };
     let mut ticks_end = usize::from(width);
     if let Some(note) = notes
         .iter()
@@ -565,12 +603,12 @@ mod tests {
             assert!(calls[0] <= 16, "{lane}");
             assert!(calls.last().unwrap() - calls[0] > 60, "{lane}");
         }
+        // Said in full on the free row above the steps' numbers, not cut short on the axis.
         assert!(
-            rows.last()
-                .unwrap()
-                .contains("no order couples the devices: each lane from its own"),
+            rows[rows.len() - 3].contains("no order couples the devices: each lane from its own"),
             "{rows:#?}"
         );
+        assert!(!rows.last().unwrap().contains("own start"), "{rows:#?}");
         // Not drifted: one clock, said so where the ticks leave room.
         let rows = draw(&fixture(Mode::NoWait, 2), 120, 12);
         assert!(!rows.last().unwrap().contains("own start"), "{rows:#?}");

@@ -34,7 +34,12 @@ impl Widget for &Viewer {
             Layout::vertical([Constraint::Length(1), Constraint::Min(1), Constraint::Length(1)]).areas(area);
         self.head(head, buf);
         let timeline_h = (self.lanes.len() as u16 + 3).clamp(4, body.height / 4 + 1);
-        let bottom_h = (body.height / 4).max(5);
+        // No findings: one sentence (two rows when narrow), not a quarter of the screen.
+        let bottom_h = if self.findings().is_empty() {
+            4
+        } else {
+            (body.height / 4).max(5)
+        };
         let [threads, timeline, bottom] = Layout::vertical([
             Constraint::Min(4),
             Constraint::Length(timeline_h),
@@ -289,6 +294,24 @@ impl Viewer {
         b.render(area, buf);
         let width = usize::from(inner.width);
         let mut lines = Vec::new();
+        // Findings that rest on a kernel taken whole say so before they are read as races (a
+        // picked one says it in its reason).
+        let whole = f
+            .iter()
+            .filter(|x| x.kernel_model == Some(crate::record::check::Model::Conservative))
+            .count();
+        if whole > 0 && self.picked.is_none() {
+            let long = format!(
+                "{whole} rest on kernels taken whole (all of each allocation they point into): \
+                 --annotations FILE or measured footprints narrow them"
+            );
+            let text = if long.chars().count() <= width {
+                long
+            } else {
+                format!("{whole} rest on kernels taken whole: --annotations FILE narrows them")
+            };
+            lines.push(Line::styled(cut(&text, width), Style::new().fg(Color::Yellow)));
+        }
         if f.is_empty() {
             lines.push(Line::styled(
                 "None: every pair of recorded accesses to the same bytes is ordered by the \
@@ -302,7 +325,7 @@ impl Viewer {
             .picked
             .and_then(|p| f.get(p))
             .map_or(0, |x| 2 + usize::from(x.bytes_text().is_some()));
-        let room = usize::from(inner.height).saturating_sub(under);
+        let room = usize::from(inner.height).saturating_sub(under + lines.len());
         let first = picked.saturating_sub(room.saturating_sub(1));
         for (i, x) in f.iter().enumerate().skip(first).take(room.max(1)) {
             let on = x.buffer.as_deref().map_or(String::new(), |b| format!(" on {b}"));
@@ -499,6 +522,23 @@ mod tests {
         );
         assert!(s.contains("no findings"), "{s}");
         insta::assert_snapshot!("seed_fixed_thread_2_120x34", s);
+    }
+
+    #[test]
+    fn findings_on_kernels_taken_whole_say_so_until_one_is_picked() {
+        for size in ["80x24", "120x34"] {
+            let s = screen("no-wait-export.recording", "", size);
+            assert!(
+                s.contains("30 rest on kernels taken whole: --annotations FILE narrows them"),
+                "{s}"
+            );
+            let s = screen("no-wait-export.recording", "h", size);
+            assert!(!s.contains("rest on kernels taken whole"), "{s}");
+        }
+        // No findings: the sentence that says so, not a quarter of the screen.
+        let s = screen("seed-fixed.recording", "", "160x48");
+        let hazards = s.lines().skip_while(|l| !l.contains("Hazards: 0")).count();
+        assert_eq!(hazards, 5, "{s}");
     }
 
     #[test]
