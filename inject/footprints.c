@@ -213,6 +213,12 @@ static void fp_unpatch_due(void) {
     if (r) fp_fail("unpatching a module", r);
 }
 
+// A new launch's module, held open from its driver call's entry (`fp_before_launch`) to its
+// begin callback: another thread's launch closing meanwhile does not unpatch it under this
+// one (the launch would go unmeasured). Let go at the driver call's exit if the begin
+// callback did not take it (a launch found known there, or not made).
+static __thread void *fp_reserved;
+
 // A measured launch of `m` opens (if the module is patched: else 1, the launch goes
 // unmeasured) or closes (the last open: unpatched as the call returns).
 static int module_measuring(void *m, int opening) {
@@ -220,7 +226,8 @@ static int module_measuring(void *m, int opening) {
     pthread_mutex_lock(&fp_lock);
     fp_module *f = module_of(m);
     int r = 0;
-    if (opening && f && f->patched) f->open++;
+    if (opening && f && f->patched && fp_reserved == m) fp_reserved = NULL;  // opened at entry
+    else if (opening && f && f->patched) f->open++;
     else if (opening) r = 1;
     else if (f && f->open > 0 && --f->open == 0 && f->patched) fp_due_here = m;
     pthread_mutex_unlock(&fp_lock);
@@ -374,9 +381,22 @@ static void fp_before_launch(void *f, const unsigned *dims) {
     int r = patch ? repatch(m, 1) : 0;
     pthread_mutex_lock(&fp_lock);
     if (patch && !r) mod->patched = 1;
+    if (mod && mod->patched && !fp_reserved) mod->open++, fp_reserved = m;
     pthread_mutex_unlock(&fp_lock);
     pthread_mutex_unlock(&fp_patch_lock);
     if (r) fp_fail("patching a module again", r);
+}
+
+// A launch's driver call returns: a module held open at its entry and not taken by its begin
+// callback is let go (unpatched as the call returns, if no launch has it open).
+static void fp_after_launch(void) {
+    void *m = fp_reserved;
+    if (!m) return;
+    fp_reserved = NULL;
+    pthread_mutex_lock(&fp_lock);
+    fp_module *f = module_of(m);
+    if (f && f->open > 0 && --f->open == 0 && f->patched) fp_due_here = m;
+    pthread_mutex_unlock(&fp_lock);
 }
 
 static void fp_fail(const char *what, int r) {

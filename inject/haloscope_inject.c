@@ -320,6 +320,7 @@ static __thread rec launch_fp;
 static void fp_encode(rec *r);
 static void fp_unpatch_due(void);
 static void fp_before_launch(void *f, const unsigned *dims);
+static void fp_after_launch(void);
 
 static void put_rec(const rec *r) {
     rec len = {.n = 0};
@@ -794,6 +795,7 @@ static void on_driver(uint32_t cbid, const callback_data *cb) {
         on_memop(cbid, cb);
         return;
     }
+    if (cb->site == SITE_EXIT) fp_after_launch();  // a launch's (the only others enabled)
     if (cb->site != SITE_ENTER || !in_launch) return;
     if (cbid == DRV_LAUNCH || cbid == DRV_LAUNCH_PTSZ) {
         const p_drv_launch *l = cb->params;
