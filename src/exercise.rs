@@ -161,6 +161,10 @@ pub struct Verdict {
     /// The fewest orders that fix every finding, when fewer than the causes
     /// ([`crate::hazard::smallest_fix`]): each an instruction.
     pub smallest_fix: Vec<String>,
+    /// The fixes said once after the causes, as every printer says them
+    /// ([`crate::hazard::Grouped::fixes`]): the smallest fix, or each shared fix once.
+    #[serde(skip)]
+    pub fixes: String,
     /// The run: the first step it was seen to differ, or the driver error that stopped it.
     pub diverged: Option<u64>,
     pub failed: Option<String>,
@@ -231,7 +235,7 @@ impl Verdict {
             for f in &self.findings {
                 out += &format!("  {f}\n");
             }
-            out += &crate::hazard::fix::said(&self.smallest_fix);
+            out += &self.fixes;
         }
         out += &match (&self.failed, self.diverged) {
             (Some(e), _) => format!("the run: stopped: {e}\n"),
@@ -281,6 +285,7 @@ pub fn judge_grouped(ex: &Exercise, path: &Path) -> (Verdict, crate::hazard::Gro
         findings: Vec::new(),
         finding_count: 0,
         smallest_fix: Vec::new(),
+        fixes: String::new(),
         diverged: None,
         failed: None,
         step_us: None,
@@ -303,6 +308,7 @@ pub fn judge_grouped(ex: &Exercise, path: &Path) -> (Verdict, crate::hazard::Gro
     let found = crate::hazard::check_grouped(&plan.scenario, &program).unwrap_or_default();
     v.finding_count = found.findings.len();
     v.smallest_fix = found.smallest_fix.clone();
+    v.fixes = found.fixes().text();
     v.findings = found.groups.iter().map(|g| found.line(g)).collect();
     let mut h = headless();
     h.check_every = Some(ex.every);

@@ -198,31 +198,7 @@ fn parse_stop(s: StopFile, i: usize, at: &At, dir: Option<&Path>) -> Result<Stop
     {
         return Err(at(Some(v.span()), field("speed"), why));
     }
-    let show = match &s.show {
-        Some(p) => Some(PANELS.iter().copied().find(|n| n == p.get_ref()).ok_or_else(|| {
-            at(
-                Some(p.span()),
-                field("show"),
-                format!("`{}` is not a panel (one of {})", p.get_ref(), PANELS.join(", ")),
-            )
-        })?),
-        None => None,
-    };
-    let thread = match &s.thread {
-        Some(t) if *t.get_ref() >= sc.split.len().min(9) => {
-            return Err(at(
-                Some(t.span()),
-                field("thread"),
-                format!(
-                    "{}: the stop runs {} host thread(s), 0 to {} (the first nine have keys)",
-                    t.get_ref(),
-                    sc.split.len(),
-                    sc.split.len().min(9) - 1
-                ),
-            ));
-        }
-        t => t.as_ref().map(|t| *t.get_ref()),
-    };
+    let (show, thread) = show_and_thread(&s, sc.split.len(), at, &field)?;
     let expect = match s.expect.get_ref().as_str() {
         "correct" => Expect::Correct,
         "diverges" => Expect::Diverges,
@@ -246,6 +222,41 @@ fn parse_stop(s: StopFile, i: usize, at: &At, dir: Option<&Path>) -> Result<Stop
         caption: s.caption.trim().to_string(),
         expect,
     })
+}
+
+/// A stop's panel to zoom and host thread to show alone, checked.
+fn show_and_thread(
+    s: &StopFile,
+    threads: usize,
+    at: &At,
+    field: &dyn Fn(&str) -> String,
+) -> Result<(Option<&'static str>, Option<usize>), ScenarioError> {
+    let show = match &s.show {
+        Some(p) => Some(PANELS.iter().copied().find(|n| n == p.get_ref()).ok_or_else(|| {
+            at(
+                Some(p.span()),
+                field("show"),
+                format!("`{}` is not a panel (one of {})", p.get_ref(), PANELS.join(", ")),
+            )
+        })?),
+        None => None,
+    };
+    let thread = match &s.thread {
+        Some(t) if *t.get_ref() >= threads.min(9) => {
+            return Err(at(
+                Some(t.span()),
+                field("thread"),
+                format!(
+                    "{}: the stop runs {} host thread(s), 0 to {} (the first nine have keys)",
+                    t.get_ref(),
+                    threads,
+                    threads.min(9) - 1
+                ),
+            ));
+        }
+        t => t.as_ref().map(|t| *t.get_ref()),
+    };
+    Ok((show, thread))
 }
 
 /// The longest a stop may take to reach its goal at its speed, in seconds.
@@ -411,6 +422,11 @@ mod tests {
                 "mode = \"events\"",
                 "mode = \"events\"\nshow = \"nowhere\"",
                 "`stop[1].show`: `nowhere` is not a panel",
+            ),
+            (
+                "mode = \"events\"",
+                "mode = \"events\"\nthread = 4",
+                "`stop[1].thread`: 4: the stop runs 4 host thread(s), 0 to 3",
             ),
             (
                 "mode = \"events\"",

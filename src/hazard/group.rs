@@ -112,19 +112,110 @@ impl Grouped {
         Some(format!("×{}: {}", g.members.len(), parts.join("; ")))
     }
 
-    /// Group `g` in one line: `WAR ex@dev0 cells 0..=683 (×16: at step+0 to step+15): … —
-    /// fix: …`.
-    /// A cause in one line, with its fix — unless the smallest fix of all is said, once,
-    /// after the causes.
+    /// Group `g` in one line: `WAR ex@dev0 cells 680 to 683 (×16: at step+0 to step+15): … —
+    /// fix: …`, its fix there only where [`Grouped::fixes`] does not say it once after all.
     pub fn line(&self, g: &Group) -> String {
         let f = self.lead(g);
         let repeats = self.repeats(g).map(|r| format!(" ({r})")).unwrap_or_default();
-        let fix = if self.smallest_fix.is_empty() {
+        let fix = if self.fix_inline(g) {
             format!(" — fix: {}", f.fix)
         } else {
             String::new()
         };
         format!("{}{}{repeats}: {}{fix}", f.kind.name(), self.place(g), f.why)
+    }
+
+    /// How the fixes are said, the same way by every printer (the CLI, the judge, the UI):
+    /// the smallest fix once, after the causes, where the program has one; else, where
+    /// calls are invalid and there are races too, the invalid calls' fixes only, with why
+    /// the races come after (a record that fails orders nothing: the races may go with it);
+    /// else each fix once, where causes share them (a read after write and a write after
+    /// write ordered by the same record and wait); else each cause's own fix, by it.
+    pub fn fixes(&self) -> Fixes {
+        if !self.smallest_fix.is_empty() {
+            return Fixes {
+                head: super::fix::heading(self.smallest_fix.len()),
+                once: self.smallest_fix.clone(),
+            };
+        }
+        if self.invalid_first() {
+            return Fixes {
+                head: "fix the invalid calls first (their fixes above): a record that fails, or a \
+                       wait on an event never recorded, orders nothing, so the races after them may \
+                       go with them; then check again"
+                    .into(),
+                once: Vec::new(),
+            };
+        }
+        let shared = self.shared_fixes();
+        if shared.len() < self.groups.len() {
+            let once = shared
+                .into_iter()
+                .map(|(fix, places)| format!("{fix} (for {})", places.join(" and ")))
+                .collect::<Vec<_>>();
+            return Fixes {
+                head: format!("{} fix(es) for them all, each said once:", once.len()),
+                once,
+            };
+        }
+        Fixes::default()
+    }
+
+    /// Whether group `g`'s fix is said by it (see [`Grouped::fixes`]).
+    pub fn fix_inline(&self, g: &Group) -> bool {
+        if !self.smallest_fix.is_empty() {
+            return false;
+        }
+        if self.invalid_first() {
+            return g.kind == Kind::Invalid;
+        }
+        self.shared_fixes().len() == self.groups.len()
+    }
+
+    /// Invalid calls and races both: the invalid calls' fixes come first.
+    fn invalid_first(&self) -> bool {
+        let invalid = self.groups.iter().filter(|g| g.kind == Kind::Invalid).count();
+        invalid > 0 && invalid < self.groups.len()
+    }
+
+    /// Each distinct fix, in the causes' order, with the causes it fixes (`RAW ex@dev0`).
+    fn shared_fixes(&self) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for g in &self.groups {
+            let f = self.lead(g);
+            let place = format!(
+                "{}{}",
+                f.kind.name(),
+                f.buffer.as_deref().map_or(String::new(), |b| format!(" {b}"))
+            );
+            match out.iter_mut().find(|(fix, _)| *fix == f.fix) {
+                Some((_, places)) => places.push(place),
+                None => out.push((f.fix.clone(), vec![place])),
+            }
+        }
+        out
+    }
+}
+
+/// The fixes said once, after the causes: a head line and numbered items (none where each
+/// cause says its own).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Fixes {
+    pub head: String,
+    pub once: Vec<String>,
+}
+
+impl Fixes {
+    /// The head and each item numbered, as text (empty for none).
+    pub fn text(&self) -> String {
+        if self.head.is_empty() {
+            return String::new();
+        }
+        let mut out = format!("{}\n", self.head);
+        for (i, o) in self.once.iter().enumerate() {
+            out += &format!("  {}. {o}\n", i + 1);
+        }
+        out
     }
 }
 
@@ -275,5 +366,58 @@ mod tests {
             "{}",
             g.line(first)
         );
+    }
+
+    #[test]
+    fn fixes_are_said_once_where_causes_share_them_and_invalid_calls_come_first() {
+        let mut raw = finding(
+            Kind::Raw,
+            (0, "update_e 0–499"),
+            (1, "copy ex dev1→dev0"),
+            [499, 499],
+        );
+        raw.fix = "record e after the copy".into();
+        let mut waw = finding(
+            Kind::Waw,
+            (0, "update_e 0–499"),
+            (1, "copy ex dev1→dev0"),
+            [499, 499],
+        );
+        waw.fix = raw.fix.clone();
+        let mut war = finding(
+            Kind::War,
+            (0, "update_h 0–499"),
+            (1, "copy hy dev0→dev1"),
+            [499, 499],
+        );
+        war.fix = "record h after the copy".into();
+        // Two fixes for three causes: each said once, with the causes it fixes.
+        let g = Grouped::new(vec![raw.clone(), waw, war.clone()]);
+        assert!(g.groups.iter().all(|c| !g.fix_inline(c)));
+        assert_eq!(
+            g.fixes().text(),
+            "2 fix(es) for them all, each said once:\n  1. record e after the copy (for RAW ex@dev0 and \
+             WAW ex@dev0)\n  2. record h after the copy (for WAR ex@dev0)\n"
+        );
+        // A fix each: by each cause, nothing after.
+        let g = Grouped::new(vec![raw.clone(), war.clone()]);
+        assert!(g.groups.iter().all(|c| g.fix_inline(c)));
+        assert!(g.line(&g.groups[0]).ends_with("— fix: record e after the copy"));
+        assert_eq!(g.fixes(), Fixes::default());
+        // An invalid call and races: its fix by it, the races' not, and why after.
+        let invalid = Finding {
+            kind: Kind::Invalid,
+            buffer: None,
+            cells: None,
+            second: None,
+            why: "e belongs to dev1 but s@dev0 is a stream of dev0: the record fails (rule 4)".into(),
+            fix: "record e on a stream of dev1".into(),
+            ..raw.clone()
+        };
+        let g = Grouped::new(vec![invalid, raw, war]);
+        let inline: Vec<bool> = g.groups.iter().map(|c| g.fix_inline(c)).collect();
+        assert_eq!(inline, [true, false, false]);
+        assert!(g.fixes().text().starts_with("fix the invalid calls first"));
+        assert!(crate::hazard::grouped_text(&g).matches("fix:").count() == 1);
     }
 }

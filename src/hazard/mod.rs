@@ -181,7 +181,6 @@ pub fn text(findings: &[Finding]) -> String {
 /// [`text`] of findings already grouped: where they carry the smallest fix
 /// ([`check_grouped`]), the causes without their own fixes and the orders once after them.
 pub fn grouped_text(found: &Grouped) -> String {
-    let smallest_fix = &found.smallest_fix;
     let mut out = String::new();
     for g in &found.groups {
         let f = found.lead(g);
@@ -199,9 +198,9 @@ pub fn grouped_text(found: &Grouped) -> String {
         if let Some(s) = &f.second {
             out += &format!("    second: {}\n", at(s));
         }
-        if smallest_fix.is_empty() {
+        if found.fix_inline(g) {
             out += &format!("    fix:    {}\n", f.fix);
         }
     }
-    out + &fix::said(smallest_fix)
+    out + &found.fixes().text()
 }

@@ -48,13 +48,14 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
             Style::new().fg(Color::Gray),
         ));
     }
-    // Fewer orders than causes fix them all: said once, above the causes.
-    if !found.smallest_fix.is_empty() {
+    // Fixes said once (the smallest fix, shared fixes, invalid calls first): above the causes.
+    let fixes = found.fixes();
+    if !fixes.head.is_empty() {
         lines.push(Line::styled(
-            crate::hazard::fix::heading(found.smallest_fix.len()),
+            fixes.head.clone(),
             Style::new().fg(Color::Green).bold(),
         ));
-        for (i, f) in found.smallest_fix.iter().enumerate() {
+        for (i, f) in fixes.once.iter().enumerate() {
             lines.push(Line::styled(
                 format!("  {}. {f}", i + 1),
                 Style::new().fg(Color::Green),
@@ -92,7 +93,7 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
                 Style::new().fg(Color::Gray),
             ));
         }
-        if found.smallest_fix.is_empty() {
+        if found.fix_inline(g) {
             lines.push(Line::styled(
                 format!("  fix: {}", f.fix),
                 Style::new().fg(Color::Green),
