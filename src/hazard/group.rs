@@ -134,7 +134,7 @@ impl Grouped {
     pub fn fixes(&self) -> Fixes {
         if !self.smallest_fix.is_empty() {
             return Fixes {
-                head: super::fix::heading(self.smallest_fix.len()),
+                head: crate::hazard::fix::heading(self.smallest_fix.len()),
                 once: self.smallest_fix.clone(),
             };
         }
@@ -418,6 +418,11 @@ mod tests {
         let inline: Vec<bool> = g.groups.iter().map(|c| g.fix_inline(c)).collect();
         assert_eq!(inline, [true, false, false]);
         assert!(g.fixes().text().starts_with("fix the invalid calls first"));
-        assert!(crate::hazard::grouped_text(&g).matches("fix:").count() == 1);
+        let lines: Vec<String> = g.groups.iter().map(|c| g.line(c)).collect();
+        assert_eq!(
+            lines.iter().filter(|l| l.contains("— fix:")).count(),
+            1,
+            "{lines:?}"
+        );
     }
 }
