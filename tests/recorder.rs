@@ -660,8 +660,9 @@ fn record_footprints_with(dir: &Path, how: &str, envs: &[(&str, &str)]) -> (Path
     )
 }
 
-/// HALOSCOPE_UNPATCH=1: a module is unpatched once its new signatures are measured (the patch
-/// costs every launch it runs in) and patched again for the next new one — the same bytes
+/// By default a module is unpatched once its new signatures are measured (the patch costs
+/// every launch it runs in) and patched again for the next new one (HALOSCOPE_UNPATCH=0
+/// keeps it patched) — the same bytes
 /// measured, nothing left patched, no wait on itself where the Sanitizer API calls back while
 /// it patches, and neither done inside a launch's own callbacks (on the GPU both hung there;
 /// the stand-in fails them, and measures a launch only while its module is patched).
@@ -677,10 +678,10 @@ fn modules_unpatched_between_new_signatures_measure_the_same_footprints() {
             .collect()
     };
     let kept = tempfile::tempdir().unwrap();
-    let (path, said) = record_footprints_with(kept.path(), "", &[]);
+    let (path, said) = record_footprints_with(kept.path(), "", &[("HALOSCOPE_UNPATCH", "0")]);
     assert!(said.contains("1 module(s) left patched"), "{said}");
     let unpatched = tempfile::tempdir().unwrap();
-    let (again, said) = record_footprints_with(unpatched.path(), "", &[("HALOSCOPE_UNPATCH", "1")]);
+    let (again, said) = record_footprints_with(unpatched.path(), "", &[]);
     assert!(said.contains("0 module(s) left patched"), "{said}");
     assert_eq!(footprints(&path), footprints(&again));
     assert_eq!(footprints(&again).len(), 3);

@@ -204,6 +204,9 @@ static void producer(void) {
 static void consumer(void) {
     void *stream;
     setup(1, &stream);
+    // With a condition variable, ready once the mutex is held: the signal cannot come before
+    // the wait (a late consumer would take the flag without waiting, and record no wait).
+    if (strcmp(how, "cond") == 0) pthread_mutex_lock(&mutex);
     atomic_store(&ready, 1);
     if (strcmp(how, "barrier") == 0) pthread_barrier_wait(&barrier);
     else if (strcmp(how, "mutex") == 0) {
@@ -214,7 +217,6 @@ static void consumer(void) {
             if (!got) sched_yield();
         }
     } else if (strcmp(how, "cond") == 0) {
-        pthread_mutex_lock(&mutex);
         while (!flag) pthread_cond_wait(&cond, &mutex);
         pthread_mutex_unlock(&mutex);
     } else if (strcmp(how, "sem") == 0) sem_wait(&sem);
