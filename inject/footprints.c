@@ -81,9 +81,13 @@ static int (*san_sync)(void *h_stream);
 static int (*san_result_string)(int result, const char **text);
 
 static int fp_every;  // HALOSCOPE_FOOTPRINTS=all
-// A module is unpatched once no measured launch of it is open, and patched again at a launch
-// with a new signature (the patch costs every launch it runs in, idle or not: 26× at 16384²
-// for NVIDIA's Jacobi kept patched, 1.1× unpatched); HALOSCOPE_UNPATCH=0 keeps them patched.
+// HALOSCOPE_UNPATCH=1: a module is unpatched once no measured launch of it is open, and
+// patched again at a launch with a new signature (the patch costs every launch it runs in,
+// idle or not: 26× at 16384² for NVIDIA's Jacobi kept patched, 1.1× unpatched). Off by
+// default: on the GPU, a program with flag waits hung (patching waits for the GPU's pending
+// work, which a stream held by a flag the same thread writes later never finishes), and
+// patching again failed in another ("unknown internal error"; its next kernel then hit an
+// illegal instruction).
 static int fp_unpatch;
 static const char *fp_patch;
 static atomic_int fp_failed;  // a measurement failed once: said once, later launches unmeasured
@@ -736,7 +740,7 @@ static int subscribe_sanitizer(const char *path, const char *mode) {
     SAN_SYM(san_patch_module, "sanitizerPatchModule");
     SAN_SYM(san_unpatch_module, "sanitizerUnpatchModule");
     fp_debug = getenv("HALOSCOPE_DEBUG") && strcmp(getenv("HALOSCOPE_DEBUG"), "1") == 0;
-    fp_unpatch = !(getenv("HALOSCOPE_UNPATCH") && strcmp(getenv("HALOSCOPE_UNPATCH"), "0") == 0) && !fp_every;
+    fp_unpatch = getenv("HALOSCOPE_UNPATCH") && strcmp(getenv("HALOSCOPE_UNPATCH"), "1") == 0 && !fp_every;
     SAN_SYM(san_set_launch_data, "sanitizerSetLaunchCallbackData");
     SAN_SYM(san_alloc, "sanitizerAlloc");
     SAN_SYM(san_free, "sanitizerFree");

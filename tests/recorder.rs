@@ -660,9 +660,8 @@ fn record_footprints_with(dir: &Path, how: &str, envs: &[(&str, &str)]) -> (Path
     )
 }
 
-/// By default a module is unpatched once its new signatures are measured (the patch costs
-/// every launch it runs in) and patched again for the next new one (HALOSCOPE_UNPATCH=0
-/// keeps it patched) — the same bytes
+/// HALOSCOPE_UNPATCH=1: a module is unpatched once its new signatures are measured (the patch
+/// costs every launch it runs in) and patched again for the next new one — the same bytes
 /// measured, nothing left patched, no wait on itself where the Sanitizer API calls back while
 /// it patches, and neither done inside a launch's own callbacks (on the GPU both hung there;
 /// the stand-in fails them, and measures a launch only while its module is patched).
@@ -678,10 +677,10 @@ fn modules_unpatched_between_new_signatures_measure_the_same_footprints() {
             .collect()
     };
     let kept = tempfile::tempdir().unwrap();
-    let (path, said) = record_footprints_with(kept.path(), "", &[("HALOSCOPE_UNPATCH", "0")]);
+    let (path, said) = record_footprints_with(kept.path(), "", &[]);
     assert!(said.contains("1 module(s) left patched"), "{said}");
     let unpatched = tempfile::tempdir().unwrap();
-    let (again, said) = record_footprints_with(unpatched.path(), "", &[]);
+    let (again, said) = record_footprints_with(unpatched.path(), "", &[("HALOSCOPE_UNPATCH", "1")]);
     assert!(said.contains("0 module(s) left patched"), "{said}");
     assert_eq!(footprints(&path), footprints(&again));
     assert_eq!(footprints(&again).len(), 3);

@@ -2,7 +2,7 @@
 # Prepares gpu/ (git-ignored) for scripts/record-h200/run.sh: haloscope (built here: the
 # recorder needs no CUDA to build), the seed programs, the injection library's source (the
 # memory figure runs it without haloscope's parent), every non-NCCL mode exported for pulse
-# on 4 devices of GPU 0 (64 steps) and, when given, a fetched copy of NVIDIA's
+# on 4 devices of GPU 0 (64 steps; a few in 2D, radiate) and, when given, a fetched copy of NVIDIA's
 # multi-gpu-programming-models (its single_gpu/jacobi.cu and multi-threaded variants, never
 # kept in this repository).
 # usage: scripts/record-h200/prep.sh [PATH-TO-multi-gpu-programming-models-git-dir]
@@ -26,5 +26,9 @@ fi
 for m in events host-sync overlap push wide-halo graph graph-push graph-flags fused fused-push fused-flags \
          fused-overlap fused-p2p no-wait wait-before-record cross-device-record halo-overwrite write-after-read; do
   "$H" program export $m --cuda --out gpu/exports/$m --scenario pulse --gpus 0,0,0,0 --steps 64 2>/dev/null
+done
+# And in 2D (radiate's slabs of rows, on its devices of GPU 0), correct and broken.
+for m in events fused fused-overlap fused-p2p no-wait; do
+  "$H" program export $m --cuda --out gpu/exports/radiate-$m --scenario radiate --gpus 0,0,0,0 --steps 64 2>/dev/null
 done
 du -sh gpu
