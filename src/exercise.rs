@@ -268,6 +268,10 @@ impl Verdict {
         } else {
             "not yet.\n"
         };
+        if self.correct() && (self.fast() == Some(true) || !self.must_be_fast) {
+            out += "The file is your program now: make its opening comment say what it does \
+                    (`haloscope program export` keeps it, and its name).\n";
+        }
         out
     }
 }

@@ -262,8 +262,15 @@ struct Device {
     long lo = 0, hi = 0; // owned cells (rows)
     long held = 0;       // cells held: owned and HALO each side
     float *e = nullptr, *h = nullptr, *ca = nullptr, *cb = nullptr, *prev = nullptr;
-    float *prev_in = nullptr, *strip_ex = nullptr, *strip_hy = nullptr; // a 1D fused pass's saves
-    float *mur = nullptr, *snap_ez = nullptr, *snap_h = nullptr;        // a 2D fused pass's
+    //@if fused 1d
+    float *prev_in = nullptr, *strip_ex = nullptr, *strip_hy = nullptr; // a fused pass's saves
+    //@end
+    //@if 2d
+    float *mur = nullptr; // the Mur boundary's coefficients
+    //@end
+    //@if fused 2d
+    float *snap_ez = nullptr, *snap_h = nullptr; // a fused pass's snapshots
+    //@end
     bool peer[2] = {false, false}; // may its kernels store into the left / right neighbour?
 };
 
@@ -288,9 +295,11 @@ static inline size_t bytes(Field f, long count) {
     return (size_t)count * width(f) * sizeof(float);
 }
 
+//@if fused 1d
 static inline long pass_strip_floats(long len) {
     return ((len + TILE - 1) / TILE + 3) * 2 * (MAX_STEPS + 1);
 }
+//@end
 
 static inline float *zeroed(size_t floats) {
     float *p = nullptr;
@@ -309,7 +318,6 @@ static inline float *uploaded(const std::vector<float> &v) {
 // (src/runtime/cuda/buffers.rs): fields zero, coefficients from data/dev<d>.ca.npy and .cb.npy.
 static inline void allocate(int dev, const std::string &dir) {
     Device &m = device[dev];
-    const Scenario &s = scenario;
     m.held = m.hi - m.lo + 2 * HALO;
     long len = m.held * width(ex), hlen = m.held * width(hy);
     std::string at = dir + "/dev" + std::to_string(dev);
@@ -321,17 +329,22 @@ static inline void allocate(int dev, const std::string &dir) {
     m.h = zeroed(hlen);
     m.ca = uploaded(ca);
     m.cb = uploaded(cb);
-    if (s.plane) {
-        m.prev = zeroed(2 * s.nx);
-        m.mur = uploaded(s.mur);
-        m.snap_ez = zeroed(len + 2 * s.nx);
-        m.snap_h = zeroed(hlen);
-    } else {
-        m.prev = zeroed(2);
-        m.prev_in = zeroed(4);
-        m.strip_ex = zeroed(2 * pass_strip_floats(len));
-        m.strip_hy = zeroed(2 * pass_strip_floats(len));
-    }
+    //@if 2d
+    m.prev = zeroed(2 * scenario.nx);
+    m.mur = uploaded(scenario.mur);
+    //@if fused
+    m.snap_ez = zeroed(len + 2 * scenario.nx);
+    m.snap_h = zeroed(hlen);
+    //@end
+    //@end
+    //@if 1d
+    m.prev = zeroed(2);
+    //@if fused
+    m.prev_in = zeroed(4);
+    m.strip_ex = zeroed(2 * pass_strip_floats(len));
+    m.strip_hy = zeroed(2 * pass_strip_floats(len));
+    //@end
+    //@end
 }
 
 // The folder the fields go to (made if it is not there).
@@ -913,9 +926,11 @@ static inline void set_up_done() {
 }
 
 // Every kernel loaded on the current GPU now, not at its first launch: with lazy loading
-// (CUDA 12.2's default) a first launch waits for the GPU's pending work, and a thread's
-// first fused_store, issued behind flag waits that only its own later calls satisfy,
-// would wait for ever.
+// (CUDA 12.2's default) a first launch waits for the GPU's pending work.
+//@if flags
+// A thread's first fused_store, issued behind flag waits that only its own later calls
+// satisfy, would wait for ever.
+//@end
 static inline void load_kernels() {
     const void *kernels[] = {
         //@if 1d

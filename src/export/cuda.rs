@@ -637,7 +637,7 @@ fn round_setup(u: &Unit, body: &str) -> String {
 }
 
 /// Whether C text `text` has `word` as a whole identifier.
-fn names_word(text: &str, word: &str) -> bool {
+pub(crate) fn names_word(text: &str, word: &str) -> bool {
     text.split(|c: char| !c.is_alphanumeric() && c != '_')
         .any(|w| w == word)
 }
@@ -723,7 +723,7 @@ int main(int argc, char **argv) {{
         for (int i = 0; i < n; i++) gpus += (i ? "," : "") + std::to_string(gpuMapping[i]);
     }}
 {connections}    // Kernels loaded at start (halo.cuh's load_kernels also asks for each): a kernel loaded
-    // at its first launch waits for the GPU's pending work, flag waits included.
+    // at its first launch waits for the GPU's pending work.
     setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     int gpu_count = 0;  // after the settings above: CUDA reads them when it starts
     CHECK(cudaGetDeviceCount(&gpu_count));

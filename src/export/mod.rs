@@ -216,7 +216,38 @@ pub fn main_text(p: &Plan, command: &str) -> String {
         command,
         keeps: &|at| keeps.at(at),
     };
-    cuda::main_cu(&unit)
+    let main = cuda::main_cu(&unit);
+    let files = support_files(&main, &p.scenario);
+    only_used_constants(&main, &files)
+}
+
+/// `main` without the kernels' constants (`#define TILE_2D_X 54`) that neither it nor the
+/// files written beside it use: a 1D program carries no 2D tile, a two-kernel one no fused
+/// pass's.
+fn only_used_constants(main: &str, files: &[(String, String)]) -> String {
+    let constants: Vec<&str> = crate::kernels::defines()
+        .iter()
+        .map(|(k, _)| *k)
+        .chain(["SHARED_2D"])
+        .collect();
+    fn defined<'a>(line: &'a str, constants: &[&str]) -> Option<&'a str> {
+        let name = line.strip_prefix("#define ")?.split_whitespace().next()?;
+        constants.contains(&name).then_some(name)
+    }
+    let defined = |line: &str| defined(line, &constants).map(str::to_string);
+    let uses = |name: String| {
+        let rest = main.lines().filter(|l| defined(l).as_ref() != Some(&name));
+        rest.chain(files.iter().flat_map(|(_, t)| t.lines()))
+            .any(|l| cuda::names_word(l, &name))
+    };
+    let mut out = String::with_capacity(main.len());
+    for line in main.lines() {
+        if defined(line).is_none_or(uses) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// Writes the export of `r` and says what it wrote and how to build and run it.

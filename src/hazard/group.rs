@@ -89,6 +89,17 @@ impl Grouped {
         if g.members.len() < 2 {
             return None;
         }
+        if g.kind == Kind::Invalid && self.lead(g).second.is_none() {
+            // The events it names, each once: the first word of each reason.
+            let mut names: Vec<&str> = Vec::new();
+            for f in self.members(g) {
+                let name = f.why.split_whitespace().next().unwrap_or_default();
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            return Some(format!("×{}: {}", g.members.len(), names.join(", ")));
+        }
         let calls: Vec<&CallRef> = self
             .members(g)
             .flat_map(|f| std::iter::once(&f.first).chain(&f.second))
@@ -112,13 +123,39 @@ impl Grouped {
         Some(format!("×{}: {}", g.members.len(), parts.join("; ")))
     }
 
+    /// What repeats in group `g`, said as a line of its own under the cause (`None` for one
+    /// finding).
+    pub fn repeat_line(&self, g: &Group) -> Option<String> {
+        let r = self.repeats(g)?;
+        Some(if self.invalid_events(g) {
+            format!("{r}: the same mistake on each")
+        } else {
+            format!("{r}: the same missing order each time")
+        })
+    }
+
+    /// Group `g`'s own fix: its first finding's, for each of its events where it has several.
+    pub fn fix_of(&self, g: &Group) -> String {
+        let fix = &self.lead(g).fix;
+        if self.invalid_events(g) {
+            format!("{fix} (and likewise for each)")
+        } else {
+            fix.clone()
+        }
+    }
+
+    /// Whether group `g` is one invalid call on several events.
+    fn invalid_events(&self, g: &Group) -> bool {
+        g.kind == Kind::Invalid && g.members.len() > 1 && self.lead(g).second.is_none()
+    }
+
     /// Group `g` in one line: `WAR ex@dev0 cells 680 to 683 (×16: at step+0 to step+15): … —
     /// fix: …`, its fix there only where [`Grouped::fixes`] does not say it once after all.
     pub fn line(&self, g: &Group) -> String {
         let f = self.lead(g);
         let repeats = self.repeats(g).map(|r| format!(" ({r})")).unwrap_or_default();
         let fix = if self.fix_inline(g) {
-            format!(" — fix: {}", f.fix)
+            format!(" — fix: {}", self.fix_of(g))
         } else {
             String::new()
         };
@@ -222,6 +259,11 @@ impl Fixes {
 /// What makes two findings one cause: kind, buffer, and each call's thread and text with
 /// its sub-step and cell range left out.
 fn cause(f: &Finding) -> String {
+    // An invalid call of one kind on several events (each recorded on another device's
+    // stream, each used after it was destroyed) is one cause, said once for all of them.
+    if f.kind == Kind::Invalid && f.second.is_none() {
+        return format!("{:?}|{}", f.kind, unnamed(&f.why));
+    }
     let call = |c: &CallRef| format!("{}:{}", c.thread, shape(&c.text));
     format!(
         "{:?}|{:?}|{}|{}|{}",
@@ -231,6 +273,22 @@ fn cause(f: &Finding) -> String {
         f.second.as_ref().map(call).unwrap_or_default(),
         shape(&f.why)
     )
+}
+
+/// A finding's reason without the events, streams and devices it names (`h_ready[0]`,
+/// `compute@dev0`, `dev1`).
+fn unnamed(why: &str) -> String {
+    let named = |w: &str| {
+        w.contains('[')
+            || w.contains('@')
+            || w.trim_end_matches([':', ','])
+                .strip_prefix("dev")
+                .is_some_and(|d| d.parse::<u32>().is_ok())
+    };
+    why.split_whitespace()
+        .map(|w| if named(w) { "_" } else { w })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A call's text with its sub-steps (`+3`, `step + 3`) and cell ranges (`0..683`) as

@@ -191,15 +191,15 @@ pub fn grouped_text(found: &Grouped) -> String {
             )
         };
         out += &format!("{}{}: {}\n", f.kind.name(), found.place(g), f.why);
-        if let Some(r) = found.repeats(g) {
-            out += &format!("    {r}: the same missing order each time\n");
+        if let Some(r) = found.repeat_line(g) {
+            out += &format!("    {r}\n");
         }
         out += &format!("    first:  {}\n", at(&f.first));
         if let Some(s) = &f.second {
             out += &format!("    second: {}\n", at(s));
         }
         if found.fix_inline(g) {
-            out += &format!("    fix:    {}\n", f.fix);
+            out += &format!("    fix:    {}\n", found.fix_of(g));
         }
     }
     out + &found.fixes().text()

@@ -76,11 +76,8 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
             Span::styled(format!("{:<7}", f.kind.name()), style.fg(Color::Red).bold()),
             Span::styled(format!("{place}: {}", f.why), style),
         ]));
-        if let Some(r) = found.repeats(g) {
-            lines.push(Line::styled(
-                format!("  {r}: the same missing order each time"),
-                Style::new().fg(Color::Yellow),
-            ));
+        if let Some(r) = found.repeat_line(g) {
+            lines.push(Line::styled(format!("  {r}"), Style::new().fg(Color::Yellow)));
         }
         for (label, c) in
             std::iter::once(("first ", &f.first)).chain(f.second.as_ref().map(|s| ("second", s)))
@@ -95,7 +92,7 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
         }
         if found.fix_inline(g) {
             lines.push(Line::styled(
-                format!("  fix: {}", f.fix),
+                format!("  fix: {}", found.fix_of(g)),
                 Style::new().fg(Color::Green),
             ));
         }

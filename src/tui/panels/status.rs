@@ -95,7 +95,7 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
         let text = if narrow {
             format!("⚠{n}")
         } else {
-            format!("⚠ {n} hazards (h)")
+            format!("⚠ {n} hazard{} (h)", if n == 1 { "" } else { "s" })
         };
         items.push((
             9,
