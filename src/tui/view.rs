@@ -356,6 +356,7 @@ pub mod tests {
                 assert!(
                     shown.ends_with("hazards (h)")
                         || shown.ends_with("lesson")
+                        || shown.ends_with("b broken")
                         || shown.ends_with(|c: char| c.is_ascii_digit()),
                     "{w}x{h}: {shown}"
                 );
@@ -611,6 +612,14 @@ pub mod tests {
             a.picker = Some(crate::tui::picker::Picker::open(dir.path(), Mode::Events));
             let s = text(&render(&a, w, h));
             assert!(s.contains("of 21") && s.contains("events"), "{w}x{h}\n{s}");
+            // From 120 columns each mode's summary is read whole (its lesson below it).
+            if w >= 120 {
+                let cut: Vec<&str> = s
+                    .lines()
+                    .filter(|l| (l.contains("Correct") || l.contains("Broken:")) && l.contains('…'))
+                    .collect();
+                assert!(cut.is_empty(), "{w}x{h}: summaries cut short: {cut:#?}");
+            }
             for c in "wait".chars() {
                 a.on_key(key(c));
             }

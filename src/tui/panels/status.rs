@@ -113,14 +113,11 @@ pub fn render(frame: &Picture, app: &App, area: Rect, buf: &mut Buffer) {
             vec![Span::styled(n.clone(), Style::new().fg(Color::Red))],
         ));
     } else if !narrow {
-        items.push((
-            1,
-            true,
-            vec![Span::styled(
-                "   ? help  l lesson  b broken",
-                Style::new().fg(Color::DarkGray),
-            )],
-        ));
+        // The keys a class needs first (help, the broken modes) before the lesson's, which
+        // is dropped first where the line is full (120 columns).
+        let dim = Style::new().fg(Color::DarkGray);
+        items.push((2, true, vec![Span::styled("   ? help  b broken", dim)]));
+        items.push((1, true, vec![Span::styled("  l lesson", dim)]));
     }
     let spans = fit(items, usize::from(area.width), sep);
     Line::from(spans).render(area, buf);
