@@ -50,18 +50,6 @@ pub fn heading(orders: usize) -> String {
     format!("{orders} missing order(s) cause them all; the smallest fix adds:")
 }
 
-/// The smallest fix as text, its head and each order numbered (empty for none).
-pub fn said(orders: &[String]) -> String {
-    if orders.is_empty() {
-        return String::new();
-    }
-    let mut out = format!("{}\n", heading(orders.len()));
-    for (i, o) in orders.iter().enumerate() {
-        out += &format!("  {}. {o}\n", i + 1);
-    }
-    out
-}
-
 /// A call as a learner finds it: its thread, what it does, and its number in the thread's
 /// list (the Program panel's): "thread 0's copy ex dev1→dev0 (call 51)".
 pub fn call_named(program: &Program, thread: usize, index: usize) -> String {
