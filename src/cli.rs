@@ -93,6 +93,7 @@ Examples:
   haloscope bench --runtime sim               throughput table, sim runtime vs a plain loop
   haloscope bench --tui                       what the UI costs, and one frame's render time
   haloscope bench --contention                the sim alone and beside two busy processes
+  haloscope bench --checker                   check --recording: calls/s and peak memory
   haloscope --runtime cuda --gpus 0,1         the UI on two real GPUs
   haloscope --headless --runtime cuda --gpus 0,0,1,1
                                               real GPUs, two logical devices per GPU
@@ -493,6 +494,21 @@ pub struct BenchArgs {
     /// Instead: the hazard checker's time per mode on 8 devices of the default scenario.
     #[arg(long)]
     pub check: bool,
+
+    /// Instead: `check --recording`'s speed and peak memory on ring exchanges of each size
+    /// in `--calls` (8 host threads, 24 streams, generated into a temporary folder), then on
+    /// each `--recording FILE`.
+    #[arg(long)]
+    pub checker: bool,
+
+    /// With `--checker`: the ring recordings' sizes in calls (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "N", requires = "checker",
+          default_values_t = [1_000_000u64, 10_000_000])]
+    pub calls: Vec<u64>,
+
+    /// With `--checker`: a recording to measure too (repeatable).
+    #[arg(long, value_name = "FILE", requires = "checker")]
+    pub recording: Vec<PathBuf>,
 
     /// Instead: the sim on a busy machine. 1D and 2D scenarios at 1, 4 and 7 devices,
     /// each run alone and beside two busy processes (`yes`): wall times, their ratio, and

@@ -1,6 +1,7 @@
 //! `haloscope bench`: every measurement the product makes of itself, each as a table of
 //! ratios measured in one run. Nothing below this wing imports it.
 
+mod checker;
 mod contention;
 mod cuda;
 mod hazard;
@@ -41,6 +42,13 @@ pub fn main(b: &BenchArgs) -> Result<()> {
     if b.contention {
         let rows = contention::run(b.repeat)?;
         return print(serde_json::to_string_pretty(&rows)?, contention::table(&rows));
+    }
+    if b.checker {
+        if let Some(n) = b.calls.iter().find(|&&n| !(1..=1_000_000_000).contains(&n)) {
+            return Err(UsageError(format!("bench --calls {n}: 1 to 1000000000 calls")).into());
+        }
+        let rows = checker::run(&b.calls, &b.recording)?;
+        return print(serde_json::to_string_pretty(&rows)?, checker::table(&rows));
     }
     if b.check {
         let rows = hazard::run(20)?;

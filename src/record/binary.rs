@@ -36,6 +36,7 @@ use std::sync::OnceLock;
 
 use anyhow::Result;
 
+use super::ahead::Head;
 use super::format::Call;
 use crate::error::UsageError;
 
@@ -62,9 +63,9 @@ pub fn after_magic(bytes: &[u8]) -> Option<&[u8]> {
 pub const MAX_RECORD: u64 = 8192;
 
 /// Each call kind: its name and its values (key, kind).
-type Schema = Vec<(String, Vec<(String, char)>)>;
+pub(crate) type Schema = Vec<(String, Vec<(String, char)>)>;
 
-fn schema() -> &'static Schema {
+pub(crate) fn schema() -> &'static Schema {
     static SCHEMA: OnceLock<Schema> = OnceLock::new();
     SCHEMA.get_or_init(|| {
         include_str!("../../inject/schema.txt")
@@ -376,7 +377,14 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<Vec<Call>> {
 /// and its notes: a record cut short at the end ends the calls with a note saying at which
 /// byte. A bad record names the file, the record, its byte and why (exit 2).
 pub fn read(path: &Path, r: impl BufRead) -> Result<(Vec<Call>, Vec<String>)> {
-    let (mut calls, mut last, mut strings) = (Vec::new(), Last::default(), HashMap::default());
+    let mut calls = Vec::new();
+    let notes = each(path, r, |c| calls.push(c))?;
+    Ok((calls, notes))
+}
+
+/// [`read`], each call handed to `call` as it is decoded (none held).
+pub fn each(path: &Path, r: impl BufRead, mut call_to: impl FnMut(Call)) -> Result<Vec<String>> {
+    let (mut last, mut strings) = (Last::default(), HashMap::default());
     let mut records = Records::new(r);
     let mut notes = Vec::new();
     for i in 1.. {
@@ -403,14 +411,84 @@ pub fn read(path: &Path, r: impl BufRead) -> Result<(Vec<Call>, Vec<String>)> {
                         body.len() - b.at
                     ));
                 }
-                calls.push(c);
+                call_to(c);
                 Ok(())
             }),
             t => Err(format!("a record of unknown tag {t}")),
         };
         r.map_err(|why| UsageError(format!("{}: byte {at} (record {i}): {why}", path.display())))?;
     }
-    Ok((calls, notes))
+    Ok(notes)
+}
+
+/// [`each`] for the checker's first pass: each call's head handed to `head`, its values
+/// decoded only where [`Head::needs_values`] (no string made for the others).
+pub fn heads(path: &Path, r: impl BufRead, mut head: impl FnMut(&Head)) -> Result<Vec<String>> {
+    let (mut last, mut strings) = (Last::default(), HashMap::default());
+    let mut records = Records::new(r);
+    let mut notes = Vec::new();
+    for i in 1.. {
+        let (at, record) = match records.next_record() {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(Stop::Cut(at)) => {
+                notes.push(cut_note(at));
+                break;
+            }
+            Err(e) => return Err(e.error(path)),
+        };
+        let (&tag, body) = record.split_first().expect("a record holds at least its tag");
+        let mut b = Body { b: body, at: 0 };
+        let r = match tag {
+            0 => Ok(()),
+            1 => b.varint().map(|id| {
+                strings.insert(id, String::from_utf8_lossy(&body[b.at..]).into_owned());
+            }),
+            2 => head_of(&mut b, i, &mut last, &strings).map(|h| match h {
+                Ok(h) => head(&h),
+                Err(c) => head(&Head {
+                    name: &c.name,
+                    thread: c.thread,
+                    seq_in: c.seq_in,
+                    seq_out: c.seq_out,
+                    call: Some(&c),
+                }),
+            }),
+            t => Err(format!("a record of unknown tag {t}")),
+        };
+        r.map_err(|why| UsageError(format!("{}: byte {at} (record {i}): {why}", path.display())))?;
+    }
+    Ok(notes)
+}
+
+/// A call's head, or the whole call where the first pass needs its values.
+fn head_of<'a>(
+    b: &mut Body,
+    line: usize,
+    last: &mut Last,
+    strings: &HashMap<u64, String>,
+) -> Result<Result<Head<'a>, Call>, String> {
+    let code = b.varint()? as usize;
+    let (name, _) = schema()
+        .get(code)
+        .ok_or_else(|| format!("a call of unknown kind {code} (recorded by a newer haloscope?)"))?;
+    if Head::needs_values(name) {
+        b.at = 0;
+        return call(b, line, last, strings).map(Err);
+    }
+    let thread = b.varint()? as usize;
+    let (last_seq, last_t) = last.get(&thread).copied().unwrap_or((0, 0));
+    let seq_in = last_seq.wrapping_add(b.varint()?);
+    let seq_out = seq_in.wrapping_add(b.varint()?);
+    let t_in = last_t.wrapping_add(b.varint()?);
+    last.insert(thread, (seq_out, t_in));
+    Ok(Ok(Head {
+        name,
+        thread,
+        seq_in,
+        seq_out,
+        call: None,
+    }))
 }
 
 /// The calls and host threads of a version 2 recording, read a record at a time from `r`

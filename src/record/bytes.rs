@@ -316,6 +316,20 @@ impl Checker<'_> {
         }
     }
 
+    /// Per host thread (its agent): the earliest issue among the accesses held.
+    pub(super) fn live_host_ticks(&self) -> foldhash::HashMap<usize, u32> {
+        let mut out: foldhash::HashMap<usize, u32> = Default::default();
+        let all = self.ranges.values().flat_map(|r| r.values());
+        for r in all {
+            let accesses = r.last_write.iter().map(|w| &**w);
+            for a in accesses.chain(&r.reads).chain(&r.atomics) {
+                let t = out.entry(a.host.agent).or_insert(a.host.tick);
+                *t = (*t).min(a.host.tick);
+            }
+        }
+        out
+    }
+
     /// Where the host's own synchronisation ordered the two calls' issue but not the GPU
     /// work the first queued (a barrier after an asynchronous launch, with no stream
     /// synchronisation before it): what says so, naming that synchronisation.
@@ -323,8 +337,7 @@ impl Checker<'_> {
         if first.thread == b.site.thread || !issued.before(host) {
             return None;
         }
-        let at = self.host.release_after(issued, host.get(issued.agent))?;
-        let sync = self.texts.get(at)?;
+        let sync = self.host.release_after(issued, host.get(issued.agent))?;
         Some(format!(
             "the host orders them (thread {} reached `{sync}` after issuing the first, and thread {} \
              had passed it before issuing the second), but that orders the threads, not the GPU: the \

@@ -1,154 +1,25 @@
 //! `haloscope check --recording`: the recorded calls replayed through happens-before
 //! (order.rs), every GPU access tested against the earlier ones it may run beside.
-//! Copies and memsets touch exactly their bytes; a kernel reads and writes every
-//! allocation its pointer arguments point into (conservative: the recording does not
-//! say which bytes it touches).
+//! Copies and memsets touch exactly their bytes; a kernel its footprint measured on the GPU,
+//! else its annotation, else every allocation its pointer arguments point into. The calls
+//! are read once, in order ([`Replay`]), so a recording of any length is checked in the
+//! memory its program's live state needs.
 
-use std::collections::BTreeMap;
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
 
 use foldhash::HashMap;
 
-use serde::Serialize;
-
+pub use super::ahead::Ahead;
+use super::ahead::marks_step;
 use super::annotate::{self, Annotations};
 use super::format::{Call, Texts};
 use super::host::HostSync;
 use super::order::{Clock, Order, StreamKey};
-use super::spans::{Ended, Spans};
+pub use super::report::{Alloc, Finding, Launches, Model, Report, Site};
+use super::spans::{Ended, Entry, Spans};
 use crate::hazard::Kind;
-
-/// A device allocation (`cudaMalloc`).
-#[derive(Debug, Clone, Serialize)]
-pub struct Alloc {
-    pub name: String,
-    pub bytes: u64,
-    pub device: i64,
-    pub line: usize,
-    #[serde(skip)]
-    start: u64,
-}
-
-/// A call as a finding names it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Site {
-    pub thread: usize,
-    pub seq: u64,
-    pub line: usize,
-    /// The call as CUDA code.
-    pub call: String,
-    /// Its host thread's step, where the program marks steps (an NVTX mark or range named
-    /// `step…`: the number of them the thread had made).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub step: Option<u64>,
-}
-
-/// One finding of a recording.
-#[derive(Debug, Clone, Serialize)]
-pub struct Finding {
-    pub kind: Kind,
-    /// The allocation both calls touch (conflicts only).
-    pub buffer: Option<String>,
-    pub first: Site,
-    pub second: Option<Site>,
-    pub why: String,
-    /// How many times the same two calls (same threads, calls and streams) met so.
-    pub times: usize,
-    /// What a kernel's bytes in it rest on (conflicts with a launch): an annotation, or the
-    /// conservative model (every allocation its pointers point into, read and written).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kernel_model: Option<Model>,
-    /// A host synchronisation that orders the two calls' threads but not the GPU's work (a
-    /// barrier after an asynchronous call, no stream synchronisation before it): what says so.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub almost: Option<String>,
-    /// The bytes of `buffer` both calls touch (from, to: offsets in the allocation), where
-    /// the finding is of bytes.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bytes: Option<(u64, u64)>,
-}
-
-impl Finding {
-    /// The bytes both calls touch, where the finding is of bytes: `the bytes both touch:
-    /// 4 bytes at alloc2 + 16376` (check's text and the viewer say it so).
-    pub fn bytes_text(&self) -> Option<String> {
-        let ((from, to), b) = (self.bytes?, self.buffer.as_ref()?);
-        Some(format!(
-            "the bytes both touch: {} bytes at {b} + {from}",
-            to - from
-        ))
-    }
-}
-
-/// Where the bytes of an access come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Model {
-    /// The call's own arguments (a copy, a memset).
-    Exact,
-    /// The kernel's footprint, measured on the GPU at this launch (`record` with footprints).
-    Measured,
-    /// The footprint measured at an earlier launch of the same kernel, shape and arguments.
-    Reused,
-    /// The user's annotation of the kernel.
-    Annotated,
-    /// No annotation: the whole of every allocation a pointer argument points into.
-    Conservative,
-}
-
-/// Kernel launches counted by where their bytes come from.
-#[derive(Debug, Default, Clone, Copy, Serialize)]
-pub struct Launches {
-    pub measured: usize,
-    pub reused: usize,
-    pub without: usize,
-}
-
-impl Launches {
-    fn of(calls: &[Call]) -> Launches {
-        let mut n = Launches::default();
-        for c in calls.iter().filter(|c| c.name == "launch") {
-            match c.keys.get("footprint").and_then(super::format::footprint) {
-                Some(f) if f.reused => n.reused += 1,
-                Some(_) => n.measured += 1,
-                None => n.without += 1,
-            }
-        }
-        n
-    }
-}
-
-/// What the check found.
-#[derive(Debug, Default, Serialize)]
-pub struct Report {
-    pub calls: usize,
-    pub threads: usize,
-    pub devices: Vec<i64>,
-    pub allocations: Vec<Alloc>,
-    pub findings: Vec<Finding>,
-    /// The host synchronisation records replayed (record/host.rs).
-    pub host_syncs: usize,
-    /// The host synchronisation records left out (`check --ignore-host-sync`).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub host_left_out: usize,
-    /// Kernel launches by their footprint: measured on the GPU, reusing an earlier launch's,
-    /// without one (recorded without footprints, captured into a graph, or not measurable).
-    pub launches: Launches,
-    /// Each call as CUDA code, in the recording's order (for the UI).
-    #[serde(skip)]
-    pub texts: Texts,
-    /// The stream each call was issued to, by haloscope's name for it (the UI's timeline):
-    /// an index into `stream_names`; see [`Report::stream`].
-    #[serde(skip)]
-    pub streams: Vec<Option<u32>>,
-    #[serde(skip)]
-    pub stream_names: Vec<String>,
-    /// Each call's step, where the program marks steps.
-    #[serde(skip)]
-    pub steps: Vec<Option<u64>>,
-    /// What the reader said of the recording as a whole: "ends inside a record at byte N: …".
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-}
 
 #[derive(Clone)]
 struct Record {
@@ -159,6 +30,9 @@ struct Record {
     /// flag wait (the wait still binds to it: the call returned).
     clock: Option<Clock>,
 }
+
+/// A call held back behind a flag wait, with its host thread's clock when it was issued.
+type Held = (Rc<Entry>, Clock);
 
 #[derive(Default)]
 struct Checker<'a> {
@@ -171,13 +45,13 @@ struct Checker<'a> {
     /// The byte ranges accessed, per allocation (by name), by their first and last byte.
     ranges: HashMap<String, BTreeMap<(u64, u64), bytes::Range>>,
     events: HashMap<u64, (i64, String, Vec<Record>)>,
-    /// Every record's call interval, per event handle, to see a wait that overlapped one.
+    /// The record calls, per event handle, that a wait may still have overlapped.
     record_spans: HashMap<u64, Spans>,
-    /// Every creation's and destruction's call interval, per event handle.
+    /// The creations and destructions, per event handle, a call may still meet.
     create_spans: HashMap<u64, Spans>,
     destroy_spans: HashMap<u64, Spans>,
     findings: Vec<Finding>,
-    /// The calls replayed so far as CUDA code, named as they were then.
+    /// The calls replayed so far as CUDA code, named as they were then (for the UI only).
     texts: Texts,
     graphs: graphs::Graphs,
     /// The host's own synchronisation: its objects' clocks.
@@ -197,8 +71,8 @@ struct Checker<'a> {
     /// The clock of each flag write replayed, by line.
     write_clock: HashMap<usize, Clock>,
     /// Streams held by a flag wait on a write not yet replayed: the write's line, and the
-    /// calls issued to the stream since (index, the host's clock then).
-    blocked: HashMap<StreamKey, (usize, Vec<(usize, Clock)>)>,
+    /// calls issued to the stream since (each with the host's clock then).
+    blocked: HashMap<StreamKey, (usize, Vec<Held>)>,
 }
 
 /// The findings of a recording's calls, kernels narrowed by `notes` where they name them;
@@ -207,105 +81,311 @@ pub fn check(calls: &[Call], notes: Option<&Annotations>) -> Result<Report, (usi
     check_with(calls, notes, true)
 }
 
-/// [`check`], a launch's measured footprint used where it has one only when `measured`.
+/// [`check`], a launch's measured footprint used where it has one only when `measured`;
+/// every call's text, stream and step kept for the UI.
 pub fn check_with(
     calls: &[Call],
     notes: Option<&Annotations>,
     measured: bool,
 ) -> Result<Report, (usize, String)> {
-    let mut k = Checker {
-        notes,
-        measured,
-        ..Checker::default()
-    };
-    k.look_ahead(calls);
-    let mut streams = Vec::with_capacity(calls.len());
-    let mut stream_names = Vec::new();
-    // Each stream's name once: looked up by its agent (a name is hashed once per stream).
-    let mut stream_index: HashMap<String, u32> = HashMap::default();
-    let mut agent_index: HashMap<usize, u32> = HashMap::default();
-    for (i, c) in calls.iter().enumerate() {
-        k.lifetimes(i, c);
+    let mut ahead = Ahead::default();
+    calls.iter().for_each(|c| ahead.see(c));
+    let mut r = Replay::new(ahead, notes, measured, true);
+    for c in calls {
+        r.push(c.clone());
+    }
+    r.finish()
+}
+
+/// What the UI shows of each call: its stream, by name, and its step.
+#[derive(Default)]
+struct Shown {
+    streams: Vec<Option<u32>>,
+    stream_names: Vec<String>,
+    /// Each stream's name once: looked up by its agent (a name is hashed once per stream).
+    stream_index: HashMap<String, u32>,
+    agent_index: HashMap<usize, u32>,
+    steps: Vec<Option<u64>>,
+}
+
+/// The replay of a recording's calls, read once, in order: a call is replayed once no call
+/// still unread can have begun before it ended (a thread's calls follow one another), and
+/// what no call left to replay can meet is forgotten, so the memory it holds follows the
+/// program's live state (its allocations, streams, events, the accesses not yet ordered
+/// before every thread), not the recording's length.
+pub struct Replay<'a> {
+    k: Checker<'a>,
+    reach: HashMap<usize, (usize, u64, u64)>,
+    disorder: bool,
+    marks: bool,
+    read: usize,
+    /// The calls the first pass saw.
+    expected: usize,
+    /// Calls read, not yet replayed.
+    pending: VecDeque<Rc<Entry>>,
+    /// The threads with calls still unread, by the least SEQ_IN their next call can have.
+    bounds: BTreeSet<(u64, usize)>,
+    bound_of: HashMap<usize, u64>,
+    shown: Option<Shown>,
+    threads: BTreeSet<usize>,
+    devices: BTreeSet<i64>,
+    launches: Launches,
+    /// Per thread: the lines of its step marks, and how many it has made.
+    step_lines: HashMap<usize, Vec<usize>>,
+    error: Option<(usize, String)>,
+    since_forget: usize,
+    forget_every: usize,
+}
+
+/// Calls replayed between two forgettings.
+const FORGET_EVERY: usize = 4096;
+
+impl<'a> Replay<'a> {
+    /// A replay of the calls `ahead` saw; `keep`: every call's text, stream and step kept
+    /// for the UI (memory then grows with the calls).
+    pub fn new(ahead: Ahead, notes: Option<&'a Annotations>, measured: bool, keep: bool) -> Self {
+        let bound_of: HashMap<usize, u64> = ahead.reach.iter().map(|(&t, r)| (t, r.1)).collect();
+        Replay {
+            k: Checker {
+                notes,
+                measured,
+                first_of: ahead.first_of,
+                last_of: ahead.last_of,
+                flag_writes: ahead.flag_writes,
+                ..Checker::default()
+            },
+            bounds: bound_of.iter().map(|(&t, &b)| (b, t)).collect(),
+            bound_of,
+            reach: ahead.reach,
+            disorder: ahead.disorder,
+            marks: ahead.marks,
+            read: 0,
+            expected: ahead.calls,
+            pending: VecDeque::new(),
+            shown: keep.then(Shown::default),
+            threads: BTreeSet::new(),
+            devices: BTreeSet::new(),
+            launches: Launches::default(),
+            step_lines: HashMap::default(),
+            error: None,
+            since_forget: 0,
+            forget_every: FORGET_EVERY,
+        }
+    }
+
+    /// The replay as the checker was before it streamed: nothing replayed before every call
+    /// is read, nothing forgotten (the differential test's reference).
+    pub fn exhaustive(mut self) -> Self {
+        self.disorder = true;
+        self
+    }
+
+    /// The replay forgetting every `n` calls it replays (the tests forget often).
+    pub fn forgetting_every(mut self, n: usize) -> Self {
+        self.forget_every = n.max(1);
+        self
+    }
+
+    /// Reads the next call (the calls the first pass saw, in the same order), and replays
+    /// what it can.
+    pub fn push(&mut self, c: Call) {
+        // A file read again may have grown (a program still writing it): its first reading
+        // is the recording.
+        if self.error.is_some() || self.read >= self.expected {
+            return;
+        }
+        let i = self.read;
+        self.read += 1;
+        self.threads.insert(c.thread);
+        if c.device >= 0 {
+            self.devices.insert(c.device);
+        }
+        let step = self.marks.then(|| {
+            let lines = self.step_lines.entry(c.thread).or_default();
+            if marks_step(&c) {
+                lines.push(c.line);
+            }
+            lines.len() as u64
+        });
+        let t = c.thread;
+        let e = Rc::new(Entry {
+            index: i,
+            call: c,
+            text: OnceCell::new(),
+            step,
+        });
+        let spans = match e.call.name.as_str() {
+            "record" => Some(&mut self.k.record_spans),
+            "event_create" => Some(&mut self.k.create_spans),
+            "event_destroy" => Some(&mut self.k.destroy_spans),
+            _ => None,
+        };
+        if let (Some(spans), Ok(ev)) = (spans, e.call.num("event")) {
+            spans.entry(ev).or_default().push(e.clone());
+        }
+        if let Some(b) = self.bound_of.remove(&t) {
+            self.bounds.remove(&(b, t));
+        }
+        if self.reach.get(&t).is_some_and(|r| r.0 > i) {
+            self.bound_of.insert(t, e.call.seq_out);
+            self.bounds.insert((e.call.seq_out, t));
+        }
+        self.pending.push_back(e);
+        self.drain(false);
+    }
+
+    /// Replays the calls read that no unread call can have begun before (all: every one).
+    fn drain(&mut self, all: bool) {
+        while let Some(front) = self.pending.front() {
+            let waiting = match self.bounds.first() {
+                Some(&(b, _)) => self.disorder || front.call.seq_out > b,
+                None => false,
+            };
+            if waiting && !all {
+                return;
+            }
+            let e = self.pending.pop_front().expect("a front");
+            if let Err(why) = self.replay(&e) {
+                self.error = Some((e.call.line, why));
+                self.pending.clear();
+                return;
+            }
+            self.since_forget += 1;
+            if self.since_forget >= self.forget_every && !self.disorder {
+                self.since_forget = 0;
+                self.forget();
+            }
+        }
+    }
+
+    fn replay(&mut self, e: &Rc<Entry>) -> Result<(), String> {
+        let (k, c) = (&mut self.k, &e.call);
+        k.lifetimes(e.index, c);
+        let span = matches!(c.name.as_str(), "record" | "event_create" | "event_destroy");
+        let texted = span || self.shown.is_some();
         // Named as the call saw them: a freed pointer before, a new allocation after.
         let named_by_it = c.name.starts_with("host_")
             || c.name == "malloc"
             || c.name.ends_with("_create")
             || c.name.starts_with("capture_end")
             || c.name == "graph_instantiate";
-        let before = (!named_by_it).then(|| k.text(c));
-        k.step(i, c, calls).map_err(|why| (c.line, why))?;
-        let mut text = before.unwrap_or_else(|| k.text(c));
+        let before = (texted && !named_by_it).then(|| k.text(c));
+        k.step(e)?;
         let captured = k.graphs.captured.take();
-        if let Some(g) = captured {
-            text.push_str(&format!("  (captured: a node of graph{g})"));
-        }
-        k.texts.push(&text);
-        // A captured call runs nothing where it was issued: no place on the timeline.
-        streams.push((c.keys.contains_key("stream") && captured.is_none()).then(|| {
-            let mut index = |name: String| {
-                *stream_index.entry(name).or_insert_with_key(|name| {
-                    stream_names.push(name.clone());
-                    (stream_names.len() - 1) as u32
-                })
-            };
-            match k.stream_info(c) {
-                Some(info) => *agent_index
-                    .entry(info.agent)
-                    .or_insert_with(|| index(info.name.clone())),
-                None => index(k.stream_name(c)),
+        if texted {
+            let mut text = before.unwrap_or_else(|| k.text(c));
+            if let Some(g) = captured {
+                text.push_str(&format!("  (captured: a node of graph{g})"));
             }
-        }));
-        if k.last_of.get(&c.thread) == Some(&i) {
+            if let Some(shown) = &mut self.shown {
+                k.texts.push(&text);
+                shown.push(k, c, captured.is_none(), e.step);
+            }
+            if span {
+                let _ = e.text.set(text);
+            }
+        }
+        self.launches.count(c);
+        if k.last_of.get(&c.thread) == Some(&e.index) {
             let clock = k.order.thread_clock(c.thread);
             k.ended.push(c.seq_out, clock);
         }
+        Ok(())
     }
-    let step_of = steps(calls);
-    if let Some(step_of) = &step_of {
-        for f in &mut k.findings {
-            for s in std::iter::once(&mut f.first).chain(f.second.as_mut()) {
-                s.step = step_of.get(&s.line).copied();
+
+    /// Forgets the record, creation and destruction calls no call left to replay can meet,
+    /// and the host's releases no access left can name.
+    fn forget(&mut self) {
+        let held = self
+            .k
+            .blocked
+            .values()
+            .flat_map(|(_, h)| h.iter().map(|(e, _)| e.call.seq_in));
+        let lower = self
+            .pending
+            .iter()
+            .map(|e| e.call.seq_in)
+            .chain(self.bounds.first().map(|b| b.0))
+            .chain(held)
+            .min()
+            .unwrap_or(u64::MAX);
+        let k = &mut self.k;
+        for (ev, s) in k.destroy_spans.iter_mut() {
+            let born = k.create_spans.get(ev).and_then(|c| c.last_out_before(lower));
+            s.forget_before(born);
+        }
+        k.record_spans.values_mut().for_each(|s| s.forget(lower, false));
+        k.create_spans.values_mut().for_each(|s| s.forget(lower, true));
+        for spans in [&mut k.record_spans, &mut k.create_spans, &mut k.destroy_spans] {
+            spans.retain(|_, s| !s.is_empty());
+        }
+        let mut live = k.live_host_ticks();
+        // A held-back call's accesses come with its host's clock when it was issued.
+        for (e, clock) in k.blocked.values().flat_map(|(_, h)| h) {
+            let agent = k.order.thread_agent(e.call.thread);
+            let t = live.entry(agent).or_insert(u32::MAX);
+            *t = (*t).min(clock.get(agent));
+        }
+        k.host.forget(&k.order, &live);
+    }
+
+    /// The report, once every call is read.
+    pub fn finish(mut self) -> Result<Report, (usize, String)> {
+        self.drain(true);
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let mut k = self.k;
+        if self.marks {
+            let lines = &self.step_lines;
+            for f in &mut k.findings {
+                for s in std::iter::once(&mut f.first).chain(f.second.as_mut()) {
+                    let marks = lines.get(&s.thread).map_or(&[][..], Vec::as_slice);
+                    s.step = Some(marks.partition_point(|&l| l <= s.line) as u64);
+                }
             }
         }
-    }
-    let steps = calls
-        .iter()
-        .map(|c| step_of.as_ref().and_then(|m| m.get(&c.line).copied()))
-        .collect();
-    let mut threads: Vec<usize> = calls.iter().map(|c| c.thread).collect();
-    threads.sort();
-    threads.dedup();
-    let mut devices: Vec<i64> = calls.iter().map(|c| c.device).filter(|d| *d >= 0).collect();
-    devices.sort();
-    devices.dedup();
-    Ok(Report {
-        calls: calls.len(),
-        threads: threads.len(),
-        devices,
-        allocations: k.allocs.into_values().collect(),
-        findings: k.findings,
-        host_syncs: k.host.seen,
-        host_left_out: 0,
-        launches: Launches::of(calls),
-        texts: k.texts,
-        streams,
-        stream_names,
-        steps,
-        notes: Vec::new(),
-    })
-}
-
-impl Report {
-    /// The stream call `i` was issued to, by haloscope's name for it; `None` for a call on
-    /// no stream (or captured into a graph).
-    pub fn stream(&self, i: usize) -> Option<&str> {
-        let s = (*self.streams.get(i)?)?;
-        self.stream_names.get(s as usize).map(String::as_str)
+        let shown = self.shown.unwrap_or_default();
+        Ok(Report {
+            calls: self.read,
+            threads: self.threads.len(),
+            devices: self.devices.into_iter().collect(),
+            allocations: k.allocs.into_values().collect(),
+            findings: k.findings,
+            host_syncs: k.host.seen,
+            host_left_out: 0,
+            launches: self.launches,
+            texts: k.texts,
+            streams: shown.streams,
+            stream_names: shown.stream_names,
+            steps: shown.steps,
+            notes: Vec::new(),
+        })
     }
 }
 
-fn is_zero(n: &usize) -> bool {
-    *n == 0
+impl Shown {
+    /// Call `c`'s stream (`on`: it ran on one, not captured into a graph) and step.
+    fn push(&mut self, k: &Checker, c: &Call, on: bool, step: Option<u64>) {
+        self.steps.push(step);
+        let stream = (c.keys.contains_key("stream") && on).then(|| {
+            let (names, index) = (&mut self.stream_names, &mut self.stream_index);
+            let mut by_name = |name: String| {
+                *index.entry(name).or_insert_with_key(|name| {
+                    names.push(name.clone());
+                    (names.len() - 1) as u32
+                })
+            };
+            match k.stream_info(c) {
+                Some(info) => *self
+                    .agent_index
+                    .entry(info.agent)
+                    .or_insert_with(|| by_name(info.name.clone())),
+                None => by_name(k.stream_name(c)),
+            }
+        });
+        self.streams.push(stream);
+    }
 }
 
 fn site(c: &Call, call: String) -> Site {
@@ -318,67 +398,7 @@ fn site(c: &Call, call: String) -> Site {
     }
 }
 
-/// Whether an NVTX mark or range marks a step: its text begins `step` (any case).
-fn marks_step(c: &Call) -> bool {
-    c.name == "mark"
-        && c.keys
-            .get("text")
-            .is_some_and(|t| t.trim_start().to_ascii_lowercase().starts_with("step"))
-}
-
-/// Each call's step (by its line), where the recording marks steps: the number of step
-/// marks its host thread had made, its own included.
-fn steps(calls: &[Call]) -> Option<HashMap<usize, u64>> {
-    if !calls.iter().any(marks_step) {
-        return None;
-    }
-    let mut count: HashMap<usize, u64> = HashMap::default();
-    let mut by_line = HashMap::default();
-    for c in calls {
-        let n = count.entry(c.thread).or_default();
-        *n += u64::from(marks_step(c));
-        by_line.insert(c.line, *n);
-    }
-    Some(by_line)
-}
-
 impl Checker<'_> {
-    /// What the replay needs to know ahead of each call: each thread's first and last call,
-    /// every event's records, creations and destructions (their call intervals), every flag
-    /// write.
-    fn look_ahead(&mut self, calls: &[Call]) {
-        for (i, c) in calls.iter().enumerate() {
-            // A thread's start and end by its CUDA calls, host records or not: the host's
-            // own records only add order (a check with them finds no more than without).
-            if !c.name.starts_with("host_") {
-                self.first_of.entry(c.thread).or_insert(i);
-                self.last_of.insert(c.thread, i);
-            }
-            let spans = match c.name.as_str() {
-                "record" => Some(&mut self.record_spans),
-                "event_create" => Some(&mut self.create_spans),
-                "event_destroy" => Some(&mut self.destroy_spans),
-                _ => None,
-            };
-            if let (Some(spans), Ok(e)) = (spans, c.num("event")) {
-                spans.entry(e).or_default().all.push((c.seq_in, c.seq_out, i));
-            }
-            if c.name == "flag_write"
-                && c.rc == 0
-                && let (Ok(a), Ok(v)) = (c.num("addr"), c.num("value"))
-            {
-                self.flag_writes.entry(a).or_default().push((v, c.line));
-            }
-        }
-        for spans in [
-            &mut self.record_spans,
-            &mut self.create_spans,
-            &mut self.destroy_spans,
-        ] {
-            spans.values_mut().for_each(Spans::index);
-        }
-    }
-
     /// The host threads' lifetimes, the one host order a recording shows: a thread's first
     /// call follows every call replayed before it (it was started after them: OpenMP's
     /// fork, `std::thread`), and a thread's calls that begin after another thread's last
@@ -399,7 +419,7 @@ impl Checker<'_> {
         }
     }
 
-    fn call(&mut self, c: &Call, all: &[Call]) -> Result<(), String> {
+    fn call(&mut self, c: &Call) -> Result<(), String> {
         let host = self.order.thread_agent(c.thread);
         if c.rc != 0 {
             return self.failed(c);
@@ -419,12 +439,10 @@ impl Checker<'_> {
             }
             "free" => {
                 self.order.host_waits_device(host, c.device);
-                self.allocs.remove(&c.num("ptr")?);
+                self.free(c.num("ptr")?);
             }
             // Stream-ordered: the host does not wait; the pointer names nothing after it.
-            "free_async" => {
-                self.allocs.remove(&c.num("ptr")?);
-            }
+            "free_async" => self.free(c.num("ptr")?),
             "stream_create" => self
                 .order
                 .create_stream(c.num("stream")?, c.device, c.num("flags")?),
@@ -434,12 +452,12 @@ impl Checker<'_> {
                 self.events.insert(c.num("event")?, (c.device, name, Vec::new()));
             }
             "record" => {
-                self.destroyed(c, all)?;
+                self.destroyed(c)?;
                 self.record(c, host)?;
             }
             "wait" => {
-                self.destroyed(c, all)?;
-                self.wait(c, host, all)?;
+                self.destroyed(c)?;
+                self.wait(c, host)?;
             }
             "flag_write" | "flag_wait" => self.flag(c, host)?,
             "launch" | "memcpy_async" | "memset_async" | "memcpy_peer_async" => {
@@ -461,19 +479,15 @@ impl Checker<'_> {
                 let stamp = self.order.serialise(&devs, host);
                 self.access(c, stamp)?;
             }
-            "graph_launch" => self.graph_launch(c, host, all)?,
-            // Host records are never held back: this is call `texts.len()`.
-            "host_release" | "host_acquire" => {
-                let at = self.texts.len();
-                self.host.replay(&mut self.order, host, c, at)?
-            }
+            "graph_launch" => self.graph_launch(c, host)?,
+            "host_release" | "host_acquire" => self.host.replay(&mut self.order, host, c)?,
             "device_sync" => self.order.host_waits_device(host, c.device),
             "stream_sync" | "stream_query" => {
                 let s = self.order.stream(c, c.num("stream")?);
                 self.order.host_waits(host, s);
             }
             "event_sync" | "event_query" => {
-                self.destroyed(c, all)?;
+                self.destroyed(c)?;
                 if let Some(clock) = self
                     .bound_record(c, c.num("event")?)
                     .and_then(|r| r.clock.clone())
@@ -579,12 +593,10 @@ impl Checker<'_> {
         Ok(())
     }
 
-    /// Call `at` as CUDA code, named as when it was replayed (a handle may name another event
-    /// since); as now if it has not been replayed yet.
-    fn text_at(&self, at: usize, all: &[Call]) -> String {
-        self.texts
-            .get(at)
-            .map_or_else(|| self.text(&all[at]), str::to_string)
+    /// A call read as CUDA code, named as when it was replayed (a handle may name another
+    /// event since); as now if it has not been replayed yet.
+    fn text_of(&self, e: &Entry) -> String {
+        e.text.get().cloned().unwrap_or_else(|| self.text(&e.call))
     }
 
     /// The record of event `e` that call `c` binds to: the latest whose call returned before
@@ -594,20 +606,20 @@ impl Checker<'_> {
         recs.iter().rev().find(|r| r.seq_out < c.seq_in)
     }
 
-    fn wait(&mut self, c: &Call, host: usize, all: &[Call]) -> Result<(), String> {
+    fn wait(&mut self, c: &Call, host: usize) -> Result<(), String> {
         let e = c.num("event")?;
         let s = self.order.stream(c, c.num("stream")?);
         self.issue(s, host);
         // Records of the event that ran while the wait ran: which one it bound to was the
         // host threads' race.
-        let overlapped: Vec<usize> = self
+        let overlapped: Vec<Rc<Entry>> = self
             .record_spans
             .get(&e)
             .map(|s| s.overlapping(c.seq_in, c.seq_out))
             .unwrap_or_default();
-        for at in overlapped {
-            let r = &all[at];
-            let (rt, wt) = (self.text_at(at, all), self.text(c));
+        for e in overlapped {
+            let r = &e.call;
+            let (rt, wt) = (self.text_of(&e), self.text(c));
             let key = format!("BINDING {} {} {} {}", r.thread, r.name, c.thread, wt);
             self.add(
                 key,
@@ -640,31 +652,32 @@ impl Checker<'_> {
 
     /// A call on an event that another call destroyed before it began (INVALID), or while it
     /// ran (BINDING: the host threads raced).
-    fn destroyed(&mut self, c: &Call, all: &[Call]) -> Result<(), String> {
+    fn destroyed(&mut self, c: &Call) -> Result<(), String> {
         let e = c.num("event")?;
         let born = self
             .create_spans
             .get(&e)
             .and_then(|s| s.last_out_before(c.seq_in))
             .unwrap_or(0);
-        let mut hits: Vec<(usize, bool)> = self
+        let mut hits: Vec<(usize, bool, Rc<Entry>)> = self
             .destroy_spans
             .get(&e)
-            .map_or(&[][..], |s| s.starting_within(born, c.seq_out))
-            .iter()
-            .filter(|(_, o, _)| *o < c.seq_in || c.seq_in < *o)
-            .map(|(_, o, at)| (*at, *o < c.seq_in))
+            .map(|s| s.starting_within(born, c.seq_out))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|d| d.call.seq_out != c.seq_in)
+            .map(|d| (d.index, d.call.seq_out < c.seq_in, d))
             .collect();
-        hits.sort_unstable();
+        hits.sort_unstable_by_key(|h| (h.0, h.1));
         // A new event being created at the same handle as this call began: the call's text
         // names that one (the handle's next), which did not exist yet.
         let creating = self
             .create_spans
             .get(&e)
             .is_some_and(|s| !s.overlapping(c.seq_in, c.seq_in).is_empty());
-        for (at, before) in hits {
-            let d = &all[at];
-            let (dt, ct) = (self.text_at(at, all), self.text(c));
+        for (_, before, entry) in hits {
+            let d = &entry.call;
+            let (dt, ct) = (self.text_of(&entry), self.text(c));
             let (kind, why) = if before {
                 let next = if creating {
                     "; the event it names, made at the same handle, was still being created when \
@@ -713,6 +726,13 @@ impl Checker<'_> {
                 self.seen.insert(key, self.findings.len());
                 self.findings.push(f);
             }
+        }
+    }
+
+    /// An allocation freed: its name, and the accesses to it, are never met again.
+    fn free(&mut self, ptr: u64) {
+        if let Some(a) = self.allocs.remove(&ptr) {
+            self.ranges.remove(&a.name);
         }
     }
 

@@ -6,8 +6,11 @@
 //! waits issued after it (their streams are held in turn until it is replayed). A wait for 0
 //! (GEQ) is met by the zeroed word; AND and NOR waits order nothing here.
 
+use std::rc::Rc;
+
 use super::super::format::Call;
 use super::super::order::{Stamp, StreamKey};
+use super::super::spans::Entry;
 use super::Checker;
 
 /// The calls that go to a stream (held back while it waits on a flag).
@@ -32,11 +35,12 @@ impl Checker<'_> {
         }
     }
 
-    /// Replays call `i`, or holds it back behind its stream's flag wait; a flag write
-    /// releases the streams that wait for it.
-    pub(super) fn step(&mut self, i: usize, c: &Call, all: &[Call]) -> Result<(), String> {
+    /// Replays a call, or holds it back behind its stream's flag wait; a flag write releases
+    /// the streams that wait for it.
+    pub(super) fn step(&mut self, e: &Rc<Entry>) -> Result<(), String> {
+        let c = &e.call;
         // A capture's calls run nothing when issued (graphs.rs).
-        if self.capture(i, c)? {
+        if self.capture(e)? {
             return Ok(());
         }
         if c.rc == 0 && ON_STREAM.contains(&c.name.as_str()) {
@@ -48,14 +52,18 @@ impl Checker<'_> {
                 }
                 let seen = self.order.thread_clock(c.thread);
                 if let Some((_, held)) = self.blocked.get_mut(&s) {
-                    held.push((i, seen));
+                    held.push((e.clone(), seen));
                 }
                 return Ok(());
             }
         }
-        self.call(c, all)?;
+        self.call(c)?;
         if (c.name == "flag_write" || c.name == "record") && c.rc == 0 {
-            self.release(c.line, all)?;
+            self.release(c.line)?;
+        }
+        if c.name == "record" {
+            // Only the streams held for it needed its clock by its line.
+            self.write_clock.remove(&c.line);
         }
         Ok(())
     }
@@ -95,33 +103,39 @@ impl Checker<'_> {
 
     /// The streams held for the flag write or record at `line`: ordered after it, their held
     /// calls replayed.
-    fn release(&mut self, line: usize, all: &[Call]) -> Result<(), String> {
-        let streams: Vec<StreamKey> = self
+    fn release(&mut self, line: usize) -> Result<(), String> {
+        let mut streams: Vec<StreamKey> = self
             .blocked
             .iter()
             .filter(|(_, (w, _))| *w == line)
             .map(|(s, _)| *s)
             .collect();
+        // In one order, whatever the map's: the findings of their calls are the same at
+        // every check of the recording.
+        streams.sort_unstable();
         let seen = self.write_clock.get(&line).cloned().unwrap_or_default();
         for s in streams {
             let Some((_, held)) = self.blocked.remove(&s) else {
                 continue;
             };
             self.order.wait(s, &seen);
-            for (i, clock) in held {
-                let c = &all[i];
+            for (e, clock) in held {
+                let c = &e.call;
                 if self.blocked.contains_key(&s) {
                     if let Some((_, again)) = self.blocked.get_mut(&s) {
-                        again.push((i, clock));
+                        again.push((e.clone(), clock));
                     }
                     continue;
                 }
                 self.host_clock = Some(clock);
-                let r = self.call(c, all);
+                let r = self.call(c);
                 self.host_clock = None;
                 r?;
                 if c.name == "flag_write" || c.name == "record" {
-                    self.release(c.line, all)?;
+                    self.release(c.line)?;
+                }
+                if c.name == "record" {
+                    self.write_clock.remove(&c.line);
                 }
             }
         }

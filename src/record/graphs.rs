@@ -8,17 +8,20 @@
 //! records and waits inside the graph ordering the branches among themselves. Graphs built
 //! node by node (`cudaGraphAddKernelNode`, …) are not recorded: their launches order nothing.
 
+use std::rc::Rc;
+
 use foldhash::HashMap;
 
 use super::super::format::Call;
 use super::super::order::{Clock, StreamKey};
+use super::super::spans::Entry;
 use super::Checker;
 use super::flags::ON_STREAM;
 
-/// One stream capture: the stream it began on, and its nodes (indices into the calls).
+/// One stream capture: the stream it began on, and its nodes (the calls captured).
 pub(super) struct Capture {
     origin: StreamKey,
-    nodes: Vec<usize>,
+    nodes: Vec<Rc<Entry>>,
 }
 
 /// The graphs of a recording: captures under way or ended, graphs and executable graphs by
@@ -67,7 +70,8 @@ impl Graphs {
 impl Checker<'_> {
     /// A capture's call (its beginning and end, a graph made, updated or destroyed) or a call
     /// captured as a node: handled here (true); any other call is replayed as it ran.
-    pub(super) fn capture(&mut self, i: usize, c: &Call) -> Result<bool, String> {
+    pub(super) fn capture(&mut self, e: &Rc<Entry>) -> Result<bool, String> {
+        let c = &e.call;
         if c.rc != 0 {
             return Ok(false);
         }
@@ -119,15 +123,16 @@ impl Checker<'_> {
             }
             // The calls that go to a stream may be captured (a graph's launch too, as a child
             // graph: not recorded as such, it runs at the capture).
-            n if n != "graph_launch" && ON_STREAM.contains(&n) => return self.node(i, c),
+            n if n != "graph_launch" && ON_STREAM.contains(&n) => return self.node(e),
             _ => return Ok(false),
         }
         Ok(true)
     }
 
-    /// Call `i` on a capturing stream (or joining a capture: a wait on an event recorded in
+    /// A call on a capturing stream (or joining a capture: a wait on an event recorded in
     /// one) becomes a node of the capture.
-    fn node(&mut self, i: usize, c: &Call) -> Result<bool, String> {
+    fn node(&mut self, e: &Rc<Entry>) -> Result<bool, String> {
+        let c = &e.call;
         let g = &mut self.graphs;
         if g.capturing.is_empty() {
             return Ok(false);
@@ -148,7 +153,7 @@ impl Checker<'_> {
             g.events.insert(c.num("event")?, id);
         }
         if let Some(cap) = g.captures.get_mut(&id) {
-            cap.nodes.push(i);
+            cap.nodes.push(e.clone());
         }
         g.captured = Some(id);
         Ok(true)
@@ -156,7 +161,7 @@ impl Checker<'_> {
 
     /// `cudaGraphLaunch`: the executable graph's nodes replayed in capture order, the origin's
     /// on the launch stream, each other stream's on the graph's branch for it.
-    pub(super) fn graph_launch(&mut self, c: &Call, host: usize, all: &[Call]) -> Result<(), String> {
+    pub(super) fn graph_launch(&mut self, c: &Call, host: usize) -> Result<(), String> {
         let exec = c.num("exec")?;
         let Some(&(_, id)) = self.graphs.execs.get(&exec) else {
             return Ok(()); // not made by capture: its nodes are not in the recording
@@ -167,7 +172,7 @@ impl Checker<'_> {
         let (origin, nodes) = (cap.origin, cap.nodes.clone());
         let on = self.order.stream(c, c.num("stream")?);
         self.graphs.launching = Some((c.seq_in, c.line, self.graphs.exec_name(exec)));
-        let r = self.replay(c, (exec, origin, on), &nodes, host, all);
+        let r = self.replay(c, (exec, origin, on), &nodes, host);
         self.graphs.launching = None;
         r
     }
@@ -177,13 +182,12 @@ impl Checker<'_> {
         &mut self,
         c: &Call,
         (exec, origin, on): (u64, StreamKey, StreamKey),
-        nodes: &[usize],
+        nodes: &[Rc<Entry>],
         host: usize,
-        all: &[Call],
     ) -> Result<(), String> {
         let mut recorded: HashMap<u64, Clock> = HashMap::default();
-        for &n in nodes {
-            let node = &all[n];
+        for n in nodes {
+            let node = &n.call;
             let key = StreamKey::of(node, node.num("stream")?);
             let s = if key == origin {
                 on

@@ -16,6 +16,9 @@ use foldhash::HashMap;
 use super::format::Call;
 use super::order::{Clock, Epoch, Order};
 
+/// The generations of a barrier (or a region) whose clocks are kept behind the newest.
+const KEPT_GENERATIONS: u64 = 4;
+
 /// What a host record synchronises (the recorder's `sync` codes, inject/host_sync.c).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Primitive {
@@ -97,6 +100,7 @@ impl Primitive {
 }
 
 /// One host record, read.
+#[derive(Clone, Copy)]
 struct HostCall {
     release: bool,
     sync: Primitive,
@@ -122,16 +126,16 @@ pub struct HostSync {
     clocks: HashMap<(&'static str, u64, u64), Clock>,
     names: HashMap<(&'static str, u64), String>,
     count: HashMap<&'static str, usize>,
-    /// Each host thread's releases (by its agent): its tick at the release and the record's
-    /// index among the calls, in order.
-    releases: HashMap<usize, Vec<(u32, usize)>>,
+    /// Each host thread's releases (by its agent): its tick at the release and the record,
+    /// in order (those no access left can name forgotten).
+    releases: HashMap<usize, Vec<(u32, HostCall)>>,
     /// Host records replayed.
     pub seen: usize,
 }
 
 impl HostSync {
-    /// Replays host record `c` (call `at`) of host thread `t` (agent `host`).
-    pub fn replay(&mut self, order: &mut Order, host: usize, c: &Call, at: usize) -> Result<(), String> {
+    /// Replays host record `c` of host thread `t` (agent `host`).
+    pub fn replay(&mut self, order: &mut Order, host: usize, c: &Call) -> Result<(), String> {
         let h = read(c)?;
         self.seen += 1;
         let generation = if h.sync.by_generation() { h.generation } else { 0 };
@@ -139,21 +143,41 @@ impl HostSync {
         self.name(h.sync, h.obj);
         if h.release {
             let tick = order.tick_of(host);
-            self.releases.entry(host).or_default().push((tick, at));
+            self.releases.entry(host).or_default().push((tick, h));
             let mine = order.thread_clock(c.thread);
             self.clocks.entry(key).or_default().join(&mine);
         } else if let Some(clock) = self.clocks.get(&key) {
             order.host_sees(host, clock);
         }
+        if h.sync.by_generation() && generation > KEPT_GENERATIONS {
+            // No thread is a generation ahead of another at a barrier (or a region's fork
+            // and join): the ones long past are met by no record still to come.
+            self.clocks
+                .remove(&(h.sync.class(), h.obj, generation - KEPT_GENERATIONS));
+        }
         Ok(())
     }
 
+    /// Forgets the releases no access can name: those of an agent at or before `live`'s
+    /// tick for it (the earliest issue among its accesses still held), or before its tick
+    /// now where it has none.
+    pub fn forget(&mut self, order: &Order, live: &HashMap<usize, u32>) {
+        for (agent, list) in self.releases.iter_mut() {
+            let upto = live.get(agent).copied().unwrap_or_else(|| order.tick_of(*agent));
+            let n = list.partition_point(|&(tick, _)| tick <= upto);
+            list.drain(..n);
+        }
+        self.releases.retain(|_, l| !l.is_empty());
+    }
+
     /// The first release its thread made after `issued` that a thread which has seen that
-    /// thread up to tick `seen` took in: its call's index.
-    pub fn release_after(&self, issued: Epoch, seen: u32) -> Option<usize> {
+    /// thread up to tick `seen` took in: its call as code.
+    pub fn release_after(&self, issued: Epoch, seen: u32) -> Option<String> {
         let list = self.releases.get(&issued.agent)?;
         let i = list.partition_point(|&(tick, _)| tick <= issued.tick);
-        list.get(i).filter(|&&(tick, _)| tick <= seen).map(|&(_, at)| at)
+        list.get(i)
+            .filter(|&&(tick, _)| tick <= seen)
+            .map(|(_, h)| self.code(h))
     }
 
     /// Names `obj` of `sync`'s kind, once: `mutex1`, `barrier2`, … in the order first seen.
@@ -182,9 +206,14 @@ impl HostSync {
 
     /// Host record `c` as the code that made it.
     pub fn text(&self, c: &Call) -> String {
-        let Ok(h) = read(c) else {
-            return format!("{} (unreadable)", c.name);
-        };
+        match read(c) {
+            Ok(h) => self.code(&h),
+            Err(_) => format!("{} (unreadable)", c.name),
+        }
+    }
+
+    /// A host record as the code that made it (its object named once it was replayed).
+    fn code(&self, h: &HostCall) -> String {
         let (g, r) = (h.generation, h.obj);
         use Primitive::*;
         match (h.sync, h.release) {

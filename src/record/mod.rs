@@ -4,6 +4,7 @@
 //! ordering calls through CUPTI; `haloscope check --recording FILE` replays them through
 //! happens-before and names what they leave unordered.
 
+pub mod ahead;
 pub mod annotate;
 pub mod binary;
 pub mod check;
@@ -13,7 +14,9 @@ pub mod host;
 pub mod order;
 pub mod place;
 pub mod read;
+pub mod report;
 mod spans;
+pub mod synth;
 
 use std::path::{Path, PathBuf};
 
@@ -544,7 +547,7 @@ pub fn process_of(path: &Path) -> Option<u32> {
 /// `haloscope check --recording FILE [--annotations FILE]`: the findings; exit 1 when there
 /// are any.
 pub fn check_recording(path: &Path, how: Checking, json: bool) -> Result<()> {
-    let (_, report) = load(path, how)?;
+    let report = check_file(path, how)?;
     if json {
         crate::out::line(serde_json::json!({
             "recording": path.display().to_string(),
@@ -587,6 +590,39 @@ pub fn load(path: &Path, how: Checking) -> Result<(Vec<format::Call>, check::Rep
     report.notes = recording.notes;
     report.host_left_out = left_out;
     Ok((calls, report))
+}
+
+/// A recording checked as `how` says, read twice as a stream (once to see where each host
+/// thread's calls end, once to replay them) and never held: memory follows the program's
+/// live state, not the recording's length. A bad file, line or annotation as `file:line:
+/// why` (exit 2).
+pub fn check_file(path: &Path, how: Checking) -> Result<check::Report> {
+    let notes = match how.annotations {
+        Some(a) if how.model != KernelModel::Conservative => Some(annotate::load(a)?),
+        _ => None,
+    };
+    let taken = |c: &format::Call| how.host_sync || !c.name.starts_with("host_");
+    let (mut ahead, mut left_out) = (check::Ahead::default(), 0);
+    let read_notes = read::heads(path, |h| {
+        if how.host_sync || !h.name.starts_with("host_") {
+            ahead.see_head(h);
+        } else {
+            left_out += 1;
+        }
+    })?;
+    let measured = how.model == KernelModel::Measured;
+    let mut replay = check::Replay::new(ahead, notes.as_ref(), measured, false);
+    read::each(path, |c| {
+        if taken(&c) {
+            replay.push(c);
+        }
+    })?;
+    let mut report = replay
+        .finish()
+        .map_err(|(line, why)| UsageError(format!("{}:{line}: {why}", path.display())))?;
+    report.notes = read_notes;
+    report.host_left_out = left_out;
+    Ok(report)
 }
 
 /// A recording's calls, of either version (binary.rs, format.rs), from its bytes; a bad

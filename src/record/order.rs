@@ -12,7 +12,7 @@ use std::rc::Rc;
 use super::format::Call;
 
 /// A stream as the calls name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum StreamKey {
     /// A created stream, by handle.
     Created(u64),

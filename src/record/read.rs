@@ -10,6 +10,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use super::ahead::Head;
 use super::format::Call;
 use super::{binary, format};
 use crate::error::UsageError;
@@ -72,6 +73,42 @@ pub fn read(path: &Path, mut r: impl BufRead) -> Result<Recording> {
         (calls, notes)
     };
     Ok(Recording { calls, notes })
+}
+
+/// The recording at `path`, read as [`open`] reads it, each call handed to `call` as it is
+/// read (none held): what the reader noted.
+pub fn each(path: &Path, mut call: impl FnMut(Call)) -> Result<Vec<String>> {
+    let file = open_regular(path, "--recording")?;
+    let mut r = BufReader::with_capacity(1 << 16, file);
+    let head = head(path, &mut r)?;
+    known(path, &head)?;
+    if binary::is_magic(&head) {
+        binary::each(path, r, call)
+    } else {
+        format::each(path, std::io::Cursor::new(head).chain(r), &mut call)
+    }
+}
+
+/// [`each`] for the checker's first pass: each call's head (binary.rs reads the values of
+/// only the calls [`Head::needs_values`]).
+pub fn heads(path: &Path, mut head: impl FnMut(&Head)) -> Result<Vec<String>> {
+    let file = open_regular(path, "--recording")?;
+    let mut r = BufReader::with_capacity(1 << 16, file);
+    let first = self::head(path, &mut r)?;
+    known(path, &first)?;
+    if binary::is_magic(&first) {
+        binary::heads(path, r, head)
+    } else {
+        format::each(path, std::io::Cursor::new(first).chain(r), |c| {
+            head(&Head {
+                name: &c.name,
+                thread: c.thread,
+                seq_in: c.seq_in,
+                seq_out: c.seq_out,
+                call: Some(&c),
+            })
+        })
+    }
 }
 
 /// `head`, a file's first bytes, refused at once unless it begins as a recording does

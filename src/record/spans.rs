@@ -1,66 +1,91 @@
 //! The replay's indexes over time: calls' intervals on one handle (which ran while another
 //! did, the latest before a moment), and the host threads that ended, their clocks joined.
+//!
+//! The intervals are those of calls read so far, a few of them still to be replayed: the
+//! replay (check.rs) reads ahead until no call still unread can have begun before the call
+//! it replays ended, and forgets an interval once no call left to replay can meet it.
+
+use std::cell::OnceCell;
+use std::rc::Rc;
 
 use foldhash::HashMap;
 
+use super::format::Call;
 use super::order::Clock;
 
-/// Calls' intervals `(seq_in, seq_out, index)` of one kind on one event handle, with what
-/// finds them quickly: sorted by entry, the latest exit up to each, and the exits sorted.
+/// A call read: its place among the calls, and its text once it is replayed (named as the
+/// handles were then).
+pub struct Entry {
+    pub index: usize,
+    pub call: Call,
+    pub text: OnceCell<String>,
+    /// Its host thread's step, where the program marks steps.
+    pub step: Option<u64>,
+}
+
+/// Calls of one kind on one event handle, in the order read.
 #[derive(Default)]
 pub struct Spans {
-    pub all: Vec<(u64, u64, usize)>,
-    /// The latest exit among `all[..=k]` (sorted by entry).
-    reach: Vec<u64>,
-    outs: Vec<u64>,
+    all: Vec<Rc<Entry>>,
 }
 
 impl Spans {
-    pub fn index(&mut self) {
-        self.all.sort_unstable();
-        let mut m = 0;
-        self.reach = self
-            .all
-            .iter()
-            .map(|s| {
-                m = m.max(s.1);
-                m
-            })
-            .collect();
-        self.outs = self.all.iter().map(|s| s.1).collect();
-        self.outs.sort_unstable();
+    pub fn push(&mut self, e: Rc<Entry>) {
+        self.all.push(e);
     }
 
     /// The calls that ran while `from..to` did (entered before `to`, left after `from`), in
     /// the recording's order.
-    pub fn overlapping(&self, from: u64, to: u64) -> Vec<usize> {
-        let mut out = Vec::new();
-        let mut k = self.all.partition_point(|s| s.0 < to);
-        // Back from the last entry before `to` while an earlier call may still leave after `from`.
-        while k > 0 && self.reach[k - 1] > from {
-            k -= 1;
-            if self.all[k].1 > from {
-                out.push(self.all[k].2);
-            }
-        }
-        out.sort_unstable();
-        out
+    pub fn overlapping(&self, from: u64, to: u64) -> Vec<Rc<Entry>> {
+        self.all
+            .iter()
+            .filter(|e| e.call.seq_in < to && e.call.seq_out > from)
+            .cloned()
+            .collect()
     }
 
     /// The latest exit before `t`.
     pub fn last_out_before(&self, t: u64) -> Option<u64> {
-        let k = self.outs.partition_point(|&o| o < t);
-        k.checked_sub(1).map(|k| self.outs[k])
+        self.all.iter().map(|e| e.call.seq_out).filter(|&o| o < t).max()
     }
 
-    /// The calls entered after `after` and before `before`.
-    pub fn starting_within(&self, after: u64, before: u64) -> &[(u64, u64, usize)] {
-        let lo = self.all.partition_point(|s| s.0 <= after);
-        let hi = self.all.partition_point(|s| s.0 < before).max(lo);
-        &self.all[lo..hi]
+    /// The calls entered after `after` and before `before`, by their entry.
+    pub fn starting_within(&self, after: u64, before: u64) -> Vec<Rc<Entry>> {
+        let mut v: Vec<Rc<Entry>> = self
+            .all
+            .iter()
+            .filter(|e| e.call.seq_in > after && e.call.seq_in < before)
+            .cloned()
+            .collect();
+        v.sort_by_key(|e| (e.call.seq_in, e.call.seq_out, e.index));
+        v
+    }
+
+    /// Forgets the calls no call yet to replay can meet, every one of which began at or after
+    /// `lower`: records and creations that ended before it (the latest creation kept: a later
+    /// call's event was born then), and destructions that began before the creation kept.
+    pub fn forget(&mut self, lower: u64, creations: bool) {
+        if creations {
+            let born = self.last_out_before(lower);
+            self.all
+                .retain(|e| e.call.seq_out >= lower || Some(e.call.seq_out) == born);
+        } else {
+            self.all.retain(|e| e.call.seq_out >= lower);
+        }
+    }
+
+    /// [`Spans::forget`] for destructions: those that began at or before `born` (a
+    /// creation's exit every later call began after).
+    pub fn forget_before(&mut self, born: Option<u64>) {
+        if let Some(b) = born {
+            self.all.retain(|e| e.call.seq_in > b);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty()
     }
 }
-
 /// The host threads that ended (their last call replayed), sorted by when that call
 /// returned, with the join of their clocks up to each; and how far each thread has joined.
 #[derive(Default)]

@@ -1,0 +1,105 @@
+//! `haloscope bench --checker`: how fast `check --recording` reads and judges a recording,
+//! and the most memory it holds. Ring exchanges of each size in `--calls` (8 host threads,
+//! 24 streams: kernels, records, waits, peer copies and a barrier between phases; written
+//! by record/synth.rs into a temporary folder), then each `--recording FILE` given. Each
+//! is checked in this process as `check --recording` checks it, its peak resident memory
+//! read from the kernel after the peak is reset (`/proc/self/clear_refs`), smallest first.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::record::{self, Checking};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub recording: String,
+    pub calls: usize,
+    pub file_mb: f64,
+    pub findings: usize,
+    pub seconds: f64,
+    pub calls_per_s: f64,
+    /// The peak resident memory while it was checked (the process's own included), MB.
+    pub peak_mb: f64,
+}
+
+/// The rings of `sizes` calls, then `files`.
+pub fn run(sizes: &[u64], files: &[PathBuf]) -> Result<Vec<Row>> {
+    let dir = tempfile::tempdir().context("a temporary folder for the ring recordings")?;
+    let mut rows = Vec::new();
+    let mut sizes = sizes.to_vec();
+    sizes.sort_unstable();
+    for n in sizes {
+        let path = dir.path().join(format!("ring-{n}.recording"));
+        eprintln!("bench --checker: writing a ring of {n} calls…");
+        let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        record::synth::ring(f, 8, n).with_context(|| format!("writing {}", path.display()))?;
+        rows.push(measure(&path, format!("ring of {n} calls"))?);
+        std::fs::remove_file(&path).ok();
+    }
+    for f in files {
+        rows.push(measure(f, f.display().to_string())?);
+    }
+    Ok(rows)
+}
+
+fn measure(path: &Path, name: String) -> Result<Row> {
+    eprintln!("bench --checker: checking {name}…");
+    let file_mb = std::fs::metadata(path)
+        .with_context(|| format!("--recording {}", path.display()))?
+        .len() as f64
+        / 1e6;
+    reset_peak();
+    let t0 = Instant::now();
+    let report = record::check_file(path, Checking::with(None))?;
+    let seconds = t0.elapsed().as_secs_f64();
+    Ok(Row {
+        recording: name,
+        calls: report.calls,
+        file_mb,
+        findings: report.findings.len(),
+        seconds,
+        calls_per_s: report.calls as f64 / seconds.max(1e-9),
+        peak_mb: peak_kb().map_or(f64::NAN, |kb| kb as f64 / 1e3),
+    })
+}
+
+/// Resets the process's peak resident memory to what it holds now (Linux 4.0 on).
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The process's peak resident memory since the last reset, kB (`VmHWM`).
+fn peak_kb() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+pub fn table(rows: &[Row]) -> String {
+    let mut o = format!(
+        "{:<28} {:>11} {:>8} {:>8} {:>8} {:>12} {:>8}\n",
+        "recording", "calls", "file MB", "findings", "s", "calls/s", "peak MB"
+    );
+    for r in rows {
+        o += &format!(
+            "{:<28} {:>11} {:>8.1} {:>8} {:>8.2} {:>12.0} {:>8.1}\n",
+            r.recording, r.calls, r.file_mb, r.findings, r.seconds, r.calls_per_s, r.peak_mb
+        );
+    }
+    let rings: Vec<&Row> = rows.iter().filter(|r| r.recording.starts_with("ring")).collect();
+    if let (Some(small), Some(large)) = (rings.first(), rings.last())
+        && rings.len() > 1
+    {
+        o += &format!(
+            "memory, the largest ring against the smallest: {:.2}x for {:.0}x the calls\n",
+            large.peak_mb / small.peak_mb,
+            large.calls as f64 / small.calls as f64
+        );
+    }
+    o += "(check --recording: the file read twice, once to see where each thread's calls end and once \
+          to replay them; peak: the process's resident memory, reset before each)\n";
+    o
+}

@@ -1,0 +1,153 @@
+//! What `haloscope check --recording` finds (check.rs replays the calls): the findings, the
+//! calls they name, the allocations, and what the UI shows of each call.
+
+use serde::Serialize;
+
+use super::format::{Call, Texts};
+use crate::hazard::Kind;
+
+/// A device allocation (`cudaMalloc`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Alloc {
+    pub name: String,
+    pub bytes: u64,
+    pub device: i64,
+    pub line: usize,
+    #[serde(skip)]
+    pub(crate) start: u64,
+}
+
+/// A call as a finding names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Site {
+    pub thread: usize,
+    pub seq: u64,
+    pub line: usize,
+    /// The call as CUDA code.
+    pub call: String,
+    /// Its host thread's step, where the program marks steps (an NVTX mark or range named
+    /// `step…`: the number of them the thread had made).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+}
+
+/// One finding of a recording.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub kind: Kind,
+    /// The allocation both calls touch (conflicts only).
+    pub buffer: Option<String>,
+    pub first: Site,
+    pub second: Option<Site>,
+    pub why: String,
+    /// How many times the same two calls (same threads, calls and streams) met so.
+    pub times: usize,
+    /// What a kernel's bytes in it rest on (conflicts with a launch): an annotation, or the
+    /// conservative model (every allocation its pointers point into, read and written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_model: Option<Model>,
+    /// A host synchronisation that orders the two calls' threads but not the GPU's work (a
+    /// barrier after an asynchronous call, no stream synchronisation before it): what says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub almost: Option<String>,
+    /// The bytes of `buffer` both calls touch (from, to: offsets in the allocation), where
+    /// the finding is of bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<(u64, u64)>,
+}
+
+impl Finding {
+    /// The bytes both calls touch, where the finding is of bytes: `the bytes both touch:
+    /// 4 bytes at alloc2 + 16376` (check's text and the viewer say it so).
+    pub fn bytes_text(&self) -> Option<String> {
+        let ((from, to), b) = (self.bytes?, self.buffer.as_ref()?);
+        Some(format!(
+            "the bytes both touch: {} bytes at {b} + {from}",
+            to - from
+        ))
+    }
+}
+
+/// Where the bytes of an access come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Model {
+    /// The call's own arguments (a copy, a memset).
+    Exact,
+    /// The kernel's footprint, measured on the GPU at this launch (`record` with footprints).
+    Measured,
+    /// The footprint measured at an earlier launch of the same kernel, shape and arguments.
+    Reused,
+    /// The user's annotation of the kernel.
+    Annotated,
+    /// No annotation: the whole of every allocation a pointer argument points into.
+    Conservative,
+}
+
+/// Kernel launches counted by where their bytes come from.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct Launches {
+    pub measured: usize,
+    pub reused: usize,
+    pub without: usize,
+}
+
+impl Launches {
+    /// Counts launch `c` by where its bytes come from.
+    pub fn count(&mut self, c: &Call) {
+        if c.name != "launch" {
+            return;
+        }
+        match c.keys.get("footprint").and_then(super::format::footprint) {
+            Some(f) if f.reused => self.reused += 1,
+            Some(_) => self.measured += 1,
+            None => self.without += 1,
+        }
+    }
+}
+
+/// What the check found.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub calls: usize,
+    pub threads: usize,
+    pub devices: Vec<i64>,
+    pub allocations: Vec<Alloc>,
+    pub findings: Vec<Finding>,
+    /// The host synchronisation records replayed (record/host.rs).
+    pub host_syncs: usize,
+    /// The host synchronisation records left out (`check --ignore-host-sync`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub host_left_out: usize,
+    /// Kernel launches by their footprint: measured on the GPU, reusing an earlier launch's,
+    /// without one (recorded without footprints, captured into a graph, or not measurable).
+    pub launches: Launches,
+    /// Each call as CUDA code, in the recording's order (for the UI).
+    #[serde(skip)]
+    pub texts: Texts,
+    /// The stream each call was issued to, by haloscope's name for it (the UI's timeline):
+    /// an index into `stream_names`; see [`Report::stream`].
+    #[serde(skip)]
+    pub streams: Vec<Option<u32>>,
+    #[serde(skip)]
+    pub stream_names: Vec<String>,
+    /// Each call's step, where the program marks steps.
+    #[serde(skip)]
+    pub steps: Vec<Option<u64>>,
+    /// What the reader said of the recording as a whole: "ends inside a record at byte N: …".
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    /// The stream call `i` was issued to, by haloscope's name for it; `None` for a call on
+    /// no stream (or captured into a graph).
+    pub fn stream(&self, i: usize) -> Option<&str> {
+        let s = (*self.streams.get(i)?)?;
+        self.stream_names.get(s as usize).map(String::as_str)
+    }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
