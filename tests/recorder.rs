@@ -132,7 +132,7 @@ fn the_recorder_writes_every_call_of_every_thread_in_about_thirty_bytes() {
         .num("ptr")
         .unwrap();
     assert_eq!(&launch.keys["args"], format!("8:{buf:016x},4:00001000"));
-    let names: std::collections::BTreeSet<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+    let names: std::collections::BTreeSet<&str> = calls.iter().map(|c| c.name.as_ref()).collect();
     let mark = calls.iter().find(|c| c.name == "mark").unwrap();
     assert_eq!((&mark.keys["text"], &mark.keys["kind"]), ("step", "1"));
     for n in [

@@ -84,6 +84,30 @@ pub(crate) fn schema() -> &'static Schema {
     })
 }
 
+/// A call's value, decoded.
+enum Value<'a> {
+    Hex(u64),
+    Dec(u64),
+    Int(i64),
+    Dim(u64, u64, u64),
+    Text(std::borrow::Cow<'a, str>),
+}
+
+/// Each call kind's values in the order of their keys (a call's keys are kept sorted).
+fn by_key() -> &'static [Vec<usize>] {
+    static BY_KEY: OnceLock<Vec<Vec<usize>>> = OnceLock::new();
+    BY_KEY.get_or_init(|| {
+        schema()
+            .iter()
+            .map(|(_, keys)| {
+                let mut order: Vec<usize> = (0..keys.len()).collect();
+                order.sort_by(|&a, &b| keys[a].0.cmp(&keys[b].0));
+                order
+            })
+            .collect()
+    })
+}
+
 /// A record's body, read a varint at a time.
 struct Body<'a> {
     b: &'a [u8],
@@ -218,28 +242,42 @@ fn call(
     let t_out = t_in.wrapping_add(body.varint()?);
     last.insert(thread, (seq_out, t_in));
     let (rc, device) = (body.signed()?, body.signed()?);
-    let mut values = Vec::with_capacity(keys.len());
-    for (key, kind) in keys {
-        let v = match kind {
-            'x' => format!("{:#x}", body.varint()?),
-            'i' => body.signed()?.to_string(),
-            'd' => format!("{},{},{}", body.varint()?, body.varint()?, body.varint()?),
+    // Each value decoded in the schema's order, then written by key (a call's keys are kept
+    // sorted) into one buffer: no string a value.
+    let mut values: Vec<Value<'_>> = Vec::with_capacity(keys.len());
+    for (_, kind) in keys {
+        values.push(match kind {
+            'x' => Value::Hex(body.varint()?),
+            'i' => Value::Int(body.signed()?),
+            'd' => Value::Dim(body.varint()?, body.varint()?, body.varint()?),
             's' => {
                 let id = body.varint()?;
-                strings.get(&id).cloned().unwrap_or_else(|| "?".into())
+                Value::Text(strings.get(&id).map_or("?", String::as_str).into())
             }
             // A record the recorder filled lost the arguments' tail: unknown, as `?`.
-            'a' => match args(body) {
+            'a' => Value::Text(match args(body) {
                 Err(_) if body.b.len() + 1 >= MAX_RECORD as usize => {
                     body.at = body.b.len();
                     "?".into()
                 }
-                a => a?,
-            },
-            'f' => footprint(body)?,
-            _ => body.varint()?.to_string(),
+                a => a?.into(),
+            }),
+            'f' => Value::Text(footprint(body)?.into()),
+            _ => Value::Dec(body.varint()?),
+        });
+    }
+    let mut packed = super::format::Keys::builder(keys.len());
+    for &i in &by_key()[code] {
+        use std::fmt::Write;
+        let text = packed.key(&keys[i].0);
+        let _ = match &values[i] {
+            Value::Hex(v) => write!(text, "{v:#x}"),
+            Value::Dec(v) => write!(text, "{v}"),
+            Value::Int(v) => write!(text, "{v}"),
+            Value::Dim(x, y, z) => write!(text, "{x},{y},{z}"),
+            Value::Text(t) => text.write_str(t),
         };
-        values.push((key.as_str(), v));
+        packed.end_value();
     }
     Ok(Call {
         line,
@@ -250,8 +288,8 @@ fn call(
         t_out,
         rc,
         device,
-        name: name.clone(),
-        keys: super::format::Keys::from_pairs(values),
+        name: std::borrow::Cow::Borrowed(name.as_str()),
+        keys: packed.done(),
     })
 }
 
@@ -615,7 +653,7 @@ mod tests {
             (3, 4, 0, 100, 120)
         );
         assert_eq!(
-            (r.name.as_str(), r.num("event"), r.num("stream")),
+            (r.name.as_ref(), r.num("event"), r.num("stream")),
             ("record", Ok(0x55), Ok(0x7f00_0000_1000))
         );
         let l = &calls[1];

@@ -108,7 +108,7 @@ const ROWS: u64 = 4096;
 impl Checker<'_> {
     /// The bytes a call touches.
     pub(super) fn touches(&self, c: &Call) -> Result<Vec<Touch>, String> {
-        Ok(match c.name.as_str() {
+        Ok(match c.name.as_ref() {
             "memcpy" | "memcpy_async" | "memcpy_peer" | "memcpy_peer_async" => {
                 let mut t = rows(c, "src", "spitch", false)?;
                 t.extend(rows(c, "dst", "dpitch", true)?);

@@ -214,7 +214,7 @@ impl<'a> Replay<'a> {
             text: OnceCell::new(),
             step,
         });
-        let spans = match e.call.name.as_str() {
+        let spans = match e.call.name.as_ref() {
             "record" => Some(&mut self.k.record_spans),
             "event_create" => Some(&mut self.k.create_spans),
             "event_destroy" => Some(&mut self.k.destroy_spans),
@@ -261,7 +261,7 @@ impl<'a> Replay<'a> {
     fn replay(&mut self, e: &Rc<Entry>) -> Result<(), String> {
         let (k, c) = (&mut self.k, &e.call);
         k.lifetimes(e.index, c);
-        let span = matches!(c.name.as_str(), "record" | "event_create" | "event_destroy");
+        let span = matches!(c.name.as_ref(), "record" | "event_create" | "event_destroy");
         let texted = span || self.shown.is_some();
         // Named as the call saw them: a freed pointer before, a new allocation after.
         let named_by_it = c.name.starts_with("host_")
@@ -424,7 +424,7 @@ impl Checker<'_> {
         if c.rc != 0 {
             return self.failed(c);
         }
-        match c.name.as_str() {
+        match c.name.as_ref() {
             "malloc" => {
                 self.alloc_count += 1;
                 let start = c.num("ptr")?;

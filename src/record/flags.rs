@@ -43,7 +43,7 @@ impl Checker<'_> {
         if self.capture(e)? {
             return Ok(());
         }
-        if c.rc == 0 && ON_STREAM.contains(&c.name.as_str()) {
+        if c.rc == 0 && ON_STREAM.contains(&c.name.as_ref()) {
             let s = self.order.stream(c, c.num("stream")?);
             if self.blocked.contains_key(&s) {
                 if c.name == "record" {

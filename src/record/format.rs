@@ -115,7 +115,7 @@ pub struct Call {
     pub t_out: u64,
     pub rc: i64,
     pub device: i64,
-    pub name: String,
+    pub name: std::borrow::Cow<'static, str>,
     pub keys: Keys,
 }
 
@@ -150,6 +150,15 @@ impl Keys {
         k
     }
 
+    /// Keys written one by one, in order: [`KeysBuilder::key`], then its value, then
+    /// [`KeysBuilder::end_value`].
+    pub fn builder(n: usize) -> KeysBuilder {
+        KeysBuilder(Keys {
+            text: String::with_capacity(16 * n),
+            ends: Vec::with_capacity(n),
+        })
+    }
+
     /// Every key and its value, by key.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         let mut from = 0;
@@ -174,6 +183,29 @@ impl Keys {
 
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
+    }
+}
+
+/// [`Keys`] written key by key, sorted and each once (the caller's promise).
+pub struct KeysBuilder(Keys);
+
+impl KeysBuilder {
+    /// Writes `key`; its value is written to the text returned.
+    pub fn key(&mut self, key: &str) -> &mut String {
+        self.0.text.push_str(key);
+        self.0.ends.push((self.0.text.len() as u32, 0));
+        &mut self.0.text
+    }
+
+    pub fn end_value(&mut self) {
+        let end = self.0.text.len() as u32;
+        if let Some(last) = self.0.ends.last_mut() {
+            last.1 = end;
+        }
+    }
+
+    pub fn done(self) -> Keys {
+        self.0
     }
 }
 
@@ -490,7 +522,7 @@ fn parse_line(line: usize, l: &str) -> Result<Call, String> {
         t_out,
         rc,
         device,
-        name,
+        name: name.into(),
         keys,
     })
 }

@@ -76,7 +76,7 @@ impl Checker<'_> {
             return Ok(false);
         }
         let g = &mut self.graphs;
-        match c.name.as_str() {
+        match c.name.as_ref() {
             "capture_begin" => {
                 let s = self.order.stream(c, c.num("stream")?);
                 g.count += 1;
@@ -201,7 +201,7 @@ impl Checker<'_> {
                     .branch(StreamKey::Branch(exec, node.num("stream")?), c.device, name)
             };
             let stamp = self.issue(s, host);
-            match node.name.as_str() {
+            match node.name.as_ref() {
                 "record" => {
                     recorded.insert(node.num("event")?, stamp.clock);
                 }

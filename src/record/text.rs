@@ -126,7 +126,7 @@ impl Checker<'_> {
 
     /// What a finding groups calls by: the call without its changing arguments.
     pub(super) fn template(&self, c: &Call) -> String {
-        match c.name.as_str() {
+        match c.name.as_ref() {
             "launch" => kernel_name(c.keys.get("kernel").unwrap_or("?")),
             _ => self.text(c),
         }
@@ -145,7 +145,7 @@ impl Checker<'_> {
     /// The call as CUDA code, as recorded.
     fn code(&self, c: &Call) -> String {
         let k = |key: &str| c.keys.get(key).unwrap_or("?").to_string();
-        match c.name.as_str() {
+        match c.name.as_ref() {
             "host_release" | "host_acquire" => self.host.text(c),
             "setdev" => format!("cudaSetDevice({})", k("to")),
             "malloc" => format!("cudaMalloc(&{}, {})", self.arg(c, "ptr"), k("bytes")),
@@ -226,7 +226,7 @@ impl Checker<'_> {
     /// A copy's, a memset's or an asynchronous free's call as CUDA code.
     fn copy_text(&self, c: &Call) -> Option<String> {
         let k = |key: &str| c.keys.get(key).unwrap_or("?").to_string();
-        Some(match c.name.as_str() {
+        Some(match c.name.as_ref() {
             "memcpy_peer" | "memcpy_peer_async" => {
                 let (a, s) = self.async_parts(c);
                 format!(
@@ -280,7 +280,7 @@ impl Checker<'_> {
     fn graph_text(&self, c: &Call) -> Option<String> {
         let exec = || self.graphs.exec_name(c.num("exec").unwrap_or(0));
         let graph = || self.graphs.graph_name(c.num("graph").unwrap_or(0));
-        Some(match c.name.as_str() {
+        Some(match c.name.as_ref() {
             "capture_begin" => {
                 let mode = match c.int("mode") {
                     Ok(0) => "cudaStreamCaptureModeGlobal",
