@@ -12,7 +12,7 @@ rm -rf gpu && mkdir -p gpu/exports
 cp "$H" gpu/haloscope
 cp tests/cuda/seed.cu tests/cuda/seed-fixed.cu tests/cuda/graph-once.cu tests/cuda/graph-once.access.txt \
    tests/cuda/pitched.cu tests/cuda/pitched.access.txt tests/cuda/student.cu tests/cuda/footprint.cu \
-   inject/haloscope_inject.c inject/host_sync.c scripts/record-h200/run.sh scripts/record-h200/host-sync.sh scripts/record-h200/footprints.sh scripts/record-h200/mt-build.sh scripts/record-h200/fp-lib.sh scripts/record-h200/unpatch.sh gpu/
+   inject/haloscope_inject.c inject/host_sync.c scripts/record-h200/run.sh scripts/record-h200/host-sync.sh scripts/record-h200/footprints.sh scripts/record-h200/mt-build.sh scripts/record-h200/fp-lib.sh scripts/record-h200/unpatch.sh scripts/record-h200/long.sh gpu/
 # The recorder's call codes, as build.rs wrote them for the binary above.
 cp "$(ls -t target/release/build/haloscope-*/out/schema.h | head -1)" gpu/
 if [ -n "${1:-}" ]; then

@@ -15,6 +15,10 @@ pub struct Ahead {
     pub(super) last_of: HashMap<usize, usize>,
     /// Each host thread's last call of any kind, its first call's SEQ_IN and its last SEQ_OUT.
     pub(super) reach: HashMap<usize, (usize, u64, u64)>,
+    /// Where a thread's next call comes long after its last in the file (more than [`GAP`]
+    /// calls between: it waited at a barrier, or was not yet started): (thread, its call's
+    /// index) -> the next call's SEQ_IN. The replay then need not read on to it to know it.
+    pub(super) gaps: HashMap<(usize, usize), u64>,
     /// Some thread's call began before its previous one ended (not as the recorder writes):
     /// nothing is replayed before every call is read.
     pub(super) disorder: bool,
@@ -49,6 +53,9 @@ impl Ahead {
             self.last_of.insert(h.thread, i);
         }
         let r = self.reach.entry(h.thread).or_insert((i, h.seq_in, 0));
+        if r.0 + GAP < i {
+            self.gaps.insert((h.thread, r.0), h.seq_in);
+        }
         self.disorder |= h.seq_out < h.seq_in || (r.0 < i && h.seq_in < r.2);
         (r.0, r.2) = (i, h.seq_out);
         let Some(c) = h.call else { return };
@@ -61,6 +68,9 @@ impl Ahead {
         }
     }
 }
+
+/// The calls of other threads after which a thread's next call is remembered.
+const GAP: usize = 1024;
 
 /// A call as the first pass needs it: its kind, thread and sequence numbers, and the call
 /// itself where its values matter ([`Head::needs_values`]).

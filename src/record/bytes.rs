@@ -33,6 +33,15 @@ pub(super) struct Range {
     atomics: Vec<Access>,
 }
 
+/// The ranges of one allocation's bytes accessed, by their first and last byte, and the
+/// widest of them ever (a range that begins further before some bytes than that ends before
+/// them: a lookup scans only the ranges that may overlap).
+#[derive(Default)]
+pub(super) struct Ranges {
+    by_bytes: std::collections::BTreeMap<(u64, u64), Range>,
+    widest: u64,
+}
+
 /// Bytes a call touches.
 pub(super) struct Touch {
     /// From this pointer,
@@ -224,12 +233,9 @@ impl Checker<'_> {
                 atomic,
             };
             self.conflicts(&name, (from, to), &acc, (&stamp.clock, &host_seen));
-            let r = self
-                .ranges
-                .entry(name)
-                .or_default()
-                .entry((from, to))
-                .or_default();
+            let all = self.ranges.entry(name).or_default();
+            all.widest = all.widest.max(to - from);
+            let r = all.by_bytes.entry((from, to)).or_default();
             if write {
                 r.reads.clear();
                 // Atomic updates not ordered before this one stay: a plain access races each.
@@ -260,11 +266,12 @@ impl Checker<'_> {
         (later, host): (&Clock, &Clock),
     ) {
         let mut found = Vec::new();
+        // A range that begins more than the widest before `from` ends before it.
         let ranges = self
             .ranges
             .get(alloc)
             .into_iter()
-            .flat_map(|r| r.range(..(to, 0)));
+            .flat_map(|r| r.by_bytes.range((from.saturating_sub(r.widest), 0)..(to, 0)));
         for ((lo, hi), r) in ranges {
             let both = ((*lo).max(from), (*hi).min(to));
             if *hi <= from {
@@ -319,7 +326,7 @@ impl Checker<'_> {
     /// Per host thread (its agent): the earliest issue among the accesses held.
     pub(super) fn live_host_ticks(&self) -> foldhash::HashMap<usize, u32> {
         let mut out: foldhash::HashMap<usize, u32> = Default::default();
-        let all = self.ranges.values().flat_map(|r| r.values());
+        let all = self.ranges.values().flat_map(|r| r.by_bytes.values());
         for r in all {
             let accesses = r.last_write.iter().map(|w| &**w);
             for a in accesses.chain(&r.reads).chain(&r.atomics) {

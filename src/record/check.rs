@@ -43,7 +43,7 @@ struct Checker<'a> {
     order: Order,
     allocs: BTreeMap<u64, Alloc>,
     /// The byte ranges accessed, per allocation (by name), by their first and last byte.
-    ranges: HashMap<String, BTreeMap<(u64, u64), bytes::Range>>,
+    ranges: HashMap<String, bytes::Ranges>,
     events: HashMap<u64, (i64, String, Vec<Record>)>,
     /// The record calls, per event handle, that a wait may still have overlapped.
     record_spans: HashMap<u64, Spans>,
@@ -116,6 +116,7 @@ struct Shown {
 pub struct Replay<'a> {
     k: Checker<'a>,
     reach: HashMap<usize, (usize, u64, u64)>,
+    gaps: HashMap<(usize, usize), u64>,
     disorder: bool,
     marks: bool,
     read: usize,
@@ -157,6 +158,7 @@ impl<'a> Replay<'a> {
             bounds: bound_of.iter().map(|(&t, &b)| (b, t)).collect(),
             bound_of,
             reach: ahead.reach,
+            gaps: ahead.gaps,
             disorder: ahead.disorder,
             marks: ahead.marks,
             read: 0,
@@ -227,8 +229,11 @@ impl<'a> Replay<'a> {
             self.bounds.remove(&(b, t));
         }
         if self.reach.get(&t).is_some_and(|r| r.0 > i) {
-            self.bound_of.insert(t, e.call.seq_out);
-            self.bounds.insert((e.call.seq_out, t));
+            // Its next call begins after this one ends; where it comes long after in the
+            // file, the first pass says when.
+            let next = self.gaps.remove(&(t, i)).unwrap_or(e.call.seq_out);
+            self.bound_of.insert(t, next);
+            self.bounds.insert((next, t));
         }
         self.pending.push_back(e);
         self.drain(false);

@@ -77,6 +77,14 @@ pub fn recording(seed: u64, w: impl Write) -> io::Result<u64> {
     let events = 1 + r.below(3);
     let allocs = (threads as u64 + 1).min(8);
     let mut plans: Vec<Vec<Op>> = (0..threads).map(|t| setup(t, streams, events, allocs)).collect();
+    // One seed in ten: thread 0 first works alone for longer than the replay's memory of
+    // a thread's next call reaches (the others wait, as at a barrier).
+    let solo = if seed.is_multiple_of(10) { 1100 } else { 0 };
+    for _ in 0..solo / 2 {
+        let s = stream(0, r.below(streams));
+        plans[0].push(launch_on(r.below(allocs), s));
+        plans[0].push(op("record", "event", [event(0, 0), s, 0].map(Val::U).into()));
+    }
     for (t, plan) in plans.iter_mut().enumerate() {
         for _ in 0..r.below(40) {
             plan.extend(random_op(&mut r, t, threads, (streams, events, allocs)));
@@ -93,21 +101,26 @@ pub fn recording(seed: u64, w: impl Write) -> io::Result<u64> {
     w.w.write_all(MAGIC)?;
     w.string(1, "_Z4stepPfi")?;
     w.string(2, "step")?;
-    interleave(&mut r, &mut w, plans)?;
+    interleave(&mut r, &mut w, plans, solo)?;
     w.w.flush()?;
     Ok(w.calls)
 }
 
 /// Each thread's calls issued in turns chosen at random: a thread enters its next call, or
 /// leaves the one it is in (written then).
-fn interleave<W: Write>(r: &mut Rng, w: &mut Writer<W>, plans: Vec<Vec<Op>>) -> io::Result<()> {
+fn interleave<W: Write>(r: &mut Rng, w: &mut Writer<W>, plans: Vec<Vec<Op>>, solo: usize) -> io::Result<()> {
     let mut plans: Vec<std::vec::IntoIter<Op>> = plans.into_iter().map(Vec::into_iter).collect();
     let mut inside: Vec<Option<(u64, Op)>> = (0..plans.len()).map(|_| None).collect();
     let mut seq = 1u64;
+    // The other threads make their first calls, then wait (one may be inside a call) while
+    // thread 0 works alone.
+    let mut alone = solo * 2;
     loop {
         let live: Vec<usize> = (0..plans.len())
             .filter(|&t| inside[t].is_some() || plans[t].len() > 0)
+            .filter(|&t| alone == 0 || t == 0 || seq < 40)
             .collect();
+        alone = alone.saturating_sub(1);
         if live.is_empty() {
             return Ok(());
         }
@@ -152,11 +165,7 @@ fn random_op(r: &mut Rng, t: usize, threads: usize, (streams, events, allocs): (
     let ptr = |r: &mut Rng| alloc(r.below(allocs)) + 256 * r.below(200);
     let (p, q) = (ptr(r), ptr(r));
     let n = 256 * (1 + r.below(8));
-    let launch = |k: u64, s: u64| {
-        let args = Val::Args(&ARGS[(k % 8) as usize]);
-        let shape = [Val::U(1), Val::D(4, 1, 1), Val::D(64, 1, 1), Val::U(s), Val::U(0)];
-        op("launch", "kernel", shape.into_iter().chain([args]).collect())
-    };
+    let launch = launch_on;
     let mut v = match r.below(20) {
         0..=3 => vec![launch(r.below(allocs), s)],
         4 => {
@@ -227,6 +236,13 @@ fn random_op(r: &mut Rng, t: usize, threads: usize, (streams, events, allocs): (
         v.push(op("memcpy", "dst", [p, 0x1000, n, 2, 0].map(Val::U).into()));
     }
     v
+}
+
+/// A launch on stream `s` of a kernel with a pointer into allocation `k`.
+fn launch_on(k: u64, s: u64) -> Op {
+    let args = Val::Args(&ARGS[(k % 8) as usize]);
+    let shape = [Val::U(1), Val::D(4, 1, 1), Val::D(64, 1, 1), Val::U(s), Val::U(0)];
+    op("launch", "kernel", shape.into_iter().chain([args]).collect())
 }
 
 /// A capture on stream `s` of a launch and a record, its graph instantiated and launched twice.
