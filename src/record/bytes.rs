@@ -15,8 +15,9 @@ pub(super) struct Access {
     /// The host thread that issued it, at its issue (to see an order the host kept but the
     /// GPU's work did not).
     host: Epoch,
-    site: Site,
-    key: String,
+    /// Its call as a finding names it, and what findings are grouped by: one for all the
+    /// ranges a call touches (a measured kernel's rows: a thousand of them).
+    said: std::rc::Rc<(Site, String)>,
     write: bool,
     atomic: Atomic,
     model: Model,
@@ -33,14 +34,19 @@ pub(super) struct Range {
     atomics: Vec<Access>,
 }
 
-/// The ranges of one allocation's bytes accessed, by their first and last byte, and the
-/// widest of them ever (a range that begins further before some bytes than that ends before
-/// them: a lookup scans only the ranges that may overlap).
+/// The ranges of one allocation's bytes accessed, by their first and last byte; the wide
+/// ones (over [`WIDE`] bytes: a kernel's whole array, a copy of a field) also listed apart,
+/// and the widest of the others ever: a lookup scans only the narrow ranges that begin
+/// within that of its bytes, and the wide ones.
 #[derive(Default)]
 pub(super) struct Ranges {
     by_bytes: std::collections::BTreeMap<(u64, u64), Range>,
-    widest: u64,
+    wide: std::collections::BTreeSet<(u64, u64)>,
+    widest_narrow: u64,
 }
+
+/// A range wider than this is looked up apart from the others.
+const WIDE: u64 = 1 << 16;
 
 /// Bytes a call touches.
 pub(super) struct Touch {
@@ -186,6 +192,10 @@ impl Checker<'_> {
     }
 
     pub(super) fn access(&mut self, c: &Call, stamp: Stamp) -> Result<(), String> {
+        let touches = self.touches(c)?;
+        if touches.is_empty() {
+            return Ok(());
+        }
         let mut text = self.text(c);
         let mut s = site(c, String::new());
         // A graph's node runs at its launch: the finding names the launch's place.
@@ -196,6 +206,7 @@ impl Checker<'_> {
         s.call = text;
         let stream = c.keys.get("stream").unwrap_or_default().to_string();
         let key = format!("{} {} {}", c.thread, self.template(c), stream);
+        let said = std::rc::Rc::new((s, key));
         // The issuing thread as it was at the issue (a held-back call: its clock then), and
         // its own tick in that clock.
         let host_seen = match &self.host_clock {
@@ -213,12 +224,12 @@ impl Checker<'_> {
             write,
             model,
             atomic,
-        } in self.touches(c)?
+        } in touches
         {
             let Some(a) = self.alloc_of(ptr) else {
                 continue; // host memory, or memory this recording did not see allocated
             };
-            let (name, lo) = (a.name.clone(), a.start);
+            let lo = a.start;
             let (from, to) = match bytes {
                 Some(n) => (ptr - lo, (ptr - lo).saturating_add(n)),
                 None => (0, a.bytes),
@@ -227,14 +238,17 @@ impl Checker<'_> {
                 stamp: stamp.epoch(),
                 host,
                 model,
-                site: s.clone(),
-                key: key.clone(),
+                said: said.clone(),
                 write,
                 atomic,
             };
-            self.conflicts(&name, (from, to), &acc, (&stamp.clock, &host_seen));
-            let all = self.ranges.entry(name).or_default();
-            all.widest = all.widest.max(to - from);
+            self.conflicts(lo, (from, to), &acc, (&stamp.clock, &host_seen));
+            let all = self.ranges.entry(lo).or_default();
+            if to - from > WIDE {
+                all.wide.insert((from, to));
+            } else {
+                all.widest_narrow = all.widest_narrow.max(to - from);
+            }
             let r = all.by_bytes.entry((from, to)).or_default();
             if write {
                 r.reads.clear();
@@ -257,26 +271,25 @@ impl Checker<'_> {
     }
 
     /// The findings of access `b` (its work has seen `later`, its host thread `host`)
-    /// against the earlier accesses to bytes `from..to` of `alloc`.
-    fn conflicts(
-        &mut self,
-        alloc: &str,
-        (from, to): (u64, u64),
-        b: &Access,
-        (later, host): (&Clock, &Clock),
-    ) {
+    /// against the earlier accesses to bytes `from..to` of the allocation at `start`.
+    fn conflicts(&mut self, start: u64, (from, to): (u64, u64), b: &Access, (later, host): (&Clock, &Clock)) {
+        let Some(all) = self.ranges.get(&start) else {
+            return;
+        };
+        // The ranges that overlap `from..to`, in order: the narrow ones among those that
+        // begin at most the widest of them before it, and the wide ones.
+        let mut keys: Vec<(u64, u64)> = all
+            .by_bytes
+            .range((from.saturating_sub(all.widest_narrow), 0)..(to, 0))
+            .map(|(k, _)| *k)
+            .filter(|&(lo, hi)| hi > from && hi - lo <= WIDE)
+            .collect();
+        keys.extend(all.wide.iter().filter(|&&(lo, hi)| lo < to && hi > from));
+        keys.sort_unstable();
         let mut found = Vec::new();
-        // A range that begins more than the widest before `from` ends before it.
-        let ranges = self
-            .ranges
-            .get(alloc)
-            .into_iter()
-            .flat_map(|r| r.by_bytes.range((from.saturating_sub(r.widest), 0)..(to, 0)));
-        for ((lo, hi), r) in ranges {
-            let both = ((*lo).max(from), (*hi).min(to));
-            if *hi <= from {
-                continue;
-            }
+        for key in keys {
+            let ((lo, hi), r) = (key, &all.by_bytes[&key]);
+            let both = (lo.max(from), hi.min(to));
             if let Some(w) = &r.last_write
                 && !(w.atomic && b.atomic)
                 && !w.stamp.before(later)
@@ -298,10 +311,14 @@ impl Checker<'_> {
         }
         let found: Vec<Earlier> = found
             .into_iter()
-            .map(|(k, a, both)| (k, a.site.clone(), a.key.clone(), a.host, a.model, both))
+            .map(|(k, a, both)| (k, a.said.0.clone(), a.said.1.clone(), a.host, a.model, both))
             .collect();
+        let alloc = self
+            .allocs
+            .get(&start)
+            .map_or_else(String::new, |a| a.name.clone());
         for (kind, first, fkey, first_host, model, both) in found {
-            let key = format!("{} {alloc} {fkey} | {}", kind.name(), b.key);
+            let key = format!("{} {alloc} {fkey} | {}", kind.name(), b.said.1);
             if let Some(&i) = self.seen.get(&key) {
                 self.findings[i].times += 1;
                 continue;
@@ -312,7 +329,7 @@ impl Checker<'_> {
                 kind,
                 buffer: Some(alloc.to_string()),
                 first,
-                second: Some(b.site.clone()),
+                second: Some(b.said.0.clone()),
                 why: why.into(),
                 times: 1,
                 kernel_model: Some(model.max(b.model)).filter(|m| *m != Model::Exact),
@@ -341,7 +358,7 @@ impl Checker<'_> {
     /// work the first queued (a barrier after an asynchronous launch, with no stream
     /// synchronisation before it): what says so, naming that synchronisation.
     fn host_almost(&self, first: &Site, issued: Epoch, b: &Access, host: &Clock) -> Option<String> {
-        if first.thread == b.site.thread || !issued.before(host) {
+        if first.thread == b.said.0.thread || !issued.before(host) {
             return None;
         }
         let sync = self.host.release_after(issued, host.get(issued.agent))?;
@@ -350,7 +367,7 @@ impl Checker<'_> {
              had passed it before issuing the second), but that orders the threads, not the GPU: the \
              first call's work may still be running. Synchronise its stream before that point, or \
              record an event after it and make the second call's stream wait for it",
-            first.thread, b.site.thread
+            first.thread, b.said.0.thread
         ))
     }
 }

@@ -43,7 +43,7 @@ struct Checker<'a> {
     order: Order,
     allocs: BTreeMap<u64, Alloc>,
     /// The byte ranges accessed, per allocation (by name), by their first and last byte.
-    ranges: HashMap<String, bytes::Ranges>,
+    ranges: HashMap<u64, bytes::Ranges>,
     events: HashMap<u64, (i64, String, Vec<Record>)>,
     /// The record calls, per event handle, that a wait may still have overlapped.
     record_spans: HashMap<u64, Spans>,
@@ -736,8 +736,8 @@ impl Checker<'_> {
 
     /// An allocation freed: its name, and the accesses to it, are never met again.
     fn free(&mut self, ptr: u64) {
-        if let Some(a) = self.allocs.remove(&ptr) {
-            self.ranges.remove(&a.name);
+        if self.allocs.remove(&ptr).is_some() {
+            self.ranges.remove(&ptr);
         }
     }
 

@@ -356,6 +356,17 @@ const REPEATS: u64 = 4096;
 /// A launch's `footprint` key read; `None` when it has none or it is not as the format says.
 /// A repeated range (`r@0x1000+4*256/4096`: 256 runs of 4 bytes, 4096 apart) is its runs.
 pub fn footprint(text: &str) -> Option<Footprint> {
+    read_footprint(text, true)
+}
+
+/// Whether a launch's footprint reuses an earlier launch's (else it was measured at this
+/// one), where it reads as [`footprint`] reads it: its ranges checked, not made.
+pub fn footprint_reused(text: &str) -> Option<bool> {
+    read_footprint(text, false).map(|f| f.reused)
+}
+
+/// [`footprint`], its ranges made only when `ranges`.
+fn read_footprint(text: &str, ranges_too: bool) -> Option<Footprint> {
     let mut words = text.split(' ');
     let reused = match words.next()? {
         "measured" => false,
@@ -391,7 +402,14 @@ pub fn footprint(text: &str) -> Option<Footprint> {
             atomic: lower == b'a',
             wide,
         };
-        if count <= REPEATS {
+        if !ranges_too {
+            // What making them would check: the last run's address, or the whole extent.
+            if count <= REPEATS {
+                at.checked_add(count.saturating_sub(1).checked_mul(stride)?)?;
+            } else {
+                stride.checked_mul(count - 1)?.checked_add(len)?;
+            }
+        } else if count <= REPEATS {
             for i in 0..count {
                 ranges.push(span(
                     at.checked_add(i.checked_mul(stride)?)?,

@@ -98,9 +98,9 @@ impl Launches {
         if c.name != "launch" {
             return;
         }
-        match c.keys.get("footprint").and_then(super::format::footprint) {
-            Some(f) if f.reused => self.reused += 1,
-            Some(_) => self.measured += 1,
+        match c.keys.get("footprint").and_then(super::format::footprint_reused) {
+            Some(true) => self.reused += 1,
+            Some(false) => self.measured += 1,
             None => self.without += 1,
         }
     }

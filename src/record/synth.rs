@@ -24,6 +24,9 @@ enum Val {
     D(u64, u64, u64),
     /// `a`: kernel arguments (size, value).
     Args(&'static [(u64, u64)]),
+    /// `f`: a footprint, measured (else reused): its ranges (flags, address, length, and
+    /// where repeated, its stride and count).
+    Fp(bool, Vec<(u64, u64, u64, u64, u64)>),
 }
 
 /// A recording's writer: the per-thread deltas of sequence numbers and times.
@@ -51,9 +54,18 @@ fn zigzag(v: i64) -> u64 {
 
 /// The code of the call kind `name` whose first value is `first` (several kinds share a name).
 fn code(name: &str, first: Option<&str>) -> u64 {
-    schema()
-        .iter()
-        .position(|(n, keys)| n == name && keys.first().map(|k| k.0.as_str()) == first)
+    code_of(name, first, None)
+}
+
+/// [`code`], among kinds of the same name and first value the one of `values` values
+/// (a launch with its footprint has one more) where there is one.
+fn code_of(name: &str, first: Option<&str>, values: Option<usize>) -> u64 {
+    let same =
+        |(n, keys): &(String, Vec<(String, char)>)| n == name && keys.first().map(|k| k.0.as_str()) == first;
+    let all = schema();
+    all.iter()
+        .position(|k| same(k) && values.is_none_or(|v| k.1.len() == v))
+        .or_else(|| all.iter().position(same))
         .unwrap_or_else(|| panic!("{name} is in inject/schema.txt")) as u64
 }
 
@@ -111,6 +123,21 @@ impl<W: Write> Writer<W> {
                 Val::U(x) => varint(&mut self.buf, x),
                 Val::I(x) => varint(&mut self.buf, zigzag(x)),
                 Val::D(x, y, z) => [x, y, z].into_iter().for_each(|v| varint(&mut self.buf, v)),
+                Val::Fp(measured, ref ranges) => {
+                    varint(&mut self.buf, if measured { 1 } else { 2 });
+                    varint(&mut self.buf, ranges.len() as u64);
+                    let mut last = 0u64;
+                    for &(flags, at, len, stride, count) in ranges {
+                        varint(&mut self.buf, flags);
+                        varint(&mut self.buf, zigzag(at.wrapping_sub(last) as i64));
+                        varint(&mut self.buf, len);
+                        if flags & 8 == 8 {
+                            varint(&mut self.buf, stride);
+                            varint(&mut self.buf, count);
+                        }
+                        last = at;
+                    }
+                }
                 Val::Args(args) => {
                     varint(&mut self.buf, 2);
                     varint(&mut self.buf, args.len() as u64);

@@ -8,7 +8,7 @@
 use std::io::{self, Write};
 
 use super::super::binary::MAGIC;
-use super::{Val, Writer, code};
+use super::{Val, Writer, code_of};
 
 /// A tiny generator of numbers (xorshift64*): the same seed, the same recording.
 struct Rng(u64);
@@ -55,7 +55,7 @@ fn event(t: usize, e: u64) -> u64 {
 fn alloc(a: u64) -> u64 {
     0x7f00_0000_0000 + a * 0x10_0000
 }
-const BYTES: u64 = 1 << 16;
+const BYTES: u64 = 1 << 20;
 const FLAG: u64 = 0x7e00_0000_0000;
 
 /// The kernel arguments a launch may carry: a pointer into each allocation and a count.
@@ -128,7 +128,7 @@ fn interleave<W: Write>(r: &mut Rng, w: &mut Writer<W>, plans: Vec<Vec<Op>>, sol
         seq += 1;
         match inside[t].take() {
             Some((seq_in, o)) => {
-                let code = code(o.name, o.first);
+                let code = code_of(o.name, o.first, Some(o.vals.len()));
                 w.call_at(t, code, (t as i64, o.rc), (seq_in, seq), &o.vals)?;
             }
             None => inside[t] = plans[t].next().map(|o| (seq, o)),
@@ -166,7 +166,7 @@ fn random_op(r: &mut Rng, t: usize, threads: usize, (streams, events, allocs): (
     let (p, q) = (ptr(r), ptr(r));
     let n = 256 * (1 + r.below(8));
     let launch = launch_on;
-    let mut v = match r.below(20) {
+    let mut v = match r.below(23) {
         0..=3 => vec![launch(r.below(allocs), s)],
         4 => {
             let vals = [p, q, n, 3, s, 0].map(Val::U);
@@ -222,6 +222,7 @@ fn random_op(r: &mut Rng, t: usize, threads: usize, (streams, events, allocs): (
             op("event_create", "event", vec![Val::U(own), Val::U(2)]),
         ],
         17 => vec![op("mark", "text", vec![Val::U(2), Val::U(0)])],
+        20..=22 => vec![measured(r, allocs, s)],
         18 => {
             let l = launch(r.below(allocs), s);
             capture(r, t, s, own, l)
@@ -243,6 +244,31 @@ fn launch_on(k: u64, s: u64) -> Op {
     let args = Val::Args(&ARGS[(k % 8) as usize]);
     let shape = [Val::U(1), Val::D(4, 1, 1), Val::D(64, 1, 1), Val::U(s), Val::U(0)];
     op("launch", "kernel", shape.into_iter().chain([args]).collect())
+}
+
+/// A launch with its footprint measured (or reused): rows of an allocation written at a
+/// stride, part of another read whole (wide), now and then a row of atomics.
+fn measured(r: &mut Rng, allocs: u64, s: u64) -> Op {
+    let (a, b) = (alloc(r.below(allocs)), alloc(r.below(allocs)));
+    let (rows, row) = (1 + r.below(12), 256 * (1 + r.below(3)));
+    let mut ranges = vec![
+        (9, a + 1024 * r.below(4), row, 1024, rows),
+        (0, b + 4096 * r.below(2), 70_000 + 4096 * r.below(40), 0, 0),
+    ];
+    if r.below(4) == 0 {
+        ranges.push((5, a + 512 * r.below(2000), 4, 0, 0));
+    }
+    ranges.sort_by_key(|x| x.1);
+    let args = Val::Args(&ARGS[(a - alloc(0)) as usize / 0x10_0000 % 8]);
+    let shape = [Val::U(1), Val::D(4, 1, 1), Val::D(64, 1, 1), Val::U(s), Val::U(0)];
+    let mut vals: Vec<Val> = shape.into_iter().chain([args]).collect();
+    vals.push(Val::Fp(r.below(3) > 0, ranges));
+    Op {
+        name: "launch",
+        first: Some("kernel"),
+        rc: 0,
+        vals,
+    }
 }
 
 /// A capture on stream `s` of a launch and a record, its graph instantiated and launched twice.
