@@ -422,46 +422,46 @@ pub fn read(path: &Path, r: impl BufRead) -> Result<(Vec<Call>, Vec<String>)> {
 
 /// [`read`], each call handed to `call` as it is decoded (none held).
 pub fn each(path: &Path, r: impl BufRead, mut call_to: impl FnMut(Call)) -> Result<Vec<String>> {
-    let (mut last, mut strings) = (Last::default(), HashMap::default());
-    let mut records = Records::new(r);
-    let mut notes = Vec::new();
-    for i in 1.. {
-        let (at, record) = match records.next_record() {
-            Ok(Some(r)) => r,
-            Ok(None) => break,
-            Err(Stop::Cut(at)) => {
-                notes.push(cut_note(at));
-                break;
-            }
-            Err(e) => return Err(e.error(path)),
-        };
-        let (&tag, body) = record.split_first().expect("a record holds at least its tag");
-        let mut b = Body { b: body, at: 0 };
-        let r = match tag {
-            0 => Ok(()),
-            1 => b.varint().map(|id| {
-                strings.insert(id, String::from_utf8_lossy(&body[b.at..]).into_owned());
-            }),
-            2 => call(&mut b, i, &mut last, &strings).and_then(|c| {
-                if b.at < body.len() {
-                    return Err(format!(
-                        "{} byte(s) after the call's last value (its length is wrong)",
-                        body.len() - b.at
-                    ));
-                }
-                call_to(c);
-                Ok(())
-            }),
-            t => Err(format!("a record of unknown tag {t}")),
-        };
-        r.map_err(|why| UsageError(format!("{}: byte {at} (record {i}): {why}", path.display())))?;
-    }
-    Ok(notes)
+    calls_in(path, r, |b, line, last, strings| {
+        let c = call(b, line, last, strings)?;
+        if b.at < b.b.len() {
+            return Err(format!(
+                "{} byte(s) after the call's last value (its length is wrong)",
+                b.b.len() - b.at
+            ));
+        }
+        call_to(c);
+        Ok(())
+    })
 }
 
 /// [`each`] for the checker's first pass: each call's head handed to `head`, its values
 /// decoded only where [`Head::needs_values`] (no string made for the others).
 pub fn heads(path: &Path, r: impl BufRead, mut head: impl FnMut(&Head)) -> Result<Vec<String>> {
+    calls_in(path, r, |b, line, last, strings| {
+        match head_of(b, line, last, strings)? {
+            Ok(h) => head(&h),
+            Err(c) => head(&Head {
+                name: &c.name,
+                thread: c.thread,
+                seq_in: c.seq_in,
+                seq_out: c.seq_out,
+                call: Some(&c),
+            }),
+        }
+        Ok(())
+    })
+}
+
+/// The records of a version 2 recording read from `r` (past its magic line), each call's
+/// body handed to `call` with its record's number, the threads' last sequence numbers and
+/// times, and the strings defined so far: the notes, where the recording is cut short; a
+/// bad record names the file, the record, its byte and why (exit 2).
+fn calls_in(
+    path: &Path,
+    r: impl BufRead,
+    mut call: impl FnMut(&mut Body, usize, &mut Last, &HashMap<u64, String>) -> Result<(), String>,
+) -> Result<Vec<String>> {
     let (mut last, mut strings) = (Last::default(), HashMap::default());
     let mut records = Records::new(r);
     let mut notes = Vec::new();
@@ -482,16 +482,7 @@ pub fn heads(path: &Path, r: impl BufRead, mut head: impl FnMut(&Head)) -> Resul
             1 => b.varint().map(|id| {
                 strings.insert(id, String::from_utf8_lossy(&body[b.at..]).into_owned());
             }),
-            2 => head_of(&mut b, i, &mut last, &strings).map(|h| match h {
-                Ok(h) => head(&h),
-                Err(c) => head(&Head {
-                    name: &c.name,
-                    thread: c.thread,
-                    seq_in: c.seq_in,
-                    seq_out: c.seq_out,
-                    call: Some(&c),
-                }),
-            }),
+            2 => call(&mut b, i, &mut last, &strings),
             t => Err(format!("a record of unknown tag {t}")),
         };
         r.map_err(|why| UsageError(format!("{}: byte {at} (record {i}): {why}", path.display())))?;

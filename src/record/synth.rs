@@ -69,6 +69,22 @@ fn code_of(name: &str, first: Option<&str>, values: Option<usize>) -> u64 {
         .unwrap_or_else(|| panic!("{name} is in inject/schema.txt")) as u64
 }
 
+impl<W: Write> Writer<io::BufWriter<W>> {
+    /// A recording of `threads` host threads begun: its magic line written.
+    fn new(w: W, threads: usize) -> io::Result<Self> {
+        let mut w = Writer {
+            w: io::BufWriter::new(w),
+            seq: 1,
+            time: 1_000_000,
+            last: vec![(0, 0); threads],
+            calls: 0,
+            buf: Vec::with_capacity(64),
+        };
+        w.w.write_all(MAGIC)?;
+        Ok(w)
+    }
+}
+
 impl<W: Write> Writer<W> {
     fn record(&mut self) -> io::Result<()> {
         let mut len = Vec::with_capacity(2);
@@ -172,15 +188,7 @@ fn event(t: usize, e: usize) -> u64 {
 /// (whole rounds, at least one); returns the calls written.
 pub fn ring(w: impl Write, threads: usize, calls: u64) -> io::Result<u64> {
     assert!(threads >= 2, "a ring of {threads} thread(s)");
-    let mut w = Writer {
-        w: io::BufWriter::new(w),
-        seq: 1,
-        time: 1_000_000,
-        last: vec![(0, 0); threads],
-        calls: 0,
-        buf: Vec::with_capacity(64),
-    };
-    w.w.write_all(MAGIC)?;
+    let mut w = Writer::new(w, threads)?;
     w.string(1, "_Z6updatePfi")?;
     let c = Codes::new();
     for t in 0..threads {

@@ -7,7 +7,6 @@
 
 use std::io::{self, Write};
 
-use super::super::binary::MAGIC;
 use super::{Val, Writer, code_of};
 
 /// A tiny generator of numbers (xorshift64*): the same seed, the same recording.
@@ -90,15 +89,7 @@ pub fn recording(seed: u64, w: impl Write) -> io::Result<u64> {
             plan.extend(random_op(&mut r, t, threads, (streams, events, allocs)));
         }
     }
-    let mut w = Writer {
-        w: io::BufWriter::new(w),
-        seq: 1,
-        time: 1_000_000,
-        last: vec![(0, 0); threads],
-        calls: 0,
-        buf: Vec::with_capacity(64),
-    };
-    w.w.write_all(MAGIC)?;
+    let mut w = Writer::new(w, threads)?;
     w.string(1, "_Z4stepPfi")?;
     w.string(2, "step")?;
     interleave(&mut r, &mut w, plans, solo)?;
