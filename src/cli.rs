@@ -94,6 +94,7 @@ Examples:
   haloscope bench --tui                       what the UI costs, and one frame's render time
   haloscope bench --contention                the sim alone and beside two busy processes
   haloscope bench --checker                   check --recording: calls/s and peak memory
+  haloscope bench --recording FILE            the same on your own recording
   haloscope --runtime cuda --gpus 0,1         the UI on two real GPUs
   haloscope --headless --runtime cuda --gpus 0,0,1,1
                                               real GPUs, two logical devices per GPU
@@ -506,8 +507,9 @@ pub struct BenchArgs {
           default_values_t = [1_000_000u64, 10_000_000])]
     pub calls: Vec<u64>,
 
-    /// With `--checker`: a recording to measure too (repeatable).
-    #[arg(long, value_name = "FILE", requires = "checker")]
+    /// Instead (or with `--checker`, after its rings): `check --recording`'s speed and peak
+    /// memory on this recording (repeatable).
+    #[arg(long, value_name = "FILE")]
     pub recording: Vec<PathBuf>,
 
     /// Instead: the sim on a busy machine. 1D and 2D scenarios at 1, 4 and 7 devices,

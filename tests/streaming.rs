@@ -153,3 +153,37 @@ fn ten_times_the_calls_check_in_the_same_memory() {
     );
     assert!(b <= 1.5 * a, "peak {a} MB for 2*10^5 calls, {b} MB for 2*10^6");
 }
+
+/// `bench --recording FILE`: the check's row for that file (its calls and findings as
+/// `check` counts them); a file that is not there is a usage error naming it (exit 2).
+#[test]
+fn bench_recording_measures_a_file_and_names_a_missing_one() {
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/recordings/seed.recording");
+    let bench = |file: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_haloscope"))
+            .args(["bench", "--json", "--recording"])
+            .arg(file)
+            .output()
+            .unwrap()
+    };
+    let out = bench(&seed);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let held = haloscope::record::load(&seed, haloscope::record::Checking::with(None))
+        .unwrap()
+        .1;
+    assert_eq!(rows.as_array().unwrap().len(), 1);
+    assert_eq!(rows[0]["calls"].as_u64().unwrap() as usize, held.calls);
+    assert_eq!(
+        rows[0]["findings"].as_u64().unwrap() as usize,
+        held.findings.len()
+    );
+    let missing = seed.with_file_name("not-there.recording");
+    let out = bench(&missing);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("bench --recording {}", missing.display())),
+        "{err}"
+    );
+}

@@ -11,6 +11,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use crate::error::UsageError;
 use crate::record::{self, Checking};
 
 #[derive(Debug, Clone, Serialize)]
@@ -33,7 +34,7 @@ pub fn run(sizes: &[u64], files: &[PathBuf]) -> Result<Vec<Row>> {
     sizes.sort_unstable();
     for n in sizes {
         let path = dir.path().join(format!("ring-{n}.recording"));
-        eprintln!("bench --checker: writing a ring of {n} calls…");
+        eprintln!("bench: writing a ring of {n} calls…");
         let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         record::synth::ring(f, 8, n).with_context(|| format!("writing {}", path.display()))?;
         rows.push(measure(&path, format!("ring of {n} calls"))?);
@@ -46,9 +47,9 @@ pub fn run(sizes: &[u64], files: &[PathBuf]) -> Result<Vec<Row>> {
 }
 
 fn measure(path: &Path, name: String) -> Result<Row> {
-    eprintln!("bench --checker: checking {name}…");
+    eprintln!("bench: checking {name}…");
     let file_mb = std::fs::metadata(path)
-        .with_context(|| format!("--recording {}", path.display()))?
+        .map_err(|e| UsageError(format!("bench --recording {}: {e}", path.display())))?
         .len() as f64
         / 1e6;
     reset_peak();
@@ -79,13 +80,19 @@ fn peak_kb() -> Option<u64> {
 }
 
 pub fn table(rows: &[Row]) -> String {
+    let w = rows
+        .iter()
+        .map(|r| r.recording.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(24);
     let mut o = format!(
-        "{:<28} {:>11} {:>8} {:>8} {:>8} {:>12} {:>8}\n",
+        "{:<w$} {:>11} {:>8} {:>8} {:>8} {:>12} {:>8}\n",
         "recording", "calls", "file MB", "findings", "s", "calls/s", "peak MB"
     );
     for r in rows {
         o += &format!(
-            "{:<28} {:>11} {:>8.1} {:>8} {:>8.2} {:>12.0} {:>8.1}\n",
+            "{:<w$} {:>11} {:>8.1} {:>8} {:>8.2} {:>12.0} {:>8.1}\n",
             r.recording, r.calls, r.file_mb, r.findings, r.seconds, r.calls_per_s, r.peak_mb
         );
     }

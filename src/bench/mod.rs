@@ -43,11 +43,13 @@ pub fn main(b: &BenchArgs) -> Result<()> {
         let rows = contention::run(b.repeat)?;
         return print(serde_json::to_string_pretty(&rows)?, contention::table(&rows));
     }
-    if b.checker {
+    if b.checker || !b.recording.is_empty() {
         if let Some(n) = b.calls.iter().find(|&&n| !(1..=1_000_000_000).contains(&n)) {
             return Err(UsageError(format!("bench --calls {n}: 1 to 1000000000 calls")).into());
         }
-        let rows = checker::run(&b.calls, &b.recording)?;
+        // `--recording` alone measures those files; `--checker` the rings too.
+        let sizes: &[u64] = if b.checker { &b.calls } else { &[] };
+        let rows = checker::run(sizes, &b.recording)?;
         return print(serde_json::to_string_pretty(&rows)?, checker::table(&rows));
     }
     if b.check {
