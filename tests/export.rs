@@ -653,7 +653,7 @@ fn names_the_export_uses_itself_are_renamed_and_never_meet() {
         "cudaStream_t CHECK_;",
         "static cudaEvent_t launch_[n], update_h_[n], graph0_[n];",
         "const long scenario_ = t;",
-        "launch::update_h(d, step_, lo, hi, step);",
+        "update_h<<<blocks_of(cells.len(), BLOCK), BLOCK, 0, step_>>>(",
         "CHECK(cudaEventRecord(update_h_[d], linux_));",
     ] {
         assert!(text.contains(decl), "`{decl}` missing:\n{text}");

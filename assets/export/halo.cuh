@@ -433,71 +433,34 @@ static inline void held_ends(int dev, int kind[2], long at[2]) {
     at[1] = HALO + (m.hi - m.lo) - 1;
 }
 
-// ---- the kernels' launches, by the program language's names: launch::update_h(…) -----
-
-namespace launch {
-
-// ---- the two-kernel step --------------------------------------------------------------
-
-//@if 2d
-static const long MAX_ROWS = 65535; // a 2D launch's rows (gridDim.y) at most
-//@end
-
+// Blocks of `per` threads for `count` items.
 static inline unsigned blocks_of(long count, long per) {
     return (unsigned)((count + per - 1) / per);
 }
 
-// update_h<<<…>>>(from, to, step): H over the held part of cells from..to.
-static inline void update_h(int dev, cudaStream_t s, long from, long to, long step) {
-    (void)step;
-    const Device &m = device[dev];
-    Span r = kernel_range(dev, ON_H, from, to);
-    if (r.empty()) {
-        return;
-    }
-    //@if 1d
-    if (!scenario.plane) {
-        ::update_h<<<blocks_of(r.len(), BLOCK), BLOCK, 0, s>>>(m.h, m.e, scenario.ch, r.a, r.len());
-        CHECK_LAUNCH("update_h");
-        return;
-    }
-    //@end
-    //@if 2d
-    unsigned nx = scenario.nx;
+//@if 2d
+static const long MAX_ROWS = 65535; // a 2D launch's rows (gridDim.y) at most
+
+// Rows r in launches of at most MAX_ROWS rows each (none when r is empty).
+static inline std::vector<Span> row_launches(Span r) {
+    std::vector<Span> out;
     for (long a = r.a; a < r.z; a += MAX_ROWS) {
-        unsigned rows = std::min(r.z - a, MAX_ROWS);
-        dim3 grid(blocks_of(nx, BLOCK), rows);
-        update_h_2d<<<grid, BLOCK, 0, s>>>(m.h, m.e, scenario.ch, nx, a, rows, scenario.periodic);
-        CHECK_LAUNCH("update_h_2d");
+        out.push_back(Span{a, std::min(r.z, a + MAX_ROWS)});
     }
-    //@end
+    return out;
 }
 
-// update_e<<<…>>>(from, to, step): E over the held part of cells from..to.
-static inline void update_e(int dev, cudaStream_t s, long from, long to, long step) {
-    (void)step;
-    const Device &m = device[dev];
-    Span r = kernel_range(dev, ON_E, from, to);
-    if (r.empty()) {
-        return;
-    }
-    //@if 1d
-    if (!scenario.plane) {
-        ::update_e<<<blocks_of(r.len(), BLOCK), BLOCK, 0, s>>>(m.e, m.h, m.ca, m.cb, r.a, r.len());
-        CHECK_LAUNCH("update_e");
-        return;
-    }
-    //@end
-    //@if 2d
-    unsigned nx = scenario.nx;
-    for (long a = r.a; a < r.z; a += MAX_ROWS) {
-        unsigned rows = std::min(r.z - a, MAX_ROWS);
-        dim3 grid(blocks_of(nx, BLOCK), rows);
-        update_e_2d<<<grid, BLOCK, 0, s>>>(m.e, m.h, m.ca, m.cb, nx, a, rows, scenario.periodic);
-        CHECK_LAUNCH("update_e_2d");
-    }
-    //@end
+// The grid of a 2D launch over `rows`: one block of BLOCK threads for each BLOCK columns
+// of each row.
+static inline dim3 grid_2d(Span rows) {
+    return dim3(blocks_of(scenario.nx, BLOCK), (unsigned)rows.len());
 }
+//@end
+
+// ---- the launches main.cu does not write out: launch::sources_boundaries(…) and the
+// fused passes, by the program language's names ------------------------------------------
+
+namespace launch {
 
 // sources_boundaries<<<…>>>(from, to, step): the sources of step `step` on the held part of
 // from..to, then the grid's ends among those cells (and, in 2D, the PEC side columns).
@@ -516,18 +479,14 @@ static inline void sources_boundaries(int dev, cudaStream_t s, long from, long t
         float v = source_value(i, step);
         int hard = sc.sources[i].hard;
         //@if 1d
-        if (!sc.plane) {
-            apply_source<<<1, 1, 0, s>>>(m.e, (unsigned)at, v, hard);
-            CHECK_LAUNCH("apply_source");
-        }
+        apply_source<<<1, 1, 0, s>>>(m.e, (unsigned)at, v, hard);
+        CHECK_LAUNCH("apply_source");
         //@end
         //@if 2d
-        if (sc.plane) {
-            long count = sc.sources[i].c1 - sc.sources[i].c0;
-            float *cells = m.e + at * sc.nx + sc.sources[i].c0;
-            apply_source_2d<<<blocks_of(count, BLOCK), BLOCK, 0, s>>>(cells, count, v, hard);
-            CHECK_LAUNCH("apply_source_2d");
-        }
+        long count = sc.sources[i].c1 - sc.sources[i].c0;
+        float *cells = m.e + at * sc.nx + sc.sources[i].c0;
+        apply_source_2d<<<blocks_of(count, BLOCK), BLOCK, 0, s>>>(cells, count, v, hard);
+        CHECK_LAUNCH("apply_source_2d");
         //@end
     }
     int kind[2];
@@ -538,23 +497,19 @@ static inline void sources_boundaries(int dev, cudaStream_t s, long from, long t
     }
     if (kind[0] != END_NONE || kind[1] != END_NONE) {
         //@if 1d
-        if (!sc.plane) {
-            float lm = kind[0] == END_MUR ? sc.end_mur[0] : 0.0f;
-            float rm = kind[1] == END_MUR ? sc.end_mur[1] : 0.0f;
-            boundaries<<<1, 1, 0, s>>>(m.e, m.prev, end[0], end[1], kind[0], lm, kind[1], rm);
-            CHECK_LAUNCH("boundaries");
-        }
+        float lm = kind[0] == END_MUR ? sc.end_mur[0] : 0.0f;
+        float rm = kind[1] == END_MUR ? sc.end_mur[1] : 0.0f;
+        boundaries<<<1, 1, 0, s>>>(m.e, m.prev, end[0], end[1], kind[0], lm, kind[1], rm);
+        CHECK_LAUNCH("boundaries");
         //@end
         //@if 2d
-        if (sc.plane) {
-            end_rows_2d<<<blocks_of(sc.nx, BLOCK), BLOCK, 0, s>>>(m.e, m.prev, m.mur, sc.nx, end[0],
-                                                                   end[1], kind[0], kind[1]);
-            CHECK_LAUNCH("end_rows_2d");
-        }
+        end_rows_2d<<<blocks_of(sc.nx, BLOCK), BLOCK, 0, s>>>(m.e, m.prev, m.mur, sc.nx, end[0], end[1],
+                                                               kind[0], kind[1]);
+        CHECK_LAUNCH("end_rows_2d");
         //@end
     }
     //@if 2d
-    if (sc.plane && !sc.periodic) {
+    if (!sc.periodic) {
         pec_sides_2d<<<blocks_of(r.len(), BLOCK), BLOCK, 0, s>>>(m.e, sc.nx, r.a, r.len());
         CHECK_LAUNCH("pec_sides_2d");
     }
@@ -758,11 +713,21 @@ static inline void fused_pass_2d(int dev, cudaStream_t s, long from, long to, lo
     }
 }
 
-// More sources in a pass than fused_steps_2d takes: the pass one step at a time.
+// More sources in a pass than fused_steps_2d takes: the pass one step at a time, as
+// main.cu writes a two-kernel step.
 static inline void steps_2d(int dev, cudaStream_t s, long from, long to, long step, long steps) {
+    const Device &m = device[dev];
+    const Scenario &sc = scenario;
     for (long t = 0; t < steps; t++) {
-        update_h(dev, s, from, to, step + t);
-        update_e(dev, s, from, to, step + t);
+        for (Span r : row_launches(kernel_range(dev, ON_H, from, to))) {
+            update_h_2d<<<grid_2d(r), BLOCK, 0, s>>>(m.h, m.e, sc.ch, sc.nx, r.a, r.len(), sc.periodic);
+            CHECK_LAUNCH("update_h_2d");
+        }
+        for (Span r : row_launches(kernel_range(dev, ON_E, from, to))) {
+            update_e_2d<<<grid_2d(r), BLOCK, 0, s>>>(m.e, m.h, m.ca, m.cb, sc.nx, r.a, r.len(),
+                                                     sc.periodic);
+            CHECK_LAUNCH("update_e_2d");
+        }
         sources_boundaries(dev, s, from, to, step + t);
     }
 }

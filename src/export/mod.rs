@@ -6,6 +6,7 @@
 mod assets;
 pub mod cuda;
 pub mod safe;
+mod skeleton;
 
 use anyhow::Result;
 use std::fmt::Write as _;
@@ -215,6 +216,7 @@ pub fn main_text(p: &Plan, command: &str) -> String {
         gpus: &p.gpus,
         command,
         keeps: &|at| keeps.at(at),
+        plane: Grid::of(&p.scenario).export_kernels() == "2d",
     };
     let main = cuda::main_cu(&unit);
     let files = support_files(&main, &p.scenario);

@@ -77,8 +77,9 @@ pub fn program_comment(raw: &str) -> String {
 /// Names `main.cu` itself declares or uses where a program's names are in scope (its own
 /// variables, the standard library's it calls), besides those read off `halo.cuh` and the
 /// kernels ([`taken`]).
-const MAIN_NAMES: [&str; 62] = [
+const MAIN_NAMES: [&str; 63] = [
     "main",
+    "cells",
     "argc",
     "argv",
     "a",
