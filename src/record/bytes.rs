@@ -309,6 +309,9 @@ impl Checker<'_> {
                 }
             }
         }
+        if found.is_empty() {
+            return;
+        }
         let found: Vec<Earlier> = found
             .into_iter()
             .map(|(k, a, both)| (k, a.said.0.clone(), a.said.1.clone(), a.host, a.model, both))

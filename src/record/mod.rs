@@ -474,6 +474,29 @@ impl<'a> Checking<'a> {
             model: KernelModel::Measured,
         }
     }
+
+    /// The annotations read, unless none were given or the model is the conservative one.
+    fn notes(&self) -> Result<Option<annotate::Annotations>> {
+        match self.annotations {
+            Some(a) if self.model != KernelModel::Conservative => Ok(Some(annotate::load(a)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Whether a call of kind `name` is judged: the host's synchronisation only with
+    /// `host_sync`.
+    fn takes(&self, name: &str) -> bool {
+        self.host_sync || !name.starts_with("host_")
+    }
+
+    fn measured(&self) -> bool {
+        self.model == KernelModel::Measured
+    }
+}
+
+/// A checker's `(line, why)` as `file:line: why`, a usage error (exit 2).
+fn at_line(path: &Path) -> impl Fn((usize, String)) -> anyhow::Error + '_ {
+    move |(line, why)| UsageError(format!("{}:{line}: {why}", path.display())).into()
 }
 
 /// `haloscope check --recording FILE… [--annotations FILE]`: one file as
@@ -573,20 +596,12 @@ pub fn check_recording(path: &Path, how: Checking, json: bool) -> Result<()> {
 /// or annotation as `file:line: why` (exit 2).
 pub fn load(path: &Path, how: Checking) -> Result<(Vec<format::Call>, check::Report)> {
     let recording = read::open(path)?;
-    let notes = match how.annotations {
-        Some(a) if how.model != KernelModel::Conservative => Some(annotate::load(a)?),
-        _ => None,
-    };
+    let notes = how.notes()?;
     let mut calls = recording.calls;
-    let mut left_out = 0;
-    if !how.host_sync {
-        let before = calls.len();
-        calls.retain(|c| !c.name.starts_with("host_"));
-        left_out = before - calls.len();
-    }
-    let measured = how.model == KernelModel::Measured;
-    let mut report = check::check_with(&calls, notes.as_ref(), measured)
-        .map_err(|(line, why)| UsageError(format!("{}:{line}: {why}", path.display())))?;
+    let before = calls.len();
+    calls.retain(|c| how.takes(&c.name));
+    let left_out = before - calls.len();
+    let mut report = check::check_with(&calls, notes.as_ref(), how.measured()).map_err(at_line(path))?;
     report.notes = recording.notes;
     report.host_left_out = left_out;
     Ok((calls, report))
@@ -597,29 +612,22 @@ pub fn load(path: &Path, how: Checking) -> Result<(Vec<format::Call>, check::Rep
 /// live state, not the recording's length. A bad file, line or annotation as `file:line:
 /// why` (exit 2).
 pub fn check_file(path: &Path, how: Checking) -> Result<check::Report> {
-    let notes = match how.annotations {
-        Some(a) if how.model != KernelModel::Conservative => Some(annotate::load(a)?),
-        _ => None,
-    };
-    let taken = |c: &format::Call| how.host_sync || !c.name.starts_with("host_");
+    let notes = how.notes()?;
     let (mut ahead, mut left_out) = (check::Ahead::default(), 0);
     let read_notes = read::heads(path, |h| {
-        if how.host_sync || !h.name.starts_with("host_") {
+        if how.takes(h.name) {
             ahead.see_head(h);
         } else {
             left_out += 1;
         }
     })?;
-    let measured = how.model == KernelModel::Measured;
-    let mut replay = check::Replay::new(ahead, notes.as_ref(), measured, false);
+    let mut replay = check::Replay::new(ahead, notes.as_ref(), how.measured(), false);
     read::each(path, |c| {
-        if taken(&c) {
+        if how.takes(&c.name) {
             replay.push(c);
         }
     })?;
-    let mut report = replay
-        .finish()
-        .map_err(|(line, why)| UsageError(format!("{}:{line}: {why}", path.display())))?;
+    let mut report = replay.finish().map_err(at_line(path))?;
     report.notes = read_notes;
     report.host_left_out = left_out;
     Ok(report)
