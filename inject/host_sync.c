@@ -38,6 +38,9 @@ enum {
     SYNC_OMP_PARALLEL = 10,
     SYNC_OMP_CRITICAL = 11,
     SYNC_OMP_LOCK = 12,
+    SYNC_MPI_BARRIER = 13,
+    SYNC_MPI_SEND = 14,
+    SYNC_MPI_RECV = 15,
 };
 
 static atomic_ullong host_tokens;  // thread creations and OpenMP regions, numbered
@@ -59,7 +62,9 @@ static int own_caller(void *ra) {
         static const char *const NOT_OWN[] = {"libcuda", "libcudart", "libcupti", "libnccl", "libnvidia",
                                               "libnvrtc", "libcublas", "libcufft", "libcurand", "libcusparse",
                                               "libcusolver", "libnvToolsExt", "libnvJitLink", "libgomp",
-                                              "libomp", "libiomp", "libnvomp"};
+                                              "libomp", "libiomp", "libnvomp", "libmpi.", "libmpich",
+                                              "libopen-pal", "libopen-rte", "libpmix", "libucp", "libucs",
+                                              "libuct", "libfabric"};
         const char *base = strrchr(info.dli_fname, '/');
         base = base ? base + 1 : info.dli_fname;
         for (size_t i = 0; i < sizeof NOT_OWN / sizeof *NOT_OWN; i++)
@@ -273,6 +278,64 @@ int pthread_join(pthread_t t, void **r) {
     REAL(int (*)(pthread_t, void **), "pthread_join");
     int rc = real_(t, r);
     if (rc == 0) ACQUIRE(CALLER, SYNC_THREAD_END, (const void *)t, 0);
+    return rc;
+}
+
+// ---- MPI, as far as one process sees ------------------------------------------------------
+// A process's MPI calls are recorded where its threads make them: MPI_Barrier (with the
+// thread's count of them), the blocking sends (to rank `dest`, `tag`) and receives (from
+// `source`, `tag`, as asked). They order nothing between this process's threads (the
+// other side of each is another process, whose recording is its own; a communicator's
+// barrier has one caller in a process at a time), so the checker shows them and takes no
+// order from them. MPI's handles differ by implementation (an int in MPICH, a pointer in
+// Open MPI): they pass through as integers of a register's width, unread.
+typedef uintptr_t mpi_handle;
+static __thread uint64_t my_mpi_barriers;
+
+int MPI_Barrier(mpi_handle comm) {
+    REAL(int (*)(mpi_handle), "MPI_Barrier");
+    if (!real_) return 16;  // MPI_ERR_OTHER (no MPI below: not reached by a linked program)
+    void *ra = CALLER;
+    uint64_t g = my_mpi_barriers++;
+    RELEASE(ra, SYNC_MPI_BARRIER, (const void *)comm, g);
+    int rc = real_(comm);
+    ACQUIRE(ra, SYNC_MPI_BARRIER, (const void *)comm, g);
+    return rc;
+}
+
+#define MPI_SEND_WRAPPER(name)                                                                           \
+    int name(const void *buf, int count, mpi_handle type, int dest, int tag, mpi_handle comm) {          \
+        REAL(int (*)(const void *, int, mpi_handle, int, int, mpi_handle), #name);                       \
+        if (!real_) return 16;                                                                           \
+        RELEASE(CALLER, SYNC_MPI_SEND, (const void *)(intptr_t)dest, (uint64_t)(int64_t)tag);           \
+        return real_(buf, count, type, dest, tag, comm);                                                 \
+    }
+MPI_SEND_WRAPPER(MPI_Send)
+MPI_SEND_WRAPPER(MPI_Ssend)
+
+// A receive, with the rank and tag it asked for (MPI_Status is laid out differently by each
+// implementation: not read; a wildcard is negative in both).
+static void mpi_received(void *ra, int source, int tag) {
+    ACQUIRE(ra, SYNC_MPI_RECV, (const void *)(intptr_t)source, (uint64_t)(int64_t)tag);
+}
+
+int MPI_Recv(void *buf, int count, mpi_handle type, int source, int tag, mpi_handle comm, void *status) {
+    REAL(int (*)(void *, int, mpi_handle, int, int, mpi_handle, void *), "MPI_Recv");
+    if (!real_) return 16;
+    int rc = real_(buf, count, type, source, tag, comm, status);
+    mpi_received(CALLER, source, tag);
+    return rc;
+}
+
+int MPI_Sendrecv(const void *sbuf, int scount, mpi_handle stype, int dest, int stag, void *rbuf, int rcount,
+                 mpi_handle rtype, int source, int rtag, mpi_handle comm, void *status) {
+    REAL(int (*)(const void *, int, mpi_handle, int, int, void *, int, mpi_handle, int, int, mpi_handle, void *),
+         "MPI_Sendrecv");
+    if (!real_) return 16;
+    void *ra = CALLER;
+    RELEASE(ra, SYNC_MPI_SEND, (const void *)(intptr_t)dest, (uint64_t)(int64_t)stag);
+    int rc = real_(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
+    mpi_received(ra, source, rtag);
     return rc;
 }
 

@@ -40,6 +40,15 @@ fn build(dir: &Path) -> (PathBuf, PathBuf) {
         sanitizer.as_os_str(),
         src.join("fake_sanitizer.c").as_os_str(),
     ]);
+    let mpi = dir.join("libfake_mpi.so");
+    run(&[
+        "-shared".as_ref(),
+        "-fPIC".as_ref(),
+        "-o".as_ref(),
+        mpi.as_os_str(),
+        src.join("fake_mpi.c").as_os_str(),
+    ]);
+    let rpath = format!("-Wl,-rpath,{}", dir.display());
     run(&[
         "-O2".as_ref(),
         "-fopenmp".as_ref(),
@@ -47,6 +56,8 @@ fn build(dir: &Path) -> (PathBuf, PathBuf) {
         "-o".as_ref(),
         program.as_os_str(),
         src.join("fake_program.c").as_os_str(),
+        mpi.as_os_str(),
+        rpath.as_ref(),
         "-ldl".as_ref(),
         "-lpthread".as_ref(),
     ]);
@@ -432,6 +443,35 @@ fn the_host_s_own_synchronisation_orders_a_hand_off_and_its_absence_is_the_race(
             assert!(!texts.iter().any(|t| t.starts_with("pthread_")), "{texts:#?}");
         }
     }
+    // MPI's calls are seen where the threads made them, and order nothing between them:
+    // the hand-off by a spin stays the race.
+    let (cupti, program) = build(dir.path());
+    let out = dir.path().join("mpi.recording");
+    let (code, err) = record(&cupti, &out, &[], &[program.to_str().unwrap(), "handoff", "mpi"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("MPI barrier 2, MPI send 1, MPI receive 1")
+            && err.contains("MPI's calls are shown but order nothing"),
+        "{err}"
+    );
+    let (code, text, _) = haloscope(&["check", "--recording", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("1 finding(s)") && text.contains("WAW on alloc1"),
+        "{text}"
+    );
+    let calls = binary::decode(&out, &std::fs::read(&out).unwrap()).unwrap();
+    let texts = haloscope::record::check::check(&calls, None).unwrap().texts;
+    let texts: Vec<String> = texts.iter().map(String::from).collect();
+    let barrier = at(&texts, 0, "MPI_Barrier(comm1) arrives (this thread's barrier 0)");
+    let barrier = at(
+        &texts,
+        barrier,
+        "MPI_Barrier(comm1) returns (this thread's barrier 0)",
+    );
+    let sent = at(&texts, barrier, "MPI_Send(…, dest 1, tag 7, …)");
+    let got = at(&texts, 0, "MPI_Recv(…, source 0, tag 7, …) returns");
+    at(&texts, got.max(sent), "update<<<");
     for how in ["none", "omp-none"] {
         let (code, text, _) = handoff(dir.path(), how, &[]);
         assert_eq!(code, 1, "{how}: {text}");
@@ -493,6 +533,8 @@ fn llvm_s_openmp_runtime_is_seen_through_its_tools_interface() {
         src.as_os_str(),
     ]);
     let rpath = format!("-Wl,-rpath,{}", libomp.parent().unwrap().display());
+    let mpi = dir.path().join("libfake_mpi.so");
+    let rpath_mpi = format!("-Wl,-rpath,{}", dir.path().display());
     run(&[
         "-rdynamic".as_ref(),
         "-o".as_ref(),
@@ -500,6 +542,8 @@ fn llvm_s_openmp_runtime_is_seen_through_its_tools_interface() {
         obj.as_os_str(),
         libomp.as_os_str(),
         rpath.as_ref(),
+        mpi.as_os_str(),
+        rpath_mpi.as_ref(),
         "-ldl".as_ref(),
         "-lpthread".as_ref(),
     ]);

@@ -34,6 +34,10 @@ pub enum Primitive {
     OmpParallel,
     OmpCritical,
     OmpLock,
+    /// MPI's, as far as one process sees: shown, ordering nothing between its threads.
+    MpiBarrier,
+    MpiSend,
+    MpiRecv,
 }
 
 impl Primitive {
@@ -52,6 +56,9 @@ impl Primitive {
             10 => OmpParallel,
             11 => OmpCritical,
             12 => OmpLock,
+            13 => MpiBarrier,
+            14 => MpiSend,
+            15 => MpiRecv,
             _ => return None,
         })
     }
@@ -69,6 +76,9 @@ impl Primitive {
             OmpParallel => "OpenMP region",
             OmpCritical => "OpenMP critical",
             OmpLock => "OpenMP lock",
+            MpiBarrier => "MPI barrier",
+            MpiSend => "MPI send",
+            MpiRecv => "MPI receive",
         }
     }
 
@@ -87,7 +97,19 @@ impl Primitive {
             OmpParallel => "region",
             OmpCritical => "critical",
             OmpLock => "lock",
+            MpiBarrier => "comm",
+            MpiSend | MpiRecv => "rank",
         }
+    }
+
+    /// Whether it orders nothing between the threads of the process recorded: MPI's calls,
+    /// whose other side is another process (and a communicator's barrier has one caller in
+    /// a process at a time).
+    fn orders_nothing(self) -> bool {
+        matches!(
+            self,
+            Primitive::MpiBarrier | Primitive::MpiSend | Primitive::MpiRecv
+        )
     }
 
     /// Whether its generation is part of its object (barriers, and a region's fork and join).
@@ -97,6 +119,13 @@ impl Primitive {
             Primitive::Barrier | Primitive::OmpBarrier | Primitive::OmpParallel
         )
     }
+}
+
+/// An MPI rank or tag as the recorder wrote it (a C int, sign-extended): `any` for MPI's
+/// wildcards (negative in every implementation).
+fn rank(v: u64) -> String {
+    let v = v as i64;
+    if v < 0 { "any".to_string() } else { v.to_string() }
 }
 
 /// One host record, read.
@@ -138,6 +167,12 @@ impl HostSync {
     pub fn replay(&mut self, order: &mut Order, host: usize, c: &Call) -> Result<(), String> {
         let h = read(c)?;
         self.seen += 1;
+        if h.sync.orders_nothing() {
+            if h.sync == Primitive::MpiBarrier {
+                self.name(h.sync, h.obj);
+            }
+            return Ok(());
+        }
         let generation = if h.sync.by_generation() { h.generation } else { 0 };
         let key = (h.sync.class(), h.obj, generation);
         self.name(h.sync, h.obj);
@@ -246,6 +281,16 @@ impl HostSync {
             (OmpCritical, false) => format!("#pragma omp critical {} enters", self.shown(OmpCritical, r)),
             (OmpLock, true) => format!("omp_unset_lock(&{})", self.shown(OmpLock, r)),
             (OmpLock, false) => format!("omp_set_lock(&{})", self.shown(OmpLock, r)),
+            (MpiBarrier, true) => format!(
+                "MPI_Barrier({}) arrives (this thread's barrier {g})",
+                self.shown(MpiBarrier, r)
+            ),
+            (MpiBarrier, false) => format!(
+                "MPI_Barrier({}) returns (this thread's barrier {g})",
+                self.shown(MpiBarrier, r)
+            ),
+            (MpiSend, _) => format!("MPI_Send(…, dest {}, tag {}, …)", rank(r), rank(g)),
+            (MpiRecv, _) => format!("MPI_Recv(…, source {}, tag {}, …) returns", rank(r), rank(g)),
         }
     }
 }

@@ -318,7 +318,11 @@ fn say_what_was_recorded(made: &[(u32, PathBuf)]) {
 /// Which host synchronisation a recording of several threads holds (its records by kind),
 /// or that it holds none, and what hides it then.
 fn host_seen(t: &binary::Tally) -> String {
-    if t.threads < 2 {
+    let mpi = t
+        .host
+        .iter()
+        .any(|(code, _)| host::Primitive::of(*code).is_some_and(|p| p.noun().starts_with("MPI")));
+    if t.threads < 2 && !mpi {
         return String::new();
     }
     let mut kinds: Vec<(&str, u64)> = Vec::new();
@@ -336,7 +340,13 @@ fn host_seen(t: &binary::Tally) -> String {
             .into();
     }
     let said: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
-    format!(" (host synchronisation records: {})", said.join(", "))
+    let apart = if mpi {
+        "; MPI's calls are shown but order nothing between this process's threads: their other \
+         side is another process"
+    } else {
+        ""
+    };
+    format!(" (host synchronisation records: {}{apart})", said.join(", "))
 }
 
 /// `--out` refused when anything is at its path: a file, a folder, a symlink (dangling too).

@@ -15,6 +15,9 @@
 //                                  sees), which launches a kernel on the buffer on its own
 //                                  stream. Thread 0 calls CUDA again after the launch (so its
 //                                  end orders nothing), and thread 1's first calls come before the set.
+//                                  mpi: MPI_Barrier and MPI_Send to rank 1 on thread 0, MPI_Recv
+//                                  from rank 0 on thread 1 (fake_mpi.c: they do nothing), then the
+//                                  spin: MPI orders nothing between one process's threads.
 //                                  HOW-nosync (barrier-nosync, …): thread 0 does not synchronise
 //                                  its stream first (the host is ordered, the GPU's work is not).
 //   fake_program footprint [race]  under a stand-in Compute Sanitizer API (fake_sanitizer.c):
@@ -142,6 +145,12 @@ static void *device(void *arg) {
 }
 
 // ---- the hand-off -------------------------------------------------------------------
+// fake_mpi.c's, which the recorder's interposer stands in front of.
+int MPI_Barrier(uintptr_t comm);
+int MPI_Send(const void *buf, int count, uintptr_t type, int dest, int tag, uintptr_t comm);
+int MPI_Recv(void *buf, int count, uintptr_t type, int source, int tag, uintptr_t comm, void *status);
+static const uintptr_t COMM_WORLD = 0x44000000, MPI_FLOAT_ = 0x4c00040a;
+
 static const char *how;
 static int unsynced;
 static atomic_int ready, handed, launched;
@@ -186,6 +195,12 @@ static void producer(void) {
         pthread_cond_signal(&cond);
         pthread_mutex_unlock(&mutex);
     } else if (strcmp(how, "sem") == 0) sem_post(&sem);
+    else if (strcmp(how, "mpi") == 0) {
+        float one = 1.0f;
+        MPI_Barrier(COMM_WORLD);
+        MPI_Send(&one, 1, MPI_FLOAT_, 1, 7, COMM_WORLD);
+        atomic_store(&handed, 1);
+    }
 #ifdef _OPENMP
     else if (strcmp(how, "omp") == 0) {
 #pragma omp barrier
@@ -220,6 +235,11 @@ static void consumer(void) {
         while (!flag) pthread_cond_wait(&cond, &mutex);
         pthread_mutex_unlock(&mutex);
     } else if (strcmp(how, "sem") == 0) sem_wait(&sem);
+    else if (strcmp(how, "mpi") == 0) {
+        float one;
+        MPI_Recv(&one, 1, MPI_FLOAT_, 0, 7, COMM_WORLD, (void *)1);
+        spin(&handed);
+    }
 #ifdef _OPENMP
     else if (strcmp(how, "omp") == 0) {
 #pragma omp barrier
