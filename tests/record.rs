@@ -117,6 +117,26 @@ fn an_exported_mode_recorded_gets_the_verdict_haloscope_gives_the_mode() {
     want.sort();
     want.dedup();
     assert_eq!(kinds(&r), want, "{:#?}", r.findings);
+    // Its 18 findings are 6 races of the code (both waits missing: each a read-after-write
+    // and two write-after-reads), each on the 3 neighbours' buffers, as the program's are.
+    assert_eq!(r.findings.len(), 18);
+    assert_eq!(r.races.len(), 6, "{:#?}", r.races);
+    for race in &r.races {
+        assert_eq!(
+            (race.buffers.len(), race.threads.len(), race.findings),
+            (3, 3, 3),
+            "{race:?}"
+        );
+    }
+    let text = haloscope::record::summary(Path::new("no-wait.recording"), &r);
+    assert!(
+        text.contains("in short: the 18 conflicts of bytes below are 6 race(s) of the code"),
+        "{text}"
+    );
+    assert!(
+        text.contains("RAW between update_h<<<…>>> and cudaMemcpyPeerAsync(…): on "),
+        "{text}"
+    );
 }
 
 #[test]

@@ -17,7 +17,7 @@ use super::annotate::{self, Annotations};
 use super::format::{Call, Texts};
 use super::host::HostSync;
 use super::order::{Clock, Order, StreamKey};
-pub use super::report::{Alloc, Finding, Launches, Model, Report, Site};
+pub use super::report::{Alloc, Finding, Launches, Model, Race, Report, Site};
 use super::spans::{Ended, Entry, Spans};
 use crate::hazard::Kind;
 
@@ -356,6 +356,7 @@ impl<'a> Replay<'a> {
             threads: self.threads.len(),
             devices: self.devices.into_iter().collect(),
             allocations: k.allocs.into_values().collect(),
+            races: Race::of(&k.findings),
             findings: k.findings,
             host_syncs: k.host.seen,
             host_left_out: 0,

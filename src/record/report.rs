@@ -68,6 +68,83 @@ impl Finding {
     }
 }
 
+/// One race as a program has it: findings of one kind between the same two calls of its
+/// code (the same call, or the same kernel, each side), whatever the allocation, threads and
+/// steps they met on. A wait missing from a loop that each thread runs is one race, found
+/// on every neighbour's buffer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Race {
+    pub kind: Kind,
+    /// The two calls as code, their arguments left out: `update_h<<<…>>>`,
+    /// `cudaMemcpyPeerAsync(…)`.
+    pub first: String,
+    pub second: String,
+    /// The allocations it is found on, in the order first found.
+    pub buffers: Vec<String>,
+    /// The pairs of host threads (first's, second's) it is found between.
+    pub threads: Vec<(usize, usize)>,
+    /// Its findings (the groups `check` lists) and how many times they met in all.
+    pub findings: usize,
+    pub times: usize,
+}
+
+/// A call's code without its arguments: `update_h<<<…>>>`, `cudaMemcpyPeerAsync(…)`.
+fn shape(call: &str) -> String {
+    if let Some(at) = call.find("<<<") {
+        format!("{}<<<…>>>", &call[..at])
+    } else if let Some(at) = call.find('(') {
+        format!("{}(…)", &call[..at])
+    } else {
+        call.to_string()
+    }
+}
+
+impl Race {
+    /// The races `findings` are of: the conflicts of bytes (read-after-write,
+    /// write-after-read, write-after-write) grouped by kind and the two calls' shapes, in
+    /// the order first found.
+    pub fn of(findings: &[Finding]) -> Vec<Race> {
+        let mut races: Vec<Race> = Vec::new();
+        for f in findings {
+            let (Some(buffer), Some(second)) = (&f.buffer, &f.second) else {
+                continue;
+            };
+            if !matches!(f.kind, Kind::Raw | Kind::War | Kind::Waw) {
+                continue;
+            }
+            let (first, second_shape) = (shape(&f.first.call), shape(&second.call));
+            let pair = (f.first.thread, second.thread);
+            let at = races
+                .iter()
+                .position(|r| r.kind == f.kind && r.first == first && r.second == second_shape);
+            let r = match at {
+                Some(i) => &mut races[i],
+                None => {
+                    races.push(Race {
+                        kind: f.kind,
+                        first,
+                        second: second_shape,
+                        buffers: Vec::new(),
+                        threads: Vec::new(),
+                        findings: 0,
+                        times: 0,
+                    });
+                    races.last_mut().expect("just pushed")
+                }
+            };
+            if !r.buffers.contains(buffer) {
+                r.buffers.push(buffer.clone());
+            }
+            if !r.threads.contains(&pair) {
+                r.threads.push(pair);
+            }
+            r.findings += 1;
+            r.times += f.times;
+        }
+        races
+    }
+}
+
 /// Where the bytes of an access come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -114,6 +191,9 @@ pub struct Report {
     pub devices: Vec<i64>,
     pub allocations: Vec<Alloc>,
     pub findings: Vec<Finding>,
+    /// The findings' races: the same two calls of the code meeting on several allocations,
+    /// threads or steps (`Race::of`).
+    pub races: Vec<Race>,
     /// The host synchronisation records replayed (record/host.rs).
     pub host_syncs: usize,
     /// The host synchronisation records left out (`check --ignore-host-sync`).
