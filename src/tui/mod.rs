@@ -35,12 +35,13 @@ use keymap::KeyMap;
 /// is drawn (the cursor hidden again) after the restore.
 static DRAWING: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
 
-/// Draws `app` unless a panic has restored the terminal (then the process is ending).
-fn draw(terminal: &mut ratatui::DefaultTerminal, app: &App) -> Result<()> {
+/// Draws `screen` (the app, the recording viewer) unless a panic has restored the terminal
+/// (then the process is ending).
+fn draw(terminal: &mut ratatui::DefaultTerminal, screen: impl ratatui::widgets::Widget) -> Result<()> {
     let restored = DRAWING.lock().unwrap_or_else(|p| p.into_inner());
     if !*restored {
         terminal
-            .draw(|f| f.render_widget(app, f.area()))
+            .draw(|f| f.render_widget(screen, f.area()))
             .context("drawing")?;
     }
     Ok(())

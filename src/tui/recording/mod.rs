@@ -454,7 +454,7 @@ fn on_terminal(mut v: Viewers) -> Result<()> {
                         dirty = true;
                     }
                     if std::mem::take(&mut dirty) {
-                        terminal.draw(|f| f.render_widget(&v, f.area())).context("drawing")?;
+                        super::draw(&mut terminal, &v)?;
                     }
                 }
             }
