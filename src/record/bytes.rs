@@ -3,10 +3,67 @@
 //! the GPU, else what its annotation says, else (conservative) every allocation its pointer
 //! arguments point into.
 
+use std::rc::{Rc, Weak};
+
 use super::super::format::{Call, footprint, kernel_args};
 use super::super::order::{Clock, Epoch, Stamp};
+use super::super::spans::Entry;
 use super::{Checker, Finding, Model, Site, annotate, site, text};
 use crate::hazard::Kind;
+
+/// A call as a finding names it: where it is, and its text — named as the handles were when
+/// it was replayed, made only once a finding needs it, or before a call that may name a
+/// handle anew (a free, a creation: `Checker::name_before`). Most accesses are never named.
+pub(super) struct Said {
+    site: Site,
+    named: Named,
+}
+
+enum Named {
+    /// The call replayed: its entry's text, made when first needed.
+    Later(Rc<Entry>),
+    /// Made at once (a graph's node, a call held back by a flag): its text and what
+    /// findings are grouped by.
+    Now(String, String),
+}
+
+/// The calls replayed whose text is still to make, to make before a call renames a handle;
+/// those no access holds any more are dropped as the list grows.
+#[derive(Default)]
+pub(super) struct Unnamed {
+    entries: Vec<Weak<Entry>>,
+    /// The length at which the dropped are dropped.
+    cap: usize,
+}
+
+/// The calls that never name a handle anew: a call's text made after them is the text made
+/// before.
+fn steady(name: &str) -> bool {
+    matches!(
+        name,
+        "launch"
+            | "memcpy"
+            | "memcpy_async"
+            | "memcpy_peer"
+            | "memcpy_peer_async"
+            | "memset"
+            | "memset_async"
+            | "record"
+            | "wait"
+            | "mark"
+            | "device_sync"
+            | "stream_sync"
+            | "event_sync"
+            | "event_query"
+            | "stream_query"
+            | "flag_wait"
+            | "flag_write"
+            | "host_acquire"
+            | "host_release"
+            | "setdev"
+            | "graph_launch"
+    )
+}
 
 /// One access to a range of an allocation's bytes.
 pub(super) struct Access {
@@ -17,7 +74,7 @@ pub(super) struct Access {
     host: Epoch,
     /// Its call as a finding names it, and what findings are grouped by: one for all the
     /// ranges a call touches (a measured kernel's rows: a thousand of them).
-    said: std::rc::Rc<(Site, String)>,
+    said: Rc<Said>,
     write: bool,
     atomic: Atomic,
     model: Model,
@@ -120,6 +177,17 @@ fn rows(c: &Call, key: &str, pitch: &str, write: bool) -> Result<Vec<Touch>, Str
 /// The most rows of a 2D copy or memset taken one by one (more: their whole span).
 const ROWS: u64 = 4096;
 
+impl Unnamed {
+    /// Holds `e` until it is named, dropping those no access holds any more as it grows.
+    fn hold(&mut self, e: &Rc<Entry>) {
+        if self.entries.len() >= self.cap {
+            self.entries.retain(|w| w.strong_count() > 0);
+            self.cap = (2 * self.entries.len()).max(4096);
+        }
+        self.entries.push(Rc::downgrade(e));
+    }
+}
+
 impl Checker<'_> {
     /// The bytes a call touches.
     pub(super) fn touches(&self, c: &Call) -> Result<Vec<Touch>, String> {
@@ -196,17 +264,29 @@ impl Checker<'_> {
         if touches.is_empty() {
             return Ok(());
         }
-        let mut text = self.text(c);
         let mut s = site(c, String::new());
-        // A graph's node runs at its launch: the finding names the launch's place.
-        if let Some((seq, line, exec)) = &self.graphs.launching {
-            text.push_str(&format!("  (a node of {exec}, captured at seq {})", c.seq_in));
-            (s.seq, s.line) = (*seq, *line);
-        }
-        s.call = text;
-        let stream = c.keys.get("stream").unwrap_or_default().to_string();
-        let key = format!("{} {} {}", c.thread, self.template(c), stream);
-        let said = std::rc::Rc::new((s, key));
+        let said = Rc::new(match (&self.graphs.launching, &self.current) {
+            (None, Some(e)) if std::ptr::eq(&e.call, c) => {
+                self.unnamed.hold(e);
+                Said {
+                    site: s,
+                    named: Named::Later(e.clone()),
+                }
+            }
+            (launching, _) => {
+                let mut text = self.text(c);
+                // A graph's node runs at its launch: the finding names the launch's place.
+                if let Some((seq, line, exec)) = launching {
+                    text.push_str(&format!("  (a node of {exec}, captured at seq {})", c.seq_in));
+                    (s.seq, s.line) = (*seq, *line);
+                }
+                let key = self.key_of(c, &text);
+                Said {
+                    site: s,
+                    named: Named::Now(text, key),
+                }
+            }
+        });
         // The issuing thread as it was at the issue (a held-back call: its clock then), and
         // its own tick in that clock.
         let host_seen = match &self.host_clock {
@@ -314,14 +394,18 @@ impl Checker<'_> {
         }
         let found: Vec<Earlier> = found
             .into_iter()
-            .map(|(k, a, both)| (k, a.said.0.clone(), a.said.1.clone(), a.host, a.model, both))
+            .map(|(k, a, both)| {
+                let (first, fkey) = self.said(&a.said);
+                (k, first, fkey, a.host, a.model, both)
+            })
             .collect();
+        let (second, bkey) = self.said(&b.said);
         let alloc = self
             .allocs
             .get(&start)
             .map_or_else(String::new, |a| a.name.clone());
         for (kind, first, fkey, first_host, model, both) in found {
-            let key = format!("{} {alloc} {fkey} | {}", kind.name(), b.said.1);
+            let key = format!("{} {alloc} {fkey} | {bkey}", kind.name());
             if let Some(&i) = self.seen.get(&key) {
                 self.findings[i].times += 1;
                 continue;
@@ -332,7 +416,7 @@ impl Checker<'_> {
                 kind,
                 buffer: Some(alloc.to_string()),
                 first,
-                second: Some(b.said.0.clone()),
+                second: Some(second.clone()),
                 why: why.into(),
                 times: 1,
                 kernel_model: Some(model.max(b.model)).filter(|m| *m != Model::Exact),
@@ -340,6 +424,51 @@ impl Checker<'_> {
                 almost,
             };
             self.add(key, f);
+        }
+    }
+
+    /// Call `s` as a finding names it, and what findings are grouped by: the thread, the
+    /// call (a kernel by its name: its arguments change) and its stream.
+    fn said(&self, s: &Said) -> (Site, String) {
+        let (call, key) = match &s.named {
+            Named::Now(text, key) => (text.clone(), key.clone()),
+            Named::Later(e) => {
+                let text = e.text.get_or_init(|| self.text(&e.call)).clone();
+                let key = self.key_of(&e.call, &text);
+                (text, key)
+            }
+        };
+        (
+            Site {
+                call,
+                ..s.site.clone()
+            },
+            key,
+        )
+    }
+
+    fn key_of(&self, c: &Call, text: &str) -> String {
+        let stream = c.keys.get("stream").unwrap_or_default();
+        match c.name.as_ref() {
+            "launch" => format!(
+                "{} {} {stream}",
+                c.thread,
+                text::kernel_name(c.keys.get("kernel").unwrap_or("?"))
+            ),
+            _ => format!("{} {text} {stream}", c.thread),
+        }
+    }
+
+    /// Before call `c` is replayed: the texts still to make made now, where `c` may name a
+    /// handle anew.
+    pub(super) fn name_before(&mut self, c: &Call) {
+        if steady(&c.name) {
+            return;
+        }
+        for e in std::mem::take(&mut self.unnamed.entries) {
+            if let Some(e) = e.upgrade() {
+                e.text.get_or_init(|| self.text(&e.call));
+            }
         }
     }
 
@@ -361,7 +490,7 @@ impl Checker<'_> {
     /// work the first queued (a barrier after an asynchronous launch, with no stream
     /// synchronisation before it): what says so, naming that synchronisation.
     fn host_almost(&self, first: &Site, issued: Epoch, b: &Access, host: &Clock) -> Option<String> {
-        if first.thread == b.said.0.thread || !issued.before(host) {
+        if first.thread == b.said.site.thread || !issued.before(host) {
             return None;
         }
         let sync = self.host.release_after(issued, host.get(issued.agent))?;
@@ -370,7 +499,7 @@ impl Checker<'_> {
              had passed it before issuing the second), but that orders the threads, not the GPU: the \
              first call's work may still be running. Synchronise its stream before that point, or \
              record an event after it and make the second call's stream wait for it",
-            first.thread, b.said.0.thread
+            first.thread, b.said.site.thread
         ))
     }
 }

@@ -73,6 +73,9 @@ struct Checker<'a> {
     /// Streams held by a flag wait on a write not yet replayed: the write's line, and the
     /// calls issued to the stream since (each with the host's clock then).
     blocked: HashMap<StreamKey, (usize, Vec<Held>)>,
+    /// The call being replayed, and those replayed whose text is still to make (bytes.rs).
+    current: Option<Rc<Entry>>,
+    unnamed: bytes::Unnamed,
 }
 
 /// The findings of a recording's calls, kernels narrowed by `notes` where they name them;
@@ -265,6 +268,7 @@ impl<'a> Replay<'a> {
 
     fn replay(&mut self, e: &Rc<Entry>) -> Result<(), String> {
         let (k, c) = (&mut self.k, &e.call);
+        k.name_before(c);
         k.lifetimes(e.index, c);
         let span = matches!(c.name.as_ref(), "record" | "event_create" | "event_destroy");
         let texted = span || self.shown.is_some();
@@ -275,7 +279,10 @@ impl<'a> Replay<'a> {
             || c.name.starts_with("capture_end")
             || c.name == "graph_instantiate";
         let before = (texted && !named_by_it).then(|| k.text(c));
-        k.step(e)?;
+        k.current = Some(e.clone());
+        let stepped = k.step(e);
+        k.current = None;
+        stepped?;
         let captured = k.graphs.captured.take();
         if texted {
             let mut text = before.unwrap_or_else(|| k.text(c));

@@ -124,14 +124,6 @@ impl Checker<'_> {
         }
     }
 
-    /// What a finding groups calls by: the call without its changing arguments.
-    pub(super) fn template(&self, c: &Call) -> String {
-        match c.name.as_ref() {
-            "launch" => kernel_name(c.keys.get("kernel").unwrap_or("?")),
-            _ => self.text(c),
-        }
-    }
-
     /// The call as CUDA code, safe to print: what the recording said (kernel names, marks,
     /// a version 1 file's values) with its control characters escaped.
     pub(super) fn text(&self, c: &Call) -> String {
