@@ -93,6 +93,32 @@ enum Value<'a> {
     Text(std::borrow::Cow<'a, str>),
 }
 
+/// `v` in decimal, as `{v}` writes it (a value of each of millions of calls: without the
+/// formatting machinery).
+fn push_dec(s: &mut String, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    s.extend(digits[at..].iter().map(|&d| d as char));
+}
+
+/// `v` in hexadecimal, as `{v:#x}` writes it.
+fn push_hex(s: &mut String, v: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    s.push_str("0x");
+    let width = (64 - v.leading_zeros()).div_ceil(4).max(1);
+    for i in (0..width).rev() {
+        s.push(HEX[((v >> (4 * i)) & 0xf) as usize] as char);
+    }
+}
+
 /// Each call kind's values in the order of their keys (a call's keys are kept sorted).
 fn by_key() -> &'static [Vec<usize>] {
     static BY_KEY: OnceLock<Vec<Vec<usize>>> = OnceLock::new();
@@ -268,15 +294,28 @@ fn call(
     }
     let mut packed = super::format::Keys::builder(keys.len());
     for &i in &by_key()[code] {
-        use std::fmt::Write;
         let text = packed.key(&keys[i].0);
-        let _ = match &values[i] {
-            Value::Hex(v) => write!(text, "{v:#x}"),
-            Value::Dec(v) => write!(text, "{v}"),
-            Value::Int(v) => write!(text, "{v}"),
-            Value::Dim(x, y, z) => write!(text, "{x},{y},{z}"),
-            Value::Text(t) => text.write_str(t),
-        };
+        match &values[i] {
+            Value::Hex(v) => push_hex(text, *v),
+            Value::Dec(v) => push_dec(text, *v),
+            Value::Int(v) => {
+                if *v < 0 {
+                    text.push('-');
+                }
+                push_dec(text, v.unsigned_abs());
+            }
+            Value::Dim(x, y, z) => {
+                push_dec(text, *x);
+                text.push(',');
+                push_dec(text, *y);
+                text.push(',');
+                push_dec(text, *z);
+            }
+            Value::Text(t) => text.push_str(t),
+        }
+        if let Value::Hex(v) | Value::Dec(v) = &values[i] {
+            packed.number(*v);
+        }
         packed.end_value();
     }
     Ok(Call {
@@ -570,6 +609,16 @@ pub struct Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_written_as_the_formatter_writes_them() {
+        for v in [0u64, 1, 9, 10, 15, 16, 255, 4096, 1 << 40, u64::MAX - 1, u64::MAX] {
+            let (mut d, mut h) = (String::new(), String::new());
+            push_dec(&mut d, v);
+            push_hex(&mut h, v);
+            assert_eq!((d, h), (format!("{v}"), format!("{v:#x}")));
+        }
+    }
 
     fn varint(out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {

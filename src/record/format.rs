@@ -122,11 +122,21 @@ pub struct Call {
 /// A call's keys and values, packed: one buffer of their text and where each ends (a
 /// call's few keys are found by a scan; about 120 bytes a call where a map of strings took
 /// some 800). Sorted by key, each key once (the last given wins).
-#[derive(Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct Keys {
     text: String,
     /// Per pair: where its key ends and where its value ends in `text`.
     ends: Vec<(u32, u32)>,
+    /// Per pair, the number its value is where the decoder wrote one (bit `i` of `numeric`
+    /// set): [`Call::num`] without parsing the text back. A cache: equal keys are equal texts.
+    nums: Vec<u64>,
+    numeric: u64,
+}
+
+impl PartialEq for Keys {
+    fn eq(&self, other: &Keys) -> bool {
+        self.text == other.text && self.ends == other.ends
+    }
 }
 
 impl Keys {
@@ -156,6 +166,8 @@ impl Keys {
         KeysBuilder(Keys {
             text: String::with_capacity(16 * n),
             ends: Vec::with_capacity(n),
+            nums: Vec::with_capacity(n),
+            numeric: 0,
         })
     }
 
@@ -171,6 +183,13 @@ impl Keys {
 
     pub fn get(&self, key: &str) -> Option<&str> {
         self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    /// Key `key`'s value as the number the decoder wrote, where it wrote one: `Some(None)`
+    /// for a value to parse, `None` for no such key.
+    fn number(&self, key: &str) -> Option<Option<u64>> {
+        let i = self.iter().position(|(k, _)| k == key)?;
+        Some((i < 64 && self.numeric >> i & 1 == 1).then(|| self.nums[i]))
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
@@ -194,7 +213,17 @@ impl KeysBuilder {
     pub fn key(&mut self, key: &str) -> &mut String {
         self.0.text.push_str(key);
         self.0.ends.push((self.0.text.len() as u32, 0));
+        self.0.nums.push(0);
         &mut self.0.text
+    }
+
+    /// The value just written is the number `v` (its text written as well).
+    pub fn number(&mut self, v: u64) {
+        let i = self.0.nums.len() - 1;
+        self.0.nums[i] = v;
+        if i < 64 {
+            self.0.numeric |= 1 << i;
+        }
     }
 
     pub fn end_value(&mut self) {
@@ -276,6 +305,9 @@ impl std::fmt::Debug for Keys {
 impl Call {
     /// The key `k` as a number (hex with `0x`, `(nil)` as 0), or why not.
     pub fn num(&self, k: &str) -> Result<u64, String> {
+        if let Some(Some(n)) = self.keys.number(k) {
+            return Ok(n);
+        }
         let v = self
             .keys
             .get(k)
