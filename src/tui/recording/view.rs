@@ -285,10 +285,24 @@ impl Viewer {
     /// The findings, the picked one reversed with its reason below.
     fn hazards(&self, area: Rect, buf: &mut Buffer) {
         let f = self.findings();
-        let title = format!(
-            " Hazards: {} (↑/↓ or h: pick one; marked ! in its threads) ",
+        // Several findings that are one race of the code (the same two calls on several
+        // allocations or threads) say how many races they are.
+        let races = &self.report.races;
+        let conflicts: usize = races.iter().map(|r| r.findings).sum();
+        let of = match conflicts {
+            n if races.len() >= n => String::new(),
+            n if n == f.len() => format!(", {} race(s) of the code", races.len()),
+            n => format!(" ({n} conflicts: {} race(s) of the code)", races.len()),
+        };
+        let long = format!(
+            " Hazards: {}{of} (↑/↓ or h: pick one; marked ! in its threads) ",
             f.len()
         );
+        let title = if long.chars().count() + 2 <= usize::from(area.width) {
+            long
+        } else {
+            format!(" Hazards: {}{of} (↑/↓: pick one) ", f.len())
+        };
         let b = block(title, self.picked.is_some());
         let inner = b.inner(area);
         b.render(area, buf);
@@ -534,6 +548,9 @@ mod tests {
             );
             let s = screen("no-wait-export.recording", "h", size);
             assert!(!s.contains("rest on kernels taken whole"), "{s}");
+            // Its findings are fewer races of the code, said in the title, whole at any width.
+            assert!(s.contains("Hazards: 30, 9 race(s) of the code (↑/↓"), "{s}");
+            assert!(s.contains("pick one) ") || s.contains("in its threads) "), "{s}");
         }
         // No findings: the sentence that says so, not a quarter of the screen.
         let s = screen("seed-fixed.recording", "", "160x48");
