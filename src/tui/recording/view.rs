@@ -282,28 +282,30 @@ impl Viewer {
         Paragraph::new(lines).render(inner, buf);
     }
 
-    /// The findings, the picked one reversed with its reason below.
-    fn hazards(&self, area: Rect, buf: &mut Buffer) {
-        let f = self.findings();
-        // Several findings that are one race of the code (the same two calls on several
-        // allocations or threads) say how many races they are.
+    /// The Hazards panel's title, whole in `width` columns: how many findings, and how many
+    /// races of the code they are where several are one (the same two calls on several
+    /// allocations or threads).
+    fn hazards_title(&self, width: u16) -> String {
+        let n = self.findings().len();
         let races = &self.report.races;
         let conflicts: usize = races.iter().map(|r| r.findings).sum();
         let of = match conflicts {
-            n if races.len() >= n => String::new(),
-            n if n == f.len() => format!(", {} race(s) of the code", races.len()),
-            n => format!(" ({n} conflicts: {} race(s) of the code)", races.len()),
+            c if races.len() >= c => String::new(),
+            c if c == n => format!(", {} race(s) of the code", races.len()),
+            c => format!(" ({c} conflicts: {} race(s) of the code)", races.len()),
         };
-        let long = format!(
-            " Hazards: {}{of} (↑/↓ or h: pick one; marked ! in its threads) ",
-            f.len()
-        );
-        let title = if long.chars().count() + 2 <= usize::from(area.width) {
+        let long = format!(" Hazards: {n}{of} (↑/↓ or h: pick one; marked ! in its threads) ");
+        if long.chars().count() + 2 <= usize::from(width) {
             long
         } else {
-            format!(" Hazards: {}{of} (↑/↓: pick one) ", f.len())
-        };
-        let b = block(title, self.picked.is_some());
+            format!(" Hazards: {n}{of} (↑/↓: pick one) ")
+        }
+    }
+
+    /// The findings, the picked one reversed with its reason below.
+    fn hazards(&self, area: Rect, buf: &mut Buffer) {
+        let f = self.findings();
+        let b = block(self.hazards_title(area.width), self.picked.is_some());
         let inner = b.inner(area);
         b.render(area, buf);
         let width = usize::from(inner.width);
