@@ -185,11 +185,15 @@ impl Keys {
         self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
-    /// Key `key`'s value as the number the decoder wrote, where it wrote one: `Some(None)`
-    /// for a value to parse, `None` for no such key.
-    fn number(&self, key: &str) -> Option<Option<u64>> {
-        let i = self.iter().position(|(k, _)| k == key)?;
-        Some((i < 64 && self.numeric >> i & 1 == 1).then(|| self.nums[i]))
+    /// Key `key`'s value: the number the decoder wrote, where it wrote one (`Ok`), else its
+    /// text to parse (`Err`); `None` for no such key.
+    fn number(&self, key: &str) -> Option<Result<u64, &str>> {
+        let (i, (_, v)) = self.iter().enumerate().find(|(_, (k, _))| *k == key)?;
+        Some(if i < 64 && self.numeric >> i & 1 == 1 {
+            Ok(self.nums[i])
+        } else {
+            Err(v)
+        })
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
@@ -305,13 +309,11 @@ impl std::fmt::Debug for Keys {
 impl Call {
     /// The key `k` as a number (hex with `0x`, `(nil)` as 0), or why not.
     pub fn num(&self, k: &str) -> Result<u64, String> {
-        if let Some(Some(n)) = self.keys.number(k) {
-            return Ok(n);
-        }
-        let v = self
-            .keys
-            .get(k)
-            .ok_or_else(|| format!("{}: no `{k}`", clip(&self.name)))?;
+        let v = match self.keys.number(k) {
+            Some(Ok(n)) => return Ok(n),
+            Some(Err(v)) => v,
+            None => return Err(format!("{}: no `{k}`", clip(&self.name))),
+        };
         parse_num(v).ok_or_else(|| format!("{}: `{k}={}` is not a number", clip(&self.name), clip(v)))
     }
 

@@ -105,7 +105,7 @@ impl Primitive {
     /// Whether it orders nothing between the threads of the process recorded: MPI's calls,
     /// whose other side is another process (and a communicator's barrier has one caller in
     /// a process at a time).
-    fn orders_nothing(self) -> bool {
+    pub fn orders_nothing(self) -> bool {
         matches!(
             self,
             Primitive::MpiBarrier | Primitive::MpiSend | Primitive::MpiRecv

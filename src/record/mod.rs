@@ -323,7 +323,7 @@ fn host_seen(t: &binary::Tally) -> String {
     let mpi = t
         .host
         .iter()
-        .any(|(code, _)| host::Primitive::of(*code).is_some_and(|p| p.noun().starts_with("MPI")));
+        .any(|(code, _)| host::Primitive::of(*code).is_some_and(host::Primitive::orders_nothing));
     if t.threads < 2 && !mpi {
         return String::new();
     }

@@ -220,6 +220,12 @@ pub struct Report {
 }
 
 impl Report {
+    /// The conflicts of bytes its races are made of: more than its races where several
+    /// findings are one race of the code.
+    pub fn conflicts(&self) -> usize {
+        self.races.iter().map(|r| r.findings).sum()
+    }
+
     /// The stream call `i` was issued to, by haloscope's name for it; `None` for a call on
     /// no stream (or captured into a graph).
     pub fn stream(&self, i: usize) -> Option<&str> {

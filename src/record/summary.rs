@@ -8,12 +8,13 @@ use super::check;
 
 /// The races the findings are of, where several findings are one race: the same two calls
 /// of the code on several allocations, threads or steps.
-fn races(races: &[check::Race]) -> String {
+fn races(report: &check::Report) -> String {
     use std::fmt::Write;
+    let races = &report.races;
     let mut s = format!(
         "in short: the {} conflicts of bytes below are {} race(s) of the code, each the same two \
          calls meeting on one or more allocations and threads:\n",
-        races.iter().map(|r| r.findings).sum::<usize>(),
+        report.conflicts(),
         races.len()
     );
     for r in races {
@@ -77,8 +78,8 @@ pub fn summary(path: &Path, r: &check::Report) -> String {
              kernels/access.txt)"
         );
     }
-    if r.races.len() < r.races.iter().map(|x| x.findings).sum() {
-        s.push_str(&races(&r.races));
+    if r.races.len() < r.conflicts() {
+        s.push_str(&races(r));
     }
     for f in &r.findings {
         let on = f.buffer.as_deref().map_or(String::new(), |b| {

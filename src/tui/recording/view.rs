@@ -288,8 +288,7 @@ impl Viewer {
     fn hazards_title(&self, width: u16) -> String {
         let n = self.findings().len();
         let races = &self.report.races;
-        let conflicts: usize = races.iter().map(|r| r.findings).sum();
-        let of = match conflicts {
+        let of = match self.report.conflicts() {
             c if races.len() >= c => String::new(),
             c if c == n => format!(", {} race(s) of the code", races.len()),
             c => format!(" ({c} conflicts: {} race(s) of the code)", races.len()),
