@@ -1,4 +1,4 @@
-//! The first pass of `check --recording` (check.rs): what the replay must know of the calls
+//! The first pass of `check --recording` (check/mod.rs): what the replay must know of the calls
 //! before it reads them again — where each host thread's calls begin and end, whether the
 //! program marks steps, every flag write — none of it growing with more than the threads,
 //! the marks and the flag writes.

@@ -1,4 +1,4 @@
-//! What `haloscope check --recording` finds (check.rs replays the calls): the findings, the
+//! What `haloscope check --recording` finds (check/mod.rs replays the calls): the findings, the
 //! calls they name, the allocations, and what the UI shows of each call.
 
 use serde::Serialize;

@@ -2,7 +2,7 @@
 //! did, the latest before a moment), and the host threads that ended, their clocks joined.
 //!
 //! The intervals are those of calls read so far, a few of them still to be replayed: the
-//! replay (check.rs) reads ahead until no call still unread can have begun before the call
+//! replay (check/mod.rs) reads ahead until no call still unread can have begun before the call
 //! it replays ended, and forgets an interval once no call left to replay can meet it.
 
 use std::cell::OnceCell;

@@ -43,7 +43,7 @@ struct Checker<'a> {
     order: Order,
     allocs: BTreeMap<u64, Alloc>,
     /// The byte ranges accessed, per allocation (by name), by their first and last byte.
-    ranges: HashMap<u64, bytes::Ranges>,
+    ranges: HashMap<u64, ranges::Ranges>,
     events: HashMap<u64, (i64, String, Vec<Record>)>,
     /// The record calls, per event handle, that a wait may still have overlapped.
     record_spans: HashMap<u64, Spans>,
@@ -53,7 +53,7 @@ struct Checker<'a> {
     findings: Vec<Finding>,
     /// The calls replayed so far as CUDA code, named as they were then (for the UI only).
     texts: Texts,
-    graphs: graphs::Graphs,
+    graphs: captures::Graphs,
     /// The host's own synchronisation: its objects' clocks.
     host: HostSync,
     seen: HashMap<String, usize>,
@@ -75,7 +75,7 @@ struct Checker<'a> {
     blocked: HashMap<StreamKey, (usize, Vec<Held>)>,
     /// The call being replayed, and those replayed whose text is still to make (bytes.rs).
     current: Option<Rc<Entry>>,
-    unnamed: bytes::Unnamed,
+    unnamed: ranges::Unnamed,
 }
 
 /// The findings of a recording's calls, kernels narrowed by `notes` where they name them;
@@ -532,7 +532,7 @@ impl Checker<'_> {
             second: None,
             why: format!(
                 "the call returned {} and did nothing: whatever order it was to keep is not kept",
-                text::error_text(c.rc)
+                names::error_text(c.rc)
             ),
             times: 1,
             kernel_model: None,
@@ -762,15 +762,12 @@ impl Checker<'_> {
     }
 }
 
-#[path = "bytes.rs"]
 mod bytes;
-
-#[path = "text.rs"]
-mod text;
-pub use text::error_text;
-
-#[path = "flags.rs"]
+mod captures;
 mod flags;
-
-#[path = "graphs.rs"]
 mod graphs;
+mod names;
+mod ranges;
+mod text;
+
+pub use names::error_text;

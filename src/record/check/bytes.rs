@@ -3,38 +3,14 @@
 //! the GPU, else what its annotation says, else (conservative) every allocation its pointer
 //! arguments point into.
 
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 
 use super::super::format::{Call, footprint, kernel_args};
 use super::super::order::{Clock, Epoch, Stamp};
-use super::super::spans::Entry;
-use super::{Checker, Finding, Model, Site, annotate, site, text};
+use super::names::kernel_name;
+use super::ranges::{Access, Named, Said, Touch, WIDE};
+use super::{Checker, Finding, Model, Site, annotate, site};
 use crate::hazard::Kind;
-
-/// A call as a finding names it: where it is, and its text — named as the handles were when
-/// it was replayed, made only once a finding needs it, or before a call that may name a
-/// handle anew (a free, a creation: `Checker::name_before`). Most accesses are never named.
-pub(super) struct Said {
-    site: Site,
-    named: Named,
-}
-
-enum Named {
-    /// The call replayed: its entry's text, made when first needed.
-    Later(Rc<Entry>),
-    /// Made at once (a graph's node, a call held back by a flag): its text and what
-    /// findings are grouped by.
-    Now(String, String),
-}
-
-/// The calls replayed whose text is still to make, to make before a call renames a handle;
-/// those no access holds any more are dropped as the list grows.
-#[derive(Default)]
-pub(super) struct Unnamed {
-    entries: Vec<Weak<Entry>>,
-    /// The length at which the dropped are dropped.
-    cap: usize,
-}
 
 /// The calls that never name a handle anew: a call's text made after them is the text made
 /// before.
@@ -65,78 +41,9 @@ fn steady(name: &str) -> bool {
     )
 }
 
-/// One access to a range of an allocation's bytes.
-pub(super) struct Access {
-    /// Its work's agent and tick (a later access tests it against its own clock).
-    stamp: Epoch,
-    /// The host thread that issued it, at its issue (to see an order the host kept but the
-    /// GPU's work did not).
-    host: Epoch,
-    /// Its call as a finding names it, and what findings are grouped by: one for all the
-    /// ranges a call touches (a measured kernel's rows: a thousand of them).
-    said: Rc<Said>,
-    write: bool,
-    atomic: Atomic,
-    model: Model,
-}
-
-#[derive(Default)]
-pub(super) struct Range {
-    /// Boxed: a range is a B-tree entry, and a tree's node keeps room for 11 of them (most
-    /// allocations have one range: 100,000 streams' allocations, 35 MB unboxed).
-    last_write: Option<Box<Access>>,
-    reads: Vec<Access>,
-    /// Atomic updates not ordered before the last write (itself one): each races a plain
-    /// access, none another atomic one.
-    atomics: Vec<Access>,
-}
-
-/// The ranges of one allocation's bytes accessed, by their first and last byte; the wide
-/// ones (over [`WIDE`] bytes: a kernel's whole array, a copy of a field) also listed apart,
-/// and the widest of the others ever: a lookup scans only the narrow ranges that begin
-/// within that of its bytes, and the wide ones.
-#[derive(Default)]
-pub(super) struct Ranges {
-    by_bytes: std::collections::BTreeMap<(u64, u64), Range>,
-    wide: std::collections::BTreeSet<(u64, u64)>,
-    widest_narrow: u64,
-}
-
-/// A range wider than this is looked up apart from the others.
-const WIDE: u64 = 1 << 16;
-
-/// Bytes a call touches.
-pub(super) struct Touch {
-    /// From this pointer,
-    at: u64,
-    /// so many bytes (`None`: the whole allocation it points into),
-    bytes: Option<u64>,
-    /// written (else read),
-    write: bool,
-    /// known this way,
-    model: Model,
-    /// by atomic updates or not.
-    atomic: Atomic,
-}
-
-impl Touch {
-    fn new(at: u64, bytes: Option<u64>, write: bool, model: Model) -> Touch {
-        Touch {
-            at,
-            bytes,
-            write,
-            model,
-            atomic: false,
-        }
-    }
-}
-
 /// An earlier access a later one meets: the finding's kind, the earlier call's site, key,
 /// issuing tick and model, and the bytes both touch.
 type Earlier = (Kind, Site, String, Epoch, Model, (u64, u64));
-
-/// Whether a write is an atomic update (two atomic updates of the same bytes do not race).
-pub(super) type Atomic = bool;
 
 /// The bytes a copy or memset spans from its pointer: `bytes`, or a 2D call's rows
 /// (`height` rows of `width` bytes, `pitch` apart: from the first row's start to the last's
@@ -176,17 +83,6 @@ fn rows(c: &Call, key: &str, pitch: &str, write: bool) -> Result<Vec<Touch>, Str
 
 /// The most rows of a 2D copy or memset taken one by one (more: their whole span).
 const ROWS: u64 = 4096;
-
-impl Unnamed {
-    /// Holds `e` until it is named, dropping those no access holds any more as it grows.
-    fn hold(&mut self, e: &Rc<Entry>) {
-        if self.entries.len() >= self.cap {
-            self.entries.retain(|w| w.strong_count() > 0);
-            self.cap = (2 * self.entries.len()).max(4096);
-        }
-        self.entries.push(Rc::downgrade(e));
-    }
-}
 
 impl Checker<'_> {
     /// The bytes a call touches.
@@ -234,7 +130,7 @@ impl Checker<'_> {
     /// pointer argument no clause names points into (read and written). An annotation that
     /// cannot be evaluated with this launch's values (a division by 0) is an error naming it.
     fn kernel_touches(&self, c: &Call, args: &[(usize, u64)]) -> Result<Vec<Touch>, String> {
-        let name = text::kernel_name(c.keys.get("kernel").unwrap_or("?"));
+        let name = kernel_name(c.keys.get("kernel").unwrap_or("?"));
         let note = self
             .notes
             .and_then(|n| n.get(&name))
@@ -453,7 +349,7 @@ impl Checker<'_> {
             "launch" => format!(
                 "{} {} {stream}",
                 c.thread,
-                text::kernel_name(c.keys.get("kernel").unwrap_or("?"))
+                kernel_name(c.keys.get("kernel").unwrap_or("?"))
             ),
             _ => format!("{} {text} {stream}", c.thread),
         }
