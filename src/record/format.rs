@@ -317,6 +317,14 @@ impl Call {
         parse_num(v).ok_or_else(|| format!("{}: `{k}={}` is not a number", clip(&self.name), clip(v)))
     }
 
+    /// The key `k` as a number, where the call has it and it is one (no reason made).
+    pub fn opt(&self, k: &str) -> Option<u64> {
+        match self.keys.number(k)? {
+            Ok(n) => Some(n),
+            Err(v) => parse_num(v),
+        }
+    }
+
     /// The key `k` as a signed number.
     pub fn int(&self, k: &str) -> Result<i64, String> {
         let v = self

@@ -161,7 +161,7 @@ pub fn tally(path: &Path) -> Result<binary::Tally> {
         t.calls += 1;
         t.threads = t.threads.max(c.thread.saturating_add(1));
         if c.name.starts_with("host_")
-            && let Ok(sync) = c.num("sync")
+            && let Some(sync) = c.opt("sync")
         {
             *t.host.entry(sync).or_default() += 1;
         }

@@ -225,7 +225,9 @@ impl<'a> Replay<'a> {
             "event_destroy" => Some(&mut self.k.destroy_spans),
             _ => None,
         };
-        if let (Some(spans), Ok(ev)) = (spans, e.call.num("event")) {
+        if let Some(spans) = spans
+            && let Some(ev) = e.call.opt("event")
+        {
             spans.entry(ev).or_default().push(e.clone());
         }
         if let Some(b) = self.bound_of.remove(&t) {
@@ -270,7 +272,9 @@ impl<'a> Replay<'a> {
         let (k, c) = (&mut self.k, &e.call);
         k.name_before(c);
         k.lifetimes(e.index, c);
-        let span = matches!(c.name.as_ref(), "record" | "event_create" | "event_destroy");
+        // An event's creation and destruction are named at once; a record is named later, as
+        // an access is (bytes.rs): only before a call that may name a handle anew.
+        let span = matches!(c.name.as_ref(), "event_create" | "event_destroy");
         let texted = span || self.shown.is_some();
         // Named as the call saw them: a freed pointer before, a new allocation after.
         let named_by_it = c.name.starts_with("host_")
@@ -293,9 +297,11 @@ impl<'a> Replay<'a> {
                 k.texts.push(&text);
                 shown.push(k, c, captured.is_none(), e.step);
             }
-            if span {
+            if span || c.name == "record" {
                 let _ = e.text.set(text);
             }
+        } else if c.name == "record" {
+            k.unnamed.hold(e);
         }
         self.launches.count(c);
         if k.last_of.get(&c.thread) == Some(&e.index) {

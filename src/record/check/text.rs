@@ -17,7 +17,7 @@ impl Checker<'_> {
     }
 
     pub(super) fn stream_name(&self, c: &Call) -> String {
-        let Ok(h) = c.num("stream") else {
+        let Some(h) = c.opt("stream") else {
             return "?".into();
         };
         self.order
@@ -28,12 +28,12 @@ impl Checker<'_> {
 
     /// The stream a call's `stream=` names, where the replay knows it.
     pub(super) fn stream_info(&self, c: &Call) -> Option<&StreamInfo> {
-        let h = c.num("stream").ok()?;
+        let h = c.opt("stream")?;
         self.order.streams.get(&StreamKey::of(c, h))
     }
 
     fn event_name(&self, c: &Call) -> String {
-        let Ok(e) = c.num("event") else {
+        let Some(e) = c.opt("event") else {
             return "?".into();
         };
         self.events
@@ -104,7 +104,7 @@ impl Checker<'_> {
                 k("flags")
             ),
             "event_create" => {
-                let e = c.num("event").unwrap_or(0);
+                let e = c.opt("event").unwrap_or(0);
                 let name = self.events.get(&e).map_or(k("event"), |(_, n, _)| n.clone());
                 format!("cudaEventCreateWithFlags(&{name}, {})", k("flags"))
             }
@@ -201,8 +201,8 @@ impl Checker<'_> {
 
     /// A capture's or a graph's call as CUDA code.
     fn graph_text(&self, c: &Call) -> Option<String> {
-        let exec = || self.graphs.exec_name(c.num("exec").unwrap_or(0));
-        let graph = || self.graphs.graph_name(c.num("graph").unwrap_or(0));
+        let exec = || self.graphs.exec_name(c.opt("exec").unwrap_or(0));
+        let graph = || self.graphs.graph_name(c.opt("graph").unwrap_or(0));
         Some(match c.name.as_ref() {
             "capture_begin" => {
                 let mode = match c.int("mode") {
