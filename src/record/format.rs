@@ -125,17 +125,28 @@ pub struct Call {
 #[derive(Clone, Default)]
 pub struct Keys {
     text: String,
-    /// Per pair: where its key ends and where its value ends in `text`.
-    ends: Vec<(u32, u32)>,
-    /// Per pair, the number its value is where the decoder wrote one (bit `i` of `numeric`
-    /// set): [`Call::num`] without parsing the text back. A cache: equal keys are equal texts.
-    nums: Vec<u64>,
+    /// Per pair: where its key ends and where its value ends in `text`, and the number its
+    /// value is where the decoder wrote one (bit `i` of `numeric` set): [`Call::num`]
+    /// without parsing the text back. A cache: equal keys are equal texts.
+    ends: Vec<End>,
     numeric: u64,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+struct End {
+    key: u32,
+    value: u32,
+    num: u64,
 }
 
 impl PartialEq for Keys {
     fn eq(&self, other: &Keys) -> bool {
-        self.text == other.text && self.ends == other.ends
+        self.text == other.text
+            && self
+                .ends
+                .iter()
+                .map(|e| (e.key, e.value))
+                .eq(other.ends.iter().map(|e| (e.key, e.value)))
     }
 }
 
@@ -153,7 +164,11 @@ impl Keys {
             k.text.push_str(key.as_ref());
             let key_end = k.text.len() as u32;
             k.text.push_str(value.as_ref());
-            k.ends.push((key_end, k.text.len() as u32));
+            k.ends.push(End {
+                key: key_end,
+                value: k.text.len() as u32,
+                num: 0,
+            });
         }
         k.text.shrink_to_fit();
         k.ends.shrink_to_fit();
@@ -166,7 +181,6 @@ impl Keys {
         KeysBuilder(Keys {
             text: String::with_capacity(16 * n),
             ends: Vec::with_capacity(n),
-            nums: Vec::with_capacity(n),
             numeric: 0,
         })
     }
@@ -174,9 +188,10 @@ impl Keys {
     /// Every key and its value, by key.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         let mut from = 0;
-        self.ends.iter().map(move |&(k, v)| {
-            let pair = (&self.text[from..k as usize], &self.text[k as usize..v as usize]);
-            from = v as usize;
+        self.ends.iter().map(move |e| {
+            let (k, v) = (e.key as usize, e.value as usize);
+            let pair = (&self.text[from..k], &self.text[k..v]);
+            from = v;
             pair
         })
     }
@@ -190,7 +205,7 @@ impl Keys {
     fn number(&self, key: &str) -> Option<Result<u64, &str>> {
         let (i, (_, v)) = self.iter().enumerate().find(|(_, (k, _))| *k == key)?;
         Some(if i < 64 && self.numeric >> i & 1 == 1 {
-            Ok(self.nums[i])
+            Ok(self.ends[i].num)
         } else {
             Err(v)
         })
@@ -216,15 +231,19 @@ impl KeysBuilder {
     /// Writes `key`; its value is written to the text returned.
     pub fn key(&mut self, key: &str) -> &mut String {
         self.0.text.push_str(key);
-        self.0.ends.push((self.0.text.len() as u32, 0));
-        self.0.nums.push(0);
+        let key = self.0.text.len() as u32;
+        self.0.ends.push(End {
+            key,
+            value: 0,
+            num: 0,
+        });
         &mut self.0.text
     }
 
     /// The value just written is the number `v` (its text written as well).
     pub fn number(&mut self, v: u64) {
-        let i = self.0.nums.len() - 1;
-        self.0.nums[i] = v;
+        let i = self.0.ends.len() - 1;
+        self.0.ends[i].num = v;
         if i < 64 {
             self.0.numeric |= 1 << i;
         }
@@ -233,7 +252,7 @@ impl KeysBuilder {
     pub fn end_value(&mut self) {
         let end = self.0.text.len() as u32;
         if let Some(last) = self.0.ends.last_mut() {
-            last.1 = end;
+            last.value = end;
         }
     }
 

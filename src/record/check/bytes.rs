@@ -7,39 +7,10 @@ use std::rc::Rc;
 
 use super::super::format::{Call, footprint, kernel_args};
 use super::super::order::{Clock, Epoch, Stamp};
-use super::names::kernel_name;
+use super::names::{kernel_name, steady};
 use super::ranges::{Access, Named, Said, Touch, WIDE};
 use super::{Checker, Finding, Model, Site, annotate, site};
 use crate::hazard::Kind;
-
-/// The calls that never name a handle anew: a call's text made after them is the text made
-/// before.
-fn steady(name: &str) -> bool {
-    matches!(
-        name,
-        "launch"
-            | "memcpy"
-            | "memcpy_async"
-            | "memcpy_peer"
-            | "memcpy_peer_async"
-            | "memset"
-            | "memset_async"
-            | "record"
-            | "wait"
-            | "mark"
-            | "device_sync"
-            | "stream_sync"
-            | "event_sync"
-            | "event_query"
-            | "stream_query"
-            | "flag_wait"
-            | "flag_write"
-            | "host_acquire"
-            | "host_release"
-            | "setdev"
-            | "graph_launch"
-    )
-}
 
 /// An earlier access a later one meets: the finding's kind, the earlier call's site, key,
 /// issuing tick and model, and the bytes both touch.

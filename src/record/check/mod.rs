@@ -76,6 +76,8 @@ struct Checker<'a> {
     /// The call being replayed, and those replayed whose text is still to make (bytes.rs).
     current: Option<Rc<Entry>>,
     unnamed: ranges::Unnamed,
+    /// The texts made since the names last changed (text.rs).
+    texts_made: std::cell::RefCell<names::TextCache>,
 }
 
 /// The findings of a recording's calls, kernels narrowed by `notes` where they name them;
@@ -438,7 +440,21 @@ impl Checker<'_> {
         }
     }
 
+    /// Replays call `c`; the texts made forgotten before and after a call that may name a
+    /// handle anew.
     fn call(&mut self, c: &Call) -> Result<(), String> {
+        let renames = !names::steady(&c.name);
+        if renames {
+            self.texts_made.get_mut().clear();
+        }
+        let r = self.semantics(c);
+        if renames {
+            self.texts_made.get_mut().clear();
+        }
+        r
+    }
+
+    fn semantics(&mut self, c: &Call) -> Result<(), String> {
         let host = self.order.thread_agent(c.thread);
         if c.rc != 0 {
             return self.failed(c);

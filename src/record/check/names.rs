@@ -1,5 +1,8 @@
 //! What a recording's numbers stand for, as a learner reads them: a CUDA error code's name,
-//! a kernel's name from its mangled symbol.
+//! a kernel's name from its mangled symbol; the texts of the calls made while the names
+//! stay the same.
+
+use super::super::format::Call;
 
 /// A CUDA runtime error's name (`cudaError_t`, as `driver_types.h` numbers them; the driver's
 /// `CUresult` shares the codes a recording shows), for the codes a recorded call returns
@@ -69,6 +72,91 @@ pub fn kernel_name(symbol: &str) -> String {
         .ok()
         .and_then(|n| rest.get(digits..digits.checked_add(n)?));
     name.unwrap_or(symbol).to_string()
+}
+
+/// The calls that never name a handle anew: a call's text made after them is the text made
+/// before.
+pub(super) fn steady(name: &str) -> bool {
+    matches!(
+        name,
+        "launch"
+            | "memcpy"
+            | "memcpy_async"
+            | "memcpy_peer"
+            | "memcpy_peer_async"
+            | "memset"
+            | "memset_async"
+            | "record"
+            | "wait"
+            | "mark"
+            | "device_sync"
+            | "stream_sync"
+            | "event_sync"
+            | "event_query"
+            | "stream_query"
+            | "flag_wait"
+            | "flag_write"
+            | "host_acquire"
+            | "host_release"
+            | "setdev"
+            | "graph_launch"
+    )
+}
+
+/// The texts of calls made since the names last changed, by the call's shape (its name,
+/// thread, device, return code and keys): a program's loop makes the same calls again and
+/// again, each named alike until a call may name a handle anew ([`steady`]), which empties
+/// it. The host's own calls are not kept (their objects are named as they are replayed).
+#[derive(Default)]
+pub(super) struct TextCache {
+    by_hash: foldhash::HashMap<u64, Vec<(Call, String)>>,
+    len: usize,
+}
+
+/// The most texts kept: a recording whose calls all differ makes each once anyway.
+const CACHED: usize = 1 << 14;
+
+impl TextCache {
+    fn hash(c: &Call) -> u64 {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut h = foldhash::fast::FixedState::default().build_hasher();
+        (c.name.as_ref(), c.thread, c.device, c.rc).hash(&mut h);
+        for (k, v) in c.keys.iter() {
+            (k, v).hash(&mut h);
+        }
+        h.finish()
+    }
+
+    fn same(a: &Call, b: &Call) -> bool {
+        a.name == b.name && a.thread == b.thread && a.device == b.device && a.rc == b.rc && a.keys == b.keys
+    }
+
+    /// The text of a call of `c`'s shape made since the names last changed.
+    pub(super) fn get(&self, c: &Call) -> Option<String> {
+        let v = self.by_hash.get(&Self::hash(c))?;
+        v.iter().find(|(k, _)| Self::same(k, c)).map(|(_, t)| t.clone())
+    }
+
+    /// Keeps `text` as the text of calls of `c`'s shape (not the host's own).
+    pub(super) fn keep(&mut self, c: &Call, text: &str) {
+        if c.name.starts_with("host_") {
+            return;
+        }
+        if self.len >= CACHED {
+            self.clear();
+        }
+        self.len += 1;
+        let h = Self::hash(c);
+        self.by_hash
+            .entry(h)
+            .or_default()
+            .push((c.clone(), text.to_string()));
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.by_hash.clear();
+        self.len = 0;
+    }
 }
 
 #[cfg(test)]

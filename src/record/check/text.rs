@@ -42,7 +42,7 @@ impl Checker<'_> {
     }
 
     fn arg(&self, c: &Call, k: &str) -> String {
-        c.num(k).map(|v| self.ptr(v)).unwrap_or_else(|_| "?".into())
+        c.opt(k).map_or_else(|| "?".into(), |v| self.ptr(v))
     }
 
     /// An async call's name suffix and its last argument (`Async`, `, stream1`); nothing for
@@ -58,11 +58,16 @@ impl Checker<'_> {
     /// The call as CUDA code, safe to print: what the recording said (kernel names, marks,
     /// a version 1 file's values) with its control characters escaped.
     pub(super) fn text(&self, c: &Call) -> String {
+        if let Some(t) = self.texts_made.borrow().get(c) {
+            return t;
+        }
         let t = self.code(c);
-        match printable(&t) {
+        let t = match printable(&t) {
             std::borrow::Cow::Borrowed(_) => t,
             std::borrow::Cow::Owned(p) => p,
-        }
+        };
+        self.texts_made.borrow_mut().keep(c, &t);
+        t
     }
 
     /// The call as CUDA code, as recorded.
