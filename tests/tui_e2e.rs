@@ -309,3 +309,42 @@ fn the_tour_plays_in_a_terminal_t_moves_on_and_t_in_the_ui_starts_it() {
     let s = t.wait_for("the shell back", |s| exit_status(s).is_some());
     assert_eq!(exit_status(&s), Some(0), "{s}");
 }
+
+#[test]
+fn the_recording_viewer_runs_on_the_same_loop_keys_step_it_and_a_signal_restores_the_terminal() {
+    let Some(t) = Tmux::start("viewer", 100, 30) else {
+        return;
+    };
+    t.wait_for("the prompt", |s| s.contains("READY$"));
+    let rec = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/recordings/seed.recording"
+    );
+    t.run(&format!("--recording {rec}"));
+    t.wait_for("the viewer", |s| s.contains("call 1 of 379"));
+    assert!(!t.cursor_visible(), "the viewer hides the cursor");
+    t.send(&["."]);
+    t.wait_for("the next call", |s| s.contains("call 2 of 379"));
+    let ui = child_of(t.shell_pid());
+    let ok = Command::new("sh")
+        .args(["-c", &format!("kill -TERM {ui}")])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let s = t.wait_for("the exit", |s| exit_status(s).is_some());
+    assert_eq!(exit_status(&s), Some(143), "{s}");
+    assert!(s.contains("stopped by SIGTERM"), "{s}");
+    assert!(!s.contains("call 2 of 379"), "the alternate screen is gone:\n{s}");
+    assert!(t.cursor_visible(), "the cursor is back");
+    let s = check_cooked(&t);
+    assert!(s.lines().any(|l| l.trim() == "icanon"), "{s}");
+    // `q` ends it with 0.
+    t.send(&["clear", "Enter"]);
+    t.wait_for("a clear screen", |s| exit_status(s).is_none());
+    t.run(&format!("--recording {rec}"));
+    t.wait_for("the viewer", |s| s.contains("call 1 of 379"));
+    t.send(&["q"]);
+    let s = t.wait_for("the exit", |s| exit_status(s).is_some());
+    assert_eq!(exit_status(&s), Some(0), "{s}");
+    assert!(t.cursor_visible());
+}

@@ -1,5 +1,6 @@
-//! The interactive terminal UI: one loop on the UI thread selects over terminal input, the
-//! engine's frames, signals and a frame tick, and draws at most ~30 times a second, only
+//! The interactive terminal UI of the simulation: a screen of the one terminal loop
+//! (term.rs, which the recording viewer runs on as well), woken by the engine's frames as
+//! by terminal input, signals and a frame tick; it draws at most ~30 times a second, only
 //! when something changed.
 
 pub mod app;
@@ -12,14 +13,14 @@ pub mod layout;
 mod panels;
 pub mod picker;
 pub mod recording;
+mod term;
 pub mod view;
 
 use anyhow::{Context, Result};
-use crossbeam_channel::{Receiver, select, tick, unbounded};
-use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event, KeyEvent, KeyModifiers};
+use crossbeam_channel::Receiver;
+use crossterm::event::{EnableMouseCapture, Event, KeyEvent, KeyModifiers};
 use crossterm::execute;
 use ratatui::layout::Rect;
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,116 +31,6 @@ use crate::error::UsageError;
 use crate::plan::{Plan, UiPlan};
 use app::{App, SPEEDS};
 use keymap::KeyMap;
-
-/// Held while a frame is drawn, and by a panic while it restores the terminal: no frame
-/// is drawn (the cursor hidden again) after the restore.
-static DRAWING: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
-
-/// Draws `screen` (the app, the recording viewer) unless a panic has restored the terminal
-/// (then the process is ending).
-fn draw(terminal: &mut ratatui::DefaultTerminal, screen: impl ratatui::widgets::Widget) -> Result<()> {
-    let restored = DRAWING.lock().unwrap_or_else(|p| p.into_inner());
-    if !*restored {
-        terminal
-            .draw(|f| f.render_widget(screen, f.area()))
-            .context("drawing")?;
-    }
-    Ok(())
-}
-
-/// Restores the terminal, prints the panic, and ends the process: a panic in any thread
-/// (UI, engine or device) must not leave the UI drawing into a restored terminal. A frame
-/// being drawn is waited for (briefly: the panicking thread may be the one drawing).
-fn install_panic_hook() {
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let deadline = std::time::Instant::now() + Duration::from_millis(500);
-        let mut held = loop {
-            match DRAWING.try_lock() {
-                Ok(g) => break Some(g),
-                Err(std::sync::TryLockError::Poisoned(p)) => break Some(p.into_inner()),
-                Err(_) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(1))
-                }
-                Err(_) => break None,
-            }
-        };
-        if let Some(g) = held.as_mut() {
-            **g = true;
-        }
-        restore_terminal();
-        previous(info);
-        std::process::exit(101);
-    }));
-}
-
-fn restore_terminal() {
-    let _ = execute!(std::io::stdout(), DisableMouseCapture, crossterm::cursor::Show);
-    ratatui::restore();
-}
-
-/// `--screen` has no terminal to restore, but a panic in any thread still ends the
-/// process with 101 instead of printing a frozen screen.
-fn install_screen_panic_hook() {
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        previous(info);
-        std::process::exit(101);
-    }));
-}
-
-/// Forwards terminal events from a thread of their own; while `paused` (an editor has the
-/// terminal) it reads nothing.
-fn input_events(paused: Arc<AtomicBool>) -> Receiver<std::io::Result<Event>> {
-    let (tx, rx) = unbounded();
-    std::thread::Builder::new()
-        .name("input".into())
-        .spawn(move || {
-            loop {
-                if paused.load(Ordering::Acquire) {
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
-                match event::poll(Duration::from_millis(50)) {
-                    Ok(false) => continue,
-                    Ok(true) if paused.load(Ordering::Acquire) => continue,
-                    _ => {}
-                }
-                let ev = event::read();
-                let failed = ev.is_err();
-                if tx.send(ev).is_err() || failed {
-                    return;
-                }
-            }
-        })
-        .expect("spawn the input thread");
-    rx
-}
-
-/// SIGINT, SIGTERM, SIGHUP and SIGQUIT end the UI: the terminal is restored and the
-/// process exits with 128 + the signal's number (Ctrl-C typed in the UI is a key: quit).
-fn signals() -> Result<Receiver<i32>> {
-    let (tx, rx) = unbounded();
-    #[cfg(unix)]
-    {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-        let mut sigs = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
-            .context("installing signal handlers")?;
-        std::thread::Builder::new()
-            .name("signals".into())
-            .spawn(move || {
-                for s in sigs.forever() {
-                    if tx.send(s).is_err() {
-                        return;
-                    }
-                }
-            })
-            .expect("spawn the signal thread");
-    }
-    #[cfg(not(unix))]
-    drop(tx);
-    Ok(rx)
-}
 
 /// What the engine starts with, from the plan and the UI's state.
 fn engine_config(plan: &Plan, ui: &UiPlan, app: &App, (columns, rows): (usize, usize)) -> EngineConfig {
@@ -347,7 +238,7 @@ pub fn screen(
 ) -> Result<String> {
     use ratatui::{Terminal, backend::TestBackend};
     let presses = parse_presses(keys)?;
-    install_screen_panic_hook();
+    term::install_screen_panic_hook();
     let area = parse_size(size)?;
     let (keymap, notice) = KeyMap::load(ui.keymap.as_deref());
     // Off-screen no status bar is watched: a bad keymap is said on stderr too.
@@ -532,7 +423,7 @@ fn start_edit(
     match edit::editor() {
         Some(editor) => {
             paused.store(true, Ordering::Release);
-            restore_terminal();
+            term::restore_terminal();
             let r = edit::run_editor(&editor, &path);
             *terminal = ratatui::try_init().context("setting up the terminal again")?;
             execute!(std::io::stdout(), EnableMouseCapture).context("enabling the mouse")?;
@@ -570,112 +461,139 @@ fn first_config(
         .expect("a tour has a first stop")
 }
 
-/// The interactive UI needs a terminal on both sides.
-fn need_terminal() -> Result<(), UsageError> {
-    if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() {
-        return Ok(());
-    }
-    Err(UsageError(
-        "the interactive UI needs a terminal on stdin and stdout; use --headless to run without one".into(),
-    ))
-}
-
 /// Runs the UI until the user quits; with `tour`, plays it from its first stop.
 pub fn run(plan: &Plan, ui: &UiPlan, tour: Option<crate::tour::Tour>) -> Result<()> {
-    need_terminal()?;
+    term::need_terminal()?;
     let (keymap, notice) = KeyMap::load(ui.keymap.as_deref());
     let mut app = App::new(plan.mode, keymap, notice);
-    let signals = signals()?;
     let (mut cfg, goal) = first_config(plan, ui, &mut app, tour);
-    // The runtime starts before the terminal is taken: its errors (no GPU, a bad GPU
-    // list, out of memory) print like any other and exit with code 2.
+    // The runtime and the engine start before the terminal is taken: their errors (no GPU,
+    // a bad GPU list, out of memory) print like any other and exit with code 2.
     let (program, backend) = start_runtime(&cfg)?;
+    let (width, height) = crossterm::terminal::size().context("reading the terminal size")?;
+    let screen = Rect::new(0, 0, width, height);
+    (cfg.columns, cfg.rows) = app.plot_size(screen);
+    let engine = Engine::start_with(cfg, program, backend)?;
+    if let Some(g) = goal {
+        engine.send(Control::RunUntil(g));
+    }
+    let watch = plan
+        .file
+        .as_ref()
+        .map(|f| crate::program::Watch::new(f.path.clone()));
+    let plot = app.plot_size(screen);
+    let mut live = Live {
+        app,
+        engine: Some(engine),
+        watch,
+        plan,
+        ui,
+        screen,
+        plot,
+    };
+    term::run(&mut live)
+}
 
-    let mut terminal = ratatui::try_init().context("setting up the terminal")?;
-    install_panic_hook();
-    let mut stopped_by = None;
-    let result = (|| -> Result<()> {
-        execute!(std::io::stdout(), EnableMouseCapture).context("enabling the mouse")?;
-        let size = terminal.size().context("reading the terminal size")?;
-        let mut screen = Rect::new(0, 0, size.width, size.height);
-        (cfg.columns, cfg.rows) = app.plot_size(screen);
-        let mut engine = Engine::start_with(cfg, program, backend)?;
-        if let Some(g) = goal {
-            engine.send(Control::RunUntil(g));
-        }
-        let paused = Arc::new(AtomicBool::new(false));
-        let input = input_events(paused.clone());
-        let mut watch = plan
-            .file
-            .as_ref()
-            .map(|f| crate::program::Watch::new(f.path.clone()));
-        let ticks = tick(Duration::from_millis(33));
-        let mut dirty = true;
-        let mut plot = app.plot_size(screen);
-        while !app.quit {
-            select! {
-                recv(input) -> ev => {
-                    match ev.context("terminal input closed")?.context("reading terminal input")? {
-                        Event::Key(k) => {
-                            for c in app.on_key(k) {
-                                engine.send(c);
-                            }
-                            if app.restart {
-                                // The old engine first: a GPU's memory is not held twice.
-                                drop(engine);
-                                engine = tour_engine(&mut app, plan, screen, true)?.expect("a tour's stop");
-                                plot = app.plot_size(screen);
-                            }
-                            if std::mem::take(&mut app.save) {
-                                app.notice = Some(save_screen(&app, screen, ui.format, Path::new(".")));
-                            }
-                            if std::mem::take(&mut app.edit) {
-                                watch = start_edit(&mut app, &engine, &paused, &mut terminal)?.or(watch);
-                            }
-                        }
-                        Event::Mouse(m) => {
-                            for c in app.on_mouse(m, screen) {
-                                engine.send(c);
-                            }
-                        }
-                        Event::Resize(w, h) => screen = Rect::new(0, 0, w, h),
-                        _ => {}
-                    }
-                    dirty = true;
+/// The simulation's UI on the terminal: the app, the engine that runs its program, and the
+/// program's file watched while it is edited.
+struct Live<'a> {
+    app: App,
+    /// Always one, but for the moment a tour's next stop replaces it (the old one gone
+    /// first: a GPU's memory is not held twice).
+    engine: Option<Engine>,
+    watch: Option<crate::program::Watch>,
+    plan: &'a Plan,
+    ui: &'a UiPlan,
+    screen: Rect,
+    /// The plot's size the engine was last told.
+    plot: (usize, usize),
+}
+
+impl Live<'_> {
+    fn engine(&self) -> &Engine {
+        self.engine.as_ref().expect("the UI's engine")
+    }
+}
+
+impl term::Screen for Live<'_> {
+    fn mouse(&self) -> bool {
+        true
+    }
+
+    fn on_event(&mut self, ev: Event, term: &mut term::Term) -> Result<()> {
+        let screen = self.screen;
+        match ev {
+            Event::Key(k) => {
+                for c in self.app.on_key(k) {
+                    self.engine().send(c);
                 }
-                recv(engine.ping) -> _ => {
-                    if let Some(f) = engine.take_frame() {
-                        show(&mut app, &engine, f);
-                        dirty = true;
-                    }
+                if self.app.restart {
+                    // The old engine first: a GPU's memory is not held twice.
+                    drop(self.engine.take());
+                    self.engine = tour_engine(&mut self.app, self.plan, screen, true)?;
+                    self.plot = self.app.plot_size(screen);
                 }
-                recv(signals) -> s => {
-                    if let Ok(s) = s {
-                        stopped_by = Some(s);
-                    }
-                    app.quit = true;
+                let app = &mut self.app;
+                if std::mem::take(&mut app.save) {
+                    app.notice = Some(save_screen(app, screen, self.ui.format, Path::new(".")));
                 }
-                recv(ticks) -> _ => {
-                    reload_changed(watch.as_mut(), &engine);
-                    if std::mem::take(&mut dirty) {
-                        // Layout may change the plot width (resize, zoom, focus).
-                        let p = app.plot_size(screen);
-                        if std::mem::replace(&mut plot, p) != p {
-                            engine.send(Control::Columns(p.0));
-                            engine.send(Control::Rows(p.1));
-                        }
-                        draw(&mut terminal, &app)?;
-                    }
+                if std::mem::take(&mut self.app.edit) {
+                    let engine = self.engine.as_ref().expect("the UI's engine");
+                    let w = start_edit(&mut self.app, engine, &term.paused, &mut term.terminal)?;
+                    self.watch = w.or(self.watch.take());
                 }
             }
+            Event::Mouse(m) => {
+                for c in self.app.on_mouse(m, screen) {
+                    self.engine().send(c);
+                }
+            }
+            Event::Resize(w, h) => self.screen = Rect::new(0, 0, w, h),
+            _ => {}
         }
         Ok(())
-    })();
-    restore_terminal();
-    result?;
-    match stopped_by {
-        Some(s) => Err(crate::error::Signalled(s).into()),
-        None => Ok(()),
+    }
+
+    fn wake(&self) -> Receiver<()> {
+        self.engine().ping.clone()
+    }
+
+    fn on_wake(&mut self) -> bool {
+        let engine = self.engine.as_ref().expect("the UI's engine");
+        let Some(f) = engine.take_frame() else {
+            return false;
+        };
+        show(&mut self.app, engine, f);
+        true
+    }
+
+    fn on_tick(&mut self, _: Duration) -> bool {
+        let engine = self.engine.as_ref().expect("the UI's engine");
+        reload_changed(self.watch.as_mut(), engine);
+        false
+    }
+
+    fn before_draw(&mut self) {
+        // Layout may change the plot width (resize, zoom, focus).
+        let p = self.app.plot_size(self.screen);
+        if std::mem::replace(&mut self.plot, p) != p {
+            self.engine().send(Control::Columns(p.0));
+            self.engine().send(Control::Rows(p.1));
+        }
+    }
+
+    fn quit(&self) -> bool {
+        self.app.quit
+    }
+
+    fn stop(&mut self) {
+        self.app.quit = true;
+    }
+}
+
+impl ratatui::widgets::Widget for &Live<'_> {
+    fn render(self, area: Rect, buf: &mut ratatui::buffer::Buffer) {
+        (&self.app).render(area, buf);
     }
 }
 

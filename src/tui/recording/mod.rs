@@ -10,8 +10,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use crossbeam_channel::{select, tick};
+use anyhow::Result;
 use crossterm::event::{Event, KeyCode, KeyEvent};
 
 use super::export;
@@ -312,10 +311,6 @@ impl Viewers {
     fn advance(&mut self, dt: Duration) {
         self.now_mut().advance(dt);
     }
-
-    fn quit(&self) -> bool {
-        self.now().quit
-    }
 }
 
 impl ratatui::widgets::Widget for &Viewers {
@@ -412,7 +407,7 @@ fn off_screen(v: impl Into<Viewers>, keys: &str, size: &str, format: export::For
             }
         }
         draw(&v, t, &mut frames)?;
-        if v.quit() {
+        if v.now().quit {
             break;
         }
     }
@@ -426,46 +421,31 @@ fn off_screen(v: impl Into<Viewers>, keys: &str, size: &str, format: export::For
 
 /// Runs the viewer on the terminal until the user quits.
 fn on_terminal(mut v: Viewers) -> Result<()> {
-    super::need_terminal()?;
-    let signals = super::signals()?;
-    let mut terminal = ratatui::try_init().context("setting up the terminal")?;
-    super::install_panic_hook();
-    let mut stopped_by = None;
-    let result = (|| -> Result<()> {
-        let input = super::input_events(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)));
-        let period = Duration::from_millis(33);
-        let ticks = tick(period);
-        let mut dirty = true;
-        while !v.quit() {
-            select! {
-                recv(input) -> ev => {
-                    if let Event::Key(k) = ev.context("terminal input closed")?.context("reading terminal input")? {
-                        v.on_key(k);
-                    }
-                    dirty = true;
-                }
-                recv(signals) -> s => {
-                    stopped_by = s.ok();
-                    v.now_mut().quit = true;
-                }
-                recv(ticks) -> _ => {
-                    if v.now().playing {
-                        v.advance(period);
-                        dirty = true;
-                    }
-                    if std::mem::take(&mut dirty) {
-                        super::draw(&mut terminal, &v)?;
-                    }
-                }
-            }
+    super::term::run(&mut v)
+}
+
+impl super::term::Screen for Viewers {
+    fn on_event(&mut self, ev: Event, _: &mut super::term::Term) -> Result<()> {
+        if let Event::Key(k) = ev {
+            self.on_key(k);
         }
         Ok(())
-    })();
-    super::restore_terminal();
-    result?;
-    match stopped_by {
-        Some(s) => Err(crate::error::Signalled(s).into()),
-        None => Ok(()),
+    }
+
+    fn on_tick(&mut self, dt: Duration) -> bool {
+        let playing = self.now().playing;
+        if playing {
+            self.advance(dt);
+        }
+        playing
+    }
+
+    fn quit(&self) -> bool {
+        self.now().quit
+    }
+
+    fn stop(&mut self) {
+        self.now_mut().quit = true;
     }
 }
 
