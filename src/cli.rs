@@ -498,7 +498,7 @@ pub struct BenchArgs {
 
     /// Instead: `check --recording`'s speed and peak memory on ring exchanges of each size
     /// in `--calls` (8 host threads, 24 streams, generated into a temporary folder), then on
-    /// each `--recording FILE`.
+    /// each `--recording FILE`, each checked `--repeat` times (the median time).
     #[arg(long)]
     pub checker: bool,
 

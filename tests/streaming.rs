@@ -143,7 +143,7 @@ fn ten_times_the_calls_check_in_the_same_memory() {
         1_000_000
     };
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_haloscope"))
-        .args(["bench", "--checker", "--json", "--calls"])
+        .args(["bench", "--checker", "--json", "--repeat", "1", "--calls"])
         .arg(format!("{small_n},{}", 10 * small_n))
         .output()
         .unwrap();

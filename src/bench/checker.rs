@@ -2,8 +2,10 @@
 //! and the most memory it holds. Ring exchanges of each size in `--calls` (8 host threads,
 //! 24 streams: kernels, records, waits, peer copies and a barrier between phases; written
 //! by record/synth.rs into a temporary folder), then each `--recording FILE` given. Each
-//! is checked in this process as `check --recording` checks it, its peak resident memory
-//! read from the kernel after the peak is reset (`/proc/self/clear_refs`), smallest first.
+//! is checked in this process as `check --recording` checks it, `--repeat` times (the median
+//! time reported, and the slowest against the fastest: this machine's noise), its peak
+//! resident memory read from the kernel after the peak is reset (`/proc/self/clear_refs`),
+//! smallest first.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -20,14 +22,17 @@ pub struct Row {
     pub calls: usize,
     pub file_mb: f64,
     pub findings: usize,
+    /// The median of the runs.
     pub seconds: f64,
+    /// The slowest run's time over the fastest's.
+    pub spread: f64,
     pub calls_per_s: f64,
     /// The peak resident memory while it was checked (the process's own included), MB.
     pub peak_mb: f64,
 }
 
-/// The rings of `sizes` calls, then `files`.
-pub fn run(sizes: &[u64], files: &[PathBuf]) -> Result<Vec<Row>> {
+/// The rings of `sizes` calls, then `files`, each checked `repeat` times.
+pub fn run(sizes: &[u64], files: &[PathBuf], repeat: usize) -> Result<Vec<Row>> {
     let dir = tempfile::tempdir().context("a temporary folder for the ring recordings")?;
     let mut rows = Vec::new();
     let mut sizes = sizes.to_vec();
@@ -37,33 +42,43 @@ pub fn run(sizes: &[u64], files: &[PathBuf]) -> Result<Vec<Row>> {
         eprintln!("bench: writing a ring of {n} calls…");
         let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         record::synth::ring(f, 8, n).with_context(|| format!("writing {}", path.display()))?;
-        rows.push(measure(&path, format!("ring of {n} calls"))?);
+        rows.push(measure(&path, format!("ring of {n} calls"), repeat)?);
         std::fs::remove_file(&path).ok();
     }
     for f in files {
-        rows.push(measure(f, f.display().to_string())?);
+        rows.push(measure(f, f.display().to_string(), repeat)?);
     }
     Ok(rows)
 }
 
-fn measure(path: &Path, name: String) -> Result<Row> {
+fn measure(path: &Path, name: String, repeat: usize) -> Result<Row> {
     eprintln!("bench: checking {name}…");
     let file_mb = std::fs::metadata(path)
         .map_err(|e| UsageError(format!("bench --recording {}: {e}", path.display())))?
         .len() as f64
         / 1e6;
-    reset_peak();
-    let t0 = Instant::now();
-    let report = record::check_file(path, Checking::with(None))?;
-    let seconds = t0.elapsed().as_secs_f64();
+    let mut times = Vec::new();
+    let (mut peak_mb, mut report) = (0.0f64, None);
+    for _ in 0..repeat.max(1) {
+        reset_peak();
+        let t0 = Instant::now();
+        let r = record::check_file(path, Checking::with(None))?;
+        times.push(t0.elapsed().as_secs_f64());
+        peak_mb = peak_mb.max(peak_kb().map_or(f64::NAN, |kb| kb as f64 / 1e3));
+        report = Some(r);
+    }
+    let report = report.expect("one run at least");
+    times.sort_by(f64::total_cmp);
+    let seconds = times[times.len() / 2];
     Ok(Row {
         recording: name,
         calls: report.calls,
         file_mb,
         findings: report.findings.len(),
         seconds,
+        spread: times[times.len() - 1] / times[0].max(1e-9),
         calls_per_s: report.calls as f64 / seconds.max(1e-9),
-        peak_mb: peak_kb().map_or(f64::NAN, |kb| kb as f64 / 1e3),
+        peak_mb,
     })
 }
 
@@ -87,13 +102,13 @@ pub fn table(rows: &[Row]) -> String {
         .unwrap_or(0)
         .max(24);
     let mut o = format!(
-        "{:<w$} {:>11} {:>8} {:>8} {:>8} {:>12} {:>8}\n",
-        "recording", "calls", "file MB", "findings", "s", "calls/s", "peak MB"
+        "{:<w$} {:>11} {:>8} {:>8} {:>8} {:>7} {:>12} {:>8}\n",
+        "recording", "calls", "file MB", "findings", "s", "spread", "calls/s", "peak MB"
     );
     for r in rows {
         o += &format!(
-            "{:<w$} {:>11} {:>8.1} {:>8} {:>8.2} {:>12.0} {:>8.1}\n",
-            r.recording, r.calls, r.file_mb, r.findings, r.seconds, r.calls_per_s, r.peak_mb
+            "{:<w$} {:>11} {:>8.1} {:>8} {:>8.2} {:>6.2}x {:>12.0} {:>8.1}\n",
+            r.recording, r.calls, r.file_mb, r.findings, r.seconds, r.spread, r.calls_per_s, r.peak_mb
         );
     }
     let rings: Vec<&Row> = rows.iter().filter(|r| r.recording.starts_with("ring")).collect();
@@ -107,6 +122,7 @@ pub fn table(rows: &[Row]) -> String {
         );
     }
     o += "(check --recording: the file read twice, once to see where each thread's calls end and once \
-          to replay them; peak: the process's resident memory, reset before each)\n";
+          to replay them; s: the median of --repeat runs, spread: the slowest over the fastest; \
+          peak: the process's resident memory, reset before each run, the most of the runs)\n";
     o
 }
