@@ -531,29 +531,28 @@ impl Order {
     /// Work issued to stream `s` by a host that had seen `host` when it issued it (work
     /// held back behind a flag wait, replayed later).
     pub fn issue_from(&mut self, s: StreamKey, host: &Clock) -> Stamp {
-        let info = self.streams[&s].clone();
-        let mut clock = self.clocks[info.agent].clone();
+        let (agent, device, blocking) = {
+            let info = &self.streams[&s];
+            (info.agent, info.device, info.blocking)
+        };
+        let mut clock = self.clocks[agent].clone();
         clock.join(host);
         match s {
             StreamKey::Legacy(d) => {
                 let others = self.joined(4, d);
                 clock.join(&others);
             }
-            _ if info.blocking => {
-                if let Some(l) = self.streams.get(&StreamKey::Legacy(info.device)) {
+            _ if blocking => {
+                if let Some(l) = self.streams.get(&StreamKey::Legacy(device)) {
                     clock.join(&self.clocks[l.agent]);
                 }
             }
             _ => {}
         }
-        let tick = clock.tick(info.agent);
-        self.clocks[info.agent] = clock.clone();
-        self.moved(info.agent);
-        Stamp {
-            agent: info.agent,
-            tick,
-            clock,
-        }
+        let tick = clock.tick(agent);
+        self.clocks[agent] = clock.clone();
+        self.moved(agent);
+        Stamp { agent, tick, clock }
     }
 
     /// Stream `s` waits for what `seen` has seen (a wait on a record).

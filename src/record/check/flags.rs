@@ -104,6 +104,9 @@ impl Checker<'_> {
     /// The streams held for the flag write or record at `line`: ordered after it, their held
     /// calls replayed.
     fn release(&mut self, line: usize) -> Result<(), String> {
+        if self.blocked.is_empty() {
+            return Ok(());
+        }
         let mut streams: Vec<StreamKey> = self
             .blocked
             .iter()
