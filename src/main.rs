@@ -3,6 +3,12 @@ use std::process::ExitCode;
 
 use haloscope::cli::Cli;
 
+/// mimalloc serves the small blocks the recording checker makes and frees for each of
+/// millions of calls faster than glibc's malloc, freed on another thread included
+/// (BENCHMARKS.md: `bench --checker`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     haloscope::dispatch::default_cuda_queues(&cli);

@@ -634,16 +634,47 @@ pub fn check_file(path: &Path, how: Checking) -> Result<check::Report> {
         }
     })?;
     let mut replay = check::Replay::new(ahead, notes.as_ref(), how.measured(), false);
-    read::each(path, |c| {
-        if how.takes(&c.name) {
-            replay.push(c);
+    // The calls decoded on a thread of their own, in batches, while this one replays them:
+    // a laptop's second core decodes (a fifth of the work; a quarter less time in all, with
+    // mimalloc freeing the other thread's blocks cheaply), and a few batches in flight bound
+    // the memory.
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<format::Call>>(4);
+    let how = &how;
+    std::thread::scope(|s| -> Result<()> {
+        // Owned here: were the replay to panic, the reader's sends would fail, not block.
+        let rx = rx;
+        let reader = s.spawn(move || -> Result<()> {
+            let mut batch = Vec::with_capacity(BATCH);
+            read::each(path, |c| {
+                if how.takes(&c.name) {
+                    batch.push(c);
+                    if batch.len() == BATCH {
+                        let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                        // The replay ends only once this thread has: it is listening.
+                        let _ = tx.send(full);
+                    }
+                }
+            })?;
+            let _ = tx.send(batch);
+            Ok(())
+        });
+        for batch in &rx {
+            for c in batch {
+                replay.push(c);
+            }
         }
+        reader
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })?;
     let mut report = replay.finish().map_err(at_line(path))?;
     report.notes = read_notes;
     report.host_left_out = left_out;
     Ok(report)
 }
+
+/// The calls the decoding thread hands the replay at a time.
+const BATCH: usize = 4096;
 
 /// A recording's calls, of either version (binary.rs, format.rs), from its bytes; a bad
 /// record or line as `file:N: why` (exit 2). A recording cut short gives its whole records:
