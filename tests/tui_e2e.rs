@@ -119,6 +119,15 @@ fn exit_status(screen: &str) -> Option<i32> {
 }
 
 /// Asks the shell whether the terminal is in canonical (cooked) mode again.
+/// Sends signal `name` to process `pid` (one this test started) with the shell's own `kill`.
+fn signal(pid: impl std::fmt::Display, name: &str) {
+    let ok = Command::new("sh")
+        .args(["-c", &format!("kill -{name} {pid}")])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
 fn check_cooked(t: &Tmux) -> String {
     // `"DO""NE"` prints DONE: the marker line is not the typed command.
     t.send(&["stty -a | grep -o -- '-\\?icanon' ; echo \"DO\"\"NE\"", "Enter"]);
@@ -238,13 +247,7 @@ fn each_signal_restores_the_terminal_and_exits_with_128_plus_its_number() {
         t.run("");
         t.wait_for("RUNNING", |s| status_line(s).contains("RUNNING"));
         assert!(!t.cursor_visible(), "the UI hides the cursor");
-        let ui = child_of(t.shell_pid());
-        // The shell's own `kill`, by the id of the process this test started.
-        let ok = Command::new("sh")
-            .args(["-c", &format!("kill -{name} {ui}")])
-            .status()
-            .unwrap();
-        assert!(ok.success());
+        signal(child_of(t.shell_pid()), name);
         let s = t.wait_for("the exit", |s| exit_status(s).is_some());
         assert_eq!(exit_status(&s), Some(128 + number), "SIG{name}:\n{s}");
         assert!(s.contains(&format!("stopped by SIG{name}")), "SIG{name}:\n{s}");
@@ -325,12 +328,7 @@ fn the_recording_viewer_runs_on_the_same_loop_keys_step_it_and_a_signal_restores
     assert!(!t.cursor_visible(), "the viewer hides the cursor");
     t.send(&["."]);
     t.wait_for("the next call", |s| s.contains("call 2 of 379"));
-    let ui = child_of(t.shell_pid());
-    let ok = Command::new("sh")
-        .args(["-c", &format!("kill -TERM {ui}")])
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    signal(child_of(t.shell_pid()), "TERM");
     let s = t.wait_for("the exit", |s| exit_status(s).is_some());
     assert_eq!(exit_status(&s), Some(143), "{s}");
     assert!(s.contains("stopped by SIGTERM"), "{s}");
