@@ -422,6 +422,55 @@ fn a_captured_graph_runs_its_nodes_at_each_launch_branches_joined_through_its_ev
     }
 }
 
+/// The texts of calls that look alike are named as the handles are when each is replayed:
+/// an executable graph destroyed and its handle given to the next one, and the legacy stream
+/// first named by a steady call, read anew (the checker keeps texts made while names stay).
+#[test]
+fn calls_alike_are_named_anew_once_a_graph_handle_is_reused_or_a_stream_first_seen() {
+    let again = "graph_exec_destroy exec=0xa00
+graph_destroy graph=0x900
+capture_begin stream=0x50 mode=1 ptsz=0
+launch kernel=_Z1kPf grid=1,1,1 block=1,1,1 stream=0x50 ptsz=0 args=8:0000000000001000
+capture_end stream=0x50 graph=0x900 ptsz=0
+graph_instantiate exec=0xa00 graph=0x900";
+    let launch = "graph_launch exec=0xa00 stream=0x50 ptsz=0";
+    let legacy = "memset_async ptr=0x2000 value=0 bytes=64 stream=0x0 ptsz=0";
+    let text = graph_recording(&format!(
+        "{launch}\n{legacy}\n{legacy}\n{again}\n{launch}\n{launch}"
+    ));
+    let calls = format::parse(Path::new("g"), &text).unwrap();
+    let report = check::check(&calls, None).unwrap();
+    let texts: Vec<&str> = report.texts.iter().collect();
+    let launches: Vec<&str> = texts
+        .iter()
+        .copied()
+        .filter(|t| t.starts_with("cudaGraphLaunch"))
+        .collect();
+    assert_eq!(launches.len(), 3, "{texts:#?}");
+    assert!(
+        launches[0].starts_with("cudaGraphLaunch(graphExec1,"),
+        "{launches:#?}"
+    );
+    assert!(
+        launches[1].starts_with("cudaGraphLaunch(graphExec2,"),
+        "{launches:#?}"
+    );
+    assert!(
+        launches[2].starts_with("cudaGraphLaunch(graphExec2,"),
+        "{launches:#?}"
+    );
+    let memsets: Vec<&str> = texts
+        .iter()
+        .copied()
+        .filter(|t| t.starts_with("cudaMemsetAsync"))
+        .collect();
+    assert_eq!(memsets.len(), 2, "{texts:#?}");
+    // The first names the stream as it was before it (the call made it known); the second
+    // as the replay knows it since.
+    assert_ne!(memsets[0], memsets[1], "{memsets:#?}");
+    assert!(memsets[1].contains("legacy"), "{memsets:#?}");
+}
+
 #[test]
 fn a_graph_captured_once_and_launched_twenty_times_on_an_h200_is_checked_at_each_launch() {
     let notes = annotate::parse(

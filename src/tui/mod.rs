@@ -530,7 +530,8 @@ impl term::Screen for Live<'_> {
                 if self.app.restart {
                     // The old engine first: a GPU's memory is not held twice.
                     drop(self.engine.take());
-                    self.engine = tour_engine(&mut self.app, self.plan, screen, true)?;
+                    let next = tour_engine(&mut self.app, self.plan, screen, true)?;
+                    self.engine = Some(next.expect("a tour's stop"));
                     self.plot = self.app.plot_size(screen);
                 }
                 let app = &mut self.app;

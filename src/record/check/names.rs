@@ -111,6 +111,10 @@ pub(super) fn steady(name: &str) -> bool {
 pub(super) struct TextCache {
     by_hash: foldhash::HashMap<u64, Vec<(Call, String)>>,
     len: usize,
+    /// The streams the replay knew when the texts were made: a steady call that first names
+    /// a stream (the legacy stream, one made before the recording) makes it known, and
+    /// renames it.
+    streams: usize,
 }
 
 /// The most texts kept: a recording whose calls all differ makes each once anyway.
@@ -131,19 +135,24 @@ impl TextCache {
         a.name == b.name && a.thread == b.thread && a.device == b.device && a.rc == b.rc && a.keys == b.keys
     }
 
-    /// The text of a call of `c`'s shape made since the names last changed.
-    pub(super) fn get(&self, c: &Call) -> Option<String> {
+    /// The text of a call of `c`'s shape made since the names last changed (`streams`: how
+    /// many streams the replay knows now).
+    pub(super) fn get(&self, c: &Call, streams: usize) -> Option<String> {
+        if streams != self.streams {
+            return None;
+        }
         let v = self.by_hash.get(&Self::hash(c))?;
         v.iter().find(|(k, _)| Self::same(k, c)).map(|(_, t)| t.clone())
     }
 
     /// Keeps `text` as the text of calls of `c`'s shape (not the host's own).
-    pub(super) fn keep(&mut self, c: &Call, text: &str) {
+    pub(super) fn keep(&mut self, c: &Call, text: &str, streams: usize) {
         if c.name.starts_with("host_") {
             return;
         }
-        if self.len >= CACHED {
+        if self.len >= CACHED || streams != self.streams {
             self.clear();
+            self.streams = streams;
         }
         self.len += 1;
         let h = Self::hash(c);

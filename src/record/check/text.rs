@@ -58,7 +58,8 @@ impl Checker<'_> {
     /// The call as CUDA code, safe to print: what the recording said (kernel names, marks,
     /// a version 1 file's values) with its control characters escaped.
     pub(super) fn text(&self, c: &Call) -> String {
-        if let Some(t) = self.texts_made.borrow().get(c) {
+        let streams = self.order.streams.len();
+        if let Some(t) = self.texts_made.borrow().get(c, streams) {
             return t;
         }
         let t = self.code(c);
@@ -66,7 +67,7 @@ impl Checker<'_> {
             std::borrow::Cow::Borrowed(_) => t,
             std::borrow::Cow::Owned(p) => p,
         };
-        self.texts_made.borrow_mut().keep(c, &t);
+        self.texts_made.borrow_mut().keep(c, &t, streams);
         t
     }
 
