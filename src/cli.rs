@@ -94,7 +94,8 @@ Examples:
   haloscope bench --tui                       what the UI costs, and one frame's render time
   haloscope bench --contention                the sim alone and beside two busy processes
   haloscope bench --checker                   check --recording: calls/s and peak memory
-  haloscope bench --recording FILE            the same on your own recording
+  haloscope bench --recording FILE --viewer   the same on your own recording, and the
+                                              viewer's time to its first frame
   haloscope --runtime cuda --gpus 0,1         the UI on two real GPUs
   haloscope --headless --runtime cuda --gpus 0,0,1,1
                                               real GPUs, two logical devices per GPU
@@ -511,6 +512,12 @@ pub struct BenchArgs {
     /// memory on this recording (repeatable).
     #[arg(long, value_name = "FILE")]
     pub recording: Vec<PathBuf>,
+
+    /// With `--checker` or `--recording`: the viewer too (`haloscope --recording FILE`), its
+    /// time from opening the file to its first frame and its peak memory, once a file. The
+    /// viewer still holds every call: several GB at 10^7.
+    #[arg(long)]
+    pub viewer: bool,
 
     /// Instead: the sim on a busy machine. 1D and 2D scenarios at 1, 4 and 7 devices,
     /// each run alone and beside two busy processes (`yes`): wall times, their ratio, and

@@ -166,17 +166,28 @@ fn ten_times_the_calls_check_in_the_same_memory() {
 }
 
 /// `bench --recording FILE`: the check's row for that file (its calls and findings as
-/// `check` counts them); a file that is not there is a usage error naming it (exit 2).
+/// `check` counts them), the viewer's first frame timed with `--viewer` (and not without);
+/// a file that is not there is a usage error naming it (exit 2).
 #[test]
 fn bench_recording_measures_a_file_and_names_a_missing_one() {
     let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/recordings/seed.recording");
-    let bench = |file: &Path| {
+    let bench_with = |file: &Path, more: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_haloscope"))
             .args(["bench", "--json", "--recording"])
             .arg(file)
+            .args(more)
             .output()
             .unwrap()
     };
+    let bench = |file: &Path| bench_with(file, &[]);
+    let out = bench_with(&seed, &["--viewer"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (s, mb) = (
+        rows[0]["viewer_s"].as_f64().unwrap(),
+        rows[0]["viewer_mb"].as_f64().unwrap(),
+    );
+    assert!(s > 0.0 && s < 60.0 && mb > 0.0, "{}", rows[0]);
     let out = bench(&seed);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -189,6 +200,7 @@ fn bench_recording_measures_a_file_and_names_a_missing_one() {
         rows[0]["findings"].as_u64().unwrap() as usize,
         held.findings.len()
     );
+    assert!(rows[0]["viewer_s"].is_null(), "{}", rows[0]);
     let missing = seed.with_file_name("not-there.recording");
     let out = bench(&missing);
     assert_eq!(out.status.code(), Some(2));

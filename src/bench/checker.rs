@@ -29,24 +29,49 @@ pub struct Row {
     pub calls_per_s: f64,
     /// The peak resident memory while it was checked (the process's own included), MB.
     pub peak_mb: f64,
+    /// With `--viewer`, the viewer (`haloscope --recording FILE`): seconds from opening the
+    /// file to its first frame drawn at 160×48, once, and the peak resident memory meanwhile,
+    /// MB.
+    pub viewer_s: Option<f64>,
+    pub viewer_mb: Option<f64>,
 }
 
-/// The rings of `sizes` calls, then `files`, each checked `repeat` times.
-pub fn run(sizes: &[u64], files: &[PathBuf], repeat: usize) -> Result<Vec<Row>> {
+/// The rings of `sizes` calls, then `files`, each checked `repeat` times; then, with
+/// `viewer`, each opened in the viewer (after every check: the memory the viewer leaves with
+/// the allocator is not counted in a check's peak).
+pub fn run(sizes: &[u64], files: &[PathBuf], repeat: usize, viewer: bool) -> Result<Vec<Row>> {
     let dir = tempfile::tempdir().context("a temporary folder for the ring recordings")?;
-    let mut rows = Vec::new();
+    // Each file, its row's name, and the ring's calls where it is one to write first.
+    let mut todo: Vec<(PathBuf, String, Option<u64>)> = Vec::new();
     let mut sizes = sizes.to_vec();
     sizes.sort_unstable();
     for n in sizes {
-        let path = dir.path().join(format!("ring-{n}.recording"));
-        eprintln!("bench: writing a ring of {n} calls…");
-        let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-        record::synth::ring(f, 8, n).with_context(|| format!("writing {}", path.display()))?;
-        rows.push(measure(&path, format!("ring of {n} calls"), repeat)?);
-        std::fs::remove_file(&path).ok();
+        todo.push((
+            dir.path().join(format!("ring-{n}.recording")),
+            format!("ring of {n} calls"),
+            Some(n),
+        ));
     }
-    for f in files {
-        rows.push(measure(f, f.display().to_string(), repeat)?);
+    todo.extend(files.iter().map(|f| (f.clone(), f.display().to_string(), None)));
+    let mut rows = Vec::new();
+    for (path, name, ring) in &todo {
+        if let Some(n) = *ring {
+            eprintln!("bench: writing a {name}…");
+            let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+            record::synth::ring(f, 8, n).with_context(|| format!("writing {}", path.display()))?;
+        }
+        rows.push(measure(path, name.clone(), repeat)?);
+    }
+    if viewer {
+        for ((path, name, _), row) in todo.iter().zip(&mut rows) {
+            // The viewer holds every call (its rows and their texts): measured once.
+            eprintln!("bench: opening {name} in the viewer…");
+            reset_peak();
+            let t0 = Instant::now();
+            crate::tui::recording::first_frame(path, "160x48")?;
+            row.viewer_s = Some(t0.elapsed().as_secs_f64());
+            row.viewer_mb = Some(peak_kb().map_or(f64::NAN, |kb| kb as f64 / 1e3));
+        }
     }
     Ok(rows)
 }
@@ -79,6 +104,8 @@ fn measure(path: &Path, name: String, repeat: usize) -> Result<Row> {
         spread: times[times.len() - 1] / times[0].max(1e-9),
         calls_per_s: report.calls as f64 / seconds.max(1e-9),
         peak_mb,
+        viewer_s: None,
+        viewer_mb: None,
     })
 }
 
@@ -102,13 +129,31 @@ pub fn table(rows: &[Row]) -> String {
         .unwrap_or(0)
         .max(24);
     let mut o = format!(
-        "{:<w$} {:>11} {:>8} {:>8} {:>8} {:>7} {:>12} {:>8}\n",
-        "recording", "calls", "file MB", "findings", "s", "spread", "calls/s", "peak MB"
+        "{:<w$} {:>11} {:>8} {:>8} {:>8} {:>7} {:>12} {:>8} {:>9} {:>9}\n",
+        "recording",
+        "calls",
+        "file MB",
+        "findings",
+        "s",
+        "spread",
+        "calls/s",
+        "peak MB",
+        "viewer s",
+        "viewer MB"
     );
     for r in rows {
         o += &format!(
-            "{:<w$} {:>11} {:>8.1} {:>8} {:>8.2} {:>6.2}x {:>12.0} {:>8.1}\n",
-            r.recording, r.calls, r.file_mb, r.findings, r.seconds, r.spread, r.calls_per_s, r.peak_mb
+            "{:<w$} {:>11} {:>8.1} {:>8} {:>8.2} {:>6.2}x {:>12.0} {:>8.1} {:>9} {:>9}\n",
+            r.recording,
+            r.calls,
+            r.file_mb,
+            r.findings,
+            r.seconds,
+            r.spread,
+            r.calls_per_s,
+            r.peak_mb,
+            r.viewer_s.map_or("-".into(), |s| format!("{s:.2}")),
+            r.viewer_mb.map_or("-".into(), |m| format!("{m:.1}"))
         );
     }
     let rings: Vec<&Row> = rows.iter().filter(|r| r.recording.starts_with("ring")).collect();
@@ -123,6 +168,8 @@ pub fn table(rows: &[Row]) -> String {
     }
     o += "(check --recording: the file read twice, once to see where each thread's calls end and once \
           to replay them; s: the median of --repeat runs, spread: the slowest over the fastest; \
-          peak: the process's resident memory, reset before each run, the most of the runs)\n";
+          peak: the process's resident memory, reset before each run, the most of the runs; viewer: \
+          `haloscope --recording FILE` from opening the file to its first frame at 160x48, once, and \
+          its peak memory (with --viewer) — the viewer still holds every call)\n";
     o
 }

@@ -49,7 +49,7 @@ pub fn main(b: &BenchArgs) -> Result<()> {
         }
         // `--recording` alone measures those files; `--checker` the rings too.
         let sizes: &[u64] = if b.checker { &b.calls } else { &[] };
-        let rows = checker::run(sizes, &b.recording, b.repeat)?;
+        let rows = checker::run(sizes, &b.recording, b.repeat, b.viewer)?;
         return print(serde_json::to_string_pretty(&rows)?, checker::table(&rows));
     }
     if b.check {

@@ -343,6 +343,13 @@ pub fn open(
     }
 }
 
+/// The viewer's first screen of the recording at `path` (checked without annotations) at
+/// `size`, as text: what `bench --recording` times as the viewer's time to its first frame.
+pub fn first_frame(path: &Path, size: &str) -> Result<String> {
+    let v = viewers(&[path.to_path_buf()], None, KeyMap::default(), None)?;
+    off_screen(v, "", size, export::Format::Text)
+}
+
 /// A viewer for each of `paths`, the first shown.
 fn viewers(
     paths: &[std::path::PathBuf],
