@@ -515,7 +515,7 @@ pub struct BenchArgs {
 
     /// With `--checker` or `--recording`: the viewer too (`haloscope --recording FILE`), its
     /// time from opening the file to its first frame and its peak memory, once a file. The
-    /// viewer still holds every call: several GB at 10^7.
+    /// viewer still holds every call's text: GBs at 10^7.
     #[arg(long)]
     pub viewer: bool,
 

@@ -64,7 +64,7 @@ pub fn run(sizes: &[u64], files: &[PathBuf], repeat: usize, viewer: bool) -> Res
     }
     if viewer {
         for ((path, name, _), row) in todo.iter().zip(&mut rows) {
-            // The viewer holds every call (its rows and their texts): measured once.
+            // The viewer holds a row and a text a call: measured once.
             eprintln!("bench: opening {name} in the viewer…");
             reset_peak();
             let t0 = Instant::now();
@@ -170,6 +170,6 @@ pub fn table(rows: &[Row]) -> String {
           to replay them; s: the median of --repeat runs, spread: the slowest over the fastest; \
           peak: the process's resident memory, reset before each run, the most of the runs; viewer: \
           `haloscope --recording FILE` from opening the file to its first frame at 160x48, once, and \
-          its peak memory (with --viewer) — the viewer still holds every call)\n";
+          its peak memory (with --viewer) — the viewer still holds every call's text)\n";
     o
 }

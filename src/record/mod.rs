@@ -522,7 +522,7 @@ pub fn check_recordings(paths: &[PathBuf], how: Checking, json: bool) -> Result<
     let mut text = String::new();
     let mut with = Vec::new();
     for path in paths {
-        let (_, report) = load(path, how)?;
+        let report = check_file(path, how)?;
         let pid = process_of(path);
         if !report.findings.is_empty() {
             with.push(format!("{} ({})", path.display(), report.findings.len()));
@@ -604,8 +604,9 @@ pub fn check_recording(path: &Path, how: Checking, json: bool) -> Result<()> {
     }
 }
 
-/// A recording read and checked as `how` says: its calls and the report; a bad file, line
-/// or annotation as `file:line: why` (exit 2).
+/// A recording read whole and checked as `how` says: its calls and the report (what the
+/// streamed check, [`check_file`], is tested against); a bad file, line or annotation as
+/// `file:line: why` (exit 2).
 pub fn load(path: &Path, how: Checking) -> Result<(Vec<format::Call>, check::Report)> {
     let recording = read::open(path)?;
     let notes = how.notes()?;
@@ -624,6 +625,27 @@ pub fn load(path: &Path, how: Checking) -> Result<(Vec<format::Call>, check::Rep
 /// live state, not the recording's length. A bad file, line or annotation as `file:line:
 /// why` (exit 2).
 pub fn check_file(path: &Path, how: Checking) -> Result<check::Report> {
+    stream_check(path, how, false, |_| {})
+}
+
+/// [`check_file`] for the viewer: every call's text, stream and step kept in the report,
+/// and each call `how` takes handed to `see` (in the file's order, as it is replayed) before
+/// it is let go: the viewer keeps of it only what it draws.
+pub fn check_file_seeing(
+    path: &Path,
+    how: Checking,
+    see: impl FnMut(&format::Call),
+) -> Result<check::Report> {
+    stream_check(path, how, true, see)
+}
+
+/// [`check_file`]; `keep`: every call's text, stream and step kept, each call seen first.
+fn stream_check(
+    path: &Path,
+    how: Checking,
+    keep: bool,
+    mut see: impl FnMut(&format::Call),
+) -> Result<check::Report> {
     let notes = how.notes()?;
     let (mut ahead, mut left_out) = (check::Ahead::default(), 0);
     let read_notes = read::heads(path, |h| {
@@ -633,7 +655,7 @@ pub fn check_file(path: &Path, how: Checking) -> Result<check::Report> {
             left_out += 1;
         }
     })?;
-    let mut replay = check::Replay::new(ahead, notes.as_ref(), how.measured(), false);
+    let mut replay = check::Replay::new(ahead, notes.as_ref(), how.measured(), keep);
     // The calls decoded on a thread of their own, in batches, while this one replays them:
     // a laptop's second core decodes (a fifth of the work; a quarter less time in all, with
     // mimalloc freeing the other thread's blocks cheaply), and a few batches in flight bound
@@ -660,6 +682,7 @@ pub fn check_file(path: &Path, how: Checking) -> Result<check::Report> {
         });
         for batch in &rx {
             for c in batch {
+                see(&c);
                 replay.push(c);
             }
         }

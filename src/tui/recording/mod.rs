@@ -33,6 +33,41 @@ struct Row {
     step: Option<u64>,
 }
 
+/// What the viewer keeps of a recorded call while the recording is read (its text, stream
+/// and step are the report's): the file is checked as a stream, never held.
+struct Seen {
+    line: usize,
+    seq_in: u64,
+    thread: usize,
+    device: i64,
+    rc: i64,
+    glyph: char,
+    /// One of the host's own synchronisations (a lane of its thread's).
+    host: bool,
+}
+
+impl Seen {
+    fn of(c: &Call) -> Seen {
+        Seen {
+            line: c.line,
+            seq_in: c.seq_in,
+            thread: c.thread,
+            device: c.device,
+            rc: c.rc,
+            glyph: glyph(&c.name),
+            host: c.name.starts_with("host_"),
+        }
+    }
+}
+
+/// The recording at `path`, checked as `how` says: what the viewer keeps of each call, and
+/// the report.
+fn load(path: &Path, how: crate::record::Checking) -> Result<(Vec<Seen>, Report)> {
+    let mut seen = Vec::new();
+    let report = crate::record::check_file_seeing(path, how, |c| seen.push(Seen::of(c)))?;
+    Ok((seen, report))
+}
+
 /// What one recorded call looks like on the timeline: K kernel, G graph launch, C copy, M
 /// memset, R record, W wait, S a synchronisation, f/F a flag wait/write, H the host's own
 /// synchronisation (a lock, a barrier, …).
@@ -91,7 +126,7 @@ impl Viewer {
     }
 
     /// The viewer over a recording's calls and their check; at its first call.
-    pub fn new(name: &str, calls: &[Call], report: Report, keymap: KeyMap, notice: Option<String>) -> Viewer {
+    fn new(name: &str, calls: &[Seen], report: Report, keymap: KeyMap, notice: Option<String>) -> Viewer {
         let mut order: Vec<usize> = (0..calls.len()).collect();
         order.sort_by_key(|&i| (calls[i].seq_in, i));
         let mut lanes: Vec<(String, i64)> = Vec::new();
@@ -121,7 +156,7 @@ impl Viewer {
                     *stream_lane[s as usize]
                         .get_or_insert_with(|| new_lane(report.stream_names[s as usize].clone())),
                 ),
-                None if c.name.starts_with("host_") => Some(
+                None if c.host => Some(
                     *host_lane
                         .entry(c.thread)
                         .or_insert_with(|| new_lane(format!("host thread {}", c.thread))),
@@ -134,7 +169,7 @@ impl Viewer {
                 device: c.device,
                 call: i,
                 lane,
-                glyph: glyph(&c.name),
+                glyph: c.glyph,
                 rc: c.rc,
                 step: report.steps.get(i).copied().flatten(),
             });
@@ -359,7 +394,7 @@ fn viewers(
 ) -> Result<Viewers> {
     let mut all = Vec::new();
     for (k, path) in paths.iter().enumerate() {
-        let (calls, report) = crate::record::load(path, crate::record::Checking::with(annotations))?;
+        let (calls, report) = load(path, crate::record::Checking::with(annotations))?;
         if calls.is_empty() {
             return Err(crate::error::UsageError(format!(
                 "--recording {}: no calls recorded (nothing to show)",
@@ -472,7 +507,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/tests/data/recordings/seed.recording"
         ));
-        let (calls, report) = crate::record::load(path, crate::record::Checking::with(None)).unwrap();
+        let (calls, report) = load(path, crate::record::Checking::with(None)).unwrap();
         Viewer::new("seed.recording", &calls, report, KeyMap::default(), None)
     }
 

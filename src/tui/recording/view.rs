@@ -513,7 +513,7 @@ mod tests {
             .starts_with("graph-once")
             .then(|| root.join("tests/cuda/graph-once.access.txt"));
         let (calls, report) =
-            crate::record::load(&path, crate::record::Checking::with(notes.as_deref())).unwrap();
+            super::super::load(&path, crate::record::Checking::with(notes.as_deref())).unwrap();
         let v = Viewer::new(file, &calls, report, KeyMap::default(), None);
         super::super::off_screen(v, keys, size, crate::tui::export::Format::Text).unwrap()
     }
@@ -574,7 +574,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cut.recording");
         std::fs::write(&path, &bytes[..bytes.len() - 2]).unwrap();
-        let (calls, report) = crate::record::load(&path, crate::record::Checking::with(None)).unwrap();
+        let (calls, report) = super::super::load(&path, crate::record::Checking::with(None)).unwrap();
         let v = Viewer::new("cut.recording", &calls, report, KeyMap::default(), None);
         let s = super::super::off_screen(v, "", "80x24", crate::tui::export::Format::Text).unwrap();
         let head = s.lines().next().unwrap();
