@@ -1,7 +1,6 @@
 //! Headless runs: step the scenario, compare with the single-domain reference, summarise.
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -64,25 +63,6 @@ pub struct Summary {
     /// Cuda: each logical device's GPU and how it reaches its neighbours.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub topology: Vec<String>,
-}
-
-fn progress(steps: u64, what: &str) -> ProgressBar {
-    // Draws on stderr only when it is a terminal.
-    let bar = ProgressBar::new(steps);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} steps, {rate}, eta {eta}")
-            .expect("valid template")
-            // indicatif's {per_sec} prints four decimals ("26,843.0003/s"): whole steps.
-            .with_key(
-                "rate",
-                |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                    let _ = write!(w, "{:.0} steps/s", state.per_sec());
-                },
-            )
-            .progress_chars("=> "),
-    );
-    bar.set_message(what.to_string());
-    bar
 }
 
 /// `--dump-fields DIR`: created, and checked writable before the run, not after it.
@@ -163,7 +143,7 @@ impl Reference {
     /// Advances to step `n` (a progress bar when `bar`), then compares: the largest
     /// difference and the first differing cell, if any.
     fn compare(&mut self, n: u64, fields: &Gathered, bar: bool) -> Result<(f32, Option<usize>)> {
-        let bar = bar.then(|| progress(n, "reference"));
+        let bar = bar.then(|| crate::out::progress(n, "reference", "steps"));
         while self.step < n {
             self.domain.step(self.step);
             self.step += 1;
@@ -233,7 +213,7 @@ fn run_loop(
         copies: vec![Window::default(); s.split.len()],
         result: Ok(()),
     };
-    let bar = progress(s.steps, "run");
+    let bar = crate::out::progress(s.steps, "run", "steps");
     let t0 = Instant::now();
     let mut compare_time = std::time::Duration::ZERO;
     let mut n = 0;

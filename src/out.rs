@@ -47,3 +47,26 @@ pub fn line(text: impl fmt::Display) -> anyhow::Result<()> {
 pub fn wrote() -> bool {
     WROTE.load(Ordering::Relaxed)
 }
+
+/// A progress bar on standard error, drawn only where that is a terminal: `what`, the bar,
+/// how many `unit`s of `len` are done, the rate in whole units a second, the time left.
+pub fn progress(len: u64, what: &str, unit: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len);
+    let per = unit.to_string();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{msg:>10}} [{{bar:40}}] {{pos}}/{{len}} {unit}, {{rate}}, eta {{eta}}"
+        ))
+        .expect("valid template")
+        // indicatif's {per_sec} prints four decimals ("26,843.0003/s"): whole units.
+        .with_key(
+            "rate",
+            move |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0} {per}/s", state.per_sec());
+            },
+        )
+        .progress_chars("=> "),
+    );
+    bar.set_message(what.to_string());
+    bar
+}

@@ -346,3 +346,46 @@ fn the_recording_viewer_runs_on_the_same_loop_keys_step_it_and_a_signal_restores
     assert_eq!(exit_status(&s), Some(0), "{s}");
     assert!(t.cursor_visible());
 }
+
+/// A long `check --recording` shows its progress on a terminal (calls replayed of all, the
+/// rate) and clears it before the summary; the same file read by a pipe prints no bar.
+#[test]
+fn a_long_check_shows_its_progress_on_a_terminal_and_clears_it() {
+    let Some(t) = Tmux::start("progress", 120, 20) else {
+        return;
+    };
+    // Long enough to be seen: seconds in a debug build and in a release one.
+    let n: u64 = if cfg!(debug_assertions) {
+        100_000
+    } else {
+        3_000_000
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("ring.recording");
+    haloscope::record::synth::ring(std::fs::File::create(&rec).unwrap(), 8, n).unwrap();
+    t.wait_for("the prompt", |s| s.contains("READY$"));
+    t.run(&format!("check --recording {}", rec.display()));
+    let s = t.wait_for("the bar", |s| {
+        s.contains("calls/s, eta") || exit_status(s).is_some()
+    });
+    assert!(s.contains("checking ["), "no progress shown:\n{s}");
+    // Of all the calls (the ring rounds up to whole rounds).
+    assert!(
+        s.contains(&format!("/{}", n / 1000)) && s.contains(" calls, "),
+        "{s}"
+    );
+    let s = t.wait_for("the exit", |s| exit_status(s).is_some());
+    assert_eq!(exit_status(&s), Some(0), "{s}");
+    assert!(!s.contains("calls/s, eta"), "the bar is cleared:\n{s}");
+    assert!(s.contains(": 0 finding"), "{s}");
+    let out = Command::new(env!("CARGO_BIN_EXE_haloscope"))
+        .args(["check", "--recording"])
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("calls/s"),
+        "no bar without a terminal"
+    );
+}

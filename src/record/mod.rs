@@ -647,14 +647,17 @@ fn stream_check(
     mut see: impl FnMut(&format::Call),
 ) -> Result<check::Report> {
     let notes = how.notes()?;
-    let (mut ahead, mut left_out) = (check::Ahead::default(), 0);
+    let (mut ahead, mut left_out, mut taken) = (check::Ahead::default(), 0, 0u64);
     let read_notes = read::heads(path, |h| {
         if how.takes(h.name) {
             ahead.see_head(h);
+            taken += 1;
         } else {
             left_out += 1;
         }
     })?;
+    // A long recording's replay shown on a terminal (the first pass is the quicker).
+    let bar = crate::out::progress(taken, if keep { "reading" } else { "checking" }, "calls");
     let mut replay = check::Replay::new(ahead, notes.as_ref(), how.measured(), keep);
     // The calls decoded on a thread of their own, in batches, while this one replays them:
     // a laptop's second core decodes (a fifth of the work; a quarter less time in all, with
@@ -662,7 +665,7 @@ fn stream_check(
     // the memory.
     let (tx, rx) = crossbeam_channel::bounded::<Vec<format::Call>>(4);
     let how = &how;
-    std::thread::scope(|s| -> Result<()> {
+    let read = std::thread::scope(|s| -> Result<()> {
         // Owned here: were the replay to panic, the reader's sends would fail, not block.
         let rx = rx;
         let reader = s.spawn(move || -> Result<()> {
@@ -681,6 +684,7 @@ fn stream_check(
             Ok(())
         });
         for batch in &rx {
+            bar.inc(batch.len() as u64);
             for c in batch {
                 see(&c);
                 replay.push(c);
@@ -689,8 +693,11 @@ fn stream_check(
         reader
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    })?;
-    let mut report = replay.finish().map_err(at_line(path))?;
+    });
+    let report = read.and_then(|()| replay.finish().map_err(at_line(path)));
+    // Gone before the report, or an error, is printed.
+    bar.finish_and_clear();
+    let mut report = report?;
     report.notes = read_notes;
     report.host_left_out = left_out;
     Ok(report)
