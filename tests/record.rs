@@ -441,11 +441,8 @@ graph_instantiate exec=0xa00 graph=0x900";
     let calls = format::parse(Path::new("g"), &text).unwrap();
     let report = check::check(&calls, None).unwrap();
     let texts: Vec<&str> = report.texts.iter().collect();
-    let launches: Vec<&str> = texts
-        .iter()
-        .copied()
-        .filter(|t| t.starts_with("cudaGraphLaunch"))
-        .collect();
+    let calls_of = |f: &str| -> Vec<&str> { texts.iter().copied().filter(|t| t.starts_with(f)).collect() };
+    let launches = calls_of("cudaGraphLaunch");
     assert_eq!(launches.len(), 3, "{texts:#?}");
     assert!(
         launches[0].starts_with("cudaGraphLaunch(graphExec1,"),
@@ -459,11 +456,7 @@ graph_instantiate exec=0xa00 graph=0x900";
         launches[2].starts_with("cudaGraphLaunch(graphExec2,"),
         "{launches:#?}"
     );
-    let memsets: Vec<&str> = texts
-        .iter()
-        .copied()
-        .filter(|t| t.starts_with("cudaMemsetAsync"))
-        .collect();
+    let memsets = calls_of("cudaMemsetAsync");
     assert_eq!(memsets.len(), 2, "{texts:#?}");
     // The first names the stream as it was before it (the call made it known); the second
     // as the replay knows it since.

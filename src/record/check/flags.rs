@@ -12,7 +12,6 @@ use super::super::format::Call;
 use super::super::order::{Stamp, StreamKey};
 use super::super::spans::Entry;
 use super::Checker;
-use super::names::steady;
 
 /// The calls that go to a stream (held back while it waits on a flag).
 pub(super) const ON_STREAM: [&str; 9] = [
@@ -39,17 +38,8 @@ impl Checker<'_> {
     /// Replays a call, or holds it back behind its stream's flag wait; a flag write releases
     /// the streams that wait for it.
     pub(super) fn step(&mut self, e: &Rc<Entry>) -> Result<(), String> {
-        // The texts made forgotten around a call that may name a handle anew: a capture's
-        // calls and graphs' are stepped here, not through `Checker::call`.
-        let renames = !steady(&e.call.name);
-        if renames {
-            self.texts_made.get_mut().clear();
-        }
-        let r = self.step_on(e);
-        if renames {
-            self.texts_made.get_mut().clear();
-        }
-        r
+        // A capture's calls and graphs' are stepped here, not through `Checker::call`.
+        self.renaming(&e.call.name, |k| k.step_on(e))
     }
 
     fn step_on(&mut self, e: &Rc<Entry>) -> Result<(), String> {

@@ -453,11 +453,17 @@ impl Checker<'_> {
     /// Replays call `c`; the texts made forgotten before and after a call that may name a
     /// handle anew.
     fn call(&mut self, c: &Call) -> Result<(), String> {
-        let renames = !names::steady(&c.name);
+        self.renaming(&c.name, |k| k.semantics(c))
+    }
+
+    /// `f`, the texts made forgotten before and after it where a call named `name` may name
+    /// a handle anew (a text kept by its call's shape would name the old one).
+    fn renaming<T>(&mut self, name: &str, f: impl FnOnce(&mut Self) -> T) -> T {
+        let renames = !names::steady(name);
         if renames {
             self.texts_made.get_mut().clear();
         }
-        let r = self.semantics(c);
+        let r = f(self);
         if renames {
             self.texts_made.get_mut().clear();
         }
