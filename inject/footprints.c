@@ -81,14 +81,20 @@ static int (*san_sync)(void *h_stream);
 static int (*san_result_string)(int result, const char **text);
 
 static int fp_every;  // HALOSCOPE_FOOTPRINTS=all
-// HALOSCOPE_UNPATCH=1: a module is unpatched once no measured launch of it is open, and
-// patched again at a launch with a new signature (the patch costs every launch it runs in,
-// idle or not: 26× at 16384² for NVIDIA's Jacobi kept patched, 1.1× unpatched). Off by
-// default: on the GPU, a program with flag waits hung (patching waits for the GPU's pending
-// work, which a stream held by a flag the same thread writes later never finishes), and
-// patching again failed in another ("unknown internal error"; its next kernel then hit an
-// illegal instruction).
+// Unpatching (HALOSCOPE_UNPATCH=1; off by default until run on the GPU again): a module is
+// unpatched once no measured launch of it is open, and patched again at a launch with a new
+// signature (the patch costs every launch it runs in, idle or not: 26× at 16384² for NVIDIA's
+// Jacobi kept patched, 1.1× unpatched). Patching and unpatching wait for the GPU's pending
+// work, so both stop for good (`fp_frozen`) where that may never end or has gone wrong:
+// - at the first stream wait on a flag (cuStreamWaitValue*, captured or not), every module is
+//   patched again before the wait is issued and stays so (on the GPU a program with flag waits
+//   hung: a stream held by a flag that its own thread writes later never drains);
+// - at the first failed call (anything but "not ready"), modules stay as they are, the
+//   unpatched ones unmeasured from then on (on the GPU, patching again after a program's
+//   failed calls failed, "unknown internal error", and its next kernel hit an illegal
+//   instruction).
 static int fp_unpatch;
+static atomic_int fp_frozen;
 static const char *fp_patch;
 static atomic_int fp_failed;  // a measurement failed once: said once, later launches unmeasured
 
@@ -210,7 +216,8 @@ static void fp_unpatch_due(void) {
     // Marked unpatched before it is: a launch opening it meanwhile goes unmeasured.
     pthread_mutex_lock(&fp_lock);
     fp_module *f = module_of(m);
-    int due = f && f->open == 0 && f->patched;  // not opened again by another thread
+    // Not opened again by another thread, nor frozen patched (checked under the patch lock).
+    int due = f && f->open == 0 && f->patched && !atomic_load(&fp_frozen);
     if (due) f->patched = 0;
     pthread_mutex_unlock(&fp_lock);
     int r = due ? repatch(m, 0) : 0;
@@ -381,7 +388,7 @@ static void fp_before_launch(void *f, const unsigned *dims) {
     if (!m || patch_lock_for_a_while()) return;
     pthread_mutex_lock(&fp_lock);
     fp_module *mod = module_of(m);
-    int patch = mod && !mod->patched;
+    int patch = mod && !mod->patched && !atomic_load(&fp_frozen);
     pthread_mutex_unlock(&fp_lock);
     int r = patch ? repatch(m, 1) : 0;
     pthread_mutex_lock(&fp_lock);
@@ -402,6 +409,55 @@ static void fp_after_launch(void) {
     fp_module *f = module_of(m);
     if (f && f->open > 0 && --f->open == 0 && f->patched) fp_due_here = m;
     pthread_mutex_unlock(&fp_lock);
+}
+
+// Modules' patches stop changing (above: why), once: with `patch_all`, every unpatched
+// module patched again first. Under the patch lock, so that no patch or unpatch is under way
+// when the caller goes on (to issue its flag wait).
+static void fp_freeze(int patch_all, const char *why) {
+    if (!fp_unpatch || fp_in_patch || atomic_load(&fp_frozen)) return;
+    pthread_mutex_lock(&fp_patch_lock);
+    if (atomic_load(&fp_frozen)) {
+        pthread_mutex_unlock(&fp_patch_lock);
+        return;
+    }
+    int r = 0, again = 0;
+    while (patch_all) {
+        void *m = NULL;
+        pthread_mutex_lock(&fp_lock);
+        for (size_t i = 0; i < fp_nmods && !m; i++)
+            if (!fp_mods[i].patched) m = fp_mods[i].module;
+        pthread_mutex_unlock(&fp_lock);
+        if (!m || (r = repatch(m, 1))) break;
+        pthread_mutex_lock(&fp_lock);
+        fp_module *f = module_of(m);
+        if (f) f->patched = 1;
+        pthread_mutex_unlock(&fp_lock);
+        again++;
+    }
+    atomic_store(&fp_frozen, 1);
+    pthread_mutex_unlock(&fp_patch_lock);
+    pthread_mutex_lock(&lock);
+    comment("footprints: modules no longer unpatched between new signatures (%s)%s", why,
+            patch_all ? "; every module patched again" : "; an unpatched module's new launches unmeasured");
+    pthread_mutex_unlock(&lock);
+    // Said where it changes the verdict (launches left unmeasured), not where only the cost.
+    if (!patch_all)
+        fprintf(stderr,
+                "haloscope record: footprints: %s: modules are no longer unpatched between new signatures; "
+                "an unpatched module's new launches go unmeasured (without HALOSCOPE_UNPATCH=1 every module stays patched)\n",
+                why);
+    else if (fp_debug)
+        fprintf(stderr, "haloscope record: frozen (%s), %d module(s) patched again\n", why, again);
+    if (r) fp_fail("patching a module again", r);
+}
+
+// A call returns: its failure (but "not ready", an answer) freezes the modules as they are.
+static void fp_call_returned(int rc) {
+    if (rc == 0 || rc == 600 || !fp_unpatch || atomic_load(&fp_frozen)) return;
+    char why[64];
+    snprintf(why, sizeof why, "a call failed (error %d)", rc);
+    fp_freeze(0, why);
 }
 
 static void fp_fail(const char *what, int r) {

@@ -321,6 +321,8 @@ static void fp_encode(rec *r);
 static void fp_unpatch_due(void);
 static void fp_before_launch(void *f, const unsigned *dims);
 static void fp_after_launch(void);
+static void fp_freeze(int patch_all, const char *why);
+static void fp_call_returned(int rc);
 
 static void put_rec(const rec *r) {
     rec len = {.n = 0};
@@ -716,16 +718,18 @@ static void on_runtime(uint32_t cbid, const callback_data *cb) {
 }
 
 static void on_memop(uint32_t cbid, const callback_data *cb) {
+    int wait = cbid == DRV_WAIT32 || cbid == DRV_WAIT32_PTSZ || cbid == DRV_WAIT64 || cbid == DRV_WAIT64_PTSZ ||
+               cbid == DRV_WAIT32_V2 || cbid == DRV_WAIT32_V2_PTSZ || cbid == DRV_WAIT64_V2 ||
+               cbid == DRV_WAIT64_V2_PTSZ;
     if (cb->site == SITE_ENTER) {
         enter();
+        // Before the wait is issued: modules patched for good (footprints.c, fp_freeze).
+        if (wait) fp_freeze(1, "a stream waits on a flag");
         return;
     }
     int rc = cb->return_value ? *(int *)cb->return_value : 0;
     int wide = (cbid >= DRV_WAIT64 && cbid <= DRV_WRITE64_PTSZ) || cbid == DRV_WAIT64_V2 ||
                cbid == DRV_WAIT64_V2_PTSZ || cbid == DRV_WRITE64_V2 || cbid == DRV_WRITE64_V2_PTSZ;
-    int wait = cbid == DRV_WAIT32 || cbid == DRV_WAIT32_PTSZ || cbid == DRV_WAIT64 || cbid == DRV_WAIT64_PTSZ ||
-               cbid == DRV_WAIT32_V2 || cbid == DRV_WAIT32_V2_PTSZ || cbid == DRV_WAIT64_V2 ||
-               cbid == DRV_WAIT64_V2_PTSZ;
     int ptsz = cbid == DRV_WAIT32_PTSZ || cbid == DRV_WRITE32_PTSZ || cbid == DRV_WAIT64_PTSZ ||
                cbid == DRV_WRITE64_PTSZ || cbid == DRV_WAIT32_V2_PTSZ || cbid == DRV_WAIT64_V2_PTSZ ||
                cbid == DRV_WRITE32_V2_PTSZ || cbid == DRV_WRITE64_V2_PTSZ;
@@ -816,9 +820,13 @@ static void callback(void *userdata, int domain, uint32_t cbid, const void *data
     if (domain == DOMAIN_RUNTIME) on_runtime(cbid, data);
     else if (domain == DOMAIN_DRIVER) on_driver(cbid, data);
     else if (domain == DOMAIN_NVTX) on_nvtx(cbid, data);
-    // A call returning, out of the driver: where a module its launch closed is unpatched.
-    if ((domain == DOMAIN_RUNTIME || domain == DOMAIN_DRIVER) && ((const callback_data *)data)->site == SITE_EXIT)
+    // A call returning, out of the driver: where a module its launch closed is unpatched, and
+    // where a failed call stops that for good.
+    if ((domain == DOMAIN_RUNTIME || domain == DOMAIN_DRIVER) && ((const callback_data *)data)->site == SITE_EXIT) {
+        const callback_data *d = data;
+        fp_call_returned(d->return_value ? *(const int *)d->return_value : 0);
         fp_unpatch_due();
+    }
     host_quiet--;
 }
 

@@ -698,36 +698,84 @@ fn record_footprints_with(dir: &Path, how: &str, envs: &[(&str, &str)]) -> (Path
         .filter(|n| n.starts_with("fp."))
         .collect();
     assert_eq!(made.len(), 1, "{made:?}");
-    (
-        dir.join(&made[0]),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir.join(&made[0]), said)
+}
+
+/// Each launch's footprint as its record holds it ("measured …", "reused …" or "none").
+fn launch_footprints(path: &Path) -> Vec<String> {
+    haloscope::record::read::open(path)
+        .unwrap()
+        .calls
+        .iter()
+        .filter(|c| c.name == "launch")
+        .map(|c| c.keys.get("footprint").unwrap_or("none").to_string())
+        .collect()
 }
 
 /// HALOSCOPE_UNPATCH=1: a module is unpatched once its new signatures are measured (the patch
 /// costs every launch it runs in) and patched again for the next new one — the same bytes
-/// measured, nothing left patched, no wait on itself where the Sanitizer API calls back while
-/// it patches, and neither done inside a launch's own callbacks (on the GPU both hung there;
-/// the stand-in fails them, and measures a launch only while its module is patched).
+/// measured as with modules kept patched (the default), nothing left patched, no wait on
+/// itself where the Sanitizer API calls back while it patches, and neither done inside a
+/// launch's own callbacks (on the GPU both hung there; the stand-in fails them, and measures
+/// a launch only while its module is patched).
 #[test]
 fn modules_unpatched_between_new_signatures_measure_the_same_footprints() {
-    let footprints = |path: &Path| -> Vec<String> {
-        haloscope::record::read::open(path)
-            .unwrap()
-            .calls
-            .iter()
-            .filter(|c| c.name == "launch")
-            .map(|c| c.keys.get("footprint").unwrap_or("none").to_string())
-            .collect()
-    };
     let kept = tempfile::tempdir().unwrap();
     let (path, said) = record_footprints_with(kept.path(), "", &[]);
     assert!(said.contains("1 module(s) left patched"), "{said}");
     let unpatched = tempfile::tempdir().unwrap();
     let (again, said) = record_footprints_with(unpatched.path(), "", &[("HALOSCOPE_UNPATCH", "1")]);
     assert!(said.contains("0 module(s) left patched"), "{said}");
-    assert_eq!(footprints(&path), footprints(&again));
-    assert_eq!(footprints(&again).len(), 3);
+    assert_eq!(launch_footprints(&path), launch_footprints(&again));
+    assert_eq!(launch_footprints(&again).len(), 3);
+}
+
+/// Patching waits for the GPU's pending work: once a stream waits on a flag (which its own
+/// thread may write only later) no patch may wait for it. At the first flag wait's entry
+/// every module is patched again and stays so: the next new signature is measured, not lost
+/// to a patch that would hang (the stand-in fails it). A failed call freezes the modules as
+/// they are: nothing patched after it (on the GPU that failed and broke the next kernel), the
+/// unpatched module's next new signature unmeasured, and said so.
+#[test]
+fn a_flag_wait_or_a_failed_call_stops_unpatching_for_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, said) = record_footprints_with(dir.path(), "flagged", &[("HALOSCOPE_UNPATCH", "1")]);
+    assert!(said.contains("1 module(s) left patched"), "{said}");
+    let fps = launch_footprints(&path);
+    assert!(
+        fps[0].starts_with("measured ") && fps[1].starts_with("reused "),
+        "{fps:?}"
+    );
+    assert!(
+        fps[2].starts_with("measured "),
+        "the new signature after the flag wait: {fps:?}"
+    );
+    assert!(
+        !said.contains("failed"),
+        "nothing said where all went well: {said}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let (path, said) = record_footprints_with(dir.path(), "failing", &[("HALOSCOPE_UNPATCH", "1")]);
+    assert!(said.contains("0 module(s) left patched"), "{said}");
+    let fps = launch_footprints(&path);
+    assert!(
+        fps[0].starts_with("measured ") && fps[1].starts_with("reused "),
+        "{fps:?}"
+    );
+    assert_eq!(
+        fps[2], "none",
+        "unpatched and frozen: the new signature unmeasured"
+    );
+    assert!(
+        said.contains("a call failed (error 400): modules are no longer unpatched between new signatures"),
+        "{said}"
+    );
 }
 
 /// Issue 55, the recorder's host side without a GPU: each launch's footprint — its table

@@ -11,9 +11,9 @@
 # (-nccheck 1000: else a stream synchronisation and barriers every iteration order
 # everything) correct and with its top wait removed, and the exports. Then what measuring
 # costs: NVIDIA's multi_threaded_copy with 2 threads at 16384² and 1024², plain, recorded
-# without footprints, with the first launches measured (the default: modules kept patched),
-# with modules unpatched between new signatures (HALOSCOPE_UNPATCH=1: UNPATCH=1 records every
-# program above so too), and every launch measured (SKIP_COST=1 leaves this out, SKIP_ALL=1
+# without footprints, with the first launches measured and modules unpatched between new
+# signatures (HALOSCOPE_UNPATCH=1, as every program above is recorded unless KEPT=1), with
+# modules kept patched (HALOSCOPE_UNPATCH=0), and every launch measured (SKIP_COST=1 leaves this out, SKIP_ALL=1
 # the last; REPEAT=N runs, best taken). A
 # recording that runs past HANG_S seconds (120) has its threads' stacks written beside it.
 # Prints a table last, and the races each broken variant's check names.
@@ -33,7 +33,7 @@ wait
 T=$OUT/fp-table.txt; : > $T
 source $G/fp-lib.sh
 printf "%-36s %4s %8s %9s %12s %14s %7s %8s %6s\n" program exit measured annotated conservative "meas/reuse/no" calls bytes "s" >> $T
-[ -n "$UNPATCH" ] && export HALOSCOPE_UNPATCH=1
+export HALOSCOPE_UNPATCH=1; [ -n "$KEPT" ] && export HALOSCOPE_UNPATCH=0
 rec footprint . "" ./footprint
 rec footprint-race . "" ./footprint race
 rec seed . "" ./seed 40
@@ -51,16 +51,16 @@ for e in exports/*; do [ -x $e/halo ] || continue; m=$(basename $e)
   rec export-$m $e "$a" ./halo
 done
 unset HALOSCOPE_UNPATCH
-[ -n "$HUNG" ] && echo "HALOSCOPE_UNPATCH=1 hung at $HUNG (the rest kept modules patched): its stacks in f/$HUNG.stacks.txt" >> $T
+[ -n "$HUNG" ] && echo "unpatching hung at $HUNG (the rest kept modules patched): its stacks in f/$HUNG.stacks.txt" >> $T
 # What measuring costs, against the plain run, best of 2 (1,000 iterations at each size).
-printf "\n%-22s %9s %12s %12s %12s %12s %10s %10s %10s\n" "multi_threaded_copy" "plain s" "no fp s" "first s" "unpatch s" "all s" "first x" "unpatch x" "all x" >> $T
+printf "\n%-22s %9s %12s %12s %12s %12s %10s %10s %10s\n" "multi_threaded_copy" "plain s" "no fp s" "first s" "kept s" "all s" "first x" "kept x" "all x" >> $T
 if [ -x mt/multi_threaded_copy/jacobi ] && [ -z "$SKIP_COST" ]; then
   cd mt/multi_threaded_copy; export THREADS=2
   for size in "1024 1000" "16384 1000"; do set -- $size
     p=$(best ./jacobi -niter $2 -nx $1 -ny $1)
     q=$(best sh -c "rm -f /tmp/q.rec; $H record --no-footprints --out /tmp/q.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
-    r=$(best sh -c "rm -f /tmp/r.rec; $H record --out /tmp/r.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
-    k=0; [ -z "$SKIP_UNPATCH" ] && k=$(best sh -c "rm -f /tmp/k.rec; HALOSCOPE_UNPATCH=1 $H record --out /tmp/k.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
+    r=$(best sh -c "rm -f /tmp/r.rec; HALOSCOPE_UNPATCH=1 $H record --out /tmp/r.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
+    k=0; [ -z "$SKIP_KEPT" ] && k=$(best sh -c "rm -f /tmp/k.rec; HALOSCOPE_UNPATCH=0 $H record --out /tmp/k.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
     a=0; [ -z "$SKIP_ALL" ] && a=$(best sh -c "rm -f /tmp/a.rec; $H record --footprints all --out /tmp/a.rec -- ./jacobi -niter $2 -nx $1 -ny $1")
     printf "%-22s %9.2f %12.2f %12.2f %12.2f %12.2f %9.1fx %9.1fx %9.1fx\n" "${1}² x $2" $p $q $r $k $a $(python3 -c "print($r/$p)") $(python3 -c "print($k/$p)") $(python3 -c "print($a/$p)") >> $T
     echo "  recordings: no fp $(stat -c %s /tmp/q.rec) B, first $(stat -c %s /tmp/r.rec) B; $($H check --recording /tmp/r.rec 2>/dev/null | head -1 | sed 's/^recording [^:]*: //'); $($H check --recording /tmp/r.rec 2>/dev/null | grep '^kernel footprints' | sed 's/ (captured.*//')" >> $T

@@ -23,9 +23,9 @@ rec() {
   (cd $d && exec $H record --out $OUT/f/$n.recording -- "$@" > $OUT/f/$n.run.txt 2>&1) &
   watch_for_hang $! ${HANG_S:-120} $OUT/f/$n.stacks.txt
   local rc=$? t1=$(date +%s.%N)
-  # A hang with modules unpatched between signatures (HALOSCOPE_UNPATCH=1): the rest keep them
-  # patched (and the cost rows leave it out).
-  [ $rc = 124 ] && [ "$HALOSCOPE_UNPATCH" = 1 ] && { HUNG=$n; unset HALOSCOPE_UNPATCH; }
+  # A hang with modules unpatched between signatures (the default): the rest keep them
+  # patched (HALOSCOPE_UNPATCH=0).
+  [ $rc = 124 ] && [ "$HALOSCOPE_UNPATCH" != 0 ] && { HUNG=$n; export HALOSCOPE_UNPATCH=0; }
   local args=""; [ -n "$a" ] && args="--annotations $a"
   for m in measured annotated conservative; do
     $H check --recording $OUT/f/$n.recording $args --model $m > $OUT/f/$n.$m.txt 2>&1

@@ -1,12 +1,12 @@
 #!/bin/bash
 # On an H200 (device: carry ["gpu"], `bash gpu/unpatch.sh`), after scripts/record-h200/prep.sh
-# here (given the fetched multi-gpu-programming-models): issue 55's HALOSCOPE_UNPATCH=1 (a module unpatched
+# here (given the fetched multi-gpu-programming-models): issue 55's unpatching (HALOSCOPE_UNPATCH=1, now the default: a module unpatched
 # as the call of the launch that closed it returns, patched again at a new launch's driver
 # call's entry) on tests/cuda/footprint.cu (three kernels of one module, so a module patched
 # again after it was unpatched) and NVIDIA's multi-threaded Jacobi variants on the one GPU
 # (multi_threaded_copy with 2 and 3 OpenMP threads and a wait removed; every variant on 3
 # threads, correct and with its top wait removed), each beside the same recorded with its
-# modules kept patched (the default), each watched for a hang (HANG_S, 20 s: its
+# modules kept patched (HALOSCOPE_UNPATCH=0), each watched for a hang (HANG_S, 20 s: its
 # threads' top frames printed; DEBUG=1: each patch and unpatch counted). Then what it costs,
 # 1,000 iterations at 1024² and 16384², against the plain run (one run each; a run past CAP_S,
 # 90 s, is cut and shown as such), and the races each broken variant's check names. Prints a
@@ -26,7 +26,7 @@ frames() { awk '/^Thread /{n=0; print; next} /^#[0-9]+ /{if (n++ < 7) print "   
 printf "%-36s %4s %8s %9s %12s %14s %7s %8s %6s\n" program exit measured annotated conservative "meas/reuse/no" calls bytes "s" >> $T
 for how in kept 1; do
   HUNG=; unset HALOSCOPE_UNPATCH HALOSCOPE_DEBUG
-  [ $how != kept ] && export HALOSCOPE_UNPATCH=$how
+  export HALOSCOPE_UNPATCH=$([ $how = kept ] && echo 0 || echo $how)
   [ $how != kept ] && [ -n "$DEBUG" ] && export HALOSCOPE_DEBUG=1
   rec $how-footprint . "" ./footprint
   [ -z "$HUNG" ] && rec $how-footprint-race . "" ./footprint race
@@ -52,7 +52,7 @@ cd $C
 for size in 1024 16384; do
   p=$(best ./jacobi -niter 1000 -nx $size -ny $size)
   rm -f /tmp/q.rec; q=$(best $CAP $H record --no-footprints --out /tmp/q.rec -- ./jacobi -niter 1000 -nx $size -ny $size)
-  rm -f /tmp/k.rec; k=-; [ $size = 1024 ] && k=$(best $CAP $H record --out /tmp/k.rec -- ./jacobi -niter 1000 -nx $size -ny $size)
+  rm -f /tmp/k.rec; k=-; [ $size = 1024 ] && k=$(best $CAP env HALOSCOPE_UNPATCH=0 $H record --out /tmp/k.rec -- ./jacobi -niter 1000 -nx $size -ny $size)
   u=-; [ -z "$HUNG_1" ] && u=$(best $CAP env HALOSCOPE_UNPATCH=1 $H record --out /tmp/u.rec -- ./jacobi -niter 1000 -nx $size -ny $size)
   x() { [ "$1" = - ] && echo - || python3 -c "print('%.1fx' % ($1/$p))"; }
   printf "%-16s %8.2f %8.2f %8s %8s %8s %8s\n" "${size}² x 1000" $p $q $k $u $(x $k) $(x $u) >> $T

@@ -33,6 +33,11 @@
 //                                  more than a record's share: one repeated range, exact).
 //                                  atomic: the kernel adds atomically to a[0..4), launched on
 //                                  both streams unordered each step (no copy).
+//                                  flagged: after the first step, a stream waits on a flag no
+//                                  one has written yet (cuStreamWaitValue32; the stand-in's
+//                                  patching then fails where the GPU's would hang).
+//                                  failing: after the first step, a stream synchronisation
+//                                  fails (invalid resource handle).
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -308,6 +313,9 @@ typedef struct {
 
 static const void *(*launch_data)(void);
 static int (*patched)(void);
+static void (*hold)(void);
+static int flagged;  // footprint flagged: a flag wait after the first step
+static int failing;  // footprint failing: a failed call after the first step
 static void (*launch_callback)(uint32_t cbid, const void *launch);
 static int strided;  // footprint strided: the kernel touches every other 16 bytes
 static int scattered;  // footprint scattered: runs of irregular lengths and gaps
@@ -384,6 +392,24 @@ static int footprint(int race) {
             }
             continue;
         }
+        if (step == 0 && flagged) {
+            // cuStreamWaitValue32(stream, addr, value, flags): issued between its callbacks.
+            struct { void *stream; uint64_t addr; uint32_t value; unsigned flags; } w = {streams[0], 0x7f0000000000ull, 1, 0};
+            int rc = 0;
+            callback_data d = {.site = 0, .params = &w, .return_value = &rc};
+            cb(cb_data, 1, 458, &d);
+            hold();
+            d.site = 1;
+            cb(cb_data, 1, 458, &d);
+        }
+        if (step == 0 && failing) {
+            struct { void *stream; } ss = {(void *)0xbad};
+            int rc = 400;
+            callback_data d = {.site = 0, .params = &ss, .return_value = &rc};
+            cb(cb_data, 2, 131, &d);
+            d.site = 1;
+            cb(cb_data, 2, 131, &d);
+        }
         struct { void *dst; const void *src; size_t count; int kind; void *stream; } c = {
             a + (race ? 5 : 0), &host_edge, 4, 1, streams[1]};
         runtime(41, &c, NULL, NULL);
@@ -426,7 +452,10 @@ int main(int argc, char **argv) {
         launch_data = (const void *(*)(void))dlsym(cupti, "fake_launch_data");
         patched = (int (*)(void))dlsym(cupti, "fake_patched_modules");
         launch_callback = (void (*)(uint32_t, const void *))dlsym(cupti, "fake_launch");
-        if (!launch_data || !patched || !launch_callback) return 3;
+        hold = (void (*)(void))dlsym(cupti, "fake_hold");
+        if (!launch_data || !patched || !launch_callback || !hold) return 3;
+        flagged = argc > 2 && strcmp(argv[2], "flagged") == 0;
+        failing = argc > 2 && strcmp(argv[2], "failing") == 0;
         strided = argc > 2 && strcmp(argv[2], "strided") == 0;
         scattered = argc > 2 && strcmp(argv[2], "scattered") == 0;
         atomics = argc > 2 && strcmp(argv[2], "atomic") == 0;

@@ -49,15 +49,21 @@ static void reloaded(void *module) {
     if (subscribed) subscribed(subscribed_data, 3, 9, &m);
 }
 // On the GPU, patching or unpatching inside a launch's own callbacks never returned: here
-// it fails (99), and so does patching a patched module or unpatching an unpatched one.
-static int in_launch;
+// it fails (99), and so does patching a patched module or unpatching an unpatched one. Both
+// wait for the GPU's pending work, which a stream held by a flag wait never finishes (the
+// fake program's `fake_hold`: a flag its own thread would write later): then they fail (98)
+// where the GPU would hang.
+static int in_launch, held;
+void fake_hold(void) { held = 1; }
 int sanitizerPatchModule(void *module) {
+    if (held) return 98;
     if (in_launch || patched_modules) return 99;
     patched_modules++;
     reloaded(module);
     return 0;
 }
 int sanitizerUnpatchModule(void *module) {
+    if (held) return 98;
     if (in_launch || !patched_modules) return 99;
     patched_modules--;
     reloaded(module);
