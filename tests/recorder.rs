@@ -186,9 +186,9 @@ fn a_crash_keeps_the_calls_before_it_and_a_cap_stops_recording_with_a_message() 
     let r = haloscope::record::check::check(&calls, None).unwrap();
     let last = calls
         .iter()
-        .zip(&r.steps)
-        .filter(|(c, _)| c.name == "launch" && c.keys["args"].starts_with("8:00007f0001000000"))
-        .filter_map(|(_, s)| *s)
+        .enumerate()
+        .filter(|(_, c)| c.name == "launch" && c.keys["args"].starts_with("8:00007f0001000000"))
+        .filter_map(|(i, _)| r.step(i))
         .max();
     assert_eq!(last, Some(10_000));
     assert!(

@@ -211,9 +211,10 @@ pub struct Report {
     pub streams: Vec<Option<u32>>,
     #[serde(skip)]
     pub stream_names: Vec<String>,
-    /// Each call's step, where the program marks steps.
+    /// Each call's step, where the program marks steps (`NO_STEP` where not: 8 bytes a call,
+    /// not 16); see [`Report::step`].
     #[serde(skip)]
-    pub steps: Vec<Option<u64>>,
+    pub steps: Vec<u64>,
     /// What the reader said of the recording as a whole: "ends inside a record at byte N: …".
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -232,7 +233,15 @@ impl Report {
         let s = (*self.streams.get(i)?)?;
         self.stream_names.get(s as usize).map(String::as_str)
     }
+
+    /// Call `i`'s step, where the program marks steps.
+    pub fn step(&self, i: usize) -> Option<u64> {
+        self.steps.get(i).copied().filter(|&s| s != NO_STEP)
+    }
 }
+
+/// No step: a call before the program's first step mark, or in a program that marks none.
+pub const NO_STEP: u64 = u64::MAX;
 
 fn is_zero(n: &usize) -> bool {
     *n == 0

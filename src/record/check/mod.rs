@@ -17,7 +17,7 @@ use super::annotate::{self, Annotations};
 use super::format::{Call, Texts};
 use super::host::HostSync;
 use super::order::{Clock, Order, StreamKey};
-pub use super::report::{Alloc, Finding, Launches, Model, Race, Report, Site};
+pub use super::report::{Alloc, Finding, Launches, Model, NO_STEP, Race, Report, Site};
 use super::spans::{Ended, Entry, Spans};
 use crate::hazard::Kind;
 
@@ -110,7 +110,8 @@ struct Shown {
     /// Each stream's name once: looked up by its agent (a name is hashed once per stream).
     stream_index: HashMap<String, u32>,
     agent_index: HashMap<usize, u32>,
-    steps: Vec<Option<u64>>,
+    /// `Report::steps`' (`NO_STEP`: none).
+    steps: Vec<u64>,
 }
 
 /// The replay of a recording's calls, read once, in order: a call is replayed once no call
@@ -398,7 +399,7 @@ impl<'a> Replay<'a> {
 impl Shown {
     /// Call `c`'s stream (`on`: it ran on one, not captured into a graph) and step.
     fn push(&mut self, k: &Checker, c: &Call, on: bool, step: Option<u64>) {
-        self.steps.push(step);
+        self.steps.push(step.unwrap_or(NO_STEP));
         let stream = (c.keys.contains_key("stream") && on).then(|| {
             let (names, index) = (&mut self.stream_names, &mut self.stream_index);
             let mut by_name = |name: String| {

@@ -18,54 +18,74 @@ use super::keymap::{Action, KeyMap};
 use crate::record::check::{Finding, Report};
 use crate::record::format::Call;
 
-/// One recorded call as the viewer shows it.
+/// One recorded call as the viewer shows it, in 40 bytes (ten million calls are shown): its
+/// text, stream and step are the report's, by its place among the calls. The file is checked
+/// as a stream, never held: the viewer keeps of each call this only.
 struct Row {
-    thread: usize,
+    /// Its entry's sequence number: the issue order.
     seq: u64,
-    device: i64,
-    /// Its place among the calls (the report's texts hold it as CUDA code).
-    call: usize,
-    /// Its stream's lane on the timeline, if it was issued to one.
-    lane: Option<usize>,
-    glyph: char,
-    rc: i64,
-    /// Its host thread's step, where the program marks steps.
-    step: Option<u64>,
-}
-
-/// What the viewer keeps of a recorded call while the recording is read (its text, stream
-/// and step are the report's): the file is checked as a stream, never held.
-struct Seen {
+    /// Its line (record) in the file: how the findings name it.
     line: usize,
-    seq_in: u64,
-    thread: usize,
-    device: i64,
-    rc: i64,
-    glyph: char,
+    /// Its place among the calls (the report's texts hold it as CUDA code).
+    call: u32,
+    thread: u32,
+    device: i32,
+    rc: i32,
+    /// Its lane on the timeline (`NO_LANE`: issued to no stream).
+    lane: u32,
+    /// `glyph`'s, as a byte (0 for `·`).
+    glyph: u8,
     /// One of the host's own synchronisations (a lane of its thread's).
     host: bool,
 }
 
-impl Seen {
-    fn of(c: &Call) -> Seen {
-        Seen {
+const NO_LANE: u32 = u32::MAX;
+const _: () = assert!(std::mem::size_of::<Row>() == 40);
+
+impl Row {
+    fn of(call: usize, c: &Call) -> Row {
+        Row {
+            seq: c.seq_in,
             line: c.line,
-            seq_in: c.seq_in,
-            thread: c.thread,
-            device: c.device,
-            rc: c.rc,
-            glyph: glyph(&c.name),
+            call: u32::try_from(call).unwrap_or(u32::MAX),
+            thread: u32::try_from(c.thread).unwrap_or(u32::MAX),
+            device: i32::try_from(c.device).unwrap_or(-1),
+            rc: i32::try_from(c.rc).unwrap_or(i32::MAX),
+            lane: NO_LANE,
+            glyph: match glyph(&c.name) {
+                g if g.is_ascii() => g as u8,
+                _ => 0,
+            },
             host: c.name.starts_with("host_"),
+        }
+    }
+
+    fn thread(&self) -> usize {
+        self.thread as usize
+    }
+
+    fn call(&self) -> usize {
+        self.call as usize
+    }
+
+    fn lane(&self) -> Option<usize> {
+        (self.lane != NO_LANE).then_some(self.lane as usize)
+    }
+
+    fn glyph(&self) -> char {
+        match self.glyph {
+            0 => '·',
+            g => char::from(g),
         }
     }
 }
 
-/// The recording at `path`, checked as `how` says: what the viewer keeps of each call, and
-/// the report.
-fn load(path: &Path, how: crate::record::Checking) -> Result<(Vec<Seen>, Report)> {
-    let mut seen = Vec::new();
-    let report = crate::record::check_file_seeing(path, how, |c| seen.push(Seen::of(c)))?;
-    Ok((seen, report))
+/// The recording at `path`, checked as `how` says: a row for each call, in the file's order
+/// (the viewer sorts them), and the report.
+fn load(path: &Path, how: crate::record::Checking) -> Result<(Vec<Row>, Report)> {
+    let mut rows = Vec::new();
+    let report = crate::record::check_file_seeing(path, how, |c| rows.push(Row::of(rows.len(), c)))?;
+    Ok((rows, report))
 }
 
 /// What one recorded call looks like on the timeline: K kernel, G graph launch, C copy, M
@@ -122,18 +142,22 @@ pub struct Viewer {
 impl Viewer {
     /// Row `r`'s call as CUDA code.
     fn text(&self, r: &Row) -> &str {
-        self.report.texts.get(r.call).unwrap_or_default()
+        self.report.texts.get(r.call()).unwrap_or_default()
     }
 
-    /// The viewer over a recording's calls and their check; at its first call.
-    fn new(name: &str, calls: &[Seen], report: Report, keymap: KeyMap, notice: Option<String>) -> Viewer {
-        let mut order: Vec<usize> = (0..calls.len()).collect();
-        order.sort_by_key(|&i| (calls[i].seq_in, i));
+    /// Row `r`'s host thread's step, where the program marks steps.
+    fn step(&self, r: &Row) -> Option<u64> {
+        self.report.step(r.call())
+    }
+
+    /// The viewer over a recording's calls (`load`'s rows) and their check; at its first call.
+    fn new(name: &str, mut rows: Vec<Row>, report: Report, keymap: KeyMap, notice: Option<String>) -> Viewer {
+        rows.sort_unstable_by_key(|r| (r.seq, r.call));
         let mut lanes: Vec<(String, i64)> = Vec::new();
         // A lane's place by the report's index of its stream's name (a stream's lane), or by
         // host thread (its own synchronisation's lane, beside the streams).
-        let mut stream_lane: Vec<Option<usize>> = vec![None; report.stream_names.len()];
-        let mut host_lane: HashMap<usize, usize> = HashMap::new();
+        let mut stream_lane: Vec<Option<u32>> = vec![None; report.stream_names.len()];
+        let mut host_lane: HashMap<u32, u32> = HashMap::new();
         // The rows of the calls the findings name, by line (those only: not one entry a call).
         let mut by_line: HashMap<usize, Option<usize>> = report
             .findings
@@ -141,45 +165,29 @@ impl Viewer {
             .flat_map(|f| std::iter::once(&f.first).chain(&f.second))
             .map(|s| (s.line, None))
             .collect();
-        let mut rows = Vec::with_capacity(calls.len());
-        for (at, &i) in order.iter().enumerate() {
-            let c = &calls[i];
-            if let Some(row) = by_line.get_mut(&c.line) {
+        for (at, r) in rows.iter_mut().enumerate() {
+            if let Some(row) = by_line.get_mut(&r.line) {
                 *row = Some(at);
             }
             let mut new_lane = |name: String| {
-                lanes.push((name, c.device));
-                lanes.len() - 1
+                lanes.push((name, i64::from(r.device)));
+                u32::try_from(lanes.len() - 1).unwrap_or(NO_LANE)
             };
-            let lane = match report.streams.get(i).copied().flatten() {
-                Some(s) => Some(
-                    *stream_lane[s as usize]
-                        .get_or_insert_with(|| new_lane(report.stream_names[s as usize].clone())),
-                ),
-                None if c.host => Some(
-                    *host_lane
-                        .entry(c.thread)
-                        .or_insert_with(|| new_lane(format!("host thread {}", c.thread))),
-                ),
-                None => None,
+            r.lane = match report.streams.get(r.call()).copied().flatten() {
+                Some(s) => *stream_lane[s as usize]
+                    .get_or_insert_with(|| new_lane(report.stream_names[s as usize].clone())),
+                None if r.host => *host_lane
+                    .entry(r.thread)
+                    .or_insert_with(|| new_lane(format!("host thread {}", r.thread))),
+                None => NO_LANE,
             };
-            rows.push(Row {
-                thread: c.thread,
-                seq: c.seq_in,
-                device: c.device,
-                call: i,
-                lane,
-                glyph: c.glyph,
-                rc: c.rc,
-                step: report.steps.get(i).copied().flatten(),
-            });
         }
-        let mut threads: Vec<usize> = rows.iter().map(|r| r.thread).collect();
+        let mut threads: Vec<usize> = rows.iter().map(Row::thread).collect();
         threads.sort();
         threads.dedup();
         let mut calls_of = vec![Vec::new(); threads.len()];
         for (i, r) in rows.iter().enumerate() {
-            if let Ok(t) = threads.binary_search(&r.thread) {
+            if let Ok(t) = threads.binary_search(&r.thread()) {
                 calls_of[t].push(i);
             }
         }
@@ -216,7 +224,7 @@ impl Viewer {
     /// The current call's host thread, by its place in `threads`.
     fn thread_now(&self) -> Option<usize> {
         let r = self.rows.get(self.at.checked_sub(1)?)?;
-        self.threads.binary_search(&r.thread).ok()
+        self.threads.binary_search(&r.thread()).ok()
     }
 
     fn findings(&self) -> &[Finding] {
@@ -394,8 +402,8 @@ fn viewers(
 ) -> Result<Viewers> {
     let mut all = Vec::new();
     for (k, path) in paths.iter().enumerate() {
-        let (calls, report) = load(path, crate::record::Checking::with(annotations))?;
-        if calls.is_empty() {
+        let (rows, report) = load(path, crate::record::Checking::with(annotations))?;
+        if rows.is_empty() {
             return Err(crate::error::UsageError(format!(
                 "--recording {}: no calls recorded (nothing to show)",
                 path.display()
@@ -416,7 +424,7 @@ fn viewers(
                 paths.len()
             )
         };
-        all.push(Viewer::new(&name, &calls, report, keys.clone(), notice.clone()));
+        all.push(Viewer::new(&name, rows, report, keys.clone(), notice.clone()));
     }
     Ok(Viewers { all, at: 0 })
 }
@@ -507,8 +515,8 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/tests/data/recordings/seed.recording"
         ));
-        let (calls, report) = load(path, crate::record::Checking::with(None)).unwrap();
-        Viewer::new("seed.recording", &calls, report, KeyMap::default(), None)
+        let (rows, report) = load(path, crate::record::Checking::with(None)).unwrap();
+        Viewer::new("seed.recording", rows, report, KeyMap::default(), None)
     }
 
     fn key(c: KeyCode) -> KeyEvent {

@@ -180,7 +180,7 @@ impl Viewer {
                 let seq = format!("{:>5} ", r.seq);
                 let room_beside = |failed: &str| width.saturating_sub(1 + seq.len() + failed.chars().count());
                 // The error's name where it leaves the call room to be read; its number else.
-                let failed = match r.rc {
+                let failed = match i64::from(r.rc) {
                     0 => String::new(),
                     rc => {
                         let named = format!(" ✗ {}", crate::record::check::error_text(rc));
@@ -227,7 +227,7 @@ impl Viewer {
         let cols = usize::from(inner.width).saturating_sub(label_w);
         let shown: Vec<usize> = (0..self.at)
             .rev()
-            .filter(|&i| self.rows[i].lane.is_some())
+            .filter(|&i| self.rows[i].lane().is_some())
             .take(cols)
             .collect();
         let marks = self.marks();
@@ -242,11 +242,11 @@ impl Viewer {
             )];
             for &i in shown.iter().rev() {
                 let r = &self.rows[i];
-                if r.lane != Some(l) {
+                if r.lane() != Some(l) {
                     spans.push(Span::styled("·", Style::new().fg(Color::DarkGray)));
                     continue;
                 }
-                let mut style = Style::new().fg(match r.glyph {
+                let mut style = Style::new().fg(match r.glyph() {
                     'K' | 'G' => KERNEL_COLOR,
                     'C' | 'M' => COPY_COLOR,
                     'R' | 'W' | 'f' | 'F' => EVENT_COLOR,
@@ -257,7 +257,7 @@ impl Viewer {
                 } else if i + 1 == self.at {
                     style = style.add_modifier(Modifier::REVERSED);
                 }
-                spans.push(Span::styled(r.glyph.to_string(), style));
+                spans.push(Span::styled(r.glyph().to_string(), style));
             }
             lines.push(Line::from(spans));
         }
@@ -401,7 +401,7 @@ impl Viewer {
         let now = self.rows.get(self.at.wrapping_sub(1));
         let at = now.map_or(0, |r| r.seq);
         let step = now
-            .and_then(|r| r.step)
+            .and_then(|r| self.step(r))
             .map_or(String::new(), |n| format!(", step {n}"));
         let play = if self.playing {
             format!("playing {} calls/s", PACES[self.pace])
@@ -514,7 +514,7 @@ mod tests {
             .then(|| root.join("tests/cuda/graph-once.access.txt"));
         let (calls, report) =
             super::super::load(&path, crate::record::Checking::with(notes.as_deref())).unwrap();
-        let v = Viewer::new(file, &calls, report, KeyMap::default(), None);
+        let v = Viewer::new(file, calls, report, KeyMap::default(), None);
         super::super::off_screen(v, keys, size, crate::tui::export::Format::Text).unwrap()
     }
 
@@ -575,7 +575,7 @@ mod tests {
         let path = dir.path().join("cut.recording");
         std::fs::write(&path, &bytes[..bytes.len() - 2]).unwrap();
         let (calls, report) = super::super::load(&path, crate::record::Checking::with(None)).unwrap();
-        let v = Viewer::new("cut.recording", &calls, report, KeyMap::default(), None);
+        let v = Viewer::new("cut.recording", calls, report, KeyMap::default(), None);
         let s = super::super::off_screen(v, "", "80x24", crate::tui::export::Format::Text).unwrap();
         let head = s.lines().next().unwrap();
         assert!(
