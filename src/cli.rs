@@ -515,7 +515,7 @@ pub struct BenchArgs {
 
     /// With `--checker` or `--recording`: the viewer too (`haloscope --recording FILE`), its
     /// time from opening the file to its first frame and its peak memory, once a file. The
-    /// viewer still holds every call's text: GBs at 10^7.
+    /// viewer reads the whole file before its first frame and keeps about 50 bytes a call.
     #[arg(long)]
     pub viewer: bool,
 

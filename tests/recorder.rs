@@ -188,7 +188,7 @@ fn a_crash_keeps_the_calls_before_it_and_a_cap_stops_recording_with_a_message() 
         .iter()
         .enumerate()
         .filter(|(_, c)| c.name == "launch" && c.keys["args"].starts_with("8:00007f0001000000"))
-        .filter_map(|(i, _)| r.step(i))
+        .filter_map(|(i, c)| r.step(c.thread, i))
         .max();
     assert_eq!(last, Some(10_000));
     assert!(

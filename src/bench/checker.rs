@@ -170,6 +170,7 @@ pub fn table(rows: &[Row]) -> String {
           to replay them; s: the median of --repeat runs, spread: the slowest over the fastest; \
           peak: the process's resident memory, reset before each run, the most of the runs; viewer: \
           `haloscope --recording FILE` from opening the file to its first frame at 160x48, once, and \
-          its peak memory (with --viewer) — the viewer still holds every call's text)\n";
+          its peak memory (with --viewer) — the viewer reads the whole file first and keeps about 50 \
+          bytes a call)\n";
     o
 }

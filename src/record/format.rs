@@ -278,6 +278,14 @@ pub struct Texts {
 const KNOWN: usize = 1 << 20;
 
 impl Texts {
+    /// Room for `n` strings' places (their text grows as it comes).
+    pub fn with_capacity(n: usize) -> Texts {
+        Texts {
+            ids: Vec::with_capacity(n),
+            ..Texts::default()
+        }
+    }
+
     pub fn push(&mut self, s: &str) {
         use std::hash::BuildHasher;
         let hash = self.known.hasher().hash_one(s);

@@ -625,27 +625,31 @@ pub fn load(path: &Path, how: Checking) -> Result<(Vec<format::Call>, check::Rep
 /// live state, not the recording's length. A bad file, line or annotation as `file:line:
 /// why` (exit 2).
 pub fn check_file(path: &Path, how: Checking) -> Result<check::Report> {
-    stream_check(path, how, false, |_| {})
+    stream_check(path, how, None::<fn(usize)>, |_| {})
 }
 
 /// [`check_file`] for the viewer: every call's text, stream and step kept in the report,
 /// and each call `how` takes handed to `see` (in the file's order, as it is replayed) before
-/// it is let go: the viewer keeps of it only what it draws.
+/// it is let go: the viewer keeps of it only what it draws. `expect` is told first how many
+/// calls `see` will be handed (to hold them in memory reserved once, not doubled as it grows).
 pub fn check_file_seeing(
     path: &Path,
     how: Checking,
+    expect: impl FnOnce(usize),
     see: impl FnMut(&format::Call),
 ) -> Result<check::Report> {
-    stream_check(path, how, true, see)
+    stream_check(path, how, Some(expect), see)
 }
 
-/// [`check_file`]; `keep`: every call's text, stream and step kept, each call seen first.
+/// [`check_file`]; with `expect`: every call's text, stream and step kept, each call seen
+/// first (`expect` told how many first).
 fn stream_check(
     path: &Path,
     how: Checking,
-    keep: bool,
+    expect: Option<impl FnOnce(usize)>,
     mut see: impl FnMut(&format::Call),
 ) -> Result<check::Report> {
+    let keep = expect.is_some();
     let notes = how.notes()?;
     let (mut ahead, mut left_out, mut taken) = (check::Ahead::default(), 0, 0u64);
     let read_notes = read::heads(path, |h| {
@@ -658,6 +662,9 @@ fn stream_check(
     })?;
     // A long recording's replay shown on a terminal (the first pass is the quicker).
     let bar = crate::out::progress(taken, if keep { "reading" } else { "checking" }, "calls");
+    if let Some(expect) = expect {
+        expect(ahead.calls);
+    }
     let mut replay = check::Replay::new(ahead, notes.as_ref(), how.measured(), keep);
     // The calls decoded on a thread of their own, in batches, while this one replays them:
     // a laptop's second core decodes (a fifth of the work; a quarter less time in all, with

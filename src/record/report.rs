@@ -206,15 +206,15 @@ pub struct Report {
     #[serde(skip)]
     pub texts: Texts,
     /// The stream each call was issued to, by haloscope's name for it (the UI's timeline):
-    /// an index into `stream_names`; see [`Report::stream`].
+    /// an index into `stream_names` (`NO_STREAM` for none: 4 bytes a call); see
+    /// [`Report::stream`].
     #[serde(skip)]
-    pub streams: Vec<Option<u32>>,
+    pub streams: Vec<u32>,
     #[serde(skip)]
     pub stream_names: Vec<String>,
-    /// Each call's step, where the program marks steps (`NO_STEP` where not: 8 bytes a call,
-    /// not 16); see [`Report::step`].
+    /// Each call's step, where the program marks steps; see [`Report::step`].
     #[serde(skip)]
-    pub steps: Vec<u64>,
+    pub steps: Steps,
     /// What the reader said of the recording as a whole: "ends inside a record at byte N: …".
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -230,19 +230,77 @@ impl Report {
     /// The stream call `i` was issued to, by haloscope's name for it; `None` for a call on
     /// no stream (or captured into a graph).
     pub fn stream(&self, i: usize) -> Option<&str> {
-        let s = (*self.streams.get(i)?)?;
-        self.stream_names.get(s as usize).map(String::as_str)
+        self.stream_names
+            .get(self.stream_index(i)? as usize)
+            .map(String::as_str)
     }
 
-    /// Call `i`'s step, where the program marks steps.
-    pub fn step(&self, i: usize) -> Option<u64> {
-        self.steps.get(i).copied().filter(|&s| s != NO_STEP)
+    /// The stream call `i` was issued to, as its place in `stream_names`.
+    pub fn stream_index(&self, i: usize) -> Option<u32> {
+        self.streams.get(i).copied().filter(|&s| s != NO_STREAM)
+    }
+
+    /// Call `i`'s step (of host thread `thread`'s), where the program marks steps.
+    pub fn step(&self, thread: usize, i: usize) -> Option<u64> {
+        self.steps.of(thread, i)
     }
 }
 
-/// No step: a call before the program's first step mark, or in a program that marks none.
-pub const NO_STEP: u64 = u64::MAX;
+/// No stream: a call issued to none (or captured into a graph).
+pub const NO_STREAM: u32 = u32::MAX;
+
+/// Each call's step, held as each host thread's changes of step (a thread's calls between two
+/// step marks share one entry): no memory a call, where a recording of ten million calls is
+/// shown.
+#[derive(Debug, Clone, Default)]
+pub struct Steps(std::collections::HashMap<usize, Vec<(usize, Option<u64>)>>);
+
+impl Steps {
+    /// Call `i` (its place among the calls, each thread's in order) of `thread` is in `step`.
+    pub fn push(&mut self, thread: usize, i: usize, step: Option<u64>) {
+        let runs = self.0.entry(thread).or_default();
+        if runs.last().is_none_or(|&(_, s)| s != step) {
+            runs.push((i, step));
+        }
+    }
+
+    /// Call `i`'s step, `thread` its host thread.
+    pub fn of(&self, thread: usize, i: usize) -> Option<u64> {
+        let runs = self.0.get(&thread)?;
+        let at = runs.partition_point(|&(from, _)| from <= i);
+        runs.get(at.checked_sub(1)?)?.1
+    }
+}
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_s_step_is_its_thread_s_latest_change_before_it() {
+        let mut s = Steps::default();
+        // Calls 0..8 of two threads interleaved: thread 1 marks step 1 at call 2 and step 2 at
+        // call 6; thread 2 never marks one.
+        let of = [
+            (1, None),
+            (2, None),
+            (1, Some(1)),
+            (2, None),
+            (1, Some(1)),
+            (1, Some(1)),
+            (1, Some(2)),
+            (2, None),
+        ];
+        for (i, &(t, step)) in of.iter().enumerate() {
+            s.push(t, i, step);
+        }
+        let back: Vec<Option<u64>> = of.iter().enumerate().map(|(i, &(t, _))| s.of(t, i)).collect();
+        assert_eq!(back, of.map(|(_, step)| step));
+        assert_eq!(s.0[&1].len(), 3, "one entry a change: {:?}", s.0);
+        assert_eq!(s.of(3, 0), None, "a thread never seen");
+    }
 }

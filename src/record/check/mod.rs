@@ -17,7 +17,7 @@ use super::annotate::{self, Annotations};
 use super::format::{Call, Texts};
 use super::host::HostSync;
 use super::order::{Clock, Order, StreamKey};
-pub use super::report::{Alloc, Finding, Launches, Model, NO_STEP, Race, Report, Site};
+pub use super::report::{Alloc, Finding, Launches, Model, NO_STREAM, Race, Report, Site, Steps};
 use super::spans::{Ended, Entry, Spans};
 use crate::hazard::Kind;
 
@@ -105,13 +105,13 @@ pub fn check_with(
 /// What the UI shows of each call: its stream, by name, and its step.
 #[derive(Default)]
 struct Shown {
-    streams: Vec<Option<u32>>,
+    /// `Report::streams`' (`NO_STREAM`: none).
+    streams: Vec<u32>,
     stream_names: Vec<String>,
     /// Each stream's name once: looked up by its agent (a name is hashed once per stream).
     stream_index: HashMap<String, u32>,
     agent_index: HashMap<usize, u32>,
-    /// `Report::steps`' (`NO_STEP`: none).
-    steps: Vec<u64>,
+    steps: Steps,
 }
 
 /// The replay of a recording's calls, read once, in order: a call is replayed once no call
@@ -159,6 +159,7 @@ impl<'a> Replay<'a> {
                 first_of: ahead.first_of,
                 last_of: ahead.last_of,
                 flag_writes: ahead.flag_writes,
+                texts: Texts::with_capacity(if keep { ahead.calls } else { 0 }),
                 ..Checker::default()
             },
             bounds: bound_of.iter().map(|(&t, &b)| (b, t)).collect(),
@@ -170,7 +171,7 @@ impl<'a> Replay<'a> {
             read: 0,
             expected: ahead.calls,
             pending: VecDeque::new(),
-            shown: keep.then(Shown::default),
+            shown: keep.then(|| Shown::for_calls(ahead.calls)),
             threads: BTreeSet::new(),
             devices: BTreeSet::new(),
             launches: Launches::default(),
@@ -397,9 +398,17 @@ impl<'a> Replay<'a> {
 }
 
 impl Shown {
+    /// For `n` calls: their memory reserved once (not doubled as it grows).
+    fn for_calls(n: usize) -> Shown {
+        Shown {
+            streams: Vec::with_capacity(n),
+            ..Shown::default()
+        }
+    }
+
     /// Call `c`'s stream (`on`: it ran on one, not captured into a graph) and step.
     fn push(&mut self, k: &Checker, c: &Call, on: bool, step: Option<u64>) {
-        self.steps.push(step.unwrap_or(NO_STEP));
+        self.steps.push(c.thread, self.streams.len(), step);
         let stream = (c.keys.contains_key("stream") && on).then(|| {
             let (names, index) = (&mut self.stream_names, &mut self.stream_index);
             let mut by_name = |name: String| {
@@ -416,7 +425,7 @@ impl Shown {
                 None => by_name(k.stream_name(c)),
             }
         });
-        self.streams.push(stream);
+        self.streams.push(stream.unwrap_or(NO_STREAM));
     }
 }
 

@@ -83,9 +83,18 @@ impl Row {
 /// The recording at `path`, checked as `how` says: a row for each call, in the file's order
 /// (the viewer sorts them), and the report.
 fn load(path: &Path, how: crate::record::Checking) -> Result<(Vec<Row>, Report)> {
-    let mut rows = Vec::new();
-    let report = crate::record::check_file_seeing(path, how, |c| rows.push(Row::of(rows.len(), c)))?;
-    Ok((rows, report))
+    let rows = std::cell::RefCell::new(Vec::new());
+    let report = crate::record::check_file_seeing(
+        path,
+        how,
+        |n| rows.borrow_mut().reserve_exact(n),
+        |c| {
+            let mut rows = rows.borrow_mut();
+            let row = Row::of(rows.len(), c);
+            rows.push(row);
+        },
+    )?;
+    Ok((rows.into_inner(), report))
 }
 
 /// What one recorded call looks like on the timeline: K kernel, G graph launch, C copy, M
@@ -119,7 +128,7 @@ pub struct Viewer {
     /// Host threads, in order.
     threads: Vec<usize>,
     /// Each host thread's calls (indices into `rows`, in issue order), by its place above.
-    calls_of: Vec<Vec<usize>>,
+    calls_of: Vec<Vec<u32>>,
     /// The timeline's lanes: a stream's name and its GPU.
     lanes: Vec<(String, i64)>,
     /// A finding's calls, as indices into `rows`.
@@ -147,7 +156,7 @@ impl Viewer {
 
     /// Row `r`'s host thread's step, where the program marks steps.
     fn step(&self, r: &Row) -> Option<u64> {
-        self.report.step(r.call())
+        self.report.step(r.thread(), r.call())
     }
 
     /// The viewer over a recording's calls (`load`'s rows) and their check; at its first call.
@@ -173,7 +182,7 @@ impl Viewer {
                 lanes.push((name, i64::from(r.device)));
                 u32::try_from(lanes.len() - 1).unwrap_or(NO_LANE)
             };
-            r.lane = match report.streams.get(r.call()).copied().flatten() {
+            r.lane = match report.stream_index(r.call()) {
                 Some(s) => *stream_lane[s as usize]
                     .get_or_insert_with(|| new_lane(report.stream_names[s as usize].clone())),
                 None if r.host => *host_lane
@@ -182,13 +191,23 @@ impl Viewer {
                 None => NO_LANE,
             };
         }
-        let mut threads: Vec<usize> = rows.iter().map(Row::thread).collect();
-        threads.sort();
-        threads.dedup();
-        let mut calls_of = vec![Vec::new(); threads.len()];
+        let threads: Vec<usize> = rows
+            .iter()
+            .map(Row::thread)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        // Each thread's rows counted first: its list reserved once.
+        let mut counts = vec![0; threads.len()];
+        for r in &rows {
+            if let Ok(t) = threads.binary_search(&r.thread()) {
+                counts[t] += 1;
+            }
+        }
+        let mut calls_of: Vec<Vec<u32>> = counts.into_iter().map(Vec::with_capacity).collect();
         for (i, r) in rows.iter().enumerate() {
             if let Ok(t) = threads.binary_search(&r.thread()) {
-                calls_of[t].push(i);
+                calls_of[t].push(i as u32);
             }
         }
         let at_line = |l: &usize| by_line.get(l).copied().flatten();

@@ -124,8 +124,8 @@ impl Viewer {
     fn thread(&self, t: usize, paged: bool, area: Rect, buf: &mut Buffer) {
         let id = self.threads[t];
         let mine = &self.calls_of[t];
-        let issued = mine.partition_point(|&i| i < self.at);
-        let device = mine.first().map_or(-1, |&i| self.rows[i].device);
+        let issued = mine.partition_point(|&i| (i as usize) < self.at);
+        let device = mine.first().map_or(-1, |&i| self.rows[i as usize].device);
         let mut title = format!(
             " {}: host thread {id} · GPU {device} · {} calls ",
             t + 1,
@@ -157,6 +157,7 @@ impl Viewer {
             .skip(from)
             .take(h)
             .map(|(k, &i)| {
+                let i = i as usize;
                 let r = &self.rows[i];
                 let now = k + 1 == issued;
                 let marked = marks.contains(&Some(i));
