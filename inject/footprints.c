@@ -176,6 +176,36 @@ static pthread_mutex_t fp_patch_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int fp_in_patch;
 static int fp_debug;  // HALOSCOPE_DEBUG=1: each patch and unpatch said on stderr
 
+// A module's code must not change under a kernel being enqueued or a graph being captured:
+// on the GPU, with several host threads, patching again then failed ("an unknown internal
+// error") and the next kernel hit an illegal instruction, or another thread's capture was
+// invalidated (error 901). So each launch's driver call and each graph launch holds
+// `fp_running` for reading, each patch and unpatch holds it for writing (both waited for a
+// while, not for ever: a callback may hold a driver lock the other side waits for), and
+// nothing is patched or unpatched while a stream captures. Only while unpatching is on and
+// not frozen: else nothing changes and nothing is held.
+static pthread_rwlock_t fp_running = PTHREAD_RWLOCK_INITIALIZER;
+static __thread int fp_running_held;
+static atomic_int fp_capturing;
+
+static void running_hold(void);
+static void running_release(void) {
+    if (!fp_running_held) return;
+    fp_running_held = 0;
+    pthread_rwlock_unlock(&fp_running);
+}
+
+// 0 when `fp_running` is held for writing (for a patch or an unpatch); not while a stream
+// captures. `wait`: for a while; else not at all.
+static int running_exclusive(int wait) {
+    if (atomic_load(&fp_capturing) > 0) return 1;
+    if (!wait) return pthread_rwlock_trywrlock(&fp_running);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    return pthread_rwlock_timedwrlock(&fp_running, &until);
+}
+
 // Waited for a while, not for ever: the thread unpatching may be waiting for the driver's
 // lock that this thread's launch or load holds. 0 when held.
 static int patch_lock_for_a_while(void) {
@@ -209,7 +239,13 @@ static void fp_unpatch_due(void) {
     void *m = fp_due_here;
     if (!m || fp_in_patch) return;
     fp_due_here = NULL;
+    if (atomic_load(&fp_failed)) return;  // nothing measured any more: left as it is
     if (pthread_mutex_trylock(&fp_patch_lock)) {
+        fp_due_here = m;
+        return;
+    }
+    if (running_exclusive(0)) {  // a launch under way, or a capture: at a later call's return
+        pthread_mutex_unlock(&fp_patch_lock);
         fp_due_here = m;
         return;
     }
@@ -221,6 +257,7 @@ static void fp_unpatch_due(void) {
     if (due) f->patched = 0;
     pthread_mutex_unlock(&fp_lock);
     int r = due ? repatch(m, 0) : 0;
+    pthread_rwlock_unlock(&fp_running);
     pthread_mutex_unlock(&fp_patch_lock);
     if (r) fp_fail("unpatching a module", r);
 }
@@ -383,25 +420,42 @@ static void fp_before_launch(void *f, const unsigned *dims) {
     fp_presig = 0;
     if (!dims || fp_unpatch != 1 || fp_in_patch || atomic_load(&fp_failed)) return;
     fp_presig = launch_hash(f, dims, dims + 3);
-    if (seen(fp_presig, 0)) return;
-    void *m = module_of_launch(f);
-    if (!m || patch_lock_for_a_while()) return;
-    pthread_mutex_lock(&fp_lock);
-    fp_module *mod = module_of(m);
-    int patch = mod && !mod->patched && !atomic_load(&fp_frozen);
-    pthread_mutex_unlock(&fp_lock);
-    int r = patch ? repatch(m, 1) : 0;
-    pthread_mutex_lock(&fp_lock);
-    if (patch && !r) mod->patched = 1;
-    if (mod && mod->patched && !fp_reserved) mod->open++, fp_reserved = m;
-    pthread_mutex_unlock(&fp_lock);
-    pthread_mutex_unlock(&fp_patch_lock);
-    if (r) fp_fail("patching a module again", r);
+    void *m = seen(fp_presig, 0) ? NULL : module_of_launch(f);
+    if (m && !patch_lock_for_a_while()) {
+        pthread_mutex_lock(&fp_lock);
+        fp_module *mod = module_of(m);
+        int patch = mod && !mod->patched && !atomic_load(&fp_frozen);
+        pthread_mutex_unlock(&fp_lock);
+        // Patched only where nothing else is enqueued meanwhile (else the launch goes
+        // unmeasured, its module unpatched).
+        int r = 0, alone = patch && !running_exclusive(1);
+        if (alone) {
+            r = repatch(m, 1);
+            pthread_rwlock_unlock(&fp_running);
+        }
+        pthread_mutex_lock(&fp_lock);
+        if (alone && !r) mod->patched = 1;
+        if (mod && mod->patched && !fp_reserved) mod->open++, fp_reserved = m;
+        pthread_mutex_unlock(&fp_lock);
+        pthread_mutex_unlock(&fp_patch_lock);
+        if (r) fp_fail("patching a module again", r);
+    }
+    running_hold();  // to the driver call's return (`fp_after_launch`)
+}
+
+// Held for reading from a launch's or a graph launch's entry to its return (above: why).
+static void running_hold(void) {
+    if (!fp_unpatch || fp_running_held || fp_in_patch || atomic_load(&fp_frozen)) return;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    if (!pthread_rwlock_timedrdlock(&fp_running, &until)) fp_running_held = 1;
 }
 
 // A launch's driver call returns: a module held open at its entry and not taken by its begin
 // callback is let go (unpatched as the call returns, if no launch has it open).
 static void fp_after_launch(void) {
+    running_release();
     void *m = fp_reserved;
     if (!m) return;
     fp_reserved = NULL;
@@ -422,6 +476,10 @@ static void fp_freeze(int patch_all, const char *why) {
         return;
     }
     int r = 0, again = 0;
+    // Patched again only where nothing is enqueued meanwhile and no stream captures (a
+    // captured flag wait: the unpatched modules' new launches then go unmeasured).
+    int alone = patch_all && !running_exclusive(1);
+    patch_all = alone;
     while (patch_all) {
         void *m = NULL;
         pthread_mutex_lock(&fp_lock);
@@ -435,6 +493,7 @@ static void fp_freeze(int patch_all, const char *why) {
         pthread_mutex_unlock(&fp_lock);
         again++;
     }
+    if (alone) pthread_rwlock_unlock(&fp_running);
     atomic_store(&fp_frozen, 1);
     pthread_mutex_unlock(&fp_patch_lock);
     pthread_mutex_lock(&lock);
@@ -450,6 +509,23 @@ static void fp_freeze(int patch_all, const char *why) {
     else if (fp_debug)
         fprintf(stderr, "haloscope record: frozen (%s), %d module(s) patched again\n", why, again);
     if (r) fp_fail("patching a module again", r);
+}
+
+// A runtime call's entry or return: a graph launch holds `fp_running` for reading; a stream
+// capture's begin and end count the captures under way.
+static void fp_runtime_call(uint32_t cbid, int entering, int rc) {
+    if (!fp_unpatch) return;
+    if (cbid == RT_GRAPH_LAUNCH || cbid == RT_GRAPH_LAUNCH_PTSZ) {
+        if (entering) running_hold();
+        else running_release();
+    } else if (cbid == RT_BEGIN_CAPTURE || cbid == RT_BEGIN_CAPTURE_PTSZ || cbid == RT_BEGIN_CAPTURE_TO_GRAPH ||
+               cbid == RT_BEGIN_CAPTURE_TO_GRAPH_PTSZ) {
+        // Counted from its entry (no patch may begin under it), let go if it failed.
+        if (entering) atomic_fetch_add(&fp_capturing, 1);
+        else if (rc) atomic_fetch_sub(&fp_capturing, 1);
+    } else if ((cbid == RT_END_CAPTURE || cbid == RT_END_CAPTURE_PTSZ) && !entering) {
+        atomic_fetch_sub(&fp_capturing, 1);
+    }
 }
 
 // A call returns: its failure (but "not ready", an answer) freezes the modules as they are.

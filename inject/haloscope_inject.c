@@ -323,6 +323,7 @@ static void fp_before_launch(void *f, const unsigned *dims);
 static void fp_after_launch(void);
 static void fp_freeze(int patch_all, const char *why);
 static void fp_call_returned(int rc);
+static void fp_runtime_call(uint32_t cbid, int entering, int rc);
 
 static void put_rec(const rec *r) {
     rec len = {.n = 0};
@@ -817,6 +818,10 @@ static void on_driver(uint32_t cbid, const callback_data *cb) {
 static void callback(void *userdata, int domain, uint32_t cbid, const void *data) {
     (void)userdata;
     host_quiet++;
+    if (domain == DOMAIN_RUNTIME) {
+        const callback_data *d = data;
+        fp_runtime_call(cbid, d->site == SITE_ENTER, d->return_value ? *(const int *)d->return_value : 0);
+    }
     if (domain == DOMAIN_RUNTIME) on_runtime(cbid, data);
     else if (domain == DOMAIN_DRIVER) on_driver(cbid, data);
     else if (domain == DOMAIN_NVTX) on_nvtx(cbid, data);
