@@ -253,7 +253,7 @@ pub const NO_STREAM: u32 = u32::MAX;
 /// step marks share one entry): no memory a call, where a recording of ten million calls is
 /// shown.
 #[derive(Debug, Clone, Default)]
-pub struct Steps(std::collections::HashMap<usize, Vec<(usize, Option<u64>)>>);
+pub struct Steps(std::collections::BTreeMap<usize, Vec<(usize, Option<u64>)>>);
 
 impl Steps {
     /// Call `i` (its place among the calls, each thread's in order) of `thread` is in `step`.
