@@ -196,14 +196,18 @@ static void running_release(void) {
 }
 
 // 0 when `fp_running` is held for writing (for a patch or an unpatch); not while a stream
-// captures. `wait`: for a while; else not at all.
+// captures, looked at once it is held (a capture counted after that waits for the lock to
+// begin: `fp_runtime_call`). `wait`: for a while; else not at all.
 static int running_exclusive(int wait) {
-    if (atomic_load(&fp_capturing) > 0) return 1;
-    if (!wait) return pthread_rwlock_trywrlock(&fp_running);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 2;
-    return pthread_rwlock_timedwrlock(&fp_running, &until);
+    int r = wait ? pthread_rwlock_timedwrlock(&fp_running, &until) : pthread_rwlock_trywrlock(&fp_running);
+    if (!r && atomic_load(&fp_capturing) > 0) {
+        pthread_rwlock_unlock(&fp_running);
+        r = 1;
+    }
+    return r;
 }
 
 // Waited for a while, not for ever: the thread unpatching may be waiting for the driver's
@@ -520,9 +524,15 @@ static void fp_runtime_call(uint32_t cbid, int entering, int rc) {
         else running_release();
     } else if (cbid == RT_BEGIN_CAPTURE || cbid == RT_BEGIN_CAPTURE_PTSZ || cbid == RT_BEGIN_CAPTURE_TO_GRAPH ||
                cbid == RT_BEGIN_CAPTURE_TO_GRAPH_PTSZ) {
-        // Counted from its entry (no patch may begin under it), let go if it failed.
-        if (entering) atomic_fetch_add(&fp_capturing, 1);
-        else if (rc) atomic_fetch_sub(&fp_capturing, 1);
+        // Counted from its entry (no patch may begin under it), then begun once no patch
+        // is under way (held and let go); let go if it failed.
+        if (entering) {
+            atomic_fetch_add(&fp_capturing, 1);
+            running_hold();
+            running_release();
+        } else if (rc) {
+            atomic_fetch_sub(&fp_capturing, 1);
+        }
     } else if ((cbid == RT_END_CAPTURE || cbid == RT_END_CAPTURE_PTSZ) && !entering) {
         atomic_fetch_sub(&fp_capturing, 1);
     }

@@ -743,14 +743,20 @@ fn modules_unpatched_between_new_signatures_measure_the_same_footprints() {
 /// unpatched module's next new signature unmeasured, and said so.
 #[test]
 fn a_flag_wait_or_a_failed_call_stops_unpatching_for_good() {
-    let dir = tempfile::tempdir().unwrap();
-    let (path, said) = record_footprints_with(dir.path(), "flagged", &[("HALOSCOPE_UNPATCH", "1")]);
+    // The play `how`, unpatching: what it said and each launch's footprint, the first two
+    // (before the flag wait or the failed call) measured and reused.
+    let play = |how: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, said) = record_footprints_with(dir.path(), how, &[("HALOSCOPE_UNPATCH", "1")]);
+        let fps = launch_footprints(&path);
+        assert!(
+            fps[0].starts_with("measured ") && fps[1].starts_with("reused "),
+            "{how}: {fps:?}"
+        );
+        (said, fps)
+    };
+    let (said, fps) = play("flagged");
     assert!(said.contains("1 module(s) left patched"), "{said}");
-    let fps = launch_footprints(&path);
-    assert!(
-        fps[0].starts_with("measured ") && fps[1].starts_with("reused "),
-        "{fps:?}"
-    );
     assert!(
         fps[2].starts_with("measured "),
         "the new signature after the flag wait: {fps:?}"
@@ -760,14 +766,8 @@ fn a_flag_wait_or_a_failed_call_stops_unpatching_for_good() {
         "nothing said where all went well: {said}"
     );
 
-    let dir = tempfile::tempdir().unwrap();
-    let (path, said) = record_footprints_with(dir.path(), "failing", &[("HALOSCOPE_UNPATCH", "1")]);
+    let (said, fps) = play("failing");
     assert!(said.contains("0 module(s) left patched"), "{said}");
-    let fps = launch_footprints(&path);
-    assert!(
-        fps[0].starts_with("measured ") && fps[1].starts_with("reused "),
-        "{fps:?}"
-    );
     assert_eq!(
         fps[2], "none",
         "unpatched and frozen: the new signature unmeasured"

@@ -191,20 +191,13 @@ impl Viewer {
                 None => NO_LANE,
             };
         }
-        let threads: Vec<usize> = rows
-            .iter()
-            .map(Row::thread)
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        // Each thread's rows counted first: its list reserved once.
-        let mut counts = vec![0; threads.len()];
+        // The threads and their calls counted in one pass: each thread's list reserved once.
+        let mut counts = std::collections::BTreeMap::<usize, usize>::new();
         for r in &rows {
-            if let Ok(t) = threads.binary_search(&r.thread()) {
-                counts[t] += 1;
-            }
+            *counts.entry(r.thread()).or_default() += 1;
         }
-        let mut calls_of: Vec<Vec<u32>> = counts.into_iter().map(Vec::with_capacity).collect();
+        let threads: Vec<usize> = counts.keys().copied().collect();
+        let mut calls_of: Vec<Vec<u32>> = counts.into_values().map(Vec::with_capacity).collect();
         for (i, r) in rows.iter().enumerate() {
             if let Ok(t) = threads.binary_search(&r.thread()) {
                 calls_of[t].push(i as u32);
